@@ -1,0 +1,119 @@
+/* backend.h: the vtable every device implements.
+ *
+ * The training code walks the graph and calls the backend once per layer; the
+ * backend owns layouts, primitives/kernels and device memory. Tensors the backend
+ * keeps (indexing by node i of the graph; "act[-1]" is the input batch):
+ *   act[i]   output of node i         (backend layout, e.g. oneDNN-blocked)
+ *   gact[i]  dLoss/d act[i]           (same layout as act[i])
+ *   params, grads, opt state: ONE flat float array each, in the graph's PyTorch
+ *            order and layout (graph.h), so the optimizer step is one pass.
+ * All of it lives in one arena carved by the plan (plan.h): create() adds the
+ * regions and allocates nothing; bind() is called once with the arena.
+ *
+ * Contracts:
+ *  - forward(i) reads act[i-1] and params, writes act[i] (and saved state).
+ *  - backward(i) reads gact[i] (+ saved state), writes gact[i-1] unless i == 0, and
+ *    WRITES (accumulate == 0) or ADDS TO (accumulate != 0) the grads of node i.
+ *  - loss() computes softmax cross-entropy of act[last] against the batch labels,
+ *    adds loss sum and the confusion counts to the device-side metric
+ *    accumulators, and in training writes gact[last] = dLoss/dlogits * grad_scale.
+ *  - Nothing is allocated after bind(); no call synchronizes the host except the
+ *    *_to_host / read_metrics / sync calls.
+ */
+#ifndef CT_BACKEND_H
+#define CT_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "config/config.h"
+#include "graph/graph.h"
+#include "ops/elementwise.h"
+#include "plan/plan.h"
+
+/* What the backend plans for. */
+typedef struct ct_run_opts {
+    int batch_size;     /* max rows per batch; the last batch may have fewer */
+    bool training;      /* false: forward-only plan (no gradients, no optimizer state) */
+    ct_opt_kind optimizer;
+    int opt_state_slots;/* optimizer state arrays of n_param_floats each (0, 1 or 2) */
+    ct_amp_mode amp;
+    int device_index;   /* cuda ordinal; ignored by the CPU */
+    uint64_t seed;      /* dropout stream key */
+    bool sync_debug;    /* synchronize and check after every call (CUDA) */
+} ct_run_opts;
+
+/* Device-side accumulators, read once per epoch. */
+typedef struct ct_metrics {
+    double loss_sum;    /* sum of per-sample losses */
+    long long samples;
+    long long correct;
+    long long *confusion; /* [K*K] (true row, predicted column), caller-owned, may be NULL */
+} ct_metrics;
+
+typedef struct ct_backend ct_backend;
+
+typedef struct ct_backend_vt {
+    const char *name; /* "cpu", "cuda" */
+
+    /* Creates the backend state for graph g (which must outlive it), chooses
+     * algorithms and layouts, and adds every region it needs to plan (the plan
+     * must not be finalized yet). Allocates no arena. */
+    int (*create)(const ct_graph *g, const ct_run_opts *o, ct_plan *plan, ct_backend **out,
+                  ct_err *err);
+    /* Allocates the arena of plan->total bytes (after ct_plan_finalize) and binds
+     * every tensor to it. The only allocation of device memory. */
+    int (*bind)(ct_backend *b, const ct_plan *plan, ct_err *err);
+    void (*destroy)(ct_backend *b);
+
+    /* Copies a host batch (x: [n, C, H, W] NCHW floats, y: [n]) into the device's
+     * batch region; n <= batch_size. Validates nothing (labels were validated). */
+    int (*load_batch)(ct_backend *b, const float *x, const int32_t *y, int n, ct_err *err);
+
+    /* step: global optimizer-step counter (dropout stream); train: dropout active. */
+    int (*forward)(ct_backend *b, int node, bool train, uint32_t step, ct_err *err);
+    int (*loss)(ct_backend *b, bool train, float grad_scale, ct_err *err);
+    int (*backward)(ct_backend *b, int node, bool accumulate, uint32_t step, ct_err *err);
+
+    /* One update of every parameter from its gradient, over the flat range. */
+    int (*optimizer_step)(ct_backend *b, const ct_opt_hyper *h, ct_err *err);
+
+    /* Reads (and with reset, zeroes) the metric accumulators. Synchronizes. */
+    int (*read_metrics)(ct_backend *b, ct_metrics *m, bool reset, ct_err *err);
+
+    /* Flat arrays in PyTorch layout: params, grads (training plans only), and
+     * optimizer state slot s. Synchronize. */
+    int (*params_to_host)(ct_backend *b, float *dst, ct_err *err);
+    int (*params_from_host)(ct_backend *b, const float *src, ct_err *err);
+    int (*grads_to_host)(ct_backend *b, float *dst, ct_err *err);
+    int (*opt_state_to_host)(ct_backend *b, int slot, float *dst, ct_err *err);
+    int (*opt_state_from_host)(ct_backend *b, int slot, const float *src, ct_err *err);
+
+    /* For tests and debugging: act[node] (grad == false) or gact[node] (grad ==
+     * true) as plain NCHW floats [n_rows, numel(node.out)] of the last batch;
+     * node == -1 is the input batch. */
+    int (*tensor_to_host)(ct_backend *b, int node, bool grad, float *dst, ct_err *err);
+    /* Overwrites gact[node] from plain NCHW (to drive backward in tests). */
+    int (*grad_from_host)(ct_backend *b, int node, const float *src, ct_err *err);
+
+    /* Waits for all queued work. */
+    int (*sync)(ct_backend *b, ct_err *err);
+
+    /* Name of the implementation chosen for node's forward (e.g. oneDNN's
+     * "jit:avx2"), for summaries and tests; "" if not applicable. */
+    const char *(*impl_name)(ct_backend *b, int node);
+} ct_backend_vt;
+
+/* Every backend struct begins with this header. */
+struct ct_backend {
+    const ct_backend_vt *vt;
+};
+
+extern const ct_backend_vt ct_backend_cpu;
+#ifdef CT_HAVE_CUDA
+extern const ct_backend_vt ct_backend_cuda;
+#endif
+
+#endif

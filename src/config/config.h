@@ -1,0 +1,164 @@
+/* config.h: the model and training description, parsed from YAML.
+ *
+ * A ct_config is plain data: every field has a default from one table
+ * (config_defaults.c), the YAML overrides them, the command line overrides the
+ * YAML. Parsing is strict: an unknown key, a wrong type or an out-of-range value
+ * fails with "file:line:col: error: ..." (and "did you mean 'x'?" for near-miss
+ * keys). Nothing here allocates device memory or touches data files.
+ *
+ * YAML layout (see README.md "Config reference"):
+ *   name: cnn
+ *   model:
+ *     input: [1, 28, 28]            # C, H, W of one sample
+ *     layers:
+ *       - conv2d: {out_channels: 32, kernel: 3, stride: 1, padding: 1, bias: true}
+ *       - relu
+ *       - maxpool2d: {kernel: 2}    # stride defaults to kernel
+ *       - flatten
+ *       - linear: {out_features: 10}
+ *       - dropout: {p: 0.5}
+ *     loss: cross_entropy
+ *   optimizer: {type: adam, lr: 0.001, betas: [0.9, 0.999], eps: 1e-8,
+ *               weight_decay: 0, momentum: 0, nesterov: false}
+ *   schedule: {type: constant|step|cosine, step_size: 1, gamma: 0.1,
+ *              warmup_epochs: 0, min_lr: 0}
+ *   data: {train_images: ..., train_labels: ..., test_images: ..., test_labels: ...,
+ *          num_classes: 10, normalize: {mean: 0.5, std: 0.5}, shuffle: true}
+ *   train: {epochs: 10, batch_size: 256, grad_accum_steps: 1, amp: off, seed: 42,
+ *           out: runs/cnn}
+ *   device: auto                    # auto | cpu | cuda | cuda:N
+ */
+#ifndef CT_CONFIG_H
+#define CT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define CT_MAX_LAYERS 64
+#define CT_PATH_MAX 1024
+#define CT_NAME_MAX 64
+
+typedef enum {
+    CT_LAYER_CONV2D,
+    CT_LAYER_MAXPOOL2D,
+    CT_LAYER_AVGPOOL2D,
+    CT_LAYER_RELU,
+    CT_LAYER_FLATTEN,
+    CT_LAYER_LINEAR,
+    CT_LAYER_DROPOUT,
+    CT_LAYER_KIND_COUNT
+} ct_layer_kind;
+
+/* One entry of model.layers. Fields not used by a kind keep their defaults. */
+typedef struct ct_layer_cfg {
+    ct_layer_kind kind;
+    int out_channels; /* conv2d, >= 1 */
+    int kernel;       /* conv2d, maxpool2d, avgpool2d: square kernel, >= 1 */
+    int stride;       /* conv2d default 1; pools default = kernel */
+    int padding;      /* conv2d, pools: >= 0 (pools: <= kernel/2) */
+    int out_features; /* linear, >= 1 */
+    bool bias;        /* conv2d, linear; default true */
+    double p;         /* dropout probability, 0 <= p < 1 */
+    int line, col;    /* 1-based position of the entry in the YAML, for errors */
+} ct_layer_cfg;
+
+typedef enum { CT_LOSS_CROSS_ENTROPY } ct_loss_kind;
+typedef enum { CT_OPT_SGD, CT_OPT_ADAM, CT_OPT_ADAMW } ct_opt_kind;
+typedef enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE } ct_sched_kind;
+typedef enum { CT_AMP_OFF, CT_AMP_FP16, CT_AMP_BF16 } ct_amp_mode;
+typedef enum { CT_DEVICE_AUTO, CT_DEVICE_CPU, CT_DEVICE_CUDA } ct_device_kind;
+
+typedef struct ct_optimizer_cfg {
+    ct_opt_kind type;    /* default adam */
+    double lr;           /* > 0, default 1e-3 */
+    double momentum;     /* sgd, [0, 1), default 0 */
+    bool nesterov;       /* sgd, needs momentum > 0 */
+    double weight_decay; /* >= 0; sgd/adam: L2 added to grad, adamw: decoupled */
+    double beta1, beta2; /* adam/adamw "betas", each in [0, 1); default 0.9, 0.999 */
+    double eps;          /* adam/adamw, > 0, default 1e-8 */
+} ct_optimizer_cfg;
+
+typedef struct ct_schedule_cfg {
+    ct_sched_kind type; /* default constant */
+    int step_size;      /* step: epochs between decays, >= 1, default 1 */
+    double gamma;       /* step: factor, (0, 1], default 0.1 */
+    int warmup_epochs;  /* linear warmup from 0 over this many epochs, >= 0 */
+    double min_lr;      /* cosine: final lr, >= 0 */
+} ct_schedule_cfg;
+
+typedef struct ct_data_cfg {
+    char train_images[CT_PATH_MAX]; /* as resolved (see ct_config_resolve_path) */
+    char train_labels[CT_PATH_MAX];
+    char test_images[CT_PATH_MAX];
+    char test_labels[CT_PATH_MAX];
+    int num_classes;   /* >= 2, default 10 */
+    double mean, std;  /* pixel/255 -> (x - mean) / std; std > 0; default 0, 1 */
+    bool shuffle;      /* default true */
+} ct_data_cfg;
+
+typedef struct ct_train_cfg {
+    int epochs;           /* >= 1, default 10 */
+    int batch_size;       /* >= 1, default 64 */
+    int grad_accum_steps; /* >= 1, default 1 */
+    ct_amp_mode amp;      /* default off */
+    uint64_t seed;        /* default 42 */
+    char out[CT_PATH_MAX];/* output directory, default "runs/<name>" */
+} ct_train_cfg;
+
+typedef struct ct_device_cfg {
+    ct_device_kind kind; /* default auto */
+    int index;           /* cuda:N, -1 when not given */
+} ct_device_cfg;
+
+typedef struct ct_config {
+    char name[CT_NAME_MAX];   /* default: config file's base name without .yaml */
+    char source[CT_PATH_MAX]; /* file the config came from ("<string>" if none) */
+    int input_c, input_h, input_w;
+    ct_layer_cfg layers[CT_MAX_LAYERS];
+    int n_layers;
+    ct_loss_kind loss;
+    ct_optimizer_cfg optimizer;
+    ct_schedule_cfg schedule;
+    ct_data_cfg data;
+    ct_train_cfg train;
+    ct_device_cfg device;
+    char *text;        /* full YAML text (owned, NUL-terminated), saved in checkpoints */
+    size_t text_len;
+} ct_config;
+
+/* Fills cfg with the defaults table; text = NULL. */
+void ct_config_defaults(ct_config *cfg);
+
+/* Reads and parses a YAML file. On error returns -1 with "path:line:col: error: ...".
+ * Data paths that are relative are resolved: as given if that exists from the
+ * current directory, else relative to the config file's directory, else to its
+ * parent; a path found nowhere is kept as given (the data loader reports it). */
+int ct_config_load(const char *path, ct_config *cfg, ct_err *err);
+
+/* Parses YAML text; `source` names it in error messages. Relative data paths are
+ * resolved against `base_dir` (may be NULL: current directory only). */
+int ct_config_parse(const char *text, size_t len, const char *source,
+                    const char *base_dir, ct_config *cfg, ct_err *err);
+
+/* Frees cfg->text. The struct may be reused after ct_config_defaults. */
+void ct_config_free(ct_config *cfg);
+
+/* Applies one command-line override. key is one of: epochs, batch-size, lr,
+ * device, seed, out, amp, grad-accum-steps. Value errors are "--key: ..." lines. */
+int ct_config_override(ct_config *cfg, const char *key, const char *value, ct_err *err);
+
+/* Parses "auto", "cpu", "cuda", "cuda:N". */
+int ct_parse_device(const char *s, ct_device_cfg *out, ct_err *err);
+
+/* Names for printing and for the reverse lookups the parser uses. */
+const char *ct_layer_kind_name(ct_layer_kind k);   /* "conv2d", ... */
+const char *ct_opt_kind_name(ct_opt_kind k);       /* "sgd", "adam", "adamw" */
+const char *ct_sched_kind_name(ct_sched_kind k);   /* "constant", "step", "cosine" */
+const char *ct_amp_mode_name(ct_amp_mode m);       /* "off", "fp16", "bf16" */
+/* "auto", "cpu", "cuda", "cuda:N" into buf. */
+const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n);
+
+#endif

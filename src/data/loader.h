@@ -1,0 +1,43 @@
+/* loader.h: batches of normalized float images and int32 labels, prepared ahead.
+ *
+ * The loader owns two host batch buffers (double buffering) allocated once at
+ * creation. A background thread fills the next batch while the caller trains on
+ * the current one. Order: a seeded Fisher-Yates permutation per epoch (when
+ * shuffle is on; the same seed and epoch give the same order on any machine),
+ * else dataset order. The last partial batch of an epoch is delivered with n <
+ * batch_size (never dropped). Normalization: x = (pixel / 255 - mean) / std.
+ */
+#ifndef CT_LOADER_H
+#define CT_LOADER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "data/idx.h"
+
+typedef struct ct_batch {
+    const float *x;   /* [n, 1, rows, cols] (NCHW, one channel) */
+    const int32_t *y; /* [n] */
+    int n;            /* samples in this batch, 1..batch_size */
+    int index;        /* batch number within the epoch, from 0 */
+} ct_batch;
+
+typedef struct ct_loader ct_loader;
+
+/* ds must outlive the loader. */
+int ct_loader_create(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t seed,
+                     double mean, double std, ct_loader **out, ct_err *err);
+
+/* Starts epoch `epoch` (0-based): the permutation depends only on (seed, epoch). */
+void ct_loader_start_epoch(ct_loader *l, int epoch);
+
+/* Waits for the next batch of the current epoch. Returns 1 with *b filled, 0 at
+ * the end of the epoch. The batch stays valid until the next call. */
+int ct_loader_next(ct_loader *l, ct_batch *b);
+
+int ct_loader_batches_per_epoch(const ct_loader *l);
+
+void ct_loader_destroy(ct_loader *l);
+
+#endif

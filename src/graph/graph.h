@@ -1,0 +1,89 @@
+/* graph.h: the static layer graph built from a config.
+ *
+ * A sequential list of nodes, one per config layer, with per-sample shapes
+ * inferred front to back (a linear layer's input size is inferred), and the
+ * parameter table. Parameters live in ONE flat float array in the order and
+ * layout of PyTorch's state_dict for the equivalent nn.Sequential:
+ *   layers.<i>.weight  conv2d: [out, in, k, k] (OIHW); linear: [out, in]
+ *   layers.<i>.bias    [out]
+ * Gradients and optimizer state mirror that array element for element, so the
+ * optimizer, zeroing, all-reduce and checkpoint code each walk one flat range.
+ *
+ * The op table (ops_table.c) has one row per ct_layer_kind: adding a layer
+ * means adding a row.
+ */
+#ifndef CT_GRAPH_H
+#define CT_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/error.h"
+#include "config/config.h"
+
+#define CT_MAX_PARAMS (2 * CT_MAX_LAYERS)
+#define CT_PARAM_NAME_MAX 64
+
+/* Shape of ONE sample; the batch dimension N is implicit everywhere.
+ * Flat vectors (after flatten or linear) have c = features, h = w = 1, flat = true. */
+typedef struct ct_shape {
+    int c, h, w;
+    bool flat;
+} ct_shape;
+
+static inline size_t ct_shape_numel(ct_shape s) { return (size_t)s.c * s.h * s.w; }
+
+typedef struct ct_param_info {
+    char name[CT_PARAM_NAME_MAX]; /* "layers.0.weight" */
+    int ndim;
+    int dims[4];   /* PyTorch layout */
+    size_t offset; /* in floats, into the flat parameter array */
+    size_t count;  /* product of dims */
+    int layer;     /* owning node index */
+    int fan_in;    /* in * k * k (conv) or in (linear): init bound 1/sqrt(fan_in) */
+} ct_param_info;
+
+typedef struct ct_node {
+    ct_layer_kind kind;
+    ct_layer_cfg cfg;   /* copy of the config entry */
+    int index;          /* position in the sequential list = PyTorch module index */
+    ct_shape in, out;
+    int weight;         /* index into graph.params, -1 if none */
+    int bias;           /* index into graph.params, -1 if none */
+    double fwd_flops;   /* per sample, multiply-add = 2 */
+} ct_node;
+
+typedef struct ct_graph {
+    ct_shape input;
+    ct_node nodes[CT_MAX_LAYERS];
+    int n_nodes;
+    ct_param_info params[CT_MAX_PARAMS];
+    int n_params;
+    size_t n_param_floats; /* total floats in the flat parameter array */
+    int num_classes;       /* = last node's output features */
+} ct_graph;
+
+/* One row of the op table. */
+typedef struct ct_op_desc {
+    const char *name;
+    bool has_params; /* weight (+ optional bias) */
+    /* Sets node->out from node->in and node->cfg; on error returns -1 with a
+     * message (without the "layer N (kind)" prefix, which graph.c adds). */
+    int (*infer)(ct_node *node, ct_err *err);
+    /* Fills PyTorch weight dims (bias is [dims[0]]) and the fan-in. */
+    void (*weight_shape)(const ct_node *node, int *ndim, int dims[4], int *fan_in);
+    /* Forward FLOPs per sample (0 for ops that only move data). */
+    double (*flops)(const ct_node *node);
+} ct_op_desc;
+
+const ct_op_desc *ct_op(ct_layer_kind kind);
+
+/* Builds the graph: shape inference, parameter table. Errors name the layer:
+ * "configs/x.yaml:12:9: error: layer 3 (linear): ...". The last layer must output
+ * num_classes features. */
+int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err);
+
+/* "32x14x14" or "256" into buf. */
+const char *ct_shape_str(ct_shape s, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,59 @@
+/* ref_ops.h: plain reference implementations of every op, in double precision.
+ *
+ * The truth the fast paths are tested against, and what the finite-difference
+ * gradient checks verify. Layouts are PyTorch's: activations NCHW, conv weights
+ * OIHW, linear weights [out, in]. Nothing here is fast and nothing allocates.
+ * Backward functions WRITE (never add) every output they are given; a NULL
+ * output pointer is skipped.
+ */
+#ifndef CT_REF_OPS_H
+#define CT_REF_OPS_H
+
+#include <stdint.h>
+
+/* Output spatial size of a conv/pool window. */
+static inline int ct_ref_out_dim(int in, int k, int stride, int pad) {
+    return (in + 2 * pad - k) / stride + 1;
+}
+
+/* conv2d: x [N,C,H,W], w [O,C,K,K], b [O] or NULL -> y [N,O,OH,OW]. */
+void ct_ref_conv2d_forward(const double *x, int N, int C, int H, int W, const double *w,
+                           const double *b, int O, int K, int stride, int pad, double *y);
+void ct_ref_conv2d_backward(const double *x, int N, int C, int H, int W, const double *w,
+                            int O, int K, int stride, int pad, const double *dy,
+                            double *dx, double *dw, double *db);
+
+/* maxpool2d: window K, stride S, pad P (padding never wins the max). Ties go to the
+ * first element in row-major window order. */
+void ct_ref_maxpool2d_forward(const double *x, int N, int C, int H, int W, int K, int S,
+                              int P, double *y);
+void ct_ref_maxpool2d_backward(const double *x, int N, int C, int H, int W, int K, int S,
+                               int P, const double *dy, double *dx);
+
+/* avgpool2d: divides by K*K (count_include_pad = true, PyTorch's default). */
+void ct_ref_avgpool2d_forward(const double *x, int N, int C, int H, int W, int K, int S,
+                              int P, double *y);
+void ct_ref_avgpool2d_backward(int N, int C, int H, int W, int K, int S, int P,
+                               const double *dy, double *dx);
+
+/* relu over n elements; backward uses the input x. */
+void ct_ref_relu_forward(const double *x, long n, double *y);
+void ct_ref_relu_backward(const double *x, long n, const double *dy, double *dx);
+
+/* linear: x [N,I], w [O,I], b [O] or NULL -> y [N,O]. */
+void ct_ref_linear_forward(const double *x, int N, int I, const double *w, const double *b,
+                           int O, double *y);
+void ct_ref_linear_backward(const double *x, int N, int I, const double *w, int O,
+                            const double *dy, double *dx, double *dw, double *db);
+
+/* dropout over n elements (canonical NCHW index), mask from ct_dropout_scale. */
+void ct_ref_dropout_forward(const double *x, long n, double p, uint64_t seed, int layer,
+                            uint32_t step, double *y);
+void ct_ref_dropout_backward(const double *dy, long n, double p, uint64_t seed, int layer,
+                             uint32_t step, double *dx);
+
+/* Mean softmax cross-entropy over N rows of K logits; returns the loss. dz (may be
+ * NULL) gets d(mean loss)/dz. */
+double ct_ref_softmax_xent(const double *z, int N, int K, const int32_t *y, double *dz);
+
+#endif
