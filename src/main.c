@@ -1,1 +1,85 @@
-int main(void) { return 0; }
+/* main.c: the table of subcommands; the only place that prints errors and exits. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "ct_build_config.h"
+
+static const ct_command commands[] = {
+    {"fit", "fit CONFIG [options]", "train a model described by a YAML file",
+     "  --epochs N  --batch-size N  --lr X  --seed N  --device auto|cpu|cuda|cuda:N\n"
+     "  --out DIR  --amp off|fp16|bf16  --grad-accum-steps N   override the config\n"
+     "  --resume          continue from DIR/model.bin (weights, optimizer, epoch)\n"
+     "  --init-from FILE  start from the weights of a compatible safetensors file\n"
+     "  --sync-debug      synchronize after every layer (report faults at their layer)\n"
+     "  --no-progress     no progress bar (it is drawn only on a terminal anyway)\n",
+     ct_cmd_fit},
+    {"eval", "eval --checkpoint FILE [options]", "evaluate a checkpoint (needs no YAML)",
+     "  --data IMAGES LABELS  evaluate on these IDX files instead of the config's test set\n"
+     "  --device D  --batch-size N\n",
+     ct_cmd_eval},
+    {"summary", "summary CONFIG [options]", "print the layer table and memory plan",
+     "  --eval            show the forward-only (evaluation) plan\n"
+     "  --batch-size N  --device D  (and the other fit overrides)\n",
+     ct_cmd_summary},
+    {"devices", "devices", "list CUDA devices, or say why there are none", "", ct_cmd_devices},
+};
+static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
+
+static void usage(FILE *f) {
+    fprintf(f, "ctrain %s: train neural networks from YAML files on the CPU or CUDA\n\n",
+            CT_VERSION);
+    fprintf(f, "Usage: ctrain COMMAND [options]\n\nCommands:\n");
+    for (int i = 0; i < n_commands; i++)
+        fprintf(f, "  %-34s %s\n", commands[i].synopsis, commands[i].summary);
+    fprintf(f, "  %-34s %s\n", "help [COMMAND]", "show help for a command");
+    fprintf(f, "  %-34s %s\n", "version", "print the version");
+    fprintf(f, "\nSee `man ctrain` and README.md for the config reference.\n");
+}
+
+static const ct_command *find(const char *name) {
+    for (int i = 0; i < n_commands; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+static int help(const char *name) {
+    const ct_command *c = name ? find(name) : NULL;
+    if (!c) {
+        usage(stdout);
+        return name ? CT_EXIT_USAGE : CT_EXIT_OK;
+    }
+    printf("Usage: ctrain %s\n%s\n\n%s", c->synopsis, c->summary, c->help);
+    return CT_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CT_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h"))
+        return help(argc > 2 ? argv[2] : NULL);
+    if (!strcmp(name, "version") || !strcmp(name, "--version")) {
+        printf("ctrain %s\n", CT_VERSION);
+        return CT_EXIT_OK;
+    }
+    const ct_command *c = find(name);
+    if (!c) {
+        fprintf(stderr, "ctrain: error: unknown command '%s' (try 'ctrain help')\n", name);
+        return CT_EXIT_USAGE;
+    }
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(name);
+    ct_err err = {{0}};
+    int rc = c->run(argc - 1, argv + 1, &err);
+    if (rc != CT_EXIT_OK && rc != CT_EXIT_INTERRUPTED && err.msg[0]) {
+        if (strstr(err.msg, ": error: "))
+            fprintf(stderr, "%s\n", err.msg);
+        else
+            fprintf(stderr, "ctrain: error: %s\n", err.msg);
+        if (rc == CT_EXIT_USAGE) fprintf(stderr, "Try 'ctrain help %s'.\n", name);
+    }
+    return rc;
+}

@@ -62,6 +62,7 @@ typedef struct ct_opt_hyper {
     int nesterov;       /* sgd */
     float weight_decay;
     float beta1, beta2, eps;  /* adam, adamw */
+    float omb1, omb2;   /* 1 - beta1, 1 - beta2, computed in double (as torch does) */
     float bc1, bc2;     /* bias corrections 1 - beta^t (adam, adamw) */
     float grad_scale;   /* multiplies every gradient first (1 unless unscaling) */
 } ct_opt_hyper;
@@ -85,8 +86,8 @@ CT_HD void ct_adam_update(float *w, float g, float *m, float *v, const ct_opt_hy
         *w *= 1.0f - h->lr * h->weight_decay;
     else
         g += h->weight_decay * *w;
-    float mm = h->beta1 * *m + (1.0f - h->beta1) * g;
-    float vv = h->beta2 * *v + (1.0f - h->beta2) * g * g;
+    float mm = h->beta1 * *m + h->omb1 * g;
+    float vv = h->beta2 * *v + h->omb2 * g * g;
     *m = mm;
     *v = vv;
     float denom = sqrtf(vv) / sqrtf(h->bc2) + h->eps;

@@ -1,0 +1,44 @@
+/* optimizer.cu: optimizer updates over the flat parameter range, one launch for
+ * all parameters. Per-element math comes from ops/elementwise.h (shared with the
+ * CPU backend, so the CPU tests cover it). */
+#include <cuda_runtime.h>
+
+#include "kernels/kernels.h"
+
+static const unsigned kThreads = 256;
+
+static unsigned blocks_for(size_t n) {
+    size_t b = (n + kThreads - 1) / kThreads;
+    return (unsigned)(b > 65535u * 8u ? 65535u * 8u : b);
+}
+
+__global__ void adam_kernel(float *w, const float *g, float *m, float *v, size_t n,
+                            ct_opt_hyper h, int decoupled) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        ct_adam_update(&w[i], g[i], &m[i], &v[i], &h, decoupled);
+}
+
+__global__ void sgd_kernel(float *w, const float *g, float *buf, size_t n, ct_opt_hyper h) {
+    float unused = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        ct_sgd_update(&w[i], g[i], buf ? &buf[i] : &unused, &h);
+}
+
+extern "C" const char *ct_kernels_version(void) { return "sm_80,sm_90"; }
+
+extern "C" int ct_cuda_adam_step(float *w, const float *g, float *m, float *v, size_t n,
+                                 const ct_opt_hyper *h, int decoupled, void *stream) {
+    if (n == 0) return 0;
+    adam_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(w, g, m, v, n, *h,
+                                                                     decoupled);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int ct_cuda_sgd_step(float *w, const float *g, float *buf, size_t n,
+                                const ct_opt_hyper *h, void *stream) {
+    if (n == 0) return 0;
+    sgd_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(w, g, buf, n, *h);
+    return (int)cudaGetLastError();
+}

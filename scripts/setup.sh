@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# setup.sh: install the build dependencies (Debian 12 packages) and build ctrain
+# into ./build. The CUDA backend is built when the CUDA Toolkit is found
+# (/usr/local/cuda); otherwise a CPU-only build is made.
+#
+#   scripts/setup.sh            install what is missing, configure, build
+#   scripts/setup.sh --werror   the same with warnings as errors (CI)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+werror=false
+for a in "$@"; do
+  case "$a" in
+    --werror) werror=true ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$a'" >&2; exit 2 ;;
+  esac
+done
+
+packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libdnnl-dev libcmocka-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup.sh: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# nvcc is usually not on PATH for non-login shells; the toolkit lives here.
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+if [ ! -f build/build.ninja ]; then
+  meson setup build -Dwerror="$werror"
+else
+  meson configure build -Dwerror="$werror" >/dev/null
+fi
+ninja -C build

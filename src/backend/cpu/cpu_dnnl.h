@@ -1,0 +1,104 @@
+/* cpu_dnnl.h: the CPU backend's private view of oneDNN 2.x.
+ *
+ * Owns the one check macro every dnnl call goes through, memory-descriptor
+ * helpers, and ct_cpu_prim: a primitive descriptor plus its primitive and its
+ * precomputed argument array. Every primitive (reorders included) is created with
+ * a user scratchpad; ct_cpu_ctx keeps the list of all of them so the backend can
+ * size the one shared scratchpad region, create the primitives at bind time and
+ * destroy them. All oneDNN calls of the project live in src/backend/cpu/.
+ *
+ * Invariants: after ct_cpu_ctx_bind, executing a primitive allocates nothing (its
+ * args are fixed; memory objects point into the arena).
+ */
+#ifndef CT_CPU_DNNL_H
+#define CT_CPU_DNNL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "common/error.h"
+
+/* Checks one dnnl call; on failure fills err with "<call> failed: <status>" and
+ * returns -1 from the enclosing function. */
+#define CT_DNNL(err, call)                                                          \
+    do {                                                                            \
+        dnnl_status_t ct_st_ = (call);                                              \
+        if (ct_st_ != dnnl_success) return ct_cpu_dnnl_fail((err), #call, ct_st_); \
+    } while (0)
+
+int ct_cpu_dnnl_fail(ct_err *err, const char *call, dnnl_status_t st);
+
+#define CT_CPU_MAX_ARGS 12
+#define CT_CPU_MAX_PRIMS (16 * 64 + 16)
+#define CT_CPU_MAX_MEMS (24 * 64 + 16)
+
+/* A primitive with its fixed arguments. pd is set at create time, prim and the
+ * scratchpad argument at bind time; args[] are filled by the op's bind. */
+typedef struct ct_cpu_prim {
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    dnnl_exec_arg_t args[CT_CPU_MAX_ARGS];
+    int nargs;
+} ct_cpu_prim;
+
+typedef struct ct_cpu_ctx {
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    dnnl_primitive_attr_t attr;     /* scratchpad_mode user */
+    dnnl_primitive_attr_t attr_sum; /* scratchpad_mode user + sum post-op (dst += src) */
+    ct_cpu_prim *prims[CT_CPU_MAX_PRIMS]; /* every pd created, for bind and destroy */
+    int n_prims;
+    dnnl_memory_t mems[CT_CPU_MAX_MEMS];  /* every memory object, for destroy */
+    int n_mems;
+    size_t scratch_bytes; /* max scratchpad over all prims */
+    void *scratch;        /* shared user scratchpad (arena) */
+} ct_cpu_ctx;
+
+int ct_cpu_ctx_init(ct_cpu_ctx *c, ct_err *err);
+void ct_cpu_ctx_destroy(ct_cpu_ctx *c);
+/* Creates every registered primitive and gives each its scratchpad argument. */
+int ct_cpu_ctx_bind(ct_cpu_ctx *c, void *scratch, ct_err *err);
+
+/* ---- memory descriptors ----------------------------------------------------- */
+
+/* Plain row-major f32 desc (a, ab, abc, abcd) of ndims dims. */
+int ct_cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims, ct_err *err);
+/* f32 desc with format_tag any. */
+int ct_cpu_md_any(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims, ct_err *err);
+bool ct_cpu_md_eq(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
+/* True when md is dense row-major over its dims (physical index == logical). */
+bool ct_cpu_md_is_plain(const dnnl_memory_desc_t *md);
+/* Number of logical elements (product of dims). */
+size_t ct_cpu_md_numel(const dnnl_memory_desc_t *md);
+/* Physical element offset of the element with logical row-major index j. */
+size_t ct_cpu_md_offset(const dnnl_memory_desc_t *md, size_t j);
+
+/* Memory object over ptr with desc md, registered for destruction. */
+int ct_cpu_mem(ct_cpu_ctx *c, const dnnl_memory_desc_t *md, void *ptr, dnnl_memory_t *out,
+               ct_err *err);
+
+/* ---- primitives ---------------------------------------------------------------- */
+
+/* Tries the n op descriptors (each `stride` bytes apart) in order and keeps the first
+ * whose implementation is not oneDNN's reference one; when every candidate resolves
+ * to "ref" (oneDNN has nothing else for this shape) the first one that exists is
+ * kept. `what` names the primitive for errors. Registers p with the context. */
+int ct_cpu_pick(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n, size_t stride,
+                const_dnnl_primitive_desc_t hint, const char *what, ct_err *err);
+/* Reorder src_md -> dst_md (with sum: dst += src). Registers p. */
+int ct_cpu_reorder_pd(ct_cpu_ctx *c, ct_cpu_prim *p, const dnnl_memory_desc_t *src_md,
+                      const dnnl_memory_desc_t *dst_md, bool sum, ct_err *err);
+void ct_cpu_arg(ct_cpu_prim *p, int arg, dnnl_memory_t m);
+int ct_cpu_exec(ct_cpu_ctx *c, const ct_cpu_prim *p, ct_err *err);
+/* Executes p with another argument array (n entries). */
+int ct_cpu_exec_args(ct_cpu_ctx *c, const ct_cpu_prim *p, const dnnl_exec_arg_t *args, int n,
+                     ct_err *err);
+
+/* md the pd reports for query q (dnnl_query_src_md, ...), index 0. */
+const dnnl_memory_desc_t *ct_cpu_pd_md(const ct_cpu_prim *p, dnnl_query_t q);
+/* oneDNN's implementation name ("jit:avx2", "ref:any", ...); "" when no pd. */
+const char *ct_cpu_impl(const ct_cpu_prim *p);
+
+#endif

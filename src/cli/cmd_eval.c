@@ -1,0 +1,117 @@
+/* cmd_eval.c: `ctrain eval --checkpoint FILE [--data IMAGES LABELS]`: rebuilds the
+ * model from the checkpoint alone (its embedded config) and evaluates it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "data/idx.h"
+#include "data/loader.h"
+#include "io/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/model.h"
+
+typedef struct eval_args {
+    const char *checkpoint, *images, *labels, *device, *batch_size;
+} eval_args;
+
+static int config_from_checkpoint(const ct_checkpoint *ck, const eval_args *a, ct_config *cfg,
+                                  ct_err *err) {
+    const char *fmt = ct_checkpoint_meta_get(ck, "format");
+    const char *text = ct_checkpoint_meta_get(ck, "config");
+    if (!fmt || strcmp(fmt, CT_CKPT_FORMAT) != 0 || !text)
+        return ct_errorf(err, "%s: not a ctrain checkpoint (no embedded config); "
+                         "use `ctrain fit --init-from` to start from foreign weights",
+                         a->checkpoint);
+    const char *dir = ct_checkpoint_meta_get(ck, "config_dir");
+    if (ct_config_parse(text, strlen(text), a->checkpoint, dir, cfg, err) != 0) return -1;
+    if (a->device && ct_config_override(cfg, "device", a->device, err) != 0) return -1;
+    if (a->batch_size && ct_config_override(cfg, "batch-size", a->batch_size, err) != 0) return -1;
+    return 0;
+}
+
+static void print_report(const ct_metrics *m, int K, const char *data_path) {
+    printf("Evaluated %lld samples from %s\n", m->samples, data_path);
+    printf("Loss: %.4f  Accuracy: %.4f (%lld/%lld)\n", m->loss_sum / (double)m->samples,
+           (double)m->correct / (double)m->samples, m->correct, m->samples);
+    printf("\nPer-class accuracy:\n");
+    for (int t = 0; t < K; t++) {
+        long long row = 0;
+        for (int p = 0; p < K; p++) row += m->confusion[t * K + p];
+        printf("  class %2d: %.4f (%lld/%lld)\n", t,
+               row ? (double)m->confusion[t * K + t] / (double)row : 0.0,
+               m->confusion[t * K + t], row);
+    }
+    printf("\nConfusion matrix (rows: true class, columns: predicted):\n      ");
+    for (int p = 0; p < K; p++) printf("%6d", p);
+    printf("\n");
+    for (int t = 0; t < K; t++) {
+        printf("  %2d  ", t);
+        for (int p = 0; p < K; p++) printf("%6lld", m->confusion[t * K + p]);
+        printf("\n");
+    }
+}
+
+static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
+    ct_checkpoint ck;
+    ct_config cfg;
+    ct_dataset ds = {0};
+    ct_loader *loader = NULL;
+    ct_model *m = NULL;
+    long long *conf = NULL;
+    int rc = -1;
+    memset(&cfg, 0, sizeof cfg);
+    if (ct_checkpoint_read(a->checkpoint, &ck, err) != 0) return -1;
+    if (config_from_checkpoint(&ck, a, &cfg, err) != 0) goto out;
+    const char *images = a->images ? a->images : cfg.data.test_images;
+    const char *labels = a->labels ? a->labels : cfg.data.test_labels;
+    if (ct_dataset_load(images, labels, cfg.data.num_classes, &ds, err) != 0) goto out;
+    ct_device_choice dev;
+    if (ct_device_select(&cfg.device, &dev, err) != 0) goto out;
+    if (dev.notice[0]) fprintf(stderr, "ctrain: %s\n", dev.notice);
+    if (ct_model_create(&cfg, &dev, false, cfg.train.batch_size, false, &m, err) != 0) goto out;
+    if (ds.rows != cfg.input_h || ds.cols != cfg.input_w) {
+        ct_errorf(err, "%s: images are %dx%d but the model expects %dx%d", images, ds.rows,
+                  ds.cols, cfg.input_h, cfg.input_w);
+        goto out;
+    }
+    if (ct_loader_create(&ds, cfg.train.batch_size, false, 0, cfg.data.mean, cfg.data.std,
+                         &loader, err) != 0)
+        goto out;
+    if (ct_model_bind(m, err) != 0) goto out;
+    if (ct_model_load_params(m, &ck, a->checkpoint, false, err) != 0) goto out;
+    int K = cfg.data.num_classes;
+    conf = calloc((size_t)K * K, sizeof *conf);
+    ct_metrics met = {.confusion = conf};
+    if (!conf || ct_evaluate(m, loader, &met, err) != 0) goto out;
+    print_report(&met, K, images);
+    rc = 0;
+out:
+    free(conf);
+    if (loader) ct_loader_destroy(loader);
+    ct_model_destroy(m);
+    ct_dataset_free(&ds);
+    ct_config_free(&cfg);
+    ct_checkpoint_free(&ck);
+    return rc;
+}
+
+int ct_cmd_eval(int argc, char **argv, ct_err *err) {
+    eval_args a = {0};
+    const char *pos[1];
+    ct_argspec specs[] = {
+        {"checkpoint", 1, &a.checkpoint, NULL, NULL},
+        {"data", 2, &a.images, &a.labels, NULL},
+        {"device", 1, &a.device, NULL, NULL},
+        {"batch-size", 1, &a.batch_size, NULL, NULL},
+    };
+    int npos, rc = ct_parse_args("eval", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
+                                 pos, 1, &npos, err);
+    if (rc) return rc;
+    if (npos == 1 && !a.checkpoint) a.checkpoint = pos[0];
+    if (!a.checkpoint) {
+        ct_errorf(err, "eval: --checkpoint FILE is required");
+        return CT_EXIT_USAGE;
+    }
+    return evaluate_checkpoint(&a, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
+}

@@ -1,0 +1,53 @@
+/* cmd_fit.c: `ctrain fit CONFIG [options]`. */
+#include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/overrides.h"
+#include "train/fit.h"
+
+int ct_cmd_fit(int argc, char **argv, ct_err *err) {
+    ct_overrides ov = {0};
+    const char *init_from = NULL, *pos[1];
+    bool resume = false, sync_debug = false, no_progress = false;
+    ct_argspec specs[] = {
+        CT_OVERRIDE_SPECS(ov),
+        {"resume", 0, NULL, NULL, &resume},
+        {"init-from", 1, &init_from, NULL, NULL},
+        {"sync-debug", 0, NULL, NULL, &sync_debug},
+        {"no-progress", 0, NULL, NULL, &no_progress},
+    };
+    int npos, rc = ct_parse_args("fit", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
+                                 pos, 1, &npos, err);
+    if (rc) return rc;
+    if (npos != 1) {
+        ct_errorf(err, "fit: expected one CONFIG file (e.g. ctrain fit configs/cnn.yaml)");
+        return CT_EXIT_USAGE;
+    }
+    if (resume && init_from) {
+        ct_errorf(err, "fit: --resume and --init-from exclude each other");
+        return CT_EXIT_USAGE;
+    }
+    ct_config cfg;
+    if (ct_load_config_with(pos[0], &ov, &cfg, err) != 0) return CT_EXIT_ERROR;
+    ct_fit_opts o = {
+        .resume = resume,
+        .init_from = init_from,
+        .sync_debug = sync_debug,
+        .progress = !no_progress && isatty(2),
+        .save = true,
+        .out = stdout,
+        .log = stderr,
+    };
+    ct_fit_result res;
+    rc = ct_fit(&cfg, &o, &res, err);
+    ct_config_free(&cfg);
+    if (rc != 0) return CT_EXIT_ERROR;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    if (res.epochs_done > 0)
+        printf("Saved %s (epoch %d, val acc %.4f); peak RSS %.0f MiB\n", res.checkpoint,
+               res.epochs_done, res.val_acc, ru.ru_maxrss / 1024.0);
+    return res.interrupted ? CT_EXIT_INTERRUPTED : CT_EXIT_OK;
+}

@@ -1,0 +1,71 @@
+/* cmd_summary.c: `ctrain summary CONFIG`: the layer table and the memory plan.
+ * Builds the graph and the plan (validating everything) but allocates no arena. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "cli/overrides.h"
+#include "train/model.h"
+
+static size_t layer_bytes(const ct_plan *p, int layer, ct_region_kind kind) {
+    size_t s = 0;
+    for (int i = 0; i < p->n; i++)
+        if (p->regions[i].layer == layer && p->regions[i].kind == kind) s += p->regions[i].bytes;
+    return s;
+}
+
+static void print_table(const ct_model *m, const ct_config *cfg) {
+    const ct_graph *g = &m->graph;
+    char s1[32], b1[32], b2[32];
+    double flops = 0;
+    printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n\n", cfg->name,
+           g->n_nodes, g->n_param_floats, ct_shape_str(g->input, s1, sizeof s1),
+           m->opts.batch_size, m->device.name);
+    printf("  %-3s %-10s %-12s %10s %12s %12s  %s\n", "#", "layer", "output", "params",
+           "activations", "workspace", "implementation");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ct_node *n = &g->nodes[i];
+        size_t np = 0;
+        if (n->weight >= 0) np += g->params[n->weight].count;
+        if (n->bias >= 0) np += g->params[n->bias].count;
+        const char *impl = m->device.vt->impl_name ? m->device.vt->impl_name(m->be, i) : "";
+        printf("  %-3d %-10s %-12s %10zu %12s %12s  %s\n", i, ct_op(n->kind)->name,
+               ct_shape_str(n->out, s1, sizeof s1), np,
+               ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_ACTIVATIONS), b1, sizeof b1),
+               ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_WORKSPACE), b2, sizeof b2),
+               impl ? impl : "");
+        flops += n->fwd_flops;
+    }
+    printf("\n  forward: %.2f MFLOP per sample; training step ~%.2f GFLOP at batch %d\n\n",
+           flops / 1e6, 3.0 * flops * m->opts.batch_size / 1e9, m->opts.batch_size);
+}
+
+int ct_cmd_summary(int argc, char **argv, ct_err *err) {
+    ct_overrides ov = {0};
+    const char *pos[1];
+    bool eval_plan = false;
+    ct_argspec specs[] = {
+        CT_OVERRIDE_SPECS(ov),
+        {"eval", 0, NULL, NULL, &eval_plan},
+    };
+    int npos, rc = ct_parse_args("summary", argc, argv, specs,
+                                 (int)(sizeof specs / sizeof specs[0]), pos, 1, &npos, err);
+    if (rc) return rc;
+    if (npos != 1) {
+        ct_errorf(err, "summary: expected one CONFIG file");
+        return CT_EXIT_USAGE;
+    }
+    ct_config cfg;
+    if (ct_load_config_with(pos[0], &ov, &cfg, err) != 0) return CT_EXIT_ERROR;
+    ct_device_choice dev;
+    ct_model *m = NULL;
+    rc = CT_EXIT_ERROR;
+    if (ct_device_select(&cfg.device, &dev, err) == 0 &&
+        ct_model_create(&cfg, &dev, !eval_plan, cfg.train.batch_size, false, &m, err) == 0) {
+        print_table(m, &cfg);
+        ct_plan_print(&m->plan, eval_plan ? "forward-only plan" : "training plan", stdout);
+        rc = CT_EXIT_OK;
+    }
+    ct_model_destroy(m);
+    ct_config_free(&cfg);
+    return rc;
+}

@@ -1,0 +1,77 @@
+/* config_scalar.c: strict parsing of scalar text, shared by the YAML walk and
+ * the command-line overrides.
+ *
+ * Integers are decimal only (no "0x", "0o", "1_000", no spaces) and must be
+ * consumed whole without overflow. Floats go through strtod, must be consumed
+ * whole and be finite; hexadecimal floats are refused.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config/config_internal.h"
+
+/* An optional sign followed by one or more decimal digits, nothing else. */
+static bool ct_is_decimal(const char *s, bool allow_sign) {
+    if (allow_sign && (*s == '+' || *s == '-')) s++;
+    if (!*s) return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return false;
+    return true;
+}
+
+ct_num_status ct_scan_ll(const char *s, long long *out) {
+    if (!s || !ct_is_decimal(s, true)) return CT_NUM_SYNTAX;
+    errno = 0;
+    long long v = strtoll(s, NULL, 10);
+    if (errno == ERANGE) return CT_NUM_RANGE;
+    *out = v;
+    return CT_NUM_OK;
+}
+
+ct_num_status ct_scan_u64(const char *s, uint64_t *out) {
+    if (!s || !ct_is_decimal(s, true)) return CT_NUM_SYNTAX;
+    if (*s == '-') return CT_NUM_RANGE;
+    errno = 0;
+    unsigned long long v = strtoull(s, NULL, 10); /* at least 64 bits */
+    if (errno == ERANGE) return CT_NUM_RANGE;
+    *out = (uint64_t)v;
+    return CT_NUM_OK;
+}
+
+ct_num_status ct_scan_double(const char *s, double *out) {
+    if (!s || !*s || isspace((unsigned char)*s) || strpbrk(s, "xX")) return CT_NUM_SYNTAX;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end) return CT_NUM_SYNTAX;
+    if (strpbrk(s, "iInN")) return CT_NUM_SYNTAX; /* inf, infinity, nan */
+    if (isinf(v)) return CT_NUM_RANGE;
+    *out = v;
+    return CT_NUM_OK;
+}
+
+bool ct_scan_bool(const char *s, bool *out) {
+    if (!s) return false;
+    if (strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0) {
+        *out = true;
+        return true;
+    }
+    if (strcasecmp(s, "false") == 0 || strcasecmp(s, "no") == 0) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+bool ct_scan_amp(const char *s, ct_amp_mode *out) {
+    if (!s) return false;
+    int m = ct_name_lookup(s, ct_amp_mode_names, 3);
+    if (m < 0 && (strcmp(s, "false") == 0 || strcmp(s, "no") == 0)) m = CT_AMP_OFF;
+    if (m < 0) return false;
+    *out = (ct_amp_mode)m;
+    return true;
+}

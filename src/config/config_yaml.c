@@ -1,0 +1,275 @@
+/* config_yaml.c: the walk over the top-level mapping and every section except
+ * 'model' (config_layers.c): name, optimizer, schedule, data, train, device.
+ *
+ * Each section is checked whole against its key table (unknown and duplicate
+ * keys fail at the key), then each present key is read with the strict typed
+ * accessors of config_node.c (wrong type or range fails at the value). Keys that
+ * only make sense for another optimizer or schedule type are errors too.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+
+#define CT_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- name ----------------------------------------------------------------- */
+
+static bool ct_name_char_ok(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-' || c == '.';
+}
+
+static int ct_walk_name(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
+    char name[CT_NAME_MAX];
+    if (ct_get_string(ctx, node, "name", name, sizeof name)) return -1;
+    for (const char *c = name; *c; c++)
+        if (!ct_name_char_ok(*c) || name[0] == '.')
+            return ct_node_error(ctx, node,
+                                 "'name' may use only letters, digits, '_', '-' and '.' "
+                                 "(not first), got '%s'", name);
+    memcpy(cfg->name, name, sizeof name);
+    return 0;
+}
+
+/* ---- optimizer ------------------------------------------------------------ */
+
+enum { O_TYPE, O_LR, O_MOMENTUM, O_NESTEROV, O_WEIGHT_DECAY, O_BETAS, O_EPS };
+static const char *const ct_opt_keys[] = {"type",         "lr",    "momentum", "nesterov",
+                                          "weight_decay", "betas", "eps"};
+
+/* momentum/nesterov belong to sgd; betas/eps to adam and adamw. */
+static int ct_opt_check_applies(const ct_yaml_ctx *ctx, const ct_map_view *v, ct_opt_kind type) {
+    static const int sgd_only[] = {O_MOMENTUM, O_NESTEROV}, adam_only[] = {O_BETAS, O_EPS};
+    const int *keys = type == CT_OPT_SGD ? adam_only : sgd_only;
+    const char *owner = type == CT_OPT_SGD ? "adam and adamw" : "sgd";
+    for (int i = 0; i < 2; i++)
+        if (v->key[keys[i]])
+            return ct_node_error(ctx, v->key[keys[i]],
+                                 "'optimizer.%s' applies only to optimizer type %s, not %s",
+                                 ct_opt_keys[keys[i]], owner, ct_opt_kind_name(type));
+    return 0;
+}
+
+static int ct_walk_betas(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_optimizer_cfg *o) {
+    if (node->type != YAML_SEQUENCE_NODE ||
+        node->data.sequence.items.top - node->data.sequence.items.start != 2) {
+        char got[128];
+        ct_node_describe(node, got, sizeof got);
+        if (node->type == YAML_SEQUENCE_NODE)
+            snprintf(got, sizeof got, "%d items",
+                     (int)(node->data.sequence.items.top - node->data.sequence.items.start));
+        return ct_node_error(ctx, node, "'optimizer.betas' expects [beta1, beta2], got %s", got);
+    }
+    yaml_node_item_t *it = node->data.sequence.items.start;
+    if (ct_get_double(ctx, ct_node_get(ctx, it[0]), "optimizer.betas[0]", CT_RANGE_UNIT,
+                      &o->beta1))
+        return -1;
+    return ct_get_double(ctx, ct_node_get(ctx, it[1]), "optimizer.betas[1]", CT_RANGE_UNIT,
+                         &o->beta2);
+}
+
+static int ct_opt_values(const ct_yaml_ctx *ctx, const ct_map_view *v, ct_optimizer_cfg *o) {
+    yaml_node_t *const *val = v->val;
+    if (val[O_LR] && ct_get_double(ctx, val[O_LR], "optimizer.lr", CT_RANGE_POSITIVE, &o->lr))
+        return -1;
+    if (val[O_MOMENTUM] &&
+        ct_get_double(ctx, val[O_MOMENTUM], "optimizer.momentum", CT_RANGE_UNIT, &o->momentum))
+        return -1;
+    if (val[O_NESTEROV] && ct_get_bool(ctx, val[O_NESTEROV], "optimizer.nesterov", &o->nesterov))
+        return -1;
+    if (val[O_WEIGHT_DECAY] && ct_get_double(ctx, val[O_WEIGHT_DECAY], "optimizer.weight_decay",
+                                             CT_RANGE_NONNEG, &o->weight_decay))
+        return -1;
+    if (val[O_BETAS] && ct_walk_betas(ctx, val[O_BETAS], o)) return -1;
+    if (val[O_EPS] && ct_get_double(ctx, val[O_EPS], "optimizer.eps", CT_RANGE_POSITIVE, &o->eps))
+        return -1;
+    return 0;
+}
+
+static int ct_walk_optimizer(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
+    ct_map_view v;
+    int type = CT_OPT_ADAM;
+    if (ct_map_collect(ctx, node, "optimizer", ct_opt_keys, CT_COUNT(ct_opt_keys), &v)) return -1;
+    if (v.val[O_TYPE] &&
+        ct_get_enum(ctx, v.val[O_TYPE], "optimizer type", ct_opt_kind_names, 3, &type))
+        return -1;
+    ct_optimizer_defaults((ct_opt_kind)type, &cfg->optimizer);
+    if (ct_opt_check_applies(ctx, &v, (ct_opt_kind)type)) return -1;
+    if (ct_opt_values(ctx, &v, &cfg->optimizer)) return -1;
+    if (cfg->optimizer.nesterov && cfg->optimizer.momentum <= 0.0)
+        return ct_node_error(ctx, v.val[O_NESTEROV],
+                             "'optimizer.nesterov: true' needs momentum > 0, got momentum %g",
+                             cfg->optimizer.momentum);
+    return 0;
+}
+
+/* ---- schedule ------------------------------------------------------------- */
+
+enum { S_TYPE, S_STEP_SIZE, S_GAMMA, S_WARMUP, S_MIN_LR };
+static const char *const ct_sched_keys[] = {"type", "step_size", "gamma", "warmup_epochs",
+                                            "min_lr"};
+
+/* step_size/gamma belong to step, min_lr to cosine; warmup_epochs to all. */
+static int ct_sched_check_applies(const ct_yaml_ctx *ctx, const ct_map_view *v,
+                                  ct_sched_kind type) {
+    static const struct { int key; ct_sched_kind owner; } rules[] = {
+        {S_STEP_SIZE, CT_SCHED_STEP}, {S_GAMMA, CT_SCHED_STEP}, {S_MIN_LR, CT_SCHED_COSINE}};
+    for (int i = 0; i < CT_COUNT(rules); i++)
+        if (v->key[rules[i].key] && type != rules[i].owner)
+            return ct_node_error(ctx, v->key[rules[i].key],
+                                 "'schedule.%s' applies only to schedule type %s, not %s",
+                                 ct_sched_keys[rules[i].key], ct_sched_kind_name(rules[i].owner),
+                                 ct_sched_kind_name(type));
+    return 0;
+}
+
+static int ct_walk_schedule(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
+    ct_map_view v;
+    ct_schedule_cfg *s = &cfg->schedule;
+    int type = (int)s->type;
+    if (ct_map_collect(ctx, node, "schedule", ct_sched_keys, CT_COUNT(ct_sched_keys), &v))
+        return -1;
+    if (v.val[S_TYPE] &&
+        ct_get_enum(ctx, v.val[S_TYPE], "schedule type", ct_sched_kind_names, 3, &type))
+        return -1;
+    s->type = (ct_sched_kind)type;
+    if (ct_sched_check_applies(ctx, &v, s->type)) return -1;
+    if (v.val[S_STEP_SIZE] &&
+        ct_get_int(ctx, v.val[S_STEP_SIZE], "schedule.step_size", 1, INT32_MAX, &s->step_size))
+        return -1;
+    if (v.val[S_GAMMA] &&
+        ct_get_double(ctx, v.val[S_GAMMA], "schedule.gamma", CT_RANGE_FACTOR, &s->gamma))
+        return -1;
+    if (v.val[S_WARMUP] && ct_get_int(ctx, v.val[S_WARMUP], "schedule.warmup_epochs", 0,
+                                      INT32_MAX, &s->warmup_epochs))
+        return -1;
+    if (v.val[S_MIN_LR] &&
+        ct_get_double(ctx, v.val[S_MIN_LR], "schedule.min_lr", CT_RANGE_NONNEG, &s->min_lr))
+        return -1;
+    return 0;
+}
+
+/* ---- data ----------------------------------------------------------------- */
+
+enum { D_TRAIN_IMAGES, D_TRAIN_LABELS, D_TEST_IMAGES, D_TEST_LABELS, D_NUM_CLASSES,
+       D_NORMALIZE, D_SHUFFLE };
+static const char *const ct_data_keys[] = {"train_images", "train_labels", "test_images",
+                                           "test_labels",  "num_classes",  "normalize",
+                                           "shuffle"};
+
+static int ct_walk_path(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name, char *out) {
+    char given[CT_PATH_MAX];
+    if (ct_get_string(ctx, node, name, given, sizeof given)) return -1;
+    if (ct_config_resolve_path(given, ctx->base_dir, out, CT_PATH_MAX))
+        return ct_node_error(ctx, node, "'%s' is too long once resolved (max %d bytes)", name,
+                             CT_PATH_MAX - 1);
+    return 0;
+}
+
+static int ct_walk_normalize(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
+    static const char *const keys[] = {"mean", "std"};
+    ct_map_view v;
+    if (ct_map_collect(ctx, node, "data.normalize", keys, 2, &v)) return -1;
+    if (v.val[0] && ct_get_double(ctx, v.val[0], "data.normalize.mean", CT_RANGE_ANY, &d->mean))
+        return -1;
+    if (v.val[1] &&
+        ct_get_double(ctx, v.val[1], "data.normalize.std", CT_RANGE_POSITIVE, &d->std))
+        return -1;
+    return 0;
+}
+
+static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
+    ct_map_view v;
+    ct_data_cfg *d = &cfg->data;
+    char *paths[4] = {d->train_images, d->train_labels, d->test_images, d->test_labels};
+    static const char *const names[4] = {"data.train_images", "data.train_labels",
+                                         "data.test_images", "data.test_labels"};
+    if (ct_map_collect(ctx, node, "data", ct_data_keys, CT_COUNT(ct_data_keys), &v)) return -1;
+    for (int i = 0; i < 4; i++)
+        if (v.val[i] && ct_walk_path(ctx, v.val[i], names[i], paths[i])) return -1;
+    if (v.val[D_NUM_CLASSES] && ct_get_int(ctx, v.val[D_NUM_CLASSES], "data.num_classes", 2,
+                                           CT_WIDTH_MAX, &d->num_classes))
+        return -1;
+    if (v.val[D_NORMALIZE] && ct_walk_normalize(ctx, v.val[D_NORMALIZE], d)) return -1;
+    if (v.val[D_SHUFFLE] && ct_get_bool(ctx, v.val[D_SHUFFLE], "data.shuffle", &d->shuffle))
+        return -1;
+    for (int i = 0; i < 4; i++)
+        if (ct_map_require(ctx, &v, "data", ct_data_keys, i)) return -1;
+    return 0;
+}
+
+/* ---- train ---------------------------------------------------------------- */
+
+enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT };
+static const char *const ct_train_keys[] = {"epochs", "batch_size", "grad_accum_steps",
+                                            "amp",    "seed",       "out"};
+
+/* off/fp16/bf16; "false" and "no" also mean off (YAML 1.1 reads bare off as one). */
+static int ct_walk_amp(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_amp_mode *out) {
+    if (node->type != YAML_SCALAR_NODE || ct_node_is_null(node)) {
+        char got[128];
+        ct_node_describe(node, got, sizeof got);
+        return ct_node_error(ctx, node, "'train.amp' expects off, fp16 or bf16, got %s", got);
+    }
+    if (ct_scan_amp(ct_node_text(node), out)) return 0;
+    char hint[256];
+    ct_suggest(ct_node_text(node), ct_amp_mode_names, 3, "expected one of", hint, sizeof hint);
+    return ct_node_error(ctx, node, "unknown train.amp '%.80s'%s", ct_node_text(node), hint);
+}
+
+static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
+    ct_map_view v;
+    ct_train_cfg *t = &cfg->train;
+    if (ct_map_collect(ctx, node, "train", ct_train_keys, CT_COUNT(ct_train_keys), &v)) return -1;
+    if (v.val[T_EPOCHS] &&
+        ct_get_int(ctx, v.val[T_EPOCHS], "train.epochs", 1, INT32_MAX, &t->epochs))
+        return -1;
+    if (v.val[T_BATCH_SIZE] &&
+        ct_get_int(ctx, v.val[T_BATCH_SIZE], "train.batch_size", 1, INT32_MAX, &t->batch_size))
+        return -1;
+    if (v.val[T_GRAD_ACCUM] && ct_get_int(ctx, v.val[T_GRAD_ACCUM], "train.grad_accum_steps", 1,
+                                          INT32_MAX, &t->grad_accum_steps))
+        return -1;
+    if (v.val[T_AMP] && ct_walk_amp(ctx, v.val[T_AMP], &t->amp)) return -1;
+    if (v.val[T_SEED] && ct_get_u64(ctx, v.val[T_SEED], "train.seed", &t->seed)) return -1;
+    if (v.val[T_OUT]) {
+        if (ct_get_string(ctx, v.val[T_OUT], "train.out", t->out, sizeof t->out)) return -1;
+        ctx->out_given = true;
+    }
+    return 0;
+}
+
+/* ---- device --------------------------------------------------------------- */
+
+static int ct_walk_device(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
+    char text[64];
+    if (ct_get_string(ctx, node, "device", text, sizeof text)) return -1;
+    if (ct_parse_device(text, &cfg->device, ctx->err) == 0) return 0;
+    char msg[CT_ERR_MSG_MAX];
+    memcpy(msg, ctx->err->msg, sizeof msg);
+    return ct_node_error(ctx, node, "%s", msg);
+}
+
+/* ---- root ----------------------------------------------------------------- */
+
+enum { R_NAME, R_MODEL, R_OPTIMIZER, R_SCHEDULE, R_DATA, R_TRAIN, R_DEVICE };
+static const char *const ct_root_keys[] = {"name", "model", "optimizer", "schedule",
+                                           "data", "train", "device"};
+
+typedef int (*ct_section_fn)(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg);
+
+int ct_yaml_walk_root(ct_yaml_ctx *ctx, yaml_node_t *root, ct_config *cfg) {
+    static const ct_section_fn walkers[] = {
+        [R_NAME] = ct_walk_name,   [R_MODEL] = ct_yaml_walk_model,
+        [R_OPTIMIZER] = ct_walk_optimizer, [R_SCHEDULE] = ct_walk_schedule,
+        [R_DATA] = ct_walk_data,   [R_TRAIN] = ct_walk_train,
+        [R_DEVICE] = ct_walk_device,
+    };
+    ct_map_view v;
+    if (ct_map_collect(ctx, root, "", ct_root_keys, CT_COUNT(ct_root_keys), &v)) return -1;
+    for (int i = 0; i < CT_COUNT(walkers); i++)
+        if (v.val[i] && walkers[i](ctx, v.val[i], cfg)) return -1;
+    if (ct_map_require(ctx, &v, "", ct_root_keys, R_MODEL)) return -1;
+    return ct_map_require(ctx, &v, "", ct_root_keys, R_DATA);
+}

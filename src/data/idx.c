@@ -1,0 +1,183 @@
+/* idx.c: reading uint8 IDX files (gzip-compressed or plain) through zlib.
+ *
+ * Owns the header and length validation of IDX files and the pairing of an image
+ * file with a label file into a ct_dataset. Invariants on success: the buffer
+ * holds exactly prod(dims) bytes, every dim is in 1..INT_MAX, the total is at most
+ * CT_IDX_MAX_BYTES, the file held no bytes after the data, and the gzip stream
+ * (if any) decompressed cleanly including its CRC trailer. On failure nothing is
+ * left allocated and err names the file and the problem.
+ */
+#include "data/idx.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define CT_IDX_MAX_BYTES ((uint64_t)1 << 31) /* cap on the data size of one file */
+#define CT_IDX_CHUNK (1u << 30)              /* largest single gzread */
+#define CT_IDX_GZBUF (1u << 20)              /* zlib input buffer size */
+#define CT_IDX_DTYPE_U8 0x08
+
+/* Fills err from zlib's error state for f. zlib formats its message as
+ * "<path>: <problem>"; the path prefix is dropped since we add our own. */
+static int gz_fail(gzFile f, const char *path, ct_err *err) {
+    int errnum = Z_OK;
+    const char *msg = gzerror(f, &errnum);
+    if (errnum == Z_ERRNO)
+        return ct_errorf(err, "%s: read error: %s", path, strerror(errno));
+    size_t plen = strlen(path);
+    if (msg && strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
+        msg += plen + 2;
+    return ct_errorf(err, "%s: corrupt gzip stream: %s", path,
+                     msg && *msg ? msg : "unknown zlib error");
+}
+
+/* Reads up to n bytes into buf; *got is the number read. Returns -1 (err filled)
+ * on a zlib/gzip error, including a compressed stream that ends early. */
+static int gz_read_full(gzFile f, const char *path, void *buf, uint64_t n, uint64_t *got,
+                        ct_err *err) {
+    uint8_t *p = buf;
+    *got = 0;
+    while (*got < n) {
+        uint64_t left = n - *got;
+        unsigned want = left > CT_IDX_CHUNK ? CT_IDX_CHUNK : (unsigned)left;
+        int r = gzread(f, p + *got, want);
+        if (r < 0) return gz_fail(f, path, err);
+        *got += (uint64_t)r;
+        if ((unsigned)r < want) break;
+    }
+    int errnum = Z_OK;
+    gzerror(f, &errnum);
+    if (errnum != Z_OK) return gz_fail(f, path, err);
+    return 0;
+}
+
+static uint32_t be32(const uint8_t b[4]) {
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* Reads and validates the magic, dtype, ndim and dims; *total gets prod(dims). */
+static int read_header(gzFile f, const char *path, int expect_ndim, int dims[3],
+                       uint64_t *total, ct_err *err) {
+    uint8_t hdr[4 + 4 * 3];
+    uint64_t got;
+    if (gz_read_full(f, path, hdr, 4, &got, err)) return -1;
+    if (got < 4)
+        return ct_errorf(err, "%s: too short for an IDX header (%llu bytes)", path,
+                         (unsigned long long)got);
+    if (hdr[0] != 0 || hdr[1] != 0)
+        return ct_errorf(err, "%s: bad IDX magic 0x%02X%02X (expected 0x0000): not an IDX file",
+                         path, hdr[0], hdr[1]);
+    if (hdr[2] != CT_IDX_DTYPE_U8)
+        return ct_errorf(err, "%s: unsupported IDX dtype 0x%02X (only unsigned byte 0x08)",
+                         path, hdr[2]);
+    if (hdr[3] != expect_ndim)
+        return ct_errorf(err, "%s: IDX has %d dimensions, expected %d (%s)", path, hdr[3],
+                         expect_ndim, expect_ndim == 3 ? "images [count, rows, cols]"
+                                                       : "labels [count]");
+    uint64_t dlen = 4u * (uint64_t)expect_ndim;
+    if (gz_read_full(f, path, hdr + 4, dlen, &got, err)) return -1;
+    if (got < dlen)
+        return ct_errorf(err, "%s: truncated IDX header: expected %llu bytes of dims, got %llu",
+                         path, (unsigned long long)dlen, (unsigned long long)got);
+    *total = 1;
+    for (int d = 0; d < expect_ndim; d++) {
+        uint32_t v = be32(hdr + 4 + 4 * d);
+        if (v == 0) return ct_errorf(err, "%s: IDX dimension %d is 0", path, d);
+        if (v > INT_MAX || *total > CT_IDX_MAX_BYTES / v)
+            return ct_errorf(err, "%s: IDX data too large (dimension %d is %u; limit %llu bytes)",
+                             path, d, v, (unsigned long long)CT_IDX_MAX_BYTES);
+        *total *= v;
+        dims[d] = (int)v;
+    }
+    return 0;
+}
+
+/* Reads exactly total bytes of data into a new buffer and checks nothing follows. */
+static int read_data(gzFile f, const char *path, uint64_t total, uint8_t **out, ct_err *err) {
+    uint8_t *buf = malloc(total);
+    if (!buf)
+        return ct_errorf(err, "%s: out of memory for %llu bytes of data", path,
+                         (unsigned long long)total);
+    uint64_t got;
+    if (gz_read_full(f, path, buf, total, &got, err)) goto fail;
+    if (got < total) {
+        ct_errorf(err, "%s: truncated: expected %llu bytes of data, got %llu", path,
+                  (unsigned long long)total, (unsigned long long)got);
+        goto fail;
+    }
+    /* Reading past the end also makes zlib check the gzip CRC trailer. */
+    uint8_t extra;
+    if (gz_read_full(f, path, &extra, 1, &got, err)) goto fail;
+    if (got != 0) {
+        ct_errorf(err, "%s: trailing data after the expected %llu bytes of data", path,
+                  (unsigned long long)total);
+        goto fail;
+    }
+    *out = buf;
+    return 0;
+fail:
+    free(buf);
+    return -1;
+}
+
+int ct_idx_read_u8(const char *path, int expect_ndim, uint8_t **data, int dims[3],
+                   ct_err *err) {
+    *data = NULL;
+    if (expect_ndim != 1 && expect_ndim != 3)
+        return ct_errorf(err, "%s: expected IDX ndim must be 1 or 3, not %d", path, expect_ndim);
+    for (int d = 0; d < 3; d++) dims[d] = 1;
+    errno = 0;
+    gzFile f = gzopen(path, "rb");
+    if (!f)
+        return ct_errorf(err, "%s: cannot open: %s", path,
+                         errno ? strerror(errno) : "out of memory");
+    gzbuffer(f, CT_IDX_GZBUF);
+    uint64_t total = 0;
+    int rc = read_header(f, path, expect_ndim, dims, &total, err);
+    if (rc == 0) rc = read_data(f, path, total, data, err);
+    gzclose(f);
+    return rc;
+}
+
+static int check_labels(const ct_dataset *ds, const char *labels_path, ct_err *err) {
+    for (int i = 0; i < ds->count; i++)
+        if (ds->labels[i] >= ds->num_classes)
+            return ct_errorf(err, "%s: label %d at index %d is out of range for num_classes %d",
+                             labels_path, ds->labels[i], i, ds->num_classes);
+    return 0;
+}
+
+int ct_dataset_load(const char *images_path, const char *labels_path, int num_classes,
+                    ct_dataset *ds, ct_err *err) {
+    memset(ds, 0, sizeof *ds);
+    if (num_classes < 1 || num_classes > 256)
+        return ct_errorf(err, "%s: num_classes %d is out of range 1..256 for uint8 labels",
+                         labels_path, num_classes);
+    int idims[3], ldims[3];
+    if (ct_idx_read_u8(images_path, 3, &ds->images, idims, err)) return -1;
+    if (ct_idx_read_u8(labels_path, 1, &ds->labels, ldims, err)) goto fail;
+    if (idims[0] != ldims[0]) {
+        ct_errorf(err, "%s has %d images but %s has %d labels", images_path, idims[0],
+                  labels_path, ldims[0]);
+        goto fail;
+    }
+    ds->count = idims[0];
+    ds->rows = idims[1];
+    ds->cols = idims[2];
+    ds->num_classes = num_classes;
+    if (check_labels(ds, labels_path, err)) goto fail;
+    return 0;
+fail:
+    ct_dataset_free(ds);
+    return -1;
+}
+
+void ct_dataset_free(ct_dataset *ds) {
+    if (!ds) return;
+    free(ds->images);
+    free(ds->labels);
+    memset(ds, 0, sizeof *ds);
+}

@@ -1,0 +1,229 @@
+/* loader.c: double-buffered batches prepared by one background thread.
+ *
+ * Owns the permutation, two batch slots (float x [cap,1,rows,cols], int32 y [cap],
+ * cap = min(batch_size, count)) and the producer thread; all allocated in
+ * ct_loader_create, nothing afterwards. Batch k of an epoch lives in slot k % 2.
+ *
+ * Protocol, all counters guarded by mu and reset by ct_loader_start_epoch:
+ *   produced  batches 0..produced-1 are filled;
+ *   consumed  batches 0..consumed-1 were handed to the caller;
+ *   released  batches below it are no longer read by the caller (the caller
+ *             holds batch consumed-1 until its next ct_loader_next call).
+ * The producer fills batch `produced` only while produced < released + 2, i.e.
+ * while its slot is not held. It fills without the lock, with busy set, and
+ * reads perm then, so start_epoch first deactivates the epoch and waits for
+ * busy to clear before it rewrites perm. A fill finished for an older epoch
+ * (generation changed) is discarded. The caller side (start_epoch, next,
+ * destroy) is one thread.
+ */
+#include "data/loader.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/philox.h"
+
+struct ct_loader {
+    const ct_dataset *ds;
+    int batch_size, n_batches;
+    bool shuffle;
+    uint64_t seed;
+    float lut[256];   /* normalized value of each pixel byte */
+    size_t sample_px; /* rows * cols */
+    float *x[2];      /* [cap, 1, rows, cols] */
+    int32_t *y[2];    /* [cap] */
+    int *perm;        /* [count]: sample index at each epoch position */
+
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;  /* producer waits here for work */
+    pthread_cond_t ready_cv; /* caller waits here for a batch or for !busy */
+    unsigned generation;     /* bumped by each start_epoch */
+    bool active, busy, quit;
+    int produced, consumed, released;
+};
+
+static int batch_count(const ct_loader *l, int k) {
+    int start = k * l->batch_size;
+    int left = l->ds->count - start;
+    return left < l->batch_size ? left : l->batch_size;
+}
+
+/* Writes batch k (per the current perm) into slot k % 2. Runs without the lock. */
+static void fill_batch(ct_loader *l, int k) {
+    int n = batch_count(l, k), s = k % 2;
+    const int *idx = l->perm + (size_t)k * l->batch_size;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *src = l->ds->images + (size_t)idx[i] * l->sample_px;
+        float *dst = l->x[s] + (size_t)i * l->sample_px;
+        for (size_t p = 0; p < l->sample_px; p++) dst[p] = l->lut[src[p]];
+        l->y[s][i] = l->ds->labels[idx[i]];
+    }
+}
+
+static bool has_work(const ct_loader *l) {
+    return l->active && l->produced < l->n_batches && l->produced < l->released + 2;
+}
+
+static void *producer_main(void *arg) {
+    ct_loader *l = arg;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->quit && !has_work(l)) pthread_cond_wait(&l->work_cv, &l->mu);
+        if (l->quit) break;
+        int k = l->produced;
+        unsigned gen = l->generation;
+        l->busy = true;
+        pthread_mutex_unlock(&l->mu);
+        fill_batch(l, k);
+        pthread_mutex_lock(&l->mu);
+        l->busy = false;
+        if (gen == l->generation) l->produced++;
+        pthread_cond_broadcast(&l->ready_cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+/* Fisher-Yates driven by Philox: position i swaps with j = floor(u * (i + 1)). */
+static void make_permutation(ct_loader *l, int epoch) {
+    int n = l->ds->count;
+    for (int i = 0; i < n; i++) l->perm[i] = i;
+    if (!l->shuffle) return;
+    for (int i = n - 1; i > 0; i--) {
+        float u = ct_philox_uniform(l->seed, CT_RNG_STREAM_SHUFFLE, (uint32_t)epoch,
+                                    (uint64_t)i);
+        int j = (int)((double)u * (double)(i + 1));
+        if (j > i) j = i;
+        int t = l->perm[i];
+        l->perm[i] = l->perm[j];
+        l->perm[j] = t;
+    }
+}
+
+static int check_args(const ct_dataset *ds, int batch_size, double mean, double std,
+                      ct_err *err) {
+    if (!ds || !ds->images || !ds->labels || ds->count < 1 || ds->rows < 1 || ds->cols < 1)
+        return ct_errorf(err, "data loader: empty or invalid dataset");
+    if (batch_size < 1)
+        return ct_errorf(err, "data loader: batch_size must be >= 1, got %d", batch_size);
+    if (!isfinite(mean) || !isfinite(std) || !(std > 0))
+        return ct_errorf(err, "data loader: normalization needs a finite mean and std > 0 "
+                              "(got mean %g, std %g)", mean, std);
+    return 0;
+}
+
+static void free_buffers(ct_loader *l) {
+    for (int s = 0; s < 2; s++) {
+        free(l->x[s]);
+        free(l->y[s]);
+    }
+    free(l->perm);
+}
+
+static int alloc_buffers(ct_loader *l, ct_err *err) {
+    size_t cap = (size_t)(l->batch_size < l->ds->count ? l->batch_size : l->ds->count);
+    if (l->sample_px > SIZE_MAX / sizeof(float) / cap)
+        return ct_errorf(err, "data loader: batch of %zu x %zu pixels is too large", cap,
+                         l->sample_px);
+    for (int s = 0; s < 2; s++) {
+        l->x[s] = malloc(cap * l->sample_px * sizeof(float));
+        l->y[s] = malloc(cap * sizeof(int32_t));
+    }
+    l->perm = malloc((size_t)l->ds->count * sizeof(int));
+    if (!l->x[0] || !l->x[1] || !l->y[0] || !l->y[1] || !l->perm)
+        return ct_errorf(err, "data loader: out of memory for batch buffers");
+    return 0;
+}
+
+static int start_thread(ct_loader *l, ct_err *err) {
+    if (pthread_mutex_init(&l->mu, NULL))
+        return ct_errorf(err, "data loader: pthread_mutex_init failed");
+    if (pthread_cond_init(&l->work_cv, NULL)) goto fail_mu;
+    if (pthread_cond_init(&l->ready_cv, NULL)) goto fail_work;
+    if (pthread_create(&l->thread, NULL, producer_main, l)) goto fail_ready;
+    return 0;
+fail_ready:
+    pthread_cond_destroy(&l->ready_cv);
+fail_work:
+    pthread_cond_destroy(&l->work_cv);
+fail_mu:
+    pthread_mutex_destroy(&l->mu);
+    return ct_errorf(err, "data loader: cannot start the producer thread");
+}
+
+int ct_loader_create(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t seed,
+                     double mean, double std, ct_loader **out, ct_err *err) {
+    *out = NULL;
+    if (check_args(ds, batch_size, mean, std, err)) return -1;
+    ct_loader *l = calloc(1, sizeof *l);
+    if (!l) return ct_errorf(err, "data loader: out of memory");
+    l->ds = ds;
+    l->batch_size = batch_size;
+    l->n_batches = (int)(((int64_t)ds->count + batch_size - 1) / batch_size);
+    l->shuffle = shuffle;
+    l->seed = seed;
+    l->sample_px = (size_t)ds->rows * (size_t)ds->cols;
+    for (int p = 0; p < 256; p++)
+        l->lut[p] = ((float)p / 255.0f - (float)mean) / (float)std;
+    if (alloc_buffers(l, err) || start_thread(l, err)) {
+        free_buffers(l);
+        free(l);
+        return -1;
+    }
+    *out = l;
+    return 0;
+}
+
+void ct_loader_start_epoch(ct_loader *l, int epoch) {
+    pthread_mutex_lock(&l->mu);
+    l->active = false;
+    l->generation++;
+    while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+
+    make_permutation(l, epoch); /* the producer is idle: no epoch is active */
+
+    pthread_mutex_lock(&l->mu);
+    l->produced = l->consumed = l->released = 0;
+    l->active = true;
+    pthread_cond_signal(&l->work_cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+int ct_loader_next(ct_loader *l, ct_batch *b) {
+    pthread_mutex_lock(&l->mu);
+    l->released = l->consumed;
+    if (!l->active || l->consumed >= l->n_batches) {
+        pthread_mutex_unlock(&l->mu);
+        return 0;
+    }
+    pthread_cond_signal(&l->work_cv);
+    while (l->produced <= l->consumed) pthread_cond_wait(&l->ready_cv, &l->mu);
+    int k = l->consumed++;
+    pthread_mutex_unlock(&l->mu);
+
+    b->x = l->x[k % 2];
+    b->y = l->y[k % 2];
+    b->n = batch_count(l, k);
+    b->index = k;
+    return 1;
+}
+
+int ct_loader_batches_per_epoch(const ct_loader *l) { return l->n_batches; }
+
+void ct_loader_destroy(ct_loader *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    l->quit = true;
+    pthread_cond_signal(&l->work_cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    pthread_cond_destroy(&l->ready_cv);
+    pthread_cond_destroy(&l->work_cv);
+    pthread_mutex_destroy(&l->mu);
+    free_buffers(l);
+    free(l);
+}

@@ -1,0 +1,81 @@
+/* graph.c: builds the static graph from a config (shape inference and the flat
+ * parameter table in PyTorch state_dict order). Allocates nothing. */
+#include "graph/graph.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *ct_shape_str(ct_shape s, char *buf, size_t n) {
+    if (s.flat)
+        snprintf(buf, n, "%d", s.c);
+    else
+        snprintf(buf, n, "%dx%dx%d", s.c, s.h, s.w);
+    return buf;
+}
+
+static int add_param(ct_graph *g, int layer, const char *suffix, int ndim, const int dims[4],
+                     int fan_in) {
+    ct_param_info *p = &g->params[g->n_params];
+    snprintf(p->name, sizeof p->name, "layers.%d.%s", layer, suffix);
+    p->ndim = ndim;
+    p->count = 1;
+    for (int d = 0; d < 4; d++) {
+        p->dims[d] = d < ndim ? dims[d] : 1;
+        if (d < ndim) p->count *= (size_t)dims[d];
+    }
+    p->offset = g->n_param_floats;
+    p->layer = layer;
+    p->fan_in = fan_in;
+    g->n_param_floats += p->count;
+    return g->n_params++;
+}
+
+static void add_node_params(ct_graph *g, ct_node *n) {
+    const ct_op_desc *op = ct_op(n->kind);
+    n->weight = n->bias = -1;
+    if (!op->has_params) return;
+    int ndim, dims[4], fan_in;
+    op->weight_shape(n, &ndim, dims, &fan_in);
+    n->weight = add_param(g, n->index, "weight", ndim, dims, fan_in);
+    if (n->cfg.bias) n->bias = add_param(g, n->index, "bias", 1, dims, fan_in);
+}
+
+int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err) {
+    memset(g, 0, sizeof *g);
+    if (cfg->input_c < 1 || cfg->input_h < 1 || cfg->input_w < 1)
+        return ct_errorf(err, "%s: error: model.input must be three positive sizes [C, H, W]",
+                         cfg->source);
+    if (cfg->n_layers < 1)
+        return ct_errorf(err, "%s: error: model.layers is empty", cfg->source);
+    g->input = (ct_shape){cfg->input_c, cfg->input_h, cfg->input_w, false};
+    ct_shape cur = g->input;
+    for (int i = 0; i < cfg->n_layers; i++) {
+        ct_node *n = &g->nodes[i];
+        n->kind = cfg->layers[i].kind;
+        n->cfg = cfg->layers[i];
+        n->index = i;
+        n->in = cur;
+        ct_err e = {{0}};
+        if (ct_op(n->kind)->infer(n, &e) != 0)
+            return ct_errorf(err, "%s:%d:%d: error: layer %d (%s): %s", cfg->source, n->cfg.line,
+                             n->cfg.col, i, ct_op(n->kind)->name, e.msg);
+        if (n->out.c < 1 || n->out.h < 1 || n->out.w < 1)
+            return ct_errorf(err, "%s:%d:%d: error: layer %d (%s): output shape is empty",
+                             cfg->source, n->cfg.line, n->cfg.col, i, ct_op(n->kind)->name);
+        n->fwd_flops = ct_op(n->kind)->flops(n);
+        add_node_params(g, n);
+        cur = n->out;
+    }
+    g->n_nodes = cfg->n_layers;
+    const ct_node *last = &g->nodes[g->n_nodes - 1];
+    if (cfg->data.num_classes > 0 &&
+        (!last->out.flat || last->out.c != cfg->data.num_classes))
+        return ct_errorf(err,
+                         "%s:%d:%d: error: layer %d (%s): the model must end with %d outputs "
+                         "(data.num_classes), got %s",
+                         cfg->source, last->cfg.line, last->cfg.col, last->index,
+                         ct_op(last->kind)->name, cfg->data.num_classes,
+                         ct_shape_str(last->out, (char[32]){0}, 32));
+    g->num_classes = last->out.flat ? last->out.c : 0;
+    return 0;
+}

@@ -1,0 +1,79 @@
+/* ops_table.c: one row per layer kind: shape inference, parameter shapes, FLOPs.
+ * Layouts follow PyTorch (conv weight OIHW, linear weight [out, in]). */
+#include "graph/graph.h"
+
+#include <assert.h>
+
+static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+/* Windowed ops (conv, pools): spatial input required, window must fit. */
+static int infer_window(ct_node *n, int out_c, ct_err *err) {
+    const ct_layer_cfg *c = &n->cfg;
+    if (n->in.flat)
+        return ct_errorf(err, "needs a C x H x W input, got a flat vector of %d features",
+                         n->in.c);
+    if (n->in.h + 2 * c->padding < c->kernel || n->in.w + 2 * c->padding < c->kernel)
+        return ct_errorf(err, "kernel %d (padding %d) does not fit the %dx%d input",
+                         c->kernel, c->padding, n->in.h, n->in.w);
+    n->out = (ct_shape){out_c, out_dim(n->in.h, c->kernel, c->stride, c->padding),
+                        out_dim(n->in.w, c->kernel, c->stride, c->padding), false};
+    return 0;
+}
+
+static int infer_conv(ct_node *n, ct_err *err) { return infer_window(n, n->cfg.out_channels, err); }
+static int infer_pool(ct_node *n, ct_err *err) { return infer_window(n, n->in.c, err); }
+static int infer_same(ct_node *n, ct_err *err) { (void)err; n->out = n->in; return 0; }
+
+static int infer_flatten(ct_node *n, ct_err *err) {
+    (void)err;
+    n->out = (ct_shape){(int)ct_shape_numel(n->in), 1, 1, true};
+    return 0;
+}
+
+static int infer_linear(ct_node *n, ct_err *err) {
+    if (!n->in.flat)
+        return ct_errorf(err, "needs a flat input but gets %dx%dx%d; add a flatten layer before it",
+                         n->in.c, n->in.h, n->in.w);
+    n->out = (ct_shape){n->cfg.out_features, 1, 1, true};
+    return 0;
+}
+
+static void conv_weight(const ct_node *n, int *ndim, int d[4], int *fan_in) {
+    int k = n->cfg.kernel;
+    *ndim = 4;
+    d[0] = n->cfg.out_channels; d[1] = n->in.c; d[2] = k; d[3] = k;
+    *fan_in = n->in.c * k * k;
+}
+
+static void linear_weight(const ct_node *n, int *ndim, int d[4], int *fan_in) {
+    *ndim = 2;
+    d[0] = n->cfg.out_features; d[1] = n->in.c; d[2] = d[3] = 1;
+    *fan_in = n->in.c;
+}
+
+static double conv_flops(const ct_node *n) {
+    return 2.0 * ct_shape_numel(n->out) * n->in.c * n->cfg.kernel * n->cfg.kernel;
+}
+static double linear_flops(const ct_node *n) { return 2.0 * n->in.c * n->out.c; }
+static double pool_flops(const ct_node *n) {
+    return (double)ct_shape_numel(n->out) * n->cfg.kernel * n->cfg.kernel;
+}
+static double elem_flops(const ct_node *n) { return (double)ct_shape_numel(n->out); }
+static double no_flops(const ct_node *n) { (void)n; return 0.0; }
+
+static const ct_op_desc op_table[CT_LAYER_KIND_COUNT] = {
+    [CT_LAYER_CONV2D] = {"conv2d", true, infer_conv, conv_weight, conv_flops},
+    [CT_LAYER_MAXPOOL2D] = {"maxpool2d", false, infer_pool, NULL, pool_flops},
+    [CT_LAYER_AVGPOOL2D] = {"avgpool2d", false, infer_pool, NULL, pool_flops},
+    [CT_LAYER_RELU] = {"relu", false, infer_same, NULL, elem_flops},
+    [CT_LAYER_FLATTEN] = {"flatten", false, infer_flatten, NULL, no_flops},
+    [CT_LAYER_LINEAR] = {"linear", true, infer_linear, linear_weight, linear_flops},
+    [CT_LAYER_DROPOUT] = {"dropout", false, infer_same, NULL, elem_flops},
+};
+
+_Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to op_table for every layer kind");
+
+const ct_op_desc *ct_op(ct_layer_kind kind) {
+    assert(kind >= 0 && kind < CT_LAYER_KIND_COUNT);
+    return &op_table[kind];
+}

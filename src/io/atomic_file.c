@@ -1,0 +1,143 @@
+/* atomic_file.c: temp file + fsync + rename + directory fsync (see
+ * atomic_file.h).
+ *
+ * Invariant: while af->fd >= 0 the temporary file exists and belongs to af;
+ * every path out of this file either renames it over af->path or unlinks it.
+ */
+#include "io/atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CT_TMP_SUFFIX ".tmp-XXXXXX"
+
+static char *str_dup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+static void release(ct_atomic_file *af) {
+    free(af->path);
+    free(af->tmp_path);
+    af->path = af->tmp_path = NULL;
+    af->fd = -1;
+}
+
+/* Permission bits for the new file: those of the file it replaces, or 0644. */
+static mode_t target_mode(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 07777;
+    return 0644;
+}
+
+int ct_atomic_open(ct_atomic_file *af, const char *path, ct_err *err) {
+    af->fd = -1;
+    af->path = str_dup(path);
+    af->tmp_path = malloc(strlen(path) + sizeof CT_TMP_SUFFIX);
+    if (!af->path || !af->tmp_path) {
+        release(af);
+        return ct_errorf(err, "%s: out of memory", path);
+    }
+    strcpy(af->tmp_path, path);
+    strcat(af->tmp_path, CT_TMP_SUFFIX);
+    int fd = mkstemp(af->tmp_path);
+    if (fd < 0) {
+        int e = errno;
+        release(af);
+        return ct_errorf(err, "%s: cannot create temporary file: %s", path, strerror(e));
+    }
+    af->fd = fd;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || fchmod(fd, target_mode(path)) != 0) {
+        int e = errno;
+        ct_atomic_abort(af);
+        return ct_errorf(err, "%s: cannot set up temporary file: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+int ct_atomic_write(ct_atomic_file *af, const void *data, size_t n, ct_err *err) {
+    if (af->fd < 0) return ct_errorf(err, "atomic_file: write after close");
+    const char *p = data;
+    while (n > 0) {
+        ssize_t k = write(af->fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int e = k < 0 ? errno : EIO;
+            return ct_errorf(err, "%s: write failed: %s", af->path, strerror(e));
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+void ct_atomic_abort(ct_atomic_file *af) {
+    if (af->fd >= 0) {
+        close(af->fd);
+        unlink(af->tmp_path);
+    }
+    release(af);
+}
+
+/* fsyncs the directory holding path, so the rename itself is durable. */
+static int sync_parent_dir(const char *path) {
+    char *dir = str_dup(path);
+    if (!dir) return ENOMEM;
+    char *slash = strrchr(dir, '/');
+    const char *name = ".";
+    if (slash) {
+        slash[slash == dir ? 1 : 0] = '\0';
+        name = dir;
+    }
+    int rc = 0;
+    int fd = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) rc = errno;
+    else if (fsync(fd) != 0 && errno != EINVAL) rc = errno; /* EINVAL: fs cannot sync dirs */
+    if (fd >= 0) close(fd);
+    free(dir);
+    return rc;
+}
+
+int ct_atomic_commit(ct_atomic_file *af, ct_err *err) {
+    if (af->fd < 0) return ct_errorf(err, "atomic_file: commit after close");
+    const char *step = "fsync";
+    int ok = fsync(af->fd) == 0;
+    if (ok) {
+        step = "close";
+        ok = close(af->fd) == 0;
+        af->fd = -1;
+    }
+    if (ok) {
+        step = "rename";
+        ok = rename(af->tmp_path, af->path) == 0;
+    }
+    if (!ok) {
+        int e = errno;
+        if (af->fd >= 0) close(af->fd);
+        unlink(af->tmp_path);
+        ct_errorf(err, "%s: %s of temporary file failed: %s", af->path, step, strerror(e));
+        release(af);
+        return -1;
+    }
+    int e = sync_parent_dir(af->path);
+    if (e != 0) ct_errorf(err, "%s: written, but syncing its directory failed: %s", af->path, strerror(e));
+    release(af);
+    return e != 0 ? -1 : 0;
+}
+
+int ct_atomic_write_file(const char *path, const void *data, size_t n, ct_err *err) {
+    ct_atomic_file af;
+    if (ct_atomic_open(&af, path, err) != 0) return -1;
+    if (ct_atomic_write(&af, data, n, err) != 0) {
+        ct_atomic_abort(&af);
+        return -1;
+    }
+    return ct_atomic_commit(&af, err);
+}

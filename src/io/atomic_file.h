@@ -1,0 +1,34 @@
+/* atomic_file.h: replace a file so that readers see either the old or the new
+ * contents, never a mix or a partial write.
+ *
+ * ct_atomic_open creates "<path>.tmp-XXXXXX" (mkstemp) in the same directory;
+ * ct_atomic_write appends to it; ct_atomic_commit fsyncs it, renames it over
+ * path and fsyncs the directory. On any failure, and on ct_atomic_abort, the
+ * temporary file is closed and unlinked and path is left as it was. The new
+ * file takes the permission bits of the file it replaces, or 0644.
+ *
+ * Usage: open; write...; commit. After a failed write call abort (commit and
+ * abort each leave the struct closed, and abort on a closed struct does nothing).
+ */
+#ifndef CT_ATOMIC_FILE_H
+#define CT_ATOMIC_FILE_H
+
+#include <stddef.h>
+
+#include "common/error.h"
+
+typedef struct ct_atomic_file {
+    int fd;         /* -1 when closed */
+    char *path;     /* final path (owned) */
+    char *tmp_path; /* temporary path (owned) */
+} ct_atomic_file;
+
+int ct_atomic_open(ct_atomic_file *af, const char *path, ct_err *err);
+int ct_atomic_write(ct_atomic_file *af, const void *data, size_t n, ct_err *err);
+int ct_atomic_commit(ct_atomic_file *af, ct_err *err);
+void ct_atomic_abort(ct_atomic_file *af);
+
+/* open + write + commit of one buffer. */
+int ct_atomic_write_file(const char *path, const void *data, size_t n, ct_err *err);
+
+#endif

@@ -1,0 +1,73 @@
+/* plan.c: region table, aligned offsets, printing (see plan.h). */
+#include "plan/plan.h"
+
+#include <string.h>
+
+void ct_plan_init(ct_plan *p, size_t align) {
+    memset(p, 0, sizeof *p);
+    p->align = align ? align : 64;
+}
+
+int ct_plan_add(ct_plan *p, ct_region_kind kind, int layer, const char *name, size_t bytes,
+                ct_err *err) {
+    if (p->n >= CT_MAX_REGIONS)
+        return ct_errorf(err, "memory plan: more than %d regions", CT_MAX_REGIONS);
+    ct_region *r = &p->regions[p->n];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->kind = kind;
+    r->layer = layer;
+    r->bytes = bytes;
+    r->offset = 0;
+    p->finalized = 0;
+    return p->n++;
+}
+
+void ct_plan_finalize(ct_plan *p) {
+    size_t off = 0;
+    for (int i = 0; i < p->n; i++) {
+        ct_region *r = &p->regions[i];
+        off = (off + p->align - 1) / p->align * p->align;
+        r->offset = off;
+        off += r->bytes;
+    }
+    p->total = (off + p->align - 1) / p->align * p->align;
+    p->finalized = 1;
+}
+
+size_t ct_plan_kind_bytes(const ct_plan *p, ct_region_kind kind) {
+    size_t s = 0;
+    for (int i = 0; i < p->n; i++)
+        if (p->regions[i].kind == kind) s += p->regions[i].bytes;
+    return s;
+}
+
+const char *ct_region_kind_name(ct_region_kind kind) {
+    static const char *names[CT_REGION_KIND_COUNT] = {
+        "parameters", "gradients", "optimizer state", "activations", "workspace", "batch+metrics",
+    };
+    return kind < CT_REGION_KIND_COUNT ? names[kind] : "?";
+}
+
+const char *ct_fmt_bytes(size_t bytes, char *buf, size_t n) {
+    if (bytes < 1024)
+        snprintf(buf, n, "%zu B", bytes);
+    else if (bytes < 1024 * 1024)
+        snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
+    else if (bytes < (size_t)1024 * 1024 * 1024)
+        snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024.0));
+    else
+        snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    return buf;
+}
+
+void ct_plan_print(const ct_plan *p, const char *device, FILE *out) {
+    char b[32];
+    fprintf(out, "Memory plan (%s, one arena, %d regions, %zu-byte aligned)\n", device, p->n,
+            p->align);
+    for (int k = 0; k < CT_REGION_KIND_COUNT; k++) {
+        size_t s = ct_plan_kind_bytes(p, (ct_region_kind)k);
+        fprintf(out, "  %-16s %12s\n", ct_region_kind_name((ct_region_kind)k),
+                ct_fmt_bytes(s, b, sizeof b));
+    }
+    fprintf(out, "  %-16s %12s\n", "arena total", ct_fmt_bytes(p->total, b, sizeof b));
+}

@@ -1,0 +1,255 @@
+/* fit.c: the training loop (see fit.h). */
+#include "train/fit.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data/idx.h"
+#include "data/loader.h"
+#include "train/evaluate.h"
+#include "train/init.h"
+#include "train/model.h"
+#include "train/progress.h"
+#include "train/schedule.h"
+
+static volatile sig_atomic_t stop_requested;
+
+void ct_fit_request_stop(void) { stop_requested = 1; }
+
+static void on_sigint(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* Everything the loop owns; released by fit_cleanup. */
+typedef struct fit_state {
+    ct_dataset train, test;
+    ct_loader *train_loader, *test_loader;
+    ct_model *model;
+    ct_ckpt_info info;     /* progress so far: epoch, step, last metrics */
+    char ckpt_path[CT_PATH_MAX + 32];
+    char csv_path[CT_PATH_MAX + 32];
+} fit_state;
+
+static void fit_cleanup(fit_state *s) {
+    if (s->train_loader) ct_loader_destroy(s->train_loader);
+    if (s->test_loader) ct_loader_destroy(s->test_loader);
+    ct_model_destroy(s->model);
+    ct_dataset_free(&s->train);
+    ct_dataset_free(&s->test);
+}
+
+static int mkdir_p(const char *path, ct_err *err) {
+    char buf[CT_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return ct_errorf(err, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return ct_errorf(err, "%s: cannot create directory: %s", buf, strerror(errno));
+    return 0;
+}
+
+static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    if (ct_dataset_load(d->train_images, d->train_labels, d->num_classes, &s->train, err) != 0)
+        return -1;
+    if (ct_dataset_load(d->test_images, d->test_labels, d->num_classes, &s->test, err) != 0)
+        return -1;
+    if (s->train.rows != cfg->input_h || s->train.cols != cfg->input_w || cfg->input_c != 1)
+        return ct_errorf(err, "%s: images are 1x%dx%d but model.input is %dx%dx%d",
+                         d->train_images, s->train.rows, s->train.cols, cfg->input_c,
+                         cfg->input_h, cfg->input_w);
+    if (s->test.rows != s->train.rows || s->test.cols != s->train.cols)
+        return ct_errorf(err, "%s: test images are %dx%d but training images are %dx%d",
+                         d->test_images, s->test.rows, s->test.cols, s->train.rows, s->train.cols);
+    return 0;
+}
+
+/* Weights: resume checkpoint, --init-from file, or seeded init. */
+static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
+    ct_model *m = s->model;
+    const char *path = o->resume ? s->ckpt_path : o->init_from;
+    if (!path) {
+        ct_init_params(&m->graph, cfg->train.seed, m->host);
+        return m->device.vt->params_from_host(m->be, m->host, err);
+    }
+    ct_checkpoint ck;
+    if (ct_checkpoint_read(path, &ck, err) != 0) return -1;
+    int rc = ct_model_load_params(m, &ck, path, o->resume, err);
+    if (rc == 0 && o->resume) {
+        const char *e = ct_checkpoint_meta_get(&ck, "epoch");
+        const char *st = ct_checkpoint_meta_get(&ck, "step");
+        if (!e || !st) rc = ct_errorf(err, "%s: not a ctrain training checkpoint (no epoch/step)", path);
+        else {
+            s->info.epoch = atoi(e);
+            s->info.step = atoll(st);
+        }
+    }
+    ct_checkpoint_free(&ck);
+    return rc;
+}
+
+static int setup(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
+    snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s/model.bin", cfg->train.out);
+    snprintf(s->csv_path, sizeof s->csv_path, "%s/metrics.csv", cfg->train.out);
+    if (load_data(cfg, s, err) != 0) return -1;
+    ct_device_choice dev;
+    if (ct_device_select(&cfg->device, &dev, err) != 0) return -1;
+    if (dev.notice[0]) fprintf(o->log, "ctrain: %s\n", dev.notice);
+    int B = cfg->train.batch_size;
+    if (ct_model_create(cfg, &dev, true, B, o->sync_debug, &s->model, err) != 0) return -1;
+    if (ct_loader_create(&s->train, B, cfg->data.shuffle, cfg->train.seed, cfg->data.mean,
+                         cfg->data.std, &s->train_loader, err) != 0)
+        return -1;
+    if (ct_loader_create(&s->test, B, false, cfg->train.seed, cfg->data.mean, cfg->data.std,
+                         &s->test_loader, err) != 0)
+        return -1;
+    if (ct_model_bind(s->model, err) != 0) return -1;
+    return init_weights(cfg, o, s, err);
+}
+
+static int write_csv_row(const fit_state *s, double epoch_s, double sps, ct_err *err) {
+    struct stat st;
+    bool fresh = stat(s->csv_path, &st) != 0 || st.st_size == 0;
+    FILE *f = fopen(s->csv_path, "a");
+    if (!f) return ct_errorf(err, "%s: cannot open: %s", s->csv_path, strerror(errno));
+    if (fresh) fprintf(f, "epoch,step,train_loss,train_acc,val_loss,val_acc,seconds,samples_per_sec\n");
+    fprintf(f, "%d,%lld,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f\n", s->info.epoch, s->info.step,
+            s->info.train_loss, s->info.train_acc, s->info.val_loss, s->info.val_acc, epoch_s, sps);
+    if (fclose(f) != 0) return ct_errorf(err, "%s: write failed: %s", s->csv_path, strerror(errno));
+    return 0;
+}
+
+/* One training epoch; returns 1 when stopped by Ctrl-C, 0 when done, -1 on error. */
+static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, int epoch,
+                       ct_metrics *tm, ct_err *err) {
+    ct_model *m = s->model;
+    const ct_backend_vt *vt = m->device.vt;
+    int accum = cfg->train.grad_accum_steps;
+    int nb = ct_loader_batches_per_epoch(s->train_loader);
+    int steps_per_epoch = (nb + accum - 1) / accum;
+    ct_metrics zero = {0};
+    if (vt->read_metrics(m->be, &zero, true, err) != 0) return -1;
+    ct_progress bar;
+    char label[32];
+    snprintf(label, sizeof label, "Epoch %02d", epoch + 1);
+    ct_progress_start(&bar, o->progress, nb, label, o->log);
+    ct_loader_start_epoch(s->train_loader, epoch);
+    ct_batch b;
+    int micro = 0, step_in_epoch = 0;
+    while (ct_loader_next(s->train_loader, &b)) {
+        uint32_t step = (uint32_t)s->info.step;
+        if (vt->load_batch(m->be, b.x, b.y, b.n, err) != 0) return -1;
+        if (ct_model_forward(m, true, step, err) != 0) return -1;
+        if (vt->loss(m->be, true, 1.0f / ((float)b.n * accum), err) != 0) return -1;
+        if (ct_model_backward(m, micro > 0, step, err) != 0) return -1;
+        micro++;
+        if (micro == accum || b.index == nb - 1) {
+            double lr = ct_lr_at(cfg, epoch, step_in_epoch, steps_per_epoch);
+            ct_opt_hyper h = ct_opt_hyper_at(&cfg->optimizer, lr, s->info.step + 1);
+            if (vt->optimizer_step(m->be, &h, err) != 0) return -1;
+            s->info.step++;
+            step_in_epoch++;
+            micro = 0;
+        }
+        if (vt->read_metrics(m->be, tm, false, err) != 0) return -1;
+        if (!isfinite(tm->loss_sum))
+            return ct_errorf(err, "loss became %s at epoch %d, batch %d (optimizer step %lld); "
+                             "try a lower learning rate", isnan(tm->loss_sum) ? "NaN" : "infinite",
+                             epoch + 1, b.index + 1, s->info.step);
+        ct_progress_update(&bar, b.index + 1, tm->loss_sum / (double)tm->samples,
+                           (double)tm->correct / (double)tm->samples);
+        if (stop_requested) {
+            ct_progress_finish(&bar);
+            return 1;
+        }
+    }
+    ct_progress_finish(&bar);
+    return vt->read_metrics(m->be, tm, true, err);
+}
+
+static int save(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
+    if (!o->save) return 0;
+    return ct_model_save(s->model, cfg, &s->info, s->ckpt_path, err);
+}
+
+static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
+                      ct_fit_result *res, ct_err *err) {
+    size_t n_train = (size_t)s->train.count;
+    for (int epoch = s->info.epoch; epoch < cfg->train.epochs; epoch++) {
+        double t0 = ct_now();
+        ct_metrics tm = {0}, vm = {0};
+        int rc = train_epoch(cfg, o, s, epoch, &tm, err);
+        if (rc < 0) return -1;
+        if (rc == 1) {
+            s->info.interrupted = true;
+            res->interrupted = true;
+            fprintf(o->log, "\nctrain: interrupted in epoch %d; saving %s\n", epoch + 1,
+                    s->ckpt_path);
+            return save(cfg, o, s, err);
+        }
+        double t_train = ct_now() - t0;
+        if (ct_evaluate(s->model, s->test_loader, &vm, err) != 0) return -1;
+        double t_epoch = ct_now() - t0;
+        s->info.epoch = epoch + 1;
+        s->info.train_loss = tm.loss_sum / (double)tm.samples;
+        s->info.train_acc = (double)tm.correct / (double)tm.samples;
+        s->info.val_loss = vm.loss_sum / (double)vm.samples;
+        s->info.val_acc = (double)vm.correct / (double)vm.samples;
+        double sps = (double)n_train / t_train;
+        fprintf(o->out,
+                "Epoch %02d | Train Loss: %.4f, Acc: %.4f | Val Loss: %.4f, Acc: %.4f | %.1fs, %.0f samples/s\n",
+                epoch + 1, s->info.train_loss, s->info.train_acc, s->info.val_loss,
+                s->info.val_acc, t_epoch, sps);
+        fflush(o->out);
+        if (save(cfg, o, s, err) != 0) return -1;
+        if (o->save && write_csv_row(s, t_epoch, sps, err) != 0) return -1;
+        res->train_seconds = t_train;
+        res->samples_per_sec = sps;
+        if (stop_requested) {
+            res->interrupted = true;
+            break;
+        }
+    }
+    return 0;
+}
+
+int ct_fit(const ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err) {
+    memset(res, 0, sizeof *res);
+    fit_state s;
+    memset(&s, 0, sizeof s);
+    stop_requested = 0;
+    int rc = setup(cfg, o, &s, err);
+    if (rc == 0 && s.info.epoch >= cfg->train.epochs)
+        fprintf(o->log, "ctrain: %s already holds %d epoch%s (train.epochs is %d); nothing to do\n",
+                s.ckpt_path, s.info.epoch, s.info.epoch == 1 ? "" : "s", cfg->train.epochs);
+    if (rc == 0 && o->save) rc = mkdir_p(cfg->train.out, err);
+    if (rc == 0) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills as usual */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old);
+        rc = run_epochs(cfg, o, &s, res, err);
+        sigaction(SIGINT, &old, NULL);
+    }
+    res->epochs_done = s.info.epoch;
+    res->train_loss = s.info.train_loss;
+    res->train_acc = s.info.train_acc;
+    res->val_loss = s.info.val_loss;
+    res->val_acc = s.info.val_acc;
+    memcpy(res->checkpoint, s.ckpt_path, sizeof res->checkpoint);
+    fit_cleanup(&s);
+    return rc;
+}

@@ -1,0 +1,42 @@
+/* fit.h: the training loop.
+ *
+ * Order of work: load and validate both datasets, build and plan the model, bind
+ * its arena (every input validated before the first byte is allocated), then
+ * epochs of: shuffled micro-batches -> forward -> loss -> backward, one
+ * optimizer step every grad_accum_steps micro-batches; an eval pass on the test
+ * set; one output line; an atomic checkpoint <out>/model.bin and a row in
+ * <out>/metrics.csv. Nothing is allocated inside the loop.
+ */
+#ifndef CT_FIT_H
+#define CT_FIT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "config/config.h"
+
+typedef struct ct_fit_opts {
+    bool resume;            /* continue from <out>/model.bin */
+    const char *init_from;  /* start from these weights (any compatible safetensors), or NULL */
+    bool sync_debug;
+    bool progress;          /* draw a progress bar on `log` */
+    bool save;              /* write checkpoints and metrics.csv (default true) */
+    FILE *out;              /* epoch lines */
+    FILE *log;              /* notices and progress */
+} ct_fit_opts;
+
+typedef struct ct_fit_result {
+    int epochs_done;        /* epochs completed, counting resumed ones */
+    double train_loss, train_acc, val_loss, val_acc; /* of the last epoch */
+    double train_seconds;   /* training time of the last epoch (no eval) */
+    double samples_per_sec; /* training throughput of the last epoch */
+    bool interrupted;       /* Ctrl-C: state saved, exit quietly */
+    char checkpoint[CT_PATH_MAX + 32];
+} ct_fit_result;
+
+int ct_fit(const ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err);
+
+/* Set by the SIGINT handler that ct_fit installs; the loop stops at the next step. */
+void ct_fit_request_stop(void);
+
+#endif

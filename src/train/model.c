@@ -1,0 +1,64 @@
+/* model.c: graph + plan + backend on one device (see model.h). */
+#include "train/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/schedule.h"
+
+int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, bool training,
+                    int batch, bool sync_debug, ct_model **out, ct_err *err) {
+    ct_model *m = calloc(1, sizeof *m);
+    if (!m) return ct_errorf(err, "out of host memory for the model description");
+    m->device = *dev;
+    m->optimizer = cfg->optimizer;
+    if (ct_graph_build(cfg, &m->graph, err) != 0) goto fail;
+    m->opts = (ct_run_opts){
+        .batch_size = batch,
+        .training = training,
+        .optimizer = cfg->optimizer.type,
+        .opt_state_slots = training ? ct_opt_state_slots(&cfg->optimizer) : 0,
+        .amp = cfg->train.amp,
+        .device_index = dev->index,
+        .seed = cfg->train.seed,
+        .sync_debug = sync_debug,
+    };
+    ct_plan_init(&m->plan, 64);
+    if (dev->vt->create(&m->graph, &m->opts, &m->plan, &m->be, err) != 0) goto fail;
+    ct_plan_finalize(&m->plan);
+    *out = m;
+    return 0;
+fail:
+    free(m);
+    return -1;
+}
+
+int ct_model_bind(ct_model *m, ct_err *err) {
+    size_t n = m->graph.n_param_floats * (size_t)(1 + m->opts.opt_state_slots);
+    m->host = malloc((n ? n : 1) * sizeof(float));
+    if (!m->host)
+        return ct_errorf(err, "out of host memory (%zu bytes for the parameter mirror)",
+                         n * sizeof(float));
+    if (m->device.vt->bind(m->be, &m->plan, err) != 0) return -1;
+    m->bound = true;
+    return 0;
+}
+
+void ct_model_destroy(ct_model *m) {
+    if (!m) return;
+    if (m->be) m->device.vt->destroy(m->be);
+    free(m->host);
+    free(m);
+}
+
+int ct_model_forward(ct_model *m, bool train, uint32_t step, ct_err *err) {
+    for (int i = 0; i < m->graph.n_nodes; i++)
+        if (m->device.vt->forward(m->be, i, train, step, err) != 0) return -1;
+    return 0;
+}
+
+int ct_model_backward(ct_model *m, bool accumulate, uint32_t step, ct_err *err) {
+    for (int i = m->graph.n_nodes - 1; i >= 0; i--)
+        if (m->device.vt->backward(m->be, i, accumulate, step, err) != 0) return -1;
+    return 0;
+}

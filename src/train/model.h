@@ -1,0 +1,61 @@
+/* model.h: a graph planned and bound on one device.
+ *
+ * ct_model_create builds the graph, lets the backend add its regions to the
+ * plan and finalizes the plan: everything is validated and sized, nothing big is
+ * allocated (this is what `ctrain summary` prints). ct_model_bind then allocates
+ * the one arena. The host mirror (params + optimizer state, PyTorch layout) used
+ * for init and checkpoints is allocated at bind time too, never in the loop.
+ */
+#ifndef CT_MODEL_H
+#define CT_MODEL_H
+
+#include <stdbool.h>
+
+#include "backend/backend.h"
+#include "backend/device.h"
+#include "config/config.h"
+#include "graph/graph.h"
+#include "io/checkpoint.h"
+#include "plan/plan.h"
+
+typedef struct ct_model {
+    ct_graph graph;
+    ct_plan plan;
+    ct_run_opts opts;
+    ct_device_choice device;
+    ct_optimizer_cfg optimizer;
+    ct_backend *be;
+    float *host;        /* [n_param_floats * (1 + opt_state_slots)], after bind */
+    bool bound;
+} ct_model;
+
+/* training: plan gradients and optimizer state; batch: rows per batch. */
+int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, bool training,
+                    int batch, bool sync_debug, ct_model **out, ct_err *err);
+int ct_model_bind(ct_model *m, ct_err *err);
+void ct_model_destroy(ct_model *m);
+
+/* Forward through every node; backward through every node (last to first). */
+int ct_model_forward(ct_model *m, bool train, uint32_t step, ct_err *err);
+int ct_model_backward(ct_model *m, bool accumulate, uint32_t step, ct_err *err);
+
+/* Parameters and optimizer state from/to a checkpoint (names and shapes of the
+ * graph's parameter table; optimizer state under "optimizer.<slot>.<name>").
+ * ct_model_load_params fails naming the first missing or mis-shaped tensor;
+ * extra tensors in the file are ignored. */
+int ct_model_load_params(ct_model *m, const ct_checkpoint *ck, const char *path,
+                         bool with_opt_state, ct_err *err);
+
+/* Metadata for a checkpoint; values are copied. */
+typedef struct ct_ckpt_info {
+    int epoch;            /* epochs completed */
+    long long step;       /* optimizer steps done */
+    double train_loss, train_acc, val_loss, val_acc;
+    bool interrupted;     /* saved on Ctrl-C before the epoch ended */
+} ct_ckpt_info;
+
+/* Writes params (+ optimizer state when training) and metadata atomically. */
+int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
+                  const char *path, ct_err *err);
+
+#endif

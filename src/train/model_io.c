@@ -1,0 +1,133 @@
+/* model_io.c: the model's parameters and optimizer state to and from
+ * checkpoints (format in io/checkpoint.h). Tensor names are the graph's
+ * PyTorch state_dict names; optimizer slots are "optimizer.<slot>.<name>". */
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/model.h"
+#include "train/schedule.h"
+
+static bool shape_matches(const ct_param_info *p, const ct_ckpt_tensor *t) {
+    if (t->ndim != p->ndim) return false;
+    for (int d = 0; d < p->ndim; d++)
+        if (t->shape[d] != p->dims[d]) return false;
+    return true;
+}
+
+static const char *shape_text(const ct_ckpt_tensor *t, char *buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < t->ndim && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? ", " : "",
+                                 (long long)t->shape[d]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+/* Copies the graph's tensors named "<prefix><param name>" from ck into dst. */
+static int load_flat(const ct_model *m, const ct_checkpoint *ck, const char *path,
+                     const char *prefix, float *dst, ct_err *err) {
+    for (int p = 0; p < m->graph.n_params; p++) {
+        const ct_param_info *pi = &m->graph.params[p];
+        char name[160], sb[96];
+        snprintf(name, sizeof name, "%s%s", prefix, pi->name);
+        const ct_ckpt_tensor *t = ct_checkpoint_find(ck, name);
+        if (!t) return ct_errorf(err, "%s: tensor '%s' is missing", path, name);
+        if (!shape_matches(pi, t)) {
+            ct_ckpt_tensor want = {.ndim = pi->ndim};
+            for (int d = 0; d < pi->ndim; d++) want.shape[d] = pi->dims[d];
+            char wb[96];
+            return ct_errorf(err, "%s: tensor '%s' has shape %s but the model needs %s", path,
+                             name, shape_text(t, sb, sizeof sb), shape_text(&want, wb, sizeof wb));
+        }
+        memcpy(dst + pi->offset, t->data, pi->count * sizeof(float));
+    }
+    return 0;
+}
+
+int ct_model_load_params(ct_model *m, const ct_checkpoint *ck, const char *path,
+                         bool with_opt_state, ct_err *err) {
+    const ct_backend_vt *vt = m->device.vt;
+    if (load_flat(m, ck, path, "", m->host, err) != 0) return -1;
+    if (vt->params_from_host(m->be, m->host, err) != 0) return -1;
+    if (!with_opt_state) return 0;
+    for (int s = 0; s < m->opts.opt_state_slots; s++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "optimizer.%s.", ct_opt_slot_name(&m->optimizer, s));
+        float *slot = m->host + m->graph.n_param_floats * (size_t)(1 + s);
+        if (load_flat(m, ck, path, prefix, slot, err) != 0) return -1;
+        if (vt->opt_state_from_host(m->be, s, slot, err) != 0) return -1;
+    }
+    return 0;
+}
+
+/* Fills t[] with the graph's parameter tensors viewed over base. */
+static void add_tensors(const ct_model *m, const char *prefix, const float *base,
+                        ct_ckpt_tensor *t, char (*names)[160]) {
+    for (int p = 0; p < m->graph.n_params; p++) {
+        const ct_param_info *pi = &m->graph.params[p];
+        snprintf(names[p], 160, "%s%s", prefix, pi->name);
+        t[p] = (ct_ckpt_tensor){.name = names[p], .ndim = pi->ndim, .count = pi->count,
+                                .data = (float *)(base + pi->offset)};
+        for (int d = 0; d < pi->ndim; d++) t[p].shape[d] = pi->dims[d];
+    }
+}
+
+int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
+                  const char *path, ct_err *err) {
+    const ct_backend_vt *vt = m->device.vt;
+    int slots = m->opts.opt_state_slots, np = m->graph.n_params;
+    if (vt->params_to_host(m->be, m->host, err) != 0) return -1;
+    for (int s = 0; s < slots; s++)
+        if (vt->opt_state_to_host(m->be, s, m->host + m->graph.n_param_floats * (size_t)(1 + s),
+                                  err) != 0)
+            return -1;
+    int nt = np * (1 + slots);
+    ct_ckpt_tensor *t = calloc((size_t)(nt ? nt : 1), sizeof *t);
+    char (*names)[160] = calloc((size_t)(nt ? nt : 1), sizeof *names);
+    if (!t || !names) {
+        free(t);
+        free(names);
+        return ct_errorf(err, "%s: out of host memory while saving", path);
+    }
+    add_tensors(m, "", m->host, t, names);
+    for (int s = 0; s < slots; s++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "optimizer.%s.", ct_opt_slot_name(&m->optimizer, s));
+        add_tensors(m, prefix, m->host + m->graph.n_param_floats * (size_t)(1 + s),
+                    t + np * (1 + s), names + np * (1 + s));
+    }
+    char v[8][48];
+    snprintf(v[0], sizeof v[0], "%d", info->epoch);
+    snprintf(v[1], sizeof v[1], "%lld", info->step);
+    snprintf(v[2], sizeof v[2], "%.6f", info->train_loss);
+    snprintf(v[3], sizeof v[3], "%.6f", info->train_acc);
+    snprintf(v[4], sizeof v[4], "%.6f", info->val_loss);
+    snprintf(v[5], sizeof v[5], "%.6f", info->val_acc);
+    snprintf(v[6], sizeof v[6], "%s", info->interrupted ? "true" : "false");
+    snprintf(v[7], sizeof v[7], "%s", m->device.name);
+    char dir[CT_PATH_MAX], absdir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", cfg->source);
+    if (!realpath(dirname(dir), absdir)) snprintf(absdir, sizeof absdir, ".");
+    ct_ckpt_meta meta[] = {
+        {"format", CT_CKPT_FORMAT},
+        {"format_version", CT_CKPT_FORMAT_VERSION},
+        {"config", cfg->text ? cfg->text : ""},
+        {"config_dir", absdir},
+        {"epoch", v[0]},
+        {"step", v[1]},
+        {"train_loss", v[2]},
+        {"train_acc", v[3]},
+        {"val_loss", v[4]},
+        {"val_acc", v[5]},
+        {"interrupted", v[6]},
+        {"device", v[7]},
+        {"optimizer", (char *)ct_opt_kind_name(m->optimizer.type)},
+    };
+    int rc = ct_checkpoint_write(path, t, nt, meta, (int)(sizeof meta / sizeof meta[0]), err);
+    free(t);
+    free(names);
+    return rc;
+}

@@ -1,0 +1,165 @@
+/* test_graph.c: shape inference, the parameter table (PyTorch names, order,
+ * offsets) and graph errors that name the layer; the memory plan's carving. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "plan/plan.h"
+
+static ct_layer_cfg L(ct_layer_kind k, int a, int kernel, int pad) {
+    ct_layer_cfg c;
+    memset(&c, 0, sizeof c);
+    c.kind = k;
+    c.bias = true;
+    c.line = 10;
+    c.col = 7;
+    if (k == CT_LAYER_CONV2D) { c.out_channels = a; c.kernel = kernel; c.stride = 1; c.padding = pad; }
+    if (k == CT_LAYER_MAXPOOL2D || k == CT_LAYER_AVGPOOL2D) { c.kernel = kernel; c.stride = kernel; }
+    if (k == CT_LAYER_LINEAR) c.out_features = a;
+    if (k == CT_LAYER_DROPOUT) c.p = 0.5;
+    return c;
+}
+
+/* The tutorial's CNN. */
+static void cnn_config(ct_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    strcpy(cfg->source, "cnn.yaml");
+    cfg->input_c = 1, cfg->input_h = 28, cfg->input_w = 28;
+    cfg->data.num_classes = 10;
+    ct_layer_cfg layers[] = {
+        L(CT_LAYER_CONV2D, 32, 3, 1), L(CT_LAYER_RELU, 0, 0, 0), L(CT_LAYER_MAXPOOL2D, 0, 2, 0),
+        L(CT_LAYER_CONV2D, 64, 3, 1), L(CT_LAYER_RELU, 0, 0, 0), L(CT_LAYER_MAXPOOL2D, 0, 2, 0),
+        L(CT_LAYER_FLATTEN, 0, 0, 0), L(CT_LAYER_LINEAR, 256, 0, 0), L(CT_LAYER_RELU, 0, 0, 0),
+        L(CT_LAYER_DROPOUT, 0, 0, 0), L(CT_LAYER_LINEAR, 10, 0, 0),
+    };
+    cfg->n_layers = (int)(sizeof layers / sizeof layers[0]);
+    memcpy(cfg->layers, layers, sizeof layers);
+}
+
+static void test_cnn_shapes_and_params(void **state) {
+    (void)state;
+    ct_config cfg;
+    cnn_config(&cfg);
+    ct_graph g;
+    ct_err err = {{0}};
+    assert_int_equal(ct_graph_build(&cfg, &g, &err), 0);
+    char b[32];
+    assert_string_equal(ct_shape_str(g.nodes[0].out, b, sizeof b), "32x28x28");
+    assert_string_equal(ct_shape_str(g.nodes[2].out, b, sizeof b), "32x14x14");
+    assert_string_equal(ct_shape_str(g.nodes[5].out, b, sizeof b), "64x7x7");
+    assert_string_equal(ct_shape_str(g.nodes[6].out, b, sizeof b), "3136");
+    assert_int_equal(g.nodes[7].in.c, 3136); /* inferred linear input */
+    assert_int_equal(g.num_classes, 10);
+    /* PyTorch state_dict order and sizes. */
+    const char *names[] = {"layers.0.weight", "layers.0.bias", "layers.3.weight", "layers.3.bias",
+                           "layers.7.weight", "layers.7.bias", "layers.10.weight", "layers.10.bias"};
+    size_t counts[] = {32 * 9, 32, 64 * 32 * 9, 64, 256 * 3136, 256, 10 * 256, 10};
+    assert_int_equal(g.n_params, 8);
+    size_t off = 0;
+    for (int i = 0; i < 8; i++) {
+        assert_string_equal(g.params[i].name, names[i]);
+        assert_int_equal(g.params[i].count, counts[i]);
+        assert_int_equal(g.params[i].offset, off);
+        off += counts[i];
+    }
+    assert_int_equal(g.n_param_floats, 824458);
+    assert_int_equal(g.params[2].ndim, 4);
+    int want[4] = {64, 32, 3, 3};
+    for (int d = 0; d < 4; d++) assert_int_equal(g.params[2].dims[d], want[d]);
+    assert_int_equal(g.params[2].fan_in, 32 * 9);
+    assert_int_equal(g.params[4].dims[0], 256);
+    assert_int_equal(g.params[4].dims[1], 3136);
+    /* conv2 forward flops per sample: 2 * 64*14*14 * 32*9 */
+    assert_true(g.nodes[3].fwd_flops == 2.0 * 64 * 14 * 14 * 32 * 9);
+}
+
+static void test_no_bias(void **state) {
+    (void)state;
+    ct_config cfg;
+    cnn_config(&cfg);
+    cfg.layers[0].bias = false;
+    ct_graph g;
+    assert_int_equal(ct_graph_build(&cfg, &g, NULL), 0);
+    assert_int_equal(g.n_params, 7);
+    assert_string_equal(g.params[1].name, "layers.3.weight");
+    assert_int_equal(g.nodes[0].bias, -1);
+}
+
+static void expect_error(ct_config *cfg, const char *fragment) {
+    ct_graph g;
+    ct_err err = {{0}};
+    assert_int_equal(ct_graph_build(cfg, &g, &err), -1);
+    if (!strstr(err.msg, fragment)) fail_msg("'%s' does not contain '%s'", err.msg, fragment);
+}
+
+static void test_errors_name_layer(void **state) {
+    (void)state;
+    ct_config cfg;
+    cnn_config(&cfg);
+    cfg.layers[6] = L(CT_LAYER_RELU, 0, 0, 0); /* no flatten before linear */
+    expect_error(&cfg, "cnn.yaml:10:7: error: layer 7 (linear): needs a flat input but gets 64x7x7");
+
+    cnn_config(&cfg);
+    cfg.layers[3].kernel = 30; /* does not fit 14x14 */
+    expect_error(&cfg, "layer 3 (conv2d): kernel 30 (padding 1) does not fit the 14x14 input");
+
+    cnn_config(&cfg);
+    cfg.layers[10].out_features = 7;
+    expect_error(&cfg, "layer 10 (linear): the model must end with 10 outputs (data.num_classes), got 7");
+
+    cnn_config(&cfg);
+    cfg.layers[0] = L(CT_LAYER_FLATTEN, 0, 0, 0);
+    cfg.layers[2] = L(CT_LAYER_MAXPOOL2D, 0, 2, 0);
+    expect_error(&cfg, "layer 2 (maxpool2d): needs a C x H x W input, got a flat vector of 784");
+}
+
+static void test_plan_alignment_and_totals(void **state) {
+    (void)state;
+    ct_plan p;
+    ct_plan_init(&p, 64);
+    assert_int_equal(ct_plan_add(&p, CT_REGION_PARAMS, -1, "params", 100, NULL), 0);
+    assert_int_equal(ct_plan_add(&p, CT_REGION_ACTIVATIONS, 0, "layers.0.out", 1, NULL), 1);
+    assert_int_equal(ct_plan_add(&p, CT_REGION_ACTIVATIONS, 1, "layers.1.out", 0, NULL), 2);
+    assert_int_equal(ct_plan_add(&p, CT_REGION_WORKSPACE, 1, "ws", 64, NULL), 3);
+    ct_plan_finalize(&p);
+    assert_int_equal(p.regions[0].offset, 0);
+    assert_int_equal(p.regions[1].offset, 128);
+    assert_int_equal(p.regions[3].offset % 64, 0);
+    assert_true(p.regions[3].offset >= p.regions[1].offset + 1);
+    assert_int_equal(p.total % 64, 0);
+    assert_true(p.total >= p.regions[3].offset + 64);
+    assert_int_equal(ct_plan_kind_bytes(&p, CT_REGION_ACTIVATIONS), 1);
+    /* Regions never overlap. */
+    for (int i = 0; i < p.n; i++)
+        for (int j = i + 1; j < p.n; j++) {
+            const ct_region *a = &p.regions[i], *b = &p.regions[j];
+            if (a->bytes && b->bytes)
+                assert_true(a->offset + a->bytes <= b->offset || b->offset + b->bytes <= a->offset);
+        }
+}
+
+static void test_plan_full(void **state) {
+    (void)state;
+    static ct_plan p;
+    ct_plan_init(&p, 64);
+    ct_err err = {{0}};
+    for (int i = 0; i < CT_MAX_REGIONS; i++)
+        assert_true(ct_plan_add(&p, CT_REGION_WORKSPACE, i, "r", 8, &err) >= 0);
+    assert_int_equal(ct_plan_add(&p, CT_REGION_WORKSPACE, 0, "r", 8, &err), -1);
+    assert_non_null(strstr(err.msg, "more than"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cnn_shapes_and_params),
+        cmocka_unit_test(test_no_bias),
+        cmocka_unit_test(test_errors_name_layer),
+        cmocka_unit_test(test_plan_alignment_and_totals),
+        cmocka_unit_test(test_plan_full),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

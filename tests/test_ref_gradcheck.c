@@ -1,0 +1,556 @@
+/* test_ref_gradcheck.c: the reference ops checked against hand-computed forward
+ * results and, for every backward, against central finite differences in double.
+ *
+ * Gradient method: random inputs from a fixed-seed generator, a fixed random r,
+ * loss L = sum(y * r) (so dy = r), dL/dp[i] ~ (L(p+h) - L(p-h)) / 2h with h = 1e-6,
+ * each element within 1e-6 + 1e-5 * |numeric| of the analytic value. Outputs of
+ * backward are pre-filled with garbage so a backward that adds instead of writing
+ * fails. Also: dropout mask statistics and determinism.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/elementwise.h"
+#include "ops/ref_ops.h"
+
+#define GC_H 1e-6
+#define GC_ABS 1e-6
+#define GC_REL 1e-5
+#define GARBAGE 12345.0
+
+/* ---- fixed-seed generator ---------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t s) { rng_state = s; }
+
+/* splitmix64 */
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi). */
+static double rng_uniform(double lo, double hi) {
+    return lo + (hi - lo) * (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static double *rand_array(long n, double lo, double hi) {
+    double *a = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    assert_non_null(a);
+    for (long i = 0; i < n; i++) a[i] = rng_uniform(lo, hi);
+    return a;
+}
+
+static double *garbage_array(long n) {
+    double *a = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    assert_non_null(a);
+    for (long i = 0; i < n; i++) a[i] = GARBAGE;
+    return a;
+}
+
+/* Values -n/2 .. n/2 scaled by `gap`, in random order: all distinct, so a max is
+ * unique and a perturbation of size h never changes which element wins. */
+static double *distinct_array(long n, double gap) {
+    double *a = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(a);
+    for (long i = 0; i < n; i++) a[i] = ((double)i - (double)n / 2) * gap;
+    for (long i = n - 1; i > 0; i--) {
+        long j = (long)(rng_next() % (uint64_t)(i + 1));
+        double t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+    return a;
+}
+
+/* ---- the finite-difference checker ------------------------------------------- */
+
+/* A forward pass over parameters the checker perturbs in place: y = f(ctx). */
+typedef void (*gc_forward_fn)(const void *ctx, double *y);
+
+static double loss_of(gc_forward_fn fwd, const void *ctx, double *y, long ny, const double *r) {
+    fwd(ctx, y);
+    double s = 0.0;
+    for (long i = 0; i < ny; i++) s += y[i] * r[i];
+    return s;
+}
+
+static int close_enough(double analytic, double numeric) {
+    return fabs(analytic - numeric) <= GC_ABS + GC_REL * fabs(numeric);
+}
+
+/* Checks analytic[i] == dL/dp[i] for every i < n; `what` names p in failures. */
+static void check_grad(gc_forward_fn fwd, const void *ctx, long ny, const double *r, double *p,
+                       long n, const double *analytic, const char *what) {
+    double *y = malloc(sizeof(double) * (size_t)ny);
+    assert_non_null(y);
+    int bad = 0;
+    for (long i = 0; i < n; i++) {
+        double keep = p[i];
+        p[i] = keep + GC_H;
+        double lp = loss_of(fwd, ctx, y, ny, r);
+        p[i] = keep - GC_H;
+        double lm = loss_of(fwd, ctx, y, ny, r);
+        p[i] = keep;
+        double num = (lp - lm) / (2 * GC_H);
+        if (!close_enough(analytic[i], num)) {
+            if (bad++ < 5)
+                print_error("%s[%ld]: analytic %.12g numeric %.12g\n", what, i, analytic[i], num);
+        }
+    }
+    free(y);
+    assert_int_equal(bad, 0);
+}
+
+static void assert_near(double got, double want, double tol) {
+    if (fabs(got - want) > tol) {
+        print_error("got %.15g want %.15g (tol %g)\n", got, want, tol);
+        fail();
+    }
+}
+
+static void assert_all_near(const double *got, const double *want, long n, double tol) {
+    for (long i = 0; i < n; i++) assert_near(got[i], want[i], tol);
+}
+
+/* ---- conv2d ------------------------------------------------------------------ */
+
+typedef struct conv_ctx {
+    double *x, *w, *b;
+    int N, C, H, W, O, K, S, P;
+} conv_ctx;
+
+static void conv_fwd(const void *ctx, double *y) {
+    const conv_ctx *c = ctx;
+    ct_ref_conv2d_forward(c->x, c->N, c->C, c->H, c->W, c->w, c->b, c->O, c->K, c->S, c->P, y);
+}
+
+static void gradcheck_conv(int N, int C, int H, int W, int O, int K, int S, int P, int bias) {
+    conv_ctx c = {NULL, NULL, NULL, N, C, H, W, O, K, S, P};
+    long nx = (long)N * C * H * W, nw = (long)O * C * K * K;
+    long ny = (long)N * O * ct_ref_out_dim(H, K, S, P) * ct_ref_out_dim(W, K, S, P);
+    c.x = rand_array(nx, -1, 1);
+    c.w = rand_array(nw, -1, 1);
+    c.b = bias ? rand_array(O, -1, 1) : NULL;
+    double *r = rand_array(ny, -1, 1);
+    double *dx = garbage_array(nx), *dw = garbage_array(nw), *db = garbage_array(O);
+    ct_ref_conv2d_backward(c.x, N, C, H, W, c.w, O, K, S, P, r, dx, dw, bias ? db : NULL);
+    check_grad(conv_fwd, &c, ny, r, c.x, nx, dx, "conv dx");
+    check_grad(conv_fwd, &c, ny, r, c.w, nw, dw, "conv dw");
+    if (bias) check_grad(conv_fwd, &c, ny, r, c.b, O, db, "conv db");
+    else assert_true(db[0] == GARBAGE); /* a NULL db is skipped, not written */
+    free(c.x); free(c.w); free(c.b); free(r); free(dx); free(dw); free(db);
+}
+
+static void test_conv_gradcheck(void **state) {
+    (void)state;
+    rng_seed(1);
+    gradcheck_conv(1, 1, 5, 5, 1, 3, 1, 0, 1);   /* smallest case */
+    gradcheck_conv(2, 3, 6, 6, 4, 3, 1, 1, 1);   /* C>1, O>1, padding 1 */
+    gradcheck_conv(2, 2, 7, 7, 3, 3, 2, 1, 0);   /* stride 2, padding 1, no bias */
+    gradcheck_conv(1, 2, 5, 8, 2, 3, 2, 0, 1);   /* non-square, stride 2 */
+    gradcheck_conv(2, 3, 6, 4, 2, 2, 1, 0, 0);   /* even kernel, non-square */
+    gradcheck_conv(1, 2, 9, 7, 3, 5, 2, 2, 1);   /* 5x5 kernel, padding 2 */
+}
+
+/* Backward called with only dw: dx and db are NULL and must be skipped. */
+static void test_conv_backward_null_outputs(void **state) {
+    (void)state;
+    rng_seed(2);
+    double *x = rand_array(2 * 2 * 5 * 5, -1, 1), *w = rand_array(3 * 2 * 3 * 3, -1, 1);
+    double *dy = rand_array(2 * 3 * 3 * 3, -1, 1);
+    double dw_full[54], dw_only[54];
+    double *dx = garbage_array(100), db[3];
+    ct_ref_conv2d_backward(x, 2, 2, 5, 5, w, 3, 3, 1, 0, dy, dx, dw_full, db);
+    for (int i = 0; i < 54; i++) dw_only[i] = GARBAGE;
+    ct_ref_conv2d_backward(x, 2, 2, 5, 5, w, 3, 3, 1, 0, dy, NULL, dw_only, NULL);
+    assert_all_near(dw_only, dw_full, 54, 0.0);
+    free(x); free(w); free(dy); free(dx);
+}
+
+/* 1x1x3x3 input 1..9, 2x2 kernel [[1,2],[3,4]], bias 1:
+ *   y00 = 1*1+2*2+3*4+4*5 + 1 = 38, y01 = 2+6+15+24 + 1 = 48,
+ *   y10 = 4+10+21+32 + 1 = 68,      y11 = 5+12+24+36 + 1 = 78.
+ * A flipped (true convolution) kernel would give y00 = 4+6+8+5 + 1 = 24. */
+static void test_conv_forward_by_hand(void **state) {
+    (void)state;
+    double x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    double w[4] = {1, 2, 3, 4}, b[1] = {1}, y[4];
+    ct_ref_conv2d_forward(x, 1, 1, 3, 3, w, b, 1, 2, 1, 0, y);
+    double want[4] = {38, 48, 68, 78};
+    assert_all_near(y, want, 4, 1e-12);
+
+    /* 3x3 ones kernel, stride 2, zero padding 1: each output sums the in-bounds 2x2
+     * corner: 1+2+4+5 = 12, 2+3+5+6 = 16, 4+5+7+8 = 24, 5+6+8+9 = 28. */
+    double ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    ct_ref_conv2d_forward(x, 1, 1, 3, 3, ones, NULL, 1, 3, 2, 1, y);
+    double want2[4] = {12, 16, 24, 28};
+    assert_all_near(y, want2, 4, 1e-12);
+}
+
+/* Two input channels and two filters: y[o] sums over channels. */
+static void test_conv_forward_channels(void **state) {
+    (void)state;
+    double x[2] = {2, 3};                /* [1,2,1,1] */
+    double w[4] = {1, 10, -1, 0.5};      /* [2,2,1,1] */
+    double b[2] = {0.25, -1}, y[2];
+    ct_ref_conv2d_forward(x, 1, 2, 1, 1, w, b, 2, 1, 1, 0, y);
+    assert_near(y[0], 2 * 1 + 3 * 10 + 0.25, 1e-12);   /* 32.25 */
+    assert_near(y[1], 2 * -1 + 3 * 0.5 - 1, 1e-12);    /* -1.5 */
+}
+
+/* ---- pooling ------------------------------------------------------------------ */
+
+typedef struct pool_ctx {
+    double *x;
+    int N, C, H, W, K, S, P;
+} pool_ctx;
+
+static void maxpool_fwd(const void *ctx, double *y) {
+    const pool_ctx *c = ctx;
+    ct_ref_maxpool2d_forward(c->x, c->N, c->C, c->H, c->W, c->K, c->S, c->P, y);
+}
+
+static void avgpool_fwd(const void *ctx, double *y) {
+    const pool_ctx *c = ctx;
+    ct_ref_avgpool2d_forward(c->x, c->N, c->C, c->H, c->W, c->K, c->S, c->P, y);
+}
+
+static void gradcheck_pool(int is_max, int N, int C, int H, int W, int K, int S, int P) {
+    pool_ctx c = {NULL, N, C, H, W, K, S, P};
+    long nx = (long)N * C * H * W;
+    long ny = (long)N * C * ct_ref_out_dim(H, K, S, P) * ct_ref_out_dim(W, K, S, P);
+    c.x = is_max ? distinct_array(nx, 0.01) : rand_array(nx, -1, 1);
+    double *r = rand_array(ny, -1, 1), *dx = garbage_array(nx);
+    if (is_max) {
+        ct_ref_maxpool2d_backward(c.x, N, C, H, W, K, S, P, r, dx);
+        check_grad(maxpool_fwd, &c, ny, r, c.x, nx, dx, "maxpool dx");
+    } else {
+        ct_ref_avgpool2d_backward(N, C, H, W, K, S, P, r, dx);
+        check_grad(avgpool_fwd, &c, ny, r, c.x, nx, dx, "avgpool dx");
+    }
+    free(c.x); free(r); free(dx);
+}
+
+static void test_maxpool_gradcheck(void **state) {
+    (void)state;
+    rng_seed(3);
+    gradcheck_pool(1, 2, 3, 8, 8, 2, 2, 0);
+    gradcheck_pool(1, 2, 2, 7, 9, 3, 2, 1);
+    gradcheck_pool(1, 1, 2, 6, 5, 3, 1, 1);   /* overlapping windows, stride 1 */
+}
+
+static void test_avgpool_gradcheck(void **state) {
+    (void)state;
+    rng_seed(4);
+    gradcheck_pool(0, 2, 3, 8, 8, 2, 2, 0);
+    gradcheck_pool(0, 2, 2, 7, 9, 3, 2, 1);
+    gradcheck_pool(0, 1, 2, 6, 5, 3, 1, 1);
+}
+
+/* x = [1 3 2 4; 5 0 8 7; 9 6 1 2; 3 4 5 0]. */
+static const double pool_x[16] = {1, 3, 2, 4, 5, 0, 8, 7, 9, 6, 1, 2, 3, 4, 5, 0};
+
+static void test_maxpool_forward_by_hand(void **state) {
+    (void)state;
+    double y[4];
+    /* k2 s2: max{1,3,5,0}=5, max{2,4,8,7}=8, max{9,6,3,4}=9, max{1,2,5,0}=5 */
+    ct_ref_maxpool2d_forward(pool_x, 1, 1, 4, 4, 2, 2, 0, y);
+    double want[4] = {5, 8, 9, 5};
+    assert_all_near(y, want, 4, 0.0);
+    /* k3 s2 p1: windows x[0..1][0..1], x[0..1][1..3], x[1..3][0..1], x[1..3][1..3]. */
+    ct_ref_maxpool2d_forward(pool_x, 1, 1, 4, 4, 3, 2, 1, y);
+    double want2[4] = {5, 8, 9, 8};
+    assert_all_near(y, want2, 4, 0.0);
+}
+
+/* All inputs negative: a zero from padding must never win. */
+static void test_maxpool_padding_never_wins(void **state) {
+    (void)state;
+    double x[16], y[4], dy[4] = {1, 1, 1, 1}, dx[16];
+    for (int i = 0; i < 16; i++) x[i] = -1.0 - i;
+    ct_ref_maxpool2d_forward(x, 1, 1, 4, 4, 3, 2, 1, y);
+    double want[4] = {-1, -2, -5, -6};
+    assert_all_near(y, want, 4, 0.0);
+    ct_ref_maxpool2d_backward(x, 1, 1, 4, 4, 3, 2, 1, dy, dx);
+    double sum = 0;
+    for (int i = 0; i < 16; i++) sum += dx[i];
+    assert_near(sum, 4.0, 0.0);   /* every output routed its gradient to a real input */
+    assert_near(dx[0], 1, 0); assert_near(dx[1], 1, 0);
+    assert_near(dx[4], 1, 0); assert_near(dx[5], 1, 0);
+}
+
+/* Ties: the first element in row-major window order takes the whole gradient. */
+static void test_maxpool_ties(void **state) {
+    (void)state;
+    double x[4] = {7, 7, 7, 7}, y[1], dy[1] = {3}, dx[4];
+    ct_ref_maxpool2d_forward(x, 1, 1, 2, 2, 2, 2, 0, y);
+    assert_near(y[0], 7, 0);
+    ct_ref_maxpool2d_backward(x, 1, 1, 2, 2, 2, 2, 0, dy, dx);
+    double want[4] = {3, 0, 0, 0};
+    assert_all_near(dx, want, 4, 0.0);
+    double x2[4] = {1, 5, 5, 2};   /* tie between (0,1) and (1,0): (0,1) comes first */
+    ct_ref_maxpool2d_backward(x2, 1, 1, 2, 2, 2, 2, 0, dy, dx);
+    double want2[4] = {0, 3, 0, 0};
+    assert_all_near(dx, want2, 4, 0.0);
+}
+
+static void test_avgpool_forward_by_hand(void **state) {
+    (void)state;
+    double y[4];
+    /* k2 s2: 9/4, 21/4, 22/4, 8/4 */
+    ct_ref_avgpool2d_forward(pool_x, 1, 1, 4, 4, 2, 2, 0, y);
+    double want[4] = {2.25, 5.25, 5.5, 2.0};
+    assert_all_near(y, want, 4, 1e-12);
+    /* k3 s2 p1, count_include_pad: sums 9, 24, 27, 33 all divided by 9 */
+    ct_ref_avgpool2d_forward(pool_x, 1, 1, 4, 4, 3, 2, 1, y);
+    double want2[4] = {1.0, 24.0 / 9, 3.0, 33.0 / 9};
+    assert_all_near(y, want2, 4, 1e-12);
+}
+
+/* ---- relu --------------------------------------------------------------------- */
+
+typedef struct flat_ctx {
+    double *x;
+    long n;
+} flat_ctx;
+
+static void relu_fwd(const void *ctx, double *y) {
+    const flat_ctx *c = ctx;
+    ct_ref_relu_forward(c->x, c->n, y);
+}
+
+static void test_relu(void **state) {
+    (void)state;
+    rng_seed(5);
+    long n = 200;
+    flat_ctx c = {rand_array(n, -1, 1), n};
+    for (long i = 0; i < n; i++)   /* keep |x| >= 0.01 so x +- h never crosses 0 */
+        if (fabs(c.x[i]) < 0.01) c.x[i] = c.x[i] < 0 ? -0.5 : 0.5;
+    double *r = rand_array(n, -1, 1), *dx = garbage_array(n);
+    ct_ref_relu_backward(c.x, n, r, dx);
+    check_grad(relu_fwd, &c, n, r, c.x, n, dx, "relu dx");
+    double x[4] = {-2, 0, 0.5, 3}, y[4], dy[4] = {1, 1, 1, 1}, g[4];
+    ct_ref_relu_forward(x, 4, y);
+    double want[4] = {0, 0, 0.5, 3};
+    assert_all_near(y, want, 4, 0.0);
+    ct_ref_relu_backward(x, 4, dy, g);
+    double wantg[4] = {0, 0, 1, 1};
+    assert_all_near(g, wantg, 4, 0.0);
+    free(c.x); free(r); free(dx);
+}
+
+/* ---- linear ------------------------------------------------------------------- */
+
+typedef struct linear_ctx {
+    double *x, *w, *b;
+    int N, I, O;
+} linear_ctx;
+
+static void linear_fwd(const void *ctx, double *y) {
+    const linear_ctx *c = ctx;
+    ct_ref_linear_forward(c->x, c->N, c->I, c->w, c->b, c->O, y);
+}
+
+static void gradcheck_linear(int N, int I, int O, int bias) {
+    linear_ctx c = {rand_array((long)N * I, -1, 1), rand_array((long)O * I, -1, 1),
+                    bias ? rand_array(O, -1, 1) : NULL, N, I, O};
+    long ny = (long)N * O;
+    double *r = rand_array(ny, -1, 1);
+    double *dx = garbage_array((long)N * I), *dw = garbage_array((long)O * I);
+    double *db = garbage_array(O);
+    ct_ref_linear_backward(c.x, N, I, c.w, O, r, dx, dw, bias ? db : NULL);
+    check_grad(linear_fwd, &c, ny, r, c.x, (long)N * I, dx, "linear dx");
+    check_grad(linear_fwd, &c, ny, r, c.w, (long)O * I, dw, "linear dw");
+    if (bias) check_grad(linear_fwd, &c, ny, r, c.b, O, db, "linear db");
+    else assert_true(db[0] == GARBAGE);
+    free(c.x); free(c.w); free(c.b); free(r); free(dx); free(dw); free(db);
+}
+
+static void test_linear(void **state) {
+    (void)state;
+    rng_seed(6);
+    gradcheck_linear(3, 5, 4, 1);
+    gradcheck_linear(4, 7, 3, 0);
+    gradcheck_linear(1, 1, 1, 1);
+    /* x = [1, 2], w = [[1,0],[0,1],[1,1]], b = [0.5, 0, -1] -> [1.5, 2, 2] */
+    double x[2] = {1, 2}, w[6] = {1, 0, 0, 1, 1, 1}, b[3] = {0.5, 0, -1}, y[3];
+    ct_ref_linear_forward(x, 1, 2, w, b, 3, y);
+    double want[3] = {1.5, 2, 2};
+    assert_all_near(y, want, 3, 1e-12);
+}
+
+/* ---- dropout ------------------------------------------------------------------ */
+
+typedef struct dropout_ctx {
+    double *x;
+    long n;
+    double p;
+    uint64_t seed;
+    int layer;
+    uint32_t step;
+} dropout_ctx;
+
+static void dropout_fwd(const void *ctx, double *y) {
+    const dropout_ctx *c = ctx;
+    ct_ref_dropout_forward(c->x, c->n, c->p, c->seed, c->layer, c->step, y);
+}
+
+static void test_dropout_gradcheck(void **state) {
+    (void)state;
+    rng_seed(7);
+    long n = 300;
+    dropout_ctx c = {rand_array(n, -1, 1), n, 0.4, 42, 3, 17};
+    double *r = rand_array(n, -1, 1), *dx = garbage_array(n);
+    ct_ref_dropout_backward(r, n, c.p, c.seed, c.layer, c.step, dx);
+    check_grad(dropout_fwd, &c, n, r, c.x, n, dx, "dropout dx");
+    free(c.x); free(r); free(dx);
+}
+
+/* Forward agrees element by element with ct_dropout_scale at the canonical index. */
+static void test_dropout_matches_elementwise(void **state) {
+    (void)state;
+    rng_seed(8);
+    long n = 1000;
+    double p = 0.25, *x = rand_array(n, 0.5, 1.5), *y = garbage_array(n);
+    ct_ref_dropout_forward(x, n, p, 99, 1, 5, y);
+    for (long i = 0; i < n; i++) {
+        float s = ct_dropout_scale(99, 1, 5, (uint64_t)i, (float)p);
+        assert_near(y[i], s == 0.0f ? 0.0 : x[i] / (1.0 - p), 1e-12);
+    }
+    free(x); free(y);
+}
+
+static long kept_count(const double *y, long n) {
+    long k = 0;
+    for (long i = 0; i < n; i++) k += y[i] != 0.0;
+    return k;
+}
+
+static void test_dropout_statistics(void **state) {
+    (void)state;
+    long n = 100000;
+    double *ones = malloc(sizeof(double) * (size_t)n), *y = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(ones);
+    assert_non_null(y);
+    for (long i = 0; i < n; i++) ones[i] = 1.0;
+    const double ps[3] = {0.1, 0.3, 0.5};
+    for (int t = 0; t < 3; t++) {
+        ct_ref_dropout_forward(ones, n, ps[t], 1234, 2, 10, y);
+        double frac = (double)kept_count(y, n) / (double)n;
+        assert_true(fabs(frac - (1 - ps[t])) <= 0.01 * (1 - ps[t]));
+        for (long i = 0; i < n; i++)   /* kept values are scaled by 1/(1-p) */
+            if (y[i] != 0.0) assert_near(y[i], 1.0 / (1.0 - ps[t]), 1e-12);
+    }
+    ct_ref_dropout_forward(ones, n, 0.0, 1234, 2, 10, y);
+    assert_int_equal(kept_count(y, n), n);   /* p = 0 keeps everything, unscaled */
+    assert_near(y[0], 1.0, 0.0);
+    free(ones); free(y);
+}
+
+static long mask_diff(const double *a, const double *b, long n) {
+    long d = 0;
+    for (long i = 0; i < n; i++) d += (a[i] != 0.0) != (b[i] != 0.0);
+    return d;
+}
+
+static void test_dropout_determinism(void **state) {
+    (void)state;
+    long n = 4096;
+    double x[4096], a[4096], b[4096];
+    for (long i = 0; i < n; i++) x[i] = 1.0;
+    ct_ref_dropout_forward(x, n, 0.5, 77, 1, 3, a);
+    ct_ref_dropout_forward(x, n, 0.5, 77, 1, 3, b);
+    assert_int_equal(mask_diff(a, b, n), 0);          /* same (seed, layer, step) */
+    ct_ref_dropout_forward(x, n, 0.5, 77, 1, 4, b);
+    assert_true(mask_diff(a, b, n) > n / 4);           /* another step: ~half differ */
+    ct_ref_dropout_forward(x, n, 0.5, 77, 2, 3, b);
+    assert_true(mask_diff(a, b, n) > n / 4);           /* another layer */
+    ct_ref_dropout_forward(x, n, 0.5, 78, 1, 3, b);
+    assert_true(mask_diff(a, b, n) > n / 4);           /* another seed */
+}
+
+/* ---- softmax cross-entropy ---------------------------------------------------- */
+
+typedef struct xent_ctx {
+    double *z;
+    int N, K;
+    const int32_t *y;
+} xent_ctx;
+
+static void xent_fwd(const void *ctx, double *out) {
+    const xent_ctx *c = ctx;
+    out[0] = ct_ref_softmax_xent(c->z, c->N, c->K, c->y, NULL);
+}
+
+static void test_softmax_xent_gradcheck(void **state) {
+    (void)state;
+    rng_seed(9);
+    int32_t labels[5] = {0, 3, 6, 6, 2};
+    xent_ctx c = {rand_array(5 * 7, -3, 3), 5, 7, labels};
+    double r[1] = {1.0}, *dz = garbage_array(35);
+    double loss = ct_ref_softmax_xent(c.z, 5, 7, labels, dz);
+    assert_true(loss > 0);
+    check_grad(xent_fwd, &c, 1, r, c.z, 35, dz, "softmax_xent dz");
+    free(c.z); free(dz);
+}
+
+static void test_softmax_xent_by_hand(void **state) {
+    (void)state;
+    /* [0, 0] with label 0: log 2; dz = [0.5 - 1, 0.5]. */
+    double z[2] = {0, 0}, dz[2];
+    int32_t y0[1] = {0};
+    assert_near(ct_ref_softmax_xent(z, 1, 2, y0, dz), log(2.0), 1e-15);
+    assert_near(dz[0], -0.5, 1e-15);
+    assert_near(dz[1], 0.5, 1e-15);
+    /* Rows [1,2,3] label 2 and [1,2,3] label 0, mean over 2 rows:
+     * row 1: log(e + e^2 + e^3) - 3 = 0.40760596444438013
+     * row 2: log(e + e^2 + e^3) - 1 = 2.40760596444438 -> mean 1.40760596444438 */
+    double z2[6] = {1, 2, 3, 1, 2, 3}, dz2[6];
+    int32_t y2[2] = {2, 0};
+    assert_near(ct_ref_softmax_xent(z2, 2, 3, y2, dz2), 1.4076059644443801, 1e-12);
+    /* softmax([1,2,3]) = [0.09003057317038046, 0.24472847105479767, 0.6652409557748219] */
+    double want[6] = {0.09003057317038046 / 2, 0.24472847105479767 / 2,
+                      (0.6652409557748219 - 1) / 2, (0.09003057317038046 - 1) / 2,
+                      0.24472847105479767 / 2, 0.6652409557748219 / 2};
+    assert_all_near(dz2, want, 6, 1e-12);
+    /* Huge logits must not overflow: [1000, -1000] label 1 costs 2000. */
+    double z3[2] = {1000, -1000};
+    int32_t y3[1] = {1};
+    assert_near(ct_ref_softmax_xent(z3, 1, 2, y3, NULL), 2000.0, 1e-9);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_gradcheck),
+        cmocka_unit_test(test_conv_backward_null_outputs),
+        cmocka_unit_test(test_conv_forward_by_hand),
+        cmocka_unit_test(test_conv_forward_channels),
+        cmocka_unit_test(test_maxpool_gradcheck),
+        cmocka_unit_test(test_avgpool_gradcheck),
+        cmocka_unit_test(test_maxpool_forward_by_hand),
+        cmocka_unit_test(test_maxpool_padding_never_wins),
+        cmocka_unit_test(test_maxpool_ties),
+        cmocka_unit_test(test_avgpool_forward_by_hand),
+        cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_dropout_gradcheck),
+        cmocka_unit_test(test_dropout_matches_elementwise),
+        cmocka_unit_test(test_dropout_statistics),
+        cmocka_unit_test(test_dropout_determinism),
+        cmocka_unit_test(test_softmax_xent_gradcheck),
+        cmocka_unit_test(test_softmax_xent_by_hand),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
