@@ -43,3 +43,67 @@ void ct_test_rmtree(const char *path) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
     assert_int_equal(system(cmd), 0);
 }
+
+#include <zlib.h>
+
+#include "data/idx.h"
+
+void ct_test_write_idx_gz(const char *path, const uint8_t *data, const int *dims, int ndim) {
+    gzFile f = gzopen(path, "wb");
+    assert_non_null(f);
+    uint8_t head[4] = {0, 0, 0x08, (uint8_t)ndim};
+    assert_int_equal(gzwrite(f, head, 4), 4);
+    size_t total = 1;
+    for (int d = 0; d < ndim; d++) {
+        uint8_t be[4] = {(uint8_t)(dims[d] >> 24), (uint8_t)(dims[d] >> 16),
+                         (uint8_t)(dims[d] >> 8), (uint8_t)dims[d]};
+        assert_int_equal(gzwrite(f, be, 4), 4);
+        total *= (size_t)dims[d];
+    }
+    assert_int_equal(gzwrite(f, data, (unsigned)total), (int)total);
+    assert_int_equal(gzclose(f), Z_OK);
+}
+
+static void subset(const char *src_img, const char *src_lbl, int n, const char *dst_img,
+                   const char *dst_lbl) {
+    ct_dataset ds;
+    ct_err err = {{0}};
+    if (ct_dataset_load(src_img, src_lbl, 10, &ds, &err) != 0) fail_msg("%s", err.msg);
+    assert_true(n <= ds.count);
+    int di[3] = {n, ds.rows, ds.cols}, dl[1] = {n};
+    ct_test_write_idx_gz(dst_img, ds.images, di, 3);
+    ct_test_write_idx_gz(dst_lbl, ds.labels, dl, 1);
+    ct_dataset_free(&ds);
+}
+
+void ct_test_mnist_subset(const char *dir, int n_train, int n_test) {
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/train-images.gz", dir);
+    snprintf(b, sizeof b, "%s/train-labels.gz", dir);
+    subset("data/mnist/train-images-idx3-ubyte.gz", "data/mnist/train-labels-idx1-ubyte.gz",
+           n_train, a, b);
+    snprintf(a, sizeof a, "%s/test-images.gz", dir);
+    snprintf(b, sizeof b, "%s/test-labels.gz", dir);
+    subset("data/mnist/t10k-images-idx3-ubyte.gz", "data/mnist/t10k-labels-idx1-ubyte.gz",
+           n_test, a, b);
+}
+
+void ct_test_write_config(const char *dir, const char *name, const char *layers_yaml,
+                          const char *extra_yaml, char *out_path, size_t n) {
+    char text[8192];
+    snprintf(text, sizeof text,
+             "name: %s\n"
+             "model:\n"
+             "  input: [1, 28, 28]\n"
+             "  layers:\n%s"
+             "data:\n"
+             "  train_images: %s/train-images.gz\n"
+             "  train_labels: %s/train-labels.gz\n"
+             "  test_images: %s/test-images.gz\n"
+             "  test_labels: %s/test-labels.gz\n"
+             "  normalize: {mean: 0.5, std: 0.5}\n"
+             "%s",
+             name, layers_yaml, dir, dir, dir, dir, extra_yaml ? extra_yaml : "");
+    snprintf(out_path, n, "%s/%s.yaml", dir, name);
+    ct_test_write_file(out_path, text, strlen(text));
+}

@@ -14,4 +14,17 @@ char *ct_test_read_file(const char *path, size_t *len);
 /* Removes a directory tree (rm -rf). */
 void ct_test_rmtree(const char *path);
 
+#include <stdint.h>
+
+/* Writes a gzip IDX file of uint8 data with ndim dims (1 or 3). */
+void ct_test_write_idx_gz(const char *path, const uint8_t *data, const int *dims, int ndim);
+
+/* Writes the first n_train / n_test MNIST samples (from data/mnist) into dir as
+ * train-images.gz, train-labels.gz, test-images.gz, test-labels.gz. */
+void ct_test_mnist_subset(const char *dir, int n_train, int n_test);
+
+/* Writes a config for the subset in dir to dir/<name>.yaml with the given layers
+ * block (YAML lines under model.layers) and extra top-level YAML appended. */
+void ct_test_write_config(const char *dir, const char *name, const char *layers_yaml,
+                          const char *extra_yaml, char *out_path, size_t n);
 #endif

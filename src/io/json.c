@@ -330,12 +330,13 @@ static int parse_value(json_parser *p, ct_json *out);
 static int push_item(json_parser *p, ct_json *c, ct_json *value, char *key) {
     ct_json *items = realloc(c->items, (size_t)(c->n + 1) * sizeof *items);
     if (items) c->items = items;
-    char **keys = c->keys;
-    if (items && key) {
-        keys = realloc(c->keys, (size_t)(c->n + 1) * sizeof *keys);
+    int ok = items != NULL && c->n < INT32_MAX - 1;
+    if (ok && key) {
+        char **keys = realloc(c->keys, (size_t)(c->n + 1) * sizeof *keys);
         if (keys) c->keys = keys;
+        ok = keys != NULL;
     }
-    if (!items || !keys || c->n == INT32_MAX - 1) {
+    if (!ok) {
         json_clear(value);
         free(key);
         return parse_fail(p, "out of memory");
@@ -348,7 +349,8 @@ static int push_item(json_parser *p, ct_json *c, ct_json *value, char *key) {
 
 static int object_member(json_parser *p, ct_json *obj) {
     skip_space(p);
-    if (at_end(p) || p->s[p->pos] != '"') return parse_fail(p, "expected a string key");
+    if (at_end(p)) return parse_fail(p, "unexpected end of input, expected a string key");
+    if (p->s[p->pos] != '"') return parse_fail(p, "expected a string key");
     size_t key_pos = p->pos;
     char *key = NULL;
     if (parse_string(p, &key) != 0) return -1;

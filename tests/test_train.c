@@ -1,0 +1,328 @@
+/* test_train.c: the training loop's invariants on real MNIST samples:
+ *  - the loss falls over a short run;
+ *  - the same seed gives bit-identical weights (and init does not depend on
+ *    anything but the seed);
+ *  - nothing is allocated inside the training loop (malloc is counted);
+ *  - a fit interrupted into a checkpoint and resumed equals an uninterrupted fit,
+ *    bit for bit; --init-from loads weights. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/device.h"
+#include "config/config.h"
+#include "data/idx.h"
+#include "data/loader.h"
+#include "helpers.h"
+#include "io/checkpoint.h"
+#include "train/fit.h"
+#include "train/init.h"
+#include "train/model.h"
+#include "train/schedule.h"
+
+/* ---- counting allocator: the test binary's malloc wraps glibc's ------------- */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+static volatile int counting;
+static volatile long alloc_calls;
+
+void *malloc(size_t n) {
+    if (counting) __atomic_add_fetch(&alloc_calls, 1, __ATOMIC_RELAXED);
+    return __libc_malloc(n);
+}
+void *calloc(size_t a, size_t b) {
+    if (counting) __atomic_add_fetch(&alloc_calls, 1, __ATOMIC_RELAXED);
+    return __libc_calloc(a, b);
+}
+void *realloc(void *p, size_t n) {
+    if (counting) __atomic_add_fetch(&alloc_calls, 1, __ATOMIC_RELAXED);
+    return __libc_realloc(p, n);
+}
+int posix_memalign(void **p, size_t a, size_t n) {
+    if (counting) __atomic_add_fetch(&alloc_calls, 1, __ATOMIC_RELAXED);
+    *p = __libc_memalign(a, n);
+    return *p ? 0 : 12;
+}
+void *aligned_alloc(size_t a, size_t n) {
+    if (counting) __atomic_add_fetch(&alloc_calls, 1, __ATOMIC_RELAXED);
+    return __libc_memalign(a, n);
+}
+
+static char dir[512];
+
+static int setup_dir(void **state) {
+    (void)state;
+    ct_test_mkdtemp(dir, sizeof dir);
+    ct_test_mnist_subset(dir, 1200, 500);
+    return 0;
+}
+
+static int teardown_dir(void **state) {
+    (void)state;
+    ct_test_rmtree(dir);
+    return 0;
+}
+
+static const char *cnn_layers =
+    "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+    "    - relu\n"
+    "    - maxpool2d: {kernel: 2}\n"
+    "    - flatten\n"
+    "    - linear: {out_features: 32}\n"
+    "    - relu\n"
+    "    - dropout: {p: 0.25}\n"
+    "    - linear: {out_features: 10}\n";
+
+static void load_cfg(const char *name, const char *extra, ct_config *cfg) {
+    char path[1024];
+    ct_test_write_config(dir, name, cnn_layers, extra, path, sizeof path);
+    ct_err err = {{0}};
+    if (ct_config_load(path, cfg, &err) != 0) fail_msg("%s", err.msg);
+}
+
+/* A model on the CPU, bound and initialized from the seed, with a loader. */
+typedef struct rig {
+    ct_config cfg;
+    ct_dataset ds;
+    ct_loader *loader;
+    ct_model *m;
+} rig;
+
+static void rig_open(rig *r, const char *extra) {
+    ct_err err = {{0}};
+    load_cfg("rig", extra, &r->cfg);
+    if (ct_dataset_load(r->cfg.data.train_images, r->cfg.data.train_labels, 10, &r->ds, &err))
+        fail_msg("%s", err.msg);
+    ct_device_choice dev;
+    ct_device_cfg cpu = {CT_DEVICE_CPU, -1};
+    assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);
+    if (ct_model_create(&r->cfg, &dev, true, r->cfg.train.batch_size, false, &r->m, &err))
+        fail_msg("%s", err.msg);
+    if (ct_model_bind(r->m, &err)) fail_msg("%s", err.msg);
+    ct_init_params(&r->m->graph, r->cfg.train.seed, r->m->host);
+    assert_int_equal(dev.vt->params_from_host(r->m->be, r->m->host, &err), 0);
+    assert_int_equal(ct_loader_create(&r->ds, r->cfg.train.batch_size, true, r->cfg.train.seed,
+                                      0.5, 0.5, &r->loader, &err), 0);
+}
+
+static void rig_close(rig *r) {
+    ct_loader_destroy(r->loader);
+    ct_model_destroy(r->m);
+    ct_dataset_free(&r->ds);
+    ct_config_free(&r->cfg);
+}
+
+/* One epoch of steps; returns the mean training loss. */
+static double rig_epoch(rig *r, int epoch, long long *t) {
+    const ct_backend_vt *vt = r->m->device.vt;
+    ct_err err = {{0}};
+    ct_metrics met = {0};
+    assert_int_equal(vt->read_metrics(r->m->be, &met, true, &err), 0);
+    ct_loader_start_epoch(r->loader, epoch);
+    ct_batch b;
+    while (ct_loader_next(r->loader, &b)) {
+        assert_int_equal(vt->load_batch(r->m->be, b.x, b.y, b.n, &err), 0);
+        assert_int_equal(ct_model_forward(r->m, true, (uint32_t)*t, &err), 0);
+        assert_int_equal(vt->loss(r->m->be, true, 1.0f / b.n, &err), 0);
+        assert_int_equal(ct_model_backward(r->m, false, (uint32_t)*t, &err), 0);
+        ++*t;
+        ct_opt_hyper h = ct_opt_hyper_at(&r->cfg.optimizer, r->cfg.optimizer.lr, *t);
+        assert_int_equal(vt->optimizer_step(r->m->be, &h, &err), 0);
+    }
+    assert_int_equal(vt->read_metrics(r->m->be, &met, true, &err), 0);
+    assert_int_equal(met.samples, r->ds.count);
+    return met.loss_sum / (double)met.samples;
+}
+
+static void test_loss_falls(void **state) {
+    (void)state;
+    rig r;
+    rig_open(&r, "train: {batch_size: 64, seed: 3}\n");
+    long long t = 0;
+    double first = rig_epoch(&r, 0, &t);
+    double last = first;
+    for (int e = 1; e < 4; e++) last = rig_epoch(&r, e, &t);
+    printf("mean training loss: epoch 1 %.4f, epoch 4 %.4f\n", first, last);
+    assert_true(first > 1.0);       /* near log(10) = 2.3 at the start */
+    assert_true(last < 0.6 * first);
+    rig_close(&r);
+}
+
+static void test_same_seed_same_weights(void **state) {
+    (void)state;
+    float *w[2];
+    size_t n = 0;
+    for (int run = 0; run < 2; run++) {
+        rig r;
+        rig_open(&r, "train: {batch_size: 50, seed: 11}\n");
+        long long t = 0;
+        rig_epoch(&r, 0, &t);
+        n = r.m->graph.n_param_floats;
+        w[run] = malloc(n * sizeof(float));
+        ct_err err = {{0}};
+        assert_int_equal(r.m->device.vt->params_to_host(r.m->be, w[run], &err), 0);
+        rig_close(&r);
+    }
+    assert_memory_equal(w[0], w[1], n * sizeof(float));
+    /* And a different seed gives different weights. */
+    rig r;
+    rig_open(&r, "train: {batch_size: 50, seed: 12}\n");
+    long long t = 0;
+    rig_epoch(&r, 0, &t);
+    float *w2 = malloc(n * sizeof(float));
+    ct_err err = {{0}};
+    assert_int_equal(r.m->device.vt->params_to_host(r.m->be, w2, &err), 0);
+    assert_true(memcmp(w[0], w2, n * sizeof(float)) != 0);
+    rig_close(&r);
+    free(w[0]);
+    free(w[1]);
+    free(w2);
+}
+
+static void test_init_like_pytorch(void **state) {
+    (void)state;
+    rig r;
+    rig_open(&r, NULL);
+    const ct_graph *g = &r.m->graph;
+    float *a = malloc(g->n_param_floats * sizeof(float));
+    float *b = malloc(g->n_param_floats * sizeof(float));
+    ct_init_params(g, 5, a);
+    ct_init_params(g, 5, b);
+    assert_memory_equal(a, b, g->n_param_floats * sizeof(float));
+    for (int p = 0; p < g->n_params; p++) {
+        const ct_param_info *pi = &g->params[p];
+        double bound = 1.0 / sqrt((double)pi->fan_in), sum = 0, sq = 0;
+        for (size_t j = 0; j < pi->count; j++) {
+            double v = a[pi->offset + j];
+            assert_true(fabs(v) <= bound);
+            sum += v;
+            sq += v * v;
+        }
+        if (pi->count >= 2000) { /* U(-b, b): mean 0, variance b^2/3 */
+            double mean = sum / pi->count, var = sq / pi->count - mean * mean;
+            assert_true(fabs(mean) < 0.05 * bound);
+            assert_true(fabs(var / (bound * bound / 3.0) - 1.0) < 0.05);
+        }
+    }
+    free(a);
+    free(b);
+    rig_close(&r);
+}
+
+static void test_no_allocation_in_training_loop(void **state) {
+    (void)state;
+    rig r;
+    rig_open(&r, "train: {batch_size: 100}\n");
+    long long t = 0;
+    rig_epoch(&r, 0, &t); /* warm-up epoch: starts the OpenMP thread pool */
+    alloc_calls = 0;
+    counting = 1;
+    rig_epoch(&r, 1, &t);
+    counting = 0;
+    printf("allocations during one training epoch: %ld\n", alloc_calls);
+    assert_int_equal(alloc_calls, 0);
+    rig_close(&r);
+}
+
+static void fit_quiet(ct_config *cfg, bool resume, const char *init_from, ct_fit_result *res) {
+    FILE *devnull = fopen("/dev/null", "w");
+    ct_fit_opts o = {.resume = resume, .init_from = init_from, .save = true, .out = devnull,
+                     .log = devnull};
+    ct_err err = {{0}};
+    if (ct_fit(cfg, &o, res, &err) != 0) fail_msg("%s", err.msg);
+    fclose(devnull);
+}
+
+static float *read_weights(const char *path, size_t *n) {
+    ct_checkpoint ck;
+    ct_err err = {{0}};
+    if (ct_checkpoint_read(path, &ck, &err) != 0) fail_msg("%s", err.msg);
+    size_t total = 0;
+    for (int i = 0; i < ck.n_tensors; i++) total += ck.tensors[i].count;
+    float *w = malloc(total * sizeof(float)), *p = w;
+    for (int i = 0; i < ck.n_tensors; i++) {
+        memcpy(p, ck.tensors[i].data, ck.tensors[i].count * sizeof(float));
+        p += ck.tensors[i].count;
+    }
+    *n = total;
+    ct_checkpoint_free(&ck);
+    return w;
+}
+
+static void test_resume_equals_straight_run(void **state) {
+    (void)state;
+    char extra[1024];
+    ct_config cfg;
+    ct_fit_result res;
+    snprintf(extra, sizeof extra, "train: {epochs: 2, batch_size: 100, out: %s/straight}\n", dir);
+    load_cfg("straight", extra, &cfg);
+    fit_quiet(&cfg, false, NULL, &res);
+    assert_int_equal(res.epochs_done, 2);
+    ct_config_free(&cfg);
+
+    snprintf(extra, sizeof extra, "train: {epochs: 1, batch_size: 100, out: %s/resumed}\n", dir);
+    load_cfg("resumed", extra, &cfg);
+    fit_quiet(&cfg, false, NULL, &res);
+    assert_int_equal(res.epochs_done, 1);
+    ct_err err = {{0}};
+    assert_int_equal(ct_config_override(&cfg, "epochs", "2", &err), 0);
+    fit_quiet(&cfg, true, NULL, &res);
+    assert_int_equal(res.epochs_done, 2);
+    ct_config_free(&cfg);
+
+    char a[1024], b[1024];
+    size_t na, nb;
+    snprintf(a, sizeof a, "%s/straight/model.bin", dir);
+    snprintf(b, sizeof b, "%s/resumed/model.bin", dir);
+    float *wa = read_weights(a, &na), *wb = read_weights(b, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(wa, wb, na * sizeof(float)); /* weights and Adam state */
+    free(wa);
+    free(wb);
+}
+
+static void test_init_from_loads_weights(void **state) {
+    (void)state;
+    char extra[1024], src[1024], dst[1024];
+    ct_config cfg;
+    ct_fit_result res;
+    snprintf(src, sizeof src, "%s/straight/model.bin", dir);
+    snprintf(extra, sizeof extra,
+             "train: {epochs: 1, batch_size: 100, out: %s/tuned}\noptimizer: {type: sgd, lr: 0.0}\n",
+             dir);
+    load_cfg("tuned", extra, &cfg);
+    fit_quiet(&cfg, false, src, &res); /* lr 0: weights must come through unchanged */
+    ct_config_free(&cfg);
+    snprintf(dst, sizeof dst, "%s/tuned/model.bin", dir);
+    ct_checkpoint a, b;
+    ct_err err = {{0}};
+    assert_int_equal(ct_checkpoint_read(src, &a, &err), 0);
+    assert_int_equal(ct_checkpoint_read(dst, &b, &err), 0);
+    const ct_ckpt_tensor *ta = ct_checkpoint_find(&a, "layers.4.weight");
+    const ct_ckpt_tensor *tb = ct_checkpoint_find(&b, "layers.4.weight");
+    assert_non_null(ta);
+    assert_non_null(tb);
+    assert_memory_equal(ta->data, tb->data, ta->count * sizeof(float));
+    ct_checkpoint_free(&a);
+    ct_checkpoint_free(&b);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_loss_falls),
+        cmocka_unit_test(test_same_seed_same_weights),
+        cmocka_unit_test(test_init_like_pytorch),
+        cmocka_unit_test(test_no_allocation_in_training_loop),
+        cmocka_unit_test(test_resume_equals_straight_run),
+        cmocka_unit_test(test_init_from_loads_weights),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}
