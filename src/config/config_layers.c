@@ -19,7 +19,7 @@ static const char *const ct_param_names[P_COUNT] = {
 #define B(p) (1u << (p))
 
 /* Parameters each kind accepts and requires, as bit sets over P_*. */
-static const struct { unsigned accepts, requires; } ct_kind_params[CT_LAYER_KIND_COUNT] = {
+static const struct { unsigned accepts, needs; } ct_kind_params[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_CONV2D] = {B(P_OUT_CHANNELS) | B(P_KERNEL) | B(P_STRIDE) | B(P_PADDING) | B(P_BIAS),
                          B(P_OUT_CHANNELS) | B(P_KERNEL)},
     [CT_LAYER_MAXPOOL2D] = {B(P_KERNEL) | B(P_STRIDE) | B(P_PADDING), B(P_KERNEL)},
@@ -76,7 +76,7 @@ static int ct_layer_params(const ct_yaml_ctx *ctx, yaml_node_t *entry, yaml_node
     yaml_node_t *val[P_COUNT] = {0};
     for (int i = 0; i < n; i++) {
         val[param_of[i]] = v.val[i];
-        if (!v.val[i] && (ct_kind_params[l->kind].requires & B(param_of[i])))
+        if (!v.val[i] && (ct_kind_params[l->kind].needs & B(param_of[i])))
             return params ? ct_map_require(ctx, &v, kind, keys, i)
                           : ct_node_error(ctx, entry, "layer '%s' needs parameters, e.g. "
                                           "'- %s: {%s: ...}'", kind, kind, keys[i]);
@@ -108,7 +108,7 @@ static int ct_layer_split(const ct_yaml_ctx *ctx, yaml_node_t *entry, yaml_node_
 }
 
 static int ct_walk_layer(const ct_yaml_ctx *ctx, yaml_node_t *entry, ct_layer_cfg *l) {
-    yaml_node_t *kind_node, *params;
+    yaml_node_t *kind_node = NULL, *params = NULL;
     int kind;
     if (ct_layer_split(ctx, entry, &kind_node, &params)) return -1;
     if (ct_get_enum(ctx, kind_node, "layer kind", ct_layer_kind_names, CT_LAYER_KIND_COUNT,
@@ -165,7 +165,8 @@ int ct_yaml_walk_model(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     if (ct_map_collect(ctx, node, "model", ct_model_keys, 3, &v)) return -1;
     if (v.val[M_INPUT] && ct_walk_input(ctx, v.val[M_INPUT], cfg)) return -1;
     if (v.val[M_LAYERS] && ct_walk_layers(ctx, v.val[M_LAYERS], cfg)) return -1;
-    if (v.val[M_LOSS] && ct_get_enum(ctx, v.val[M_LOSS], "model.loss", ct_loss_kind_names, 1, &loss))
+    if (v.val[M_LOSS] &&
+        ct_get_enum(ctx, v.val[M_LOSS], "model.loss", ct_loss_kind_names, 1, &loss))
         return -1;
     cfg->loss = (ct_loss_kind)loss;
     if (ct_map_require(ctx, &v, "model", ct_model_keys, M_INPUT)) return -1;

@@ -60,8 +60,11 @@ const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n) {
 }
 
 static int ct_device_error(const char *s, ct_err *err) {
+    /* Three-letter typos are too ambiguous ("gpu" is one edit from "cpu"):
+     * only a case slip is suggested for them. */
     const char *near = ct_did_you_mean(s, ct_device_words, 3);
-    if (near) return ct_errorf(err, "invalid device '%.100s' (did you mean '%s'?)", s, near);
+    if (near && (strlen(s) >= 4 || ct_edit_distance(s, near) == 0))
+        return ct_errorf(err, "invalid device '%.100s' (did you mean '%s'?)", s, near);
     return ct_errorf(err, "invalid device '%.100s' (expected auto, cpu, cuda or cuda:N)", s);
 }
 

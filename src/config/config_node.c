@@ -69,7 +69,9 @@ static int ct_unknown_key(const ct_yaml_ctx *ctx, const yaml_node_t *key, const 
         snprintf(hint, sizeof hint, " ('%s' takes no parameters)", where);
     else
         ct_suggest(ct_node_text(key), keys, (size_t)n, "valid keys", hint, sizeof hint);
-    if (!*where) return ct_node_error(ctx, key, "unknown top-level key '%.80s'%s", ct_node_text(key), hint);
+    if (!*where)
+        return ct_node_error(ctx, key, "unknown top-level key '%.80s'%s", ct_node_text(key),
+                             hint);
     return ct_node_error(ctx, key, "unknown key '%.80s' in '%s'%s", ct_node_text(key), where, hint);
 }
 
@@ -81,8 +83,10 @@ static int ct_map_add(const ct_yaml_ctx *ctx, yaml_node_pair_t *pair, const char
     int i = ct_name_lookup(ct_node_text(k), keys, n);
     if (i < 0) return ct_unknown_key(ctx, k, where, keys, n);
     if (view->key[i])
-        return ct_node_error(ctx, k, "duplicate key '%s'%s%s (first at line %zu)", keys[i],
-                             *where ? " in " : "", where, view->key[i]->start_mark.line + 1);
+        return ct_node_error(ctx, k, "duplicate key '%s'%s%s%s (first at %zu:%zu)", keys[i],
+                             *where ? " in '" : "", where, *where ? "'" : "",
+                             view->key[i]->start_mark.line + 1,
+                             view->key[i]->start_mark.column + 1);
     view->key[i] = k;
     view->val[i] = v;
     return 0;
@@ -110,7 +114,8 @@ int ct_map_require(const ct_yaml_ctx *ctx, const ct_map_view *view, const char *
 static int ct_int_range_error(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name,
                               long long lo, long long hi) {
     if (hi >= INT_MAX)
-        return ct_node_error(ctx, node, "'%s' must be >= %lld, got %.80s", name, lo, ct_node_text(node));
+        return ct_node_error(ctx, node, "'%s' must be >= %lld, got %.80s", name, lo,
+                             ct_node_text(node));
     return ct_node_error(ctx, node, "'%s' must be in [%lld, %lld], got %.80s", name, lo, hi,
                          ct_node_text(node));
 }

@@ -1,7 +1,7 @@
 /* config_scalar.c: strict parsing of scalar text, shared by the YAML walk and
  * the command-line overrides.
  *
- * Integers are decimal only (no "0x", "0o", "1_000", no spaces) and must be
+ * Integers are decimal only (no "0x", "0o", "010", "1_000", no spaces) and must be
  * consumed whole without overflow. Floats go through strtod, must be consumed
  * whole and be finite; hexadecimal floats are refused.
  */
@@ -14,10 +14,11 @@
 
 #include "config/config_internal.h"
 
-/* An optional sign followed by one or more decimal digits, nothing else. */
+/* An optional sign followed by one or more decimal digits, nothing else. A
+ * leading zero is refused ("010" is octal 8 in YAML 1.1). */
 static bool ct_is_decimal(const char *s, bool allow_sign) {
     if (allow_sign && (*s == '+' || *s == '-')) s++;
-    if (!*s) return false;
+    if (!*s || (s[0] == '0' && s[1])) return false;
     for (; *s; s++)
         if (!isdigit((unsigned char)*s)) return false;
     return true;

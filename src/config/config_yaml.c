@@ -23,11 +23,12 @@ static bool ct_name_char_ok(char c) {
 static int ct_walk_name(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     char name[CT_NAME_MAX];
     if (ct_get_string(ctx, node, "name", name, sizeof name)) return -1;
-    for (const char *c = name; *c; c++)
-        if (!ct_name_char_ok(*c) || name[0] == '.')
-            return ct_node_error(ctx, node,
-                                 "'name' may use only letters, digits, '_', '-' and '.' "
-                                 "(not first), got '%s'", name);
+    bool ok = name[0] != '.';
+    for (const char *c = name; *c && ok; c++) ok = ct_name_char_ok(*c);
+    if (!ok)
+        return ct_node_error(ctx, node,
+                             "'name' may use only letters, digits, '_', '-' and '.' "
+                             "(not first), got '%s'", name);
     memcpy(cfg->name, name, sizeof name);
     return 0;
 }
@@ -246,6 +247,7 @@ static int ct_walk_device(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     char text[64];
     if (ct_get_string(ctx, node, "device", text, sizeof text)) return -1;
     if (ct_parse_device(text, &cfg->device, ctx->err) == 0) return 0;
+    if (!ctx->err) return -1;
     char msg[CT_ERR_MSG_MAX];
     memcpy(msg, ctx->err->msg, sizeof msg);
     return ct_node_error(ctx, node, "%s", msg);
