@@ -75,11 +75,12 @@ int main(int argc, char **argv) {
     ct_err err = {{0}};
     int rc = c->run(argc - 1, argv + 1, &err);
     if (rc != CT_EXIT_OK && rc != CT_EXIT_INTERRUPTED && err.msg[0]) {
-        if (strstr(err.msg, ": error: "))
+        if (rc == CT_EXIT_USAGE)
+            fprintf(stderr, "ctrain: error: %s (see 'ctrain help %s')\n", err.msg, name);
+        else if (strstr(err.msg, ": error: "))
             fprintf(stderr, "%s\n", err.msg);
         else
             fprintf(stderr, "ctrain: error: %s\n", err.msg);
-        if (rc == CT_EXIT_USAGE) fprintf(stderr, "Try 'ctrain help %s'.\n", name);
     }
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +115,12 @@ static void test_config_errors(void **state) {
     snprintf(args, sizeof args, "fit %s", path);
     expect_error(args, 1, "typo.yaml:12:25: error: unknown key 'lrr'", "did you mean 'lr'?");
     assert_false(exists("%s/out-typo", dir));
+    write_config("good", dir, "", path, sizeof path);
     snprintf(args, sizeof args, "fit %s --batch-size zero", path);
-    expect_error(args, 1, "batch-size", NULL);
+    expect_error(args, 1, "--batch-size: expected a positive integer, got 'zero'", NULL);
+    assert_false(exists("%s/out-good", dir));
+    snprintf(args, sizeof args, "fit %s --device tpu", path);
+    expect_error(args, 1, "tpu", NULL);
 }
 
 static void test_data_errors(void **state) {

@@ -25,6 +25,8 @@ static int config_from_checkpoint(const ct_checkpoint *ck, const eval_args *a, c
                          a->checkpoint);
     const char *dir = ct_checkpoint_meta_get(ck, "config_dir");
     if (ct_config_parse(text, strlen(text), a->checkpoint, dir, cfg, err) != 0) return -1;
+    const char *name = ct_checkpoint_meta_get(ck, "name");
+    if (name) snprintf(cfg->name, sizeof cfg->name, "%s", name);
     if (a->device && ct_config_override(cfg, "device", a->device, err) != 0) return -1;
     if (a->batch_size && ct_config_override(cfg, "batch-size", a->batch_size, err) != 0) return -1;
     return 0;

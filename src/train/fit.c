@@ -106,6 +106,9 @@ static int setup(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_er
     ct_device_choice dev;
     if (ct_device_select(&cfg->device, &dev, err) != 0) return -1;
     if (dev.notice[0]) fprintf(o->log, "ctrain: %s\n", dev.notice);
+    if (cfg->train.amp != CT_AMP_OFF)
+        fprintf(o->log, "ctrain: train.amp %s is not implemented in this version; training in fp32\n",
+                ct_amp_mode_name(cfg->train.amp));
     int B = cfg->train.batch_size;
     if (ct_model_create(cfg, &dev, true, B, o->sync_debug, &s->model, err) != 0) return -1;
     if (ct_loader_create(&s->train, B, cfg->data.shuffle, cfg->train.seed, cfg->data.mean,

@@ -114,10 +114,10 @@ bool ct_cpu_md_is_plain(const dnnl_memory_desc_t *md) {
 size_t ct_cpu_md_offset(const dnnl_memory_desc_t *md, size_t j) {
     const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
     dnnl_dim_t idx[DNNL_MAX_NDIMS], blk[DNNL_MAX_NDIMS];
+    for (int d = 0; d < DNNL_MAX_NDIMS; d++) idx[d] = 0, blk[d] = 1;
     for (int d = md->ndims - 1; d >= 0; d--) {
         idx[d] = (dnnl_dim_t)(j % (size_t)md->dims[d]);
         j /= (size_t)md->dims[d];
-        blk[d] = 1;
     }
     for (int k = 0; k < b->inner_nblks; k++) blk[b->inner_idxs[k]] *= b->inner_blks[k];
     dnnl_dim_t off = md->offset0, inner = 0;

@@ -1,0 +1,514 @@
+/* cpu_backend.c: the CPU backend's vtable (ct_backend_cpu): create/bind/destroy,
+ * the batch, loss and metrics, the optimizer step and the host copies.
+ *
+ * create() builds every oneDNN primitive descriptor for batch_size rows and adds
+ * the regions to the plan; bind() makes the one 64-byte-aligned arena, the memory
+ * objects and the primitives with their fixed argument arrays. After bind no call
+ * of this backend allocates (the host copies gather/scatter through the layout
+ * with ct_cpu_md_offset instead of reorders). Partial batches run the batch_size
+ * primitives; only the first n rows count in loss/metrics and the others get zero
+ * gradient. Per-op code lives in the cpu_*.c files behind the ops table below.
+ */
+#include "backend/cpu/cpu_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const ct_cpu_op *const cpu_ops[CT_LAYER_KIND_COUNT] = {
+    [CT_LAYER_CONV2D] = &ct_cpu_op_conv,       [CT_LAYER_MAXPOOL2D] = &ct_cpu_op_maxpool,
+    [CT_LAYER_AVGPOOL2D] = &ct_cpu_op_avgpool, [CT_LAYER_RELU] = &ct_cpu_op_relu,
+    [CT_LAYER_FLATTEN] = &ct_cpu_op_flatten,   [CT_LAYER_LINEAR] = &ct_cpu_op_linear,
+    [CT_LAYER_DROPOUT] = &ct_cpu_op_dropout,
+};
+_Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to cpu_ops for every layer kind");
+
+static ct_cpu *as_cpu(ct_backend *b) { return (ct_cpu *)b; }
+
+static int layer_err(const ct_cpu *b, int i, ct_err *err) {
+    return ct_err_prefix(err, "layer %d (%s)", i, ct_op(b->g->nodes[i].kind)->name);
+}
+
+/* ---- shared helpers ------------------------------------------------------------- */
+
+ct_cpu_tensor *ct_cpu_in(ct_cpu *b, int i) { return i == 0 ? &b->x : &b->nodes[i - 1].act; }
+ct_cpu_tensor *ct_cpu_gin(ct_cpu *b, int i) { return i == 0 ? NULL : &b->nodes[i - 1].gact; }
+
+static int add_region(ct_cpu *b, ct_region_kind kind, int layer, const char *name, size_t bytes,
+                      ct_err *err) {
+    return ct_plan_add(b->plan, kind, layer, name, bytes, err);
+}
+
+int ct_cpu_add_act(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, bool alias_act,
+                   bool alias_grad, ct_err *err) {
+    char name[CT_REGION_NAME_MAX];
+    size_t bytes = dnnl_memory_desc_get_size(md);
+    nd->act.md = *md;
+    snprintf(name, sizeof name, "layers.%d.out", nd->i);
+    int r = add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_act ? 0 : bytes, err);
+    if (r < 0) return -1;
+    nd->act.region = alias_act ? ct_cpu_in(b, nd->i)->region : r;
+    nd->gact.region = -1;
+    if (!b->o.training) return 0;
+    nd->gact.md = *md;
+    snprintf(name, sizeof name, "layers.%d.grad", nd->i);
+    r = add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_grad ? 0 : bytes, err);
+    if (r < 0) return -1;
+    nd->gact.region = alias_grad ? ct_cpu_gin(b, nd->i)->region : r;
+    return 0;
+}
+
+int ct_cpu_add_ws(ct_cpu *b, ct_cpu_tensor *t, int layer, const char *suffix, ct_err *err) {
+    char name[CT_REGION_NAME_MAX];
+    snprintf(name, sizeof name, "layers.%d.%s", layer, suffix);
+    t->region = add_region(b, CT_REGION_WORKSPACE, layer, name, dnnl_memory_desc_get_size(&t->md),
+                           err);
+    return t->region < 0 ? -1 : 0;
+}
+
+int ct_cpu_bind_tensor(ct_cpu *b, ct_cpu_tensor *t, ct_err *err) {
+    if (t->region < 0) return 0;
+    t->ptr = (float *)((char *)ct_plan_ptr(b->fplan, b->arena, t->region) + t->offset);
+    return ct_cpu_mem(&b->c, &t->md, t->ptr, &t->mem, err);
+}
+
+int ct_cpu_xfer_plan(ct_cpu *b, ct_cpu_xfer *xf, int layer, const char *suffix,
+                     const dnnl_memory_desc_t *t_md, const dnnl_memory_desc_t *other_md,
+                     bool into_t, ct_err *err) {
+    xf->on = true;
+    xf->into_t = into_t;
+    xf->t.md = *t_md;
+    if (ct_cpu_add_ws(b, &xf->t, layer, suffix, err) != 0) return -1;
+    return into_t ? ct_cpu_reorder_pd(&b->c, &xf->r, other_md, t_md, false, err)
+                  : ct_cpu_reorder_pd(&b->c, &xf->r, t_md, other_md, false, err);
+}
+
+int ct_cpu_xfer_bind(ct_cpu *b, ct_cpu_xfer *xf, const ct_cpu_tensor *other, ct_err *err) {
+    if (!xf->on) return 0;
+    if (ct_cpu_bind_tensor(b, &xf->t, err) != 0) return -1;
+    ct_cpu_arg(&xf->r, DNNL_ARG_SRC, xf->into_t ? other->mem : xf->t.mem);
+    ct_cpu_arg(&xf->r, DNNL_ARG_DST, xf->into_t ? xf->t.mem : other->mem);
+    return 0;
+}
+
+static void mark_weights_dirty(ct_cpu *b) {
+    for (int i = 0; i < b->g->n_nodes; i++) b->nodes[i].wl.fwd_dirty = b->nodes[i].wl.bwd_dirty = true;
+}
+
+/* ---- create ---------------------------------------------------------------------- */
+
+static int check_opts(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
+    if (o->batch_size < 1) return ct_errorf(err, "cpu backend: batch_size must be >= 1");
+    if (o->opt_state_slots < 0 || o->opt_state_slots > 2)
+        return ct_errorf(err, "cpu backend: opt_state_slots must be 0, 1 or 2");
+    if (o->amp != CT_AMP_OFF)
+        return ct_errorf(err, "cpu backend: amp mode '%s' is not supported on the CPU (fp32 only)",
+                         o->amp == CT_AMP_FP16 ? "fp16" : "bf16");
+    if (g->n_nodes < 1) return ct_errorf(err, "cpu backend: the graph is empty");
+    return 0;
+}
+
+static int add_model_regions(ct_cpu *b, ct_err *err) {
+    size_t pb = b->g->n_param_floats * sizeof(float);
+    b->r_grads = b->r_opt = -1;
+    if ((b->r_params = add_region(b, CT_REGION_PARAMS, -1, "params", pb, err)) < 0) return -1;
+    if (!b->o.training) return 0;
+    if ((b->r_grads = add_region(b, CT_REGION_GRADS, -1, "grads", pb, err)) < 0) return -1;
+    b->r_opt = add_region(b, CT_REGION_OPT_STATE, -1, "opt_state",
+                          (size_t)b->o.opt_state_slots * pb, err);
+    return b->r_opt < 0 ? -1 : 0;
+}
+
+static int add_batch_regions(ct_cpu *b, ct_err *err) {
+    ct_shape in = b->g->input;
+    dnnl_dim_t dims[4] = {b->N, in.c, in.h, in.w};
+    if (ct_cpu_md_plain(&b->x.md, 4, dims, err) != 0) return -1;
+    b->x.region = add_region(b, CT_REGION_DATA, -1, "batch.x", dnnl_memory_desc_get_size(&b->x.md),
+                             err);
+    b->r_y = add_region(b, CT_REGION_DATA, -1, "batch.y", (size_t)b->N * sizeof(int32_t), err);
+    return b->x.region < 0 || b->r_y < 0 ? -1 : 0;
+}
+
+static int add_loss_regions(ct_cpu *b, ct_err *err) {
+    size_t K = (size_t)(b->g->num_classes > 0 ? b->g->num_classes : 0);
+    const ct_cpu_node *last = &b->nodes[b->g->n_nodes - 1];
+    bool plain = ct_cpu_md_is_plain(&last->act.md);
+    b->r_loss = add_region(b, CT_REGION_DATA, -1, "metrics.loss_sum", sizeof(double), err);
+    b->r_conf = add_region(b, CT_REGION_DATA, -1, "metrics.confusion", K * K * sizeof(int64_t), err);
+    b->r_pred = add_region(b, CT_REGION_WORKSPACE, -1, "loss.pred", (size_t)b->N * sizeof(int32_t),
+                           err);
+    b->r_logits = add_region(b, CT_REGION_WORKSPACE, -1, "loss.logits",
+                             plain ? 0 : 2 * (size_t)b->N * K * sizeof(float), err);
+    if (b->r_loss < 0 || b->r_conf < 0 || b->r_pred < 0 || b->r_logits < 0) return -1;
+    b->r_scratch = add_region(b, CT_REGION_WORKSPACE, -1, "scratchpad", b->c.scratch_bytes, err);
+    return b->r_scratch < 0 ? -1 : 0;
+}
+
+static void cpu_destroy(ct_backend *bb);
+
+static int create_nodes(ct_cpu *b, ct_err *err) {
+    for (int i = 0; i < b->g->n_nodes; i++) {
+        ct_cpu_node *nd = &b->nodes[i];
+        nd->g = &b->g->nodes[i];
+        nd->i = i;
+        nd->ws.region = -1;
+        if (cpu_ops[nd->g->kind]->create(b, nd, err) != 0) return layer_err(b, i, err);
+    }
+    return 0;
+}
+
+static int cpu_create(const ct_graph *g, const ct_run_opts *o, ct_plan *plan, ct_backend **out,
+                      ct_err *err) {
+    *out = NULL;
+    if (check_opts(g, o, err) != 0) return -1;
+    ct_cpu *b = calloc(1, sizeof *b);
+    if (!b) return ct_errorf(err, "cpu backend: out of memory for the backend state");
+    b->base.vt = &ct_backend_cpu;
+    b->g = g;
+    b->o = *o;
+    b->plan = plan;
+    b->N = b->n = o->batch_size;
+    if (ct_cpu_ctx_init(&b->c, err) != 0 || add_model_regions(b, err) != 0 ||
+        add_batch_regions(b, err) != 0 || create_nodes(b, err) != 0 ||
+        add_loss_regions(b, err) != 0) {
+        ct_err_prefix(err, "cpu backend");
+        cpu_destroy(&b->base);
+        return -1;
+    }
+    b->plan = NULL;
+    *out = &b->base;
+    return 0;
+}
+
+/* ---- bind / destroy ------------------------------------------------------------- */
+
+static void *region_ptr(ct_cpu *b, int r) { return r < 0 ? NULL : ct_plan_ptr(b->fplan, b->arena, r); }
+
+static void bind_pointers(ct_cpu *b) {
+    b->y = region_ptr(b, b->r_y);
+    b->params = region_ptr(b, b->r_params);
+    b->grads = region_ptr(b, b->r_grads);
+    b->opt = region_ptr(b, b->r_opt);
+    b->loss_sum = region_ptr(b, b->r_loss);
+    b->confusion = region_ptr(b, b->r_conf);
+    b->pred = region_ptr(b, b->r_pred);
+    b->logits = b->fplan->regions[b->r_logits].bytes ? region_ptr(b, b->r_logits) : NULL;
+}
+
+static int bind_all(ct_cpu *b, ct_err *err) {
+    if (ct_cpu_bind_tensor(b, &b->x, err) != 0) return -1;
+    for (int i = 0; i < b->g->n_nodes; i++)
+        if (ct_cpu_bind_tensor(b, &b->nodes[i].act, err) != 0 ||
+            ct_cpu_bind_tensor(b, &b->nodes[i].gact, err) != 0)
+            return layer_err(b, i, err);
+    if (ct_cpu_ctx_bind(&b->c, region_ptr(b, b->r_scratch), err) != 0) return -1;
+    for (int i = 0; i < b->g->n_nodes; i++)
+        if (cpu_ops[b->nodes[i].g->kind]->bind(b, &b->nodes[i], err) != 0)
+            return layer_err(b, i, err);
+    return 0;
+}
+
+static int cpu_bind(ct_backend *bb, const ct_plan *plan, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    if (!plan->finalized) return ct_errorf(err, "cpu backend: bind before ct_plan_finalize");
+    if (b->arena) return ct_errorf(err, "cpu backend: bind called twice");
+    size_t bytes = (plan->total + 63) / 64 * 64;
+    b->arena = aligned_alloc(64, bytes ? bytes : 64);
+    if (!b->arena) {
+        char s[32];
+        return ct_errorf(err, "cpu backend: cannot allocate the %s arena",
+                         ct_fmt_bytes(plan->total, s, sizeof s));
+    }
+    memset(b->arena, 0, bytes);
+    b->fplan = plan;
+    bind_pointers(b);
+    if (bind_all(b, err) != 0) return ct_err_prefix(err, "cpu backend");
+    return 0;
+}
+
+static void cpu_destroy(ct_backend *bb) {
+    if (!bb) return;
+    ct_cpu *b = as_cpu(bb);
+    ct_cpu_ctx_destroy(&b->c);
+    free(b->arena);
+    free(b);
+}
+
+/* ---- batch, forward, backward --------------------------------------------------- */
+
+static int cpu_load_batch(ct_backend *bb, const float *x, const int32_t *y, int n, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    if (n < 1 || n > b->N)
+        return ct_errorf(err, "cpu backend: batch of %d rows (plan holds 1..%d)", n, b->N);
+    size_t row = ct_shape_numel(b->g->input);
+    memcpy(b->x.ptr, x, (size_t)n * row * sizeof(float));
+    memcpy(b->y, y, (size_t)n * sizeof(int32_t));
+    b->n = n;
+    return 0;
+}
+
+static int check_node(const ct_cpu *b, int node, ct_err *err) {
+    if (node < 0 || node >= b->g->n_nodes)
+        return ct_errorf(err, "cpu backend: node %d out of range (0..%d)", node, b->g->n_nodes - 1);
+    return 0;
+}
+
+static int cpu_forward(ct_backend *bb, int node, bool train, uint32_t step, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    if (check_node(b, node, err) != 0) return -1;
+    ct_cpu_node *nd = &b->nodes[node];
+    if (cpu_ops[nd->g->kind]->forward(b, nd, train, step, err) != 0)
+        return layer_err(b, node, err);
+    return 0;
+}
+
+static int cpu_backward(ct_backend *bb, int node, bool accumulate, uint32_t step, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    if (check_node(b, node, err) != 0) return -1;
+    if (!b->o.training) return ct_errorf(err, "cpu backend: backward on a forward-only plan");
+    ct_cpu_node *nd = &b->nodes[node];
+    if (cpu_ops[nd->g->kind]->backward(b, nd, accumulate, step, err) != 0)
+        return layer_err(b, node, err);
+    return 0;
+}
+
+/* ---- loss and metrics ------------------------------------------------------------ */
+
+/* Copies rows [0, N) of t into plain [N, K] (gather) or back (scatter). */
+static void gather_rows(const ct_cpu_tensor *t, float *plain, int N, int K, bool scatter) {
+    size_t n = (size_t)N * (size_t)K;
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < (long)n; j++) {
+        size_t off = ct_cpu_md_offset(&t->md, (size_t)j);
+        if (scatter)
+            t->ptr[off] = plain[j];
+        else
+            plain[j] = t->ptr[off];
+    }
+}
+
+/* Loss of rows [0, n) of z [N,K]; dz (may be NULL) gets their gradient and zeros in
+ * rows [n, N). Fills b->pred. Returns the loss sum. */
+static double xent_rows(ct_cpu *b, const float *z, float *dz, int K, float grad_scale) {
+    const int32_t *y = b->y;
+    int32_t *pred = b->pred;
+    int n = b->n;
+    double s = 0.0;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+    for (int r = 0; r < n; r++) {
+        int p;
+        s += ct_softmax_xent_row(z + (size_t)r * K, K, y[r], grad_scale,
+                                 dz ? dz + (size_t)r * K : NULL, &p);
+        pred[r] = p;
+    }
+    if (dz) memset(dz + (size_t)n * K, 0, (size_t)(b->N - n) * K * sizeof(float));
+    return s;
+}
+
+static int cpu_loss(ct_backend *bb, bool train, float grad_scale, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    int K = b->g->num_classes;
+    if (K < 1) return ct_errorf(err, "cpu backend: loss needs a model ending in a flat layer");
+    if (train && !b->o.training) return ct_errorf(err, "cpu backend: loss(train) on a forward-only plan");
+    ct_cpu_node *last = &b->nodes[b->g->n_nodes - 1];
+    double s;
+    if (!b->logits) {
+        s = xent_rows(b, last->act.ptr, train ? last->gact.ptr : NULL, K, grad_scale);
+    } else {
+        /* Blocked logits: plain copies [N,K] of z and dz. */
+        float *dz = b->logits + (size_t)b->N * K;
+        gather_rows(&last->act, b->logits, b->N, K, false);
+        s = xent_rows(b, b->logits, train ? dz : NULL, K, grad_scale);
+        if (train) gather_rows(&last->gact, dz, b->N, K, true);
+    }
+    *b->loss_sum += s;
+    for (int r = 0; r < b->n; r++) b->confusion[(size_t)b->y[r] * K + b->pred[r]]++;
+    return 0;
+}
+
+static int cpu_read_metrics(ct_backend *bb, ct_metrics *m, bool reset, ct_err *err) {
+    (void)err;
+    ct_cpu *b = as_cpu(bb);
+    size_t K = (size_t)(b->g->num_classes > 0 ? b->g->num_classes : 0);
+    m->loss_sum = *b->loss_sum;
+    m->samples = m->correct = 0;
+    for (size_t t = 0; t < K; t++)
+        for (size_t p = 0; p < K; p++) {
+            m->samples += b->confusion[t * K + p];
+            if (t == p) m->correct += b->confusion[t * K + p];
+            if (m->confusion) m->confusion[t * K + p] = b->confusion[t * K + p];
+        }
+    if (reset) {
+        *b->loss_sum = 0.0;
+        memset(b->confusion, 0, K * K * sizeof(int64_t));
+    }
+    return 0;
+}
+
+/* ---- optimizer ------------------------------------------------------------------- */
+
+static void sgd_step(ct_cpu *b, const ct_opt_hyper *h) {
+    float *w = b->params, *g = b->grads, *buf = b->o.opt_state_slots >= 1 ? b->opt : NULL;
+    long n = (long)b->g->n_param_floats;
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < n; j++) {
+        float unused = 0.0f;
+        ct_sgd_update(&w[j], g[j], buf ? &buf[j] : &unused, h);
+    }
+}
+
+static void adam_step(ct_cpu *b, const ct_opt_hyper *h, int decoupled) {
+    long n = (long)b->g->n_param_floats;
+    float *w = b->params, *g = b->grads, *m = b->opt, *v = b->opt + n;
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < n; j++) ct_adam_update(&w[j], g[j], &m[j], &v[j], h, decoupled);
+}
+
+static int cpu_optimizer_step(ct_backend *bb, const ct_opt_hyper *h, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    if (!b->o.training) return ct_errorf(err, "cpu backend: optimizer step on a forward-only plan");
+    int slots = b->o.opt_state_slots;
+    if (b->o.optimizer == CT_OPT_SGD) {
+        if (h->momentum != 0.0f && slots < 1)
+            return ct_errorf(err, "cpu backend: sgd with momentum needs 1 optimizer state slot");
+        sgd_step(b, h);
+    } else {
+        if (slots < 2)
+            return ct_errorf(err, "cpu backend: adam/adamw need 2 optimizer state slots, got %d",
+                             slots);
+        adam_step(b, h, b->o.optimizer == CT_OPT_ADAMW);
+    }
+    mark_weights_dirty(b);
+    return 0;
+}
+
+/* ---- host copies ------------------------------------------------------------------ */
+
+static size_t param_bytes(const ct_cpu *b) { return b->g->n_param_floats * sizeof(float); }
+
+static int cpu_params_to_host(ct_backend *bb, float *dst, ct_err *err) {
+    (void)err;
+    memcpy(dst, as_cpu(bb)->params, param_bytes(as_cpu(bb)));
+    return 0;
+}
+
+static int cpu_params_from_host(ct_backend *bb, const float *src, ct_err *err) {
+    (void)err;
+    ct_cpu *b = as_cpu(bb);
+    memcpy(b->params, src, param_bytes(b));
+    mark_weights_dirty(b);
+    return 0;
+}
+
+static int cpu_grads_to_host(ct_backend *bb, float *dst, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    if (!b->grads) return ct_errorf(err, "cpu backend: no gradients in a forward-only plan");
+    memcpy(dst, b->grads, param_bytes(b));
+    return 0;
+}
+
+static float *opt_slot(ct_cpu *b, int slot, ct_err *err) {
+    if (!b->opt || slot < 0 || slot >= b->o.opt_state_slots) {
+        ct_errorf(err, "cpu backend: optimizer state slot %d does not exist (%d slots)", slot,
+                  b->opt ? b->o.opt_state_slots : 0);
+        return NULL;
+    }
+    return b->opt + (size_t)slot * b->g->n_param_floats;
+}
+
+static int cpu_opt_state_to_host(ct_backend *bb, int slot, float *dst, ct_err *err) {
+    float *s = opt_slot(as_cpu(bb), slot, err);
+    if (!s) return -1;
+    memcpy(dst, s, param_bytes(as_cpu(bb)));
+    return 0;
+}
+
+static int cpu_opt_state_from_host(ct_backend *bb, int slot, const float *src, ct_err *err) {
+    float *s = opt_slot(as_cpu(bb), slot, err);
+    if (!s) return -1;
+    memcpy(s, src, param_bytes(as_cpu(bb)));
+    return 0;
+}
+
+static ct_cpu_tensor *host_tensor(ct_cpu *b, int node, bool grad, ct_err *err) {
+    if (node < -1 || node >= b->g->n_nodes) {
+        ct_errorf(err, "cpu backend: node %d out of range", node);
+        return NULL;
+    }
+    if (!grad) return node < 0 ? &b->x : &b->nodes[node].act;
+    if (node < 0 || !b->o.training) {
+        ct_errorf(err, "cpu backend: no gradient tensor for node %d in this plan", node);
+        return NULL;
+    }
+    return &b->nodes[node].gact;
+}
+
+/* Elements of the first `rows` rows, row-major NCHW, against t's layout. */
+static void copy_rows(const ct_cpu_tensor *t, float *plain, size_t rows, bool to_host) {
+    size_t n = rows * (ct_cpu_md_numel(&t->md) / (size_t)t->md.dims[0]);
+    for (size_t j = 0; j < n; j++) {
+        size_t off = ct_cpu_md_offset(&t->md, j);
+        if (to_host)
+            plain[j] = t->ptr[off];
+        else
+            t->ptr[off] = plain ? plain[j] : 0.0f;
+    }
+}
+
+static int cpu_tensor_to_host(ct_backend *bb, int node, bool grad, float *dst, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    ct_cpu_tensor *t = host_tensor(b, node, grad, err);
+    if (!t) return -1;
+    copy_rows(t, dst, (size_t)b->n, true);
+    return 0;
+}
+
+static int cpu_grad_from_host(ct_backend *bb, int node, const float *src, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    ct_cpu_tensor *t = host_tensor(b, node, true, err);
+    if (!t) return -1;
+    copy_rows(t, NULL, (size_t)b->N, false); /* zero the rows past the batch */
+    copy_rows(t, (float *)src, (size_t)b->n, false);
+    return 0;
+}
+
+static int cpu_sync(ct_backend *bb, ct_err *err) {
+    CT_DNNL(err, dnnl_stream_wait(as_cpu(bb)->c.stream));
+    return 0;
+}
+
+static const char *cpu_impl_name(ct_backend *bb, int node) {
+    ct_cpu *b = as_cpu(bb);
+    if (node < 0 || node >= b->g->n_nodes) return "";
+    const ct_cpu_node *nd = &b->nodes[node];
+    switch (nd->g->kind) {
+    case CT_LAYER_CONV2D:
+    case CT_LAYER_LINEAR: return ct_cpu_impl(&nd->wl.fwd);
+    case CT_LAYER_MAXPOOL2D:
+    case CT_LAYER_AVGPOOL2D:
+    case CT_LAYER_RELU: return ct_cpu_impl(&nd->fwd);
+    default: return "";
+    }
+}
+
+const ct_backend_vt ct_backend_cpu = {
+    .name = "cpu",
+    .create = cpu_create,
+    .bind = cpu_bind,
+    .destroy = cpu_destroy,
+    .load_batch = cpu_load_batch,
+    .forward = cpu_forward,
+    .loss = cpu_loss,
+    .backward = cpu_backward,
+    .optimizer_step = cpu_optimizer_step,
+    .read_metrics = cpu_read_metrics,
+    .params_to_host = cpu_params_to_host,
+    .params_from_host = cpu_params_from_host,
+    .grads_to_host = cpu_grads_to_host,
+    .opt_state_to_host = cpu_opt_state_to_host,
+    .opt_state_from_host = cpu_opt_state_from_host,
+    .tensor_to_host = cpu_tensor_to_host,
+    .grad_from_host = cpu_grad_from_host,
+    .sync = cpu_sync,
+    .impl_name = cpu_impl_name,
+};

@@ -1,0 +1,88 @@
+/* cpu_conv.c: conv2d on oneDNN: candidate descriptors (formats chosen by oneDNN
+ * first, all-plain second, which the gemm kernels cover) for the shared machinery
+ * in cpu_weighted.c.
+ *
+ * Shapes: src [N,C,H,W], weights [O,C,K,K] (OIHW), bias [O], dst [N,O,OH,OW].
+ * PyTorch floors the output size; oneDNN wants padding_r consistent with it:
+ * padding_r = (OH-1)*stride + K - H - padding (may be below padding).
+ */
+#include "backend/cpu/cpu_internal.h"
+
+#include <string.h>
+
+typedef struct conv_geom {
+    dnnl_dim_t src[4], w[4], b[1], dst[4];
+    dnnl_dims_t strides, pad_l, pad_r; /* 2 used; the API reads DNNL_MAX_NDIMS */
+} conv_geom;
+
+static void geom(const ct_cpu_node *nd, dnnl_dim_t n, conv_geom *q) {
+    memset(q, 0, sizeof *q);
+    const ct_node *g = nd->g;
+    int k = g->cfg.kernel, s = g->cfg.stride, p = g->cfg.padding;
+    q->src[0] = n; q->src[1] = g->in.c; q->src[2] = g->in.h; q->src[3] = g->in.w;
+    q->w[0] = g->out.c; q->w[1] = g->in.c; q->w[2] = k; q->w[3] = k;
+    q->b[0] = g->out.c;
+    q->dst[0] = n; q->dst[1] = g->out.c; q->dst[2] = g->out.h; q->dst[3] = g->out.w;
+    q->strides[0] = q->strides[1] = s;
+    q->pad_l[0] = q->pad_l[1] = p;
+    q->pad_r[0] = (dnnl_dim_t)(g->out.h - 1) * s + k - g->in.h - p;
+    q->pad_r[1] = (dnnl_dim_t)(g->out.w - 1) * s + k - g->in.w - p;
+}
+
+/* md for dims: variant 0 lets oneDNN choose, variant 1 is plain. */
+static int md_for(dnnl_memory_desc_t *md, int variant, int nd, const dnnl_dim_t *dims,
+                  ct_err *err) {
+    return variant == 0 ? ct_cpu_md_any(md, nd, dims, err) : ct_cpu_md_plain(md, nd, dims, err);
+}
+
+static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
+                    const dnnl_memory_desc_t *src_in, ct_cpu_wdesc *d, ct_err *err) {
+    conv_geom q;
+    geom(nd, src_in->dims[0], &q);
+    dnnl_memory_desc_t src, w, b, dst;
+    if (md_for(&src, v, 4, q.src, err) || md_for(&w, v, 4, q.w, err) ||
+        ct_cpu_md_plain(&b, 1, q.b, err) || md_for(&dst, v, 4, q.dst, err))
+        return -1;
+    CT_DNNL(err, dnnl_convolution_forward_desc_init(&d->conv, prop, dnnl_convolution_direct,
+                                                    &src, &w, nd->g->bias >= 0 ? &b : NULL,
+                                                    &dst, q.strides, q.pad_l, q.pad_r));
+    return 0;
+}
+
+static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gsrc_in,
+                      const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err) {
+    conv_geom q;
+    geom(nd, gsrc_in->dims[0], &q);
+    dnnl_memory_desc_t dsrc, w;
+    if (md_for(&dsrc, v, 4, q.src, err) || md_for(&w, v, 4, q.w, err)) return -1;
+    CT_DNNL(err, dnnl_convolution_backward_data_desc_init(&d->conv, dnnl_convolution_direct,
+                                                          &dsrc, &w, dst, q.strides, q.pad_l,
+                                                          q.pad_r));
+    return 0;
+}
+
+/* Variants: 0/1 take src and diff_dst as forward left them (diff weights chosen /
+ * plain); 2 lets oneDNN choose all three; 3 is all plain (the gemm kernels). */
+static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *src,
+                      const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err) {
+    conv_geom q;
+    geom(nd, src->dims[0], &q);
+    dnnl_memory_desc_t s = *src, dd = *dst, dw, db;
+    if ((v >= 2 && (md_for(&s, v - 2, 4, q.src, err) || md_for(&dd, v - 2, 4, q.dst, err))) ||
+        md_for(&dw, v % 2 == 0 && v != 3 ? 0 : 1, 4, q.w, err) ||
+        ct_cpu_md_plain(&db, 1, q.b, err))
+        return -1;
+    CT_DNNL(err, dnnl_convolution_backward_weights_desc_init(
+                     &d->conv, dnnl_convolution_direct, &s, &dw,
+                     nd->g->bias >= 0 ? &db : NULL, &dd, q.strides, q.pad_l, q.pad_r));
+    return 0;
+}
+
+const ct_cpu_wl_descs ct_cpu_conv_descs = {conv_fwd, conv_bwd_d, conv_bwd_w, 2, "convolution"};
+
+static int conv_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    return ct_cpu_wl_create(b, nd, &ct_cpu_conv_descs, err);
+}
+
+const ct_cpu_op ct_cpu_op_conv = {conv_create, ct_cpu_wl_bind, ct_cpu_wl_forward,
+                                  ct_cpu_wl_backward};

@@ -1,0 +1,128 @@
+/* cpu_eltwise.c: relu (oneDNN eltwise), dropout (own loop over elementwise.h) and
+ * flatten (a view).
+ *
+ * relu and dropout run in place on their input unless that input is the batch
+ * itself (which must stay intact); their gradients always run in place. relu's
+ * backward reads its output (relu_use_dst_for_bwd), which stays valid because a
+ * later in-place dropout only scales it by a positive factor or zeroes elements
+ * whose gradient it also zeroes. Dropout draws element j's mask from its canonical
+ * row-major NCHW index within the batch tensor, whatever the physical layout, and
+ * backward redraws the same mask from (seed, layer, step, j). Flatten keeps the
+ * input's desc (4-D, possibly blocked): consumers see [N,C,H,W], whose row-major
+ * order is PyTorch's flatten order.
+ */
+#include "backend/cpu/cpu_internal.h"
+
+#include <string.h>
+
+static bool in_place(ct_cpu *b, ct_cpu_node *nd) {
+    return ct_cpu_in(b, nd->i)->region != b->x.region;
+}
+
+/* ---- relu ---------------------------------------------------------------------- */
+
+static int relu_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    const dnnl_memory_desc_t *md = &ct_cpu_in(b, nd->i)->md;
+    if (ct_cpu_add_act(b, nd, md, in_place(b, nd), nd->i > 0, err) != 0) return -1;
+    dnnl_prop_kind_t prop = b->o.training ? dnnl_forward_training : dnnl_forward_inference;
+    dnnl_eltwise_desc_t d;
+    CT_DNNL(err, dnnl_eltwise_forward_desc_init(&d, prop, dnnl_eltwise_relu_use_dst_for_bwd, md,
+                                                0.0f, 0.0f));
+    if (ct_cpu_pick(&b->c, &nd->fwd, &d, 1, sizeof d, NULL, "relu forward", err) != 0) return -1;
+    if (!b->o.training || nd->i == 0) return 0;
+    CT_DNNL(err, dnnl_eltwise_backward_desc_init(&d, dnnl_eltwise_relu_use_dst_for_bwd, md, md,
+                                                 0.0f, 0.0f));
+    return ct_cpu_pick(&b->c, &nd->bwd, &d, 1, sizeof d, nd->fwd.pd, "relu backward", err);
+}
+
+static int relu_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    (void)err;
+    ct_cpu_arg(&nd->fwd, DNNL_ARG_SRC, ct_cpu_in(b, nd->i)->mem);
+    ct_cpu_arg(&nd->fwd, DNNL_ARG_DST, nd->act.mem);
+    if (!b->o.training || nd->i == 0) return 0;
+    ct_cpu_arg(&nd->bwd, DNNL_ARG_DST, nd->act.mem);
+    ct_cpu_arg(&nd->bwd, DNNL_ARG_DIFF_DST, nd->gact.mem);
+    ct_cpu_arg(&nd->bwd, DNNL_ARG_DIFF_SRC, ct_cpu_gin(b, nd->i)->mem);
+    return 0;
+}
+
+static int relu_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
+    (void)train;
+    (void)step;
+    return ct_cpu_exec(&b->c, &nd->fwd, err);
+}
+
+static int relu_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
+                         ct_err *err) {
+    (void)accumulate;
+    (void)step;
+    return nd->i == 0 ? 0 : ct_cpu_exec(&b->c, &nd->bwd, err);
+}
+
+const ct_cpu_op ct_cpu_op_relu = {relu_create, relu_bind, relu_forward, relu_backward};
+
+/* ---- dropout --------------------------------------------------------------------- */
+
+static int dropout_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    return ct_cpu_add_act(b, nd, &ct_cpu_in(b, nd->i)->md, in_place(b, nd), nd->i > 0, err);
+}
+
+static int no_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    (void)b;
+    (void)nd;
+    (void)err;
+    return 0;
+}
+
+/* dst = src * mask over the whole batch tensor of desc md (src may equal dst). */
+static void apply_mask(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory_desc_t *md,
+                       const float *src, float *dst, uint32_t step) {
+    size_t n = ct_cpu_md_numel(md);
+    bool plain = ct_cpu_md_is_plain(md);
+    float p = (float)nd->g->cfg.p;
+    uint64_t seed = b->o.seed;
+    int layer = nd->i;
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < (long)n; j++) {
+        size_t off = plain ? (size_t)j : ct_cpu_md_offset(md, (size_t)j);
+        dst[off] = src[off] * ct_dropout_scale(seed, layer, step, (uint64_t)j, p);
+    }
+}
+
+static int dropout_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
+    (void)err;
+    const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
+    if (train)
+        apply_mask(b, nd, &nd->act.md, in->ptr, nd->act.ptr, step);
+    else if (nd->act.ptr != in->ptr)
+        memcpy(nd->act.ptr, in->ptr, dnnl_memory_desc_get_size(&nd->act.md));
+    return 0;
+}
+
+static int dropout_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
+                            ct_err *err) {
+    (void)accumulate;
+    (void)err;
+    if (nd->i > 0) apply_mask(b, nd, &nd->gact.md, nd->gact.ptr, ct_cpu_gin(b, nd->i)->ptr, step);
+    return 0;
+}
+
+const ct_cpu_op ct_cpu_op_dropout = {dropout_create, no_bind, dropout_forward,
+                                     dropout_backward};
+
+/* ---- flatten --------------------------------------------------------------------- */
+
+static int flatten_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    return ct_cpu_add_act(b, nd, &ct_cpu_in(b, nd->i)->md, true, nd->i > 0, err);
+}
+
+static int no_run(ct_cpu *b, ct_cpu_node *nd, bool flag, uint32_t step, ct_err *err) {
+    (void)b;
+    (void)nd;
+    (void)flag;
+    (void)step;
+    (void)err;
+    return 0;
+}
+
+const ct_cpu_op ct_cpu_op_flatten = {flatten_create, no_bind, no_run, no_run};

@@ -1,0 +1,161 @@
+/* cpu_internal.h: state of the CPU (oneDNN) backend shared by its files.
+ *
+ * One ct_cpu_node per graph node. Tensors are (desc, arena region) pairs:
+ *   act   output of the node in the layout its producer chose
+ *   gact  dLoss/dact, same desc as act (training plans only)
+ * Flatten, and relu/dropout whose input is not the batch, alias their input's
+ * region (their own "layers.<i>.out"/".grad" regions have 0 bytes). Every op runs
+ * its primitives on all batch_size rows; a partial last batch just carries stale
+ * rows that loss() ignores and gives zero gradient, so they add nothing to the
+ * parameter gradients.
+ *
+ * Params, grads and optimizer state are flat fp32 arrays in PyTorch layout; conv and
+ * inner-product weights are reordered from them into the layouts the forward and
+ * backward-data primitives chose, once after every change (the dirty flags).
+ */
+#ifndef CT_CPU_INTERNAL_H
+#define CT_CPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_dnnl.h"
+
+/* A tensor in the arena: layout and region (ids from the plan). */
+typedef struct ct_cpu_tensor {
+    dnnl_memory_desc_t md;
+    int region;         /* plan region holding the data (the input's for aliases) */
+    size_t offset;      /* bytes into the region (parameter views) */
+    float *ptr;         /* valid after bind */
+    dnnl_memory_t mem;  /* valid after bind */
+} ct_cpu_tensor;
+
+/* An optional layout change through a tensor t of its own region: another tensor
+ * -> t (into_t) or t -> another tensor. */
+typedef struct ct_cpu_xfer {
+    bool on;
+    bool into_t;
+    ct_cpu_tensor t;
+    ct_cpu_prim r;
+} ct_cpu_xfer;
+
+/* Op descriptors of the weighted layers. */
+typedef union ct_cpu_wdesc {
+    dnnl_convolution_desc_t conv;
+    dnnl_inner_product_desc_t ip;
+} ct_cpu_wdesc;
+
+/* Conv / inner product state (cpu_weighted.c). */
+typedef struct ct_cpu_wl {
+    ct_cpu_prim fwd, bwd_d, bwd_w;
+    ct_cpu_xfer src;        /* act[i-1] -> fwd src layout */
+    ct_cpu_xfer dsrc;       /* bwd_d diff_src layout -> gact[i-1] */
+    ct_cpu_xfer wsrc;       /* fwd src -> bwd_w src layout (when they differ) */
+    ct_cpu_xfer wddst;      /* gact[i] -> bwd_w diff_dst layout (when it differs) */
+    ct_cpu_xfer w_fwd;      /* flat params -> fwd weights layout */
+    ct_cpu_xfer w_bwd;      /* flat params -> bwd-data weights layout */
+    bool w_bwd_shares_fwd;  /* bwd-data takes the fwd layout */
+    ct_cpu_tensor w_plain, b_plain;   /* views of the flat params */
+    ct_cpu_tensor dw_plain, db_plain; /* views of the flat grads */
+    ct_cpu_tensor dw, db;   /* gradient scratch (oneDNN's dW layout, plain dB) */
+    bool dw_is_plain;       /* dW layout == PyTorch layout */
+    ct_cpu_prim dw_set, dw_add; /* dw -> grads (= or +=) when layouts differ */
+    dnnl_exec_arg_t acc_args[CT_CPU_MAX_ARGS]; /* bwd_w writing into dw/db scratch */
+    int n_acc_args;
+    bool fwd_dirty, bwd_dirty;
+} ct_cpu_wl;
+
+typedef struct ct_cpu_node {
+    const ct_node *g;
+    int i;
+    ct_cpu_tensor act, gact;
+    ct_cpu_wl wl;            /* conv2d, linear */
+    ct_cpu_prim fwd, bwd;    /* pools, relu */
+    ct_cpu_tensor ws;        /* max-pool workspace */
+    ct_cpu_xfer dsrc;        /* pools: diff_src layout -> gact[i-1] */
+} ct_cpu_node;
+
+typedef struct ct_cpu ct_cpu;
+
+/* One row per layer kind. create: descriptors, act/gact descs and regions;
+ * bind: memory objects and argument arrays. */
+typedef struct ct_cpu_op {
+    int (*create)(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+    int (*bind)(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+    int (*forward)(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err);
+    int (*backward)(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err);
+} ct_cpu_op;
+
+struct ct_cpu {
+    ct_backend base;
+    const ct_graph *g;
+    ct_run_opts o;
+    ct_cpu_ctx c;
+    ct_plan *plan;          /* the plan create() filled (bind gets the finalized one) */
+    const ct_plan *fplan;   /* finalized plan (bind) */
+    void *arena;
+    int N;                  /* batch_size */
+    int n;                  /* rows of the current batch */
+    ct_cpu_tensor x;        /* [N,C,H,W] plain, "batch.x" */
+    int r_y, r_params, r_grads, r_opt, r_loss, r_conf, r_logits, r_pred, r_scratch;
+    int32_t *y;             /* [N] */
+    float *params, *grads, *opt; /* flat; opt: slots x n_param_floats */
+    double *loss_sum;
+    int64_t *confusion;     /* [K*K] */
+    float *logits;          /* [2][N*K] plain z, dz when act[last] is blocked, else NULL */
+    int32_t *pred;          /* [N] */
+    ct_cpu_node nodes[CT_MAX_LAYERS];
+};
+
+/* ---- shared helpers (cpu_backend.c) -------------------------------------------- */
+
+/* act[i-1] / gact[i-1] (i == 0: the batch / NULL). */
+ct_cpu_tensor *ct_cpu_in(ct_cpu *b, int i);
+ct_cpu_tensor *ct_cpu_gin(ct_cpu *b, int i);
+/* Sets nd->act (and gact when training) to md, adding "layers.<i>.out"/".grad"
+ * regions; alias_act / alias_grad: reuse the input's region instead (the node's own
+ * region then has 0 bytes). */
+int ct_cpu_add_act(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, bool alias_act,
+                   bool alias_grad, ct_err *err);
+/* Adds the workspace region "layers.<layer>.<suffix>" for t (t->md set by the caller). */
+int ct_cpu_add_ws(ct_cpu *b, ct_cpu_tensor *t, int layer, const char *suffix, ct_err *err);
+/* Binds t: pointer into the arena and a memory object (no-op for region -1). */
+int ct_cpu_bind_tensor(ct_cpu *b, ct_cpu_tensor *t, ct_err *err);
+/* Plans xf: t gets t_md in a new workspace region "layers.<i>.<suffix>" and a
+ * reorder other_md -> t_md (into_t) or t_md -> other_md. */
+int ct_cpu_xfer_plan(ct_cpu *b, ct_cpu_xfer *xf, int layer, const char *suffix,
+                     const dnnl_memory_desc_t *t_md, const dnnl_memory_desc_t *other_md,
+                     bool into_t, ct_err *err);
+/* Binds t and the reorder's arguments against `other` (no-op when !xf->on). */
+int ct_cpu_xfer_bind(ct_cpu *b, ct_cpu_xfer *xf, const ct_cpu_tensor *other, ct_err *err);
+
+/* ---- op rows --------------------------------------------------------------------- */
+
+extern const ct_cpu_op ct_cpu_op_conv, ct_cpu_op_linear, ct_cpu_op_maxpool,
+    ct_cpu_op_avgpool, ct_cpu_op_relu, ct_cpu_op_dropout, ct_cpu_op_flatten;
+
+/* cpu_weighted.c: shared by conv and linear; the per-kind files give the descs. */
+#define CT_CPU_BWD_W_VARIANTS 4
+typedef struct ct_cpu_wl_descs {
+    /* Fills candidate op descs (most wanted first) for forward, backward data and
+     * backward weights, given the mds to use; returns the candidate count. */
+    int (*fwd)(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int variant,
+               const dnnl_memory_desc_t *src_in, ct_cpu_wdesc *d, ct_err *err);
+    int (*bwd_d)(const ct_cpu_node *nd, int variant, const dnnl_memory_desc_t *gsrc_in,
+                 const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err);
+    int (*bwd_w)(const ct_cpu_node *nd, int variant, const dnnl_memory_desc_t *src,
+                 const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err);
+    int n_variants;        /* candidates for fwd and bwd_d (bwd_w: CT_CPU_BWD_W_VARIANTS) */
+    const char *prim_name; /* "convolution", "inner product" */
+} ct_cpu_wl_descs;
+
+int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_err *err);
+int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+int ct_cpu_wl_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err);
+int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err);
+
+/* Candidate descriptors of the two weighted kinds. */
+extern const ct_cpu_wl_descs ct_cpu_conv_descs, ct_cpu_linear_descs;
+
+#endif

@@ -1,0 +1,268 @@
+/* cpu_weighted.c: convolution and inner product on oneDNN, the machinery both share.
+ *
+ * The op lets oneDNN choose layouts (candidate descriptors from cpu_conv.c /
+ * cpu_linear.c, best first) and pays explicit reorders where a choice differs from
+ * its neighbour's: input -> src layout, diff_src -> gact[i-1] layout, and for
+ * backward weights src / diff_dst -> the layouts it wants when the forward ones
+ * would force oneDNN's reference kernel (e.g. a C = 1 first conv on AVX2: ref:any
+ * took ~1.8 s per step at batch 256, jit:avx2 after a reorder ~13 ms). Weights live in
+ * the flat params (PyTorch layout) and are reordered into the forward and the
+ * backward-data layouts after each change (fwd_dirty / bwd_dirty). The weight
+ * gradient is computed in oneDNN's layout and reordered into the flat grads
+ * (dst = or dst += with a sum post-op); with accumulate the primitive writes into
+ * scratch (dw, db) that is then added.
+ */
+#include "backend/cpu/cpu_internal.h"
+
+#include <stdio.h>
+
+static int pick(ct_cpu *b, ct_cpu_prim *p, ct_cpu_wdesc *d, int n,
+                const_dnnl_primitive_desc_t hint, const char *prim, const char *dir, ct_err *err) {
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", prim, dir);
+    return ct_cpu_pick(&b->c, p, d, n, sizeof d[0], hint, what, err);
+}
+
+/* Plain views of the node's weight (as the forward desc shapes it) and bias. */
+static int plan_param_views(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *w_md,
+                            ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    if (ct_cpu_md_plain(&w->w_plain.md, w_md->ndims, w_md->dims, err) != 0) return -1;
+    w->w_plain.region = b->r_params;
+    w->w_plain.offset = b->g->params[nd->g->weight].offset * sizeof(float);
+    w->dw_plain = w->w_plain;
+    w->dw_plain.region = b->r_grads;
+    w->b_plain.region = w->db_plain.region = -1;
+    if (nd->g->bias < 0) return 0;
+    dnnl_dim_t o = w_md->dims[0];
+    if (ct_cpu_md_plain(&w->b_plain.md, 1, &o, err) != 0) return -1;
+    w->b_plain.region = b->r_params;
+    w->b_plain.offset = b->g->params[nd->g->bias].offset * sizeof(float);
+    w->db_plain = w->b_plain;
+    w->db_plain.region = b->r_grads;
+    return 0;
+}
+
+static int create_fwd(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
+    dnnl_prop_kind_t prop = b->o.training ? dnnl_forward_training : dnnl_forward_inference;
+    ct_cpu_wdesc d[4];
+    for (int v = 0; v < dd->n_variants; v++)
+        if (dd->fwd(nd, prop, v, &in->md, &d[v], err) != 0) return -1;
+    if (pick(b, &w->fwd, d, dd->n_variants, NULL, dd->prim_name, "forward", err) != 0) return -1;
+    const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
+    if (!ct_cpu_md_eq(src, &in->md) &&
+        ct_cpu_xfer_plan(b, &w->src, nd->i, "src", src, &in->md, true, err) != 0)
+        return -1;
+    const dnnl_memory_desc_t *wmd = ct_cpu_pd_md(&w->fwd, dnnl_query_weights_md);
+    if (plan_param_views(b, nd, wmd, err) != 0) return -1;
+    if (!ct_cpu_md_eq(wmd, &w->w_plain.md) &&
+        ct_cpu_xfer_plan(b, &w->w_fwd, nd->i, "w_fwd", wmd, &w->w_plain.md, true, err) != 0)
+        return -1;
+    return ct_cpu_add_act(b, nd, ct_cpu_pd_md(&w->fwd, dnnl_query_dst_md), false, false,
+                          err);
+}
+
+static int create_bwd_data(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
+    ct_cpu_wdesc d[4];
+    for (int v = 0; v < dd->n_variants; v++)
+        if (dd->bwd_d(nd, v, &gin->md, &nd->act.md, &d[v], err) != 0) return -1;
+    if (pick(b, &w->bwd_d, d, dd->n_variants, w->fwd.pd, dd->prim_name, "backward data", err) !=
+        0)
+        return -1;
+    const dnnl_memory_desc_t *wmd = ct_cpu_pd_md(&w->bwd_d, dnnl_query_weights_md);
+    const dnnl_memory_desc_t *fwd_wmd = ct_cpu_pd_md(&w->fwd, dnnl_query_weights_md);
+    w->w_bwd_shares_fwd = ct_cpu_md_eq(wmd, fwd_wmd);
+    if (!w->w_bwd_shares_fwd && !ct_cpu_md_eq(wmd, &w->w_plain.md) &&
+        ct_cpu_xfer_plan(b, &w->w_bwd, nd->i, "w_bwd", wmd, &w->w_plain.md, true, err) != 0)
+        return -1;
+    const dnnl_memory_desc_t *dsrc = ct_cpu_pd_md(&w->bwd_d, dnnl_query_diff_src_md);
+    if (!ct_cpu_md_eq(dsrc, &gin->md) &&
+        ct_cpu_xfer_plan(b, &w->dsrc, nd->i, "dsrc", dsrc, &gin->md, false, err) != 0)
+        return -1;
+    return 0;
+}
+
+static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd,
+                              ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
+    ct_cpu_wdesc d[CT_CPU_BWD_W_VARIANTS];
+    for (int v = 0; v < CT_CPU_BWD_W_VARIANTS; v++)
+        if (dd->bwd_w(nd, v, src, &nd->act.md, &d[v], err) != 0) return -1;
+    if (pick(b, &w->bwd_w, d, CT_CPU_BWD_W_VARIANTS, w->fwd.pd, dd->prim_name,
+             "backward weights", err) != 0)
+        return -1;
+    const dnnl_memory_desc_t *wsrc = ct_cpu_pd_md(&w->bwd_w, dnnl_query_src_md);
+    const dnnl_memory_desc_t *wddst = ct_cpu_pd_md(&w->bwd_w, dnnl_query_diff_dst_md);
+    if (!ct_cpu_md_eq(wsrc, src) &&
+        ct_cpu_xfer_plan(b, &w->wsrc, nd->i, "bwd_src", wsrc, src, true, err) != 0)
+        return -1;
+    if (!ct_cpu_md_eq(wddst, &nd->act.md) &&
+        ct_cpu_xfer_plan(b, &w->wddst, nd->i, "bwd_ddst", wddst, &nd->act.md, true, err) != 0)
+        return -1;
+    w->dw.md = *ct_cpu_pd_md(&w->bwd_w, dnnl_query_diff_weights_md);
+    if (ct_cpu_add_ws(b, &w->dw, nd->i, "dw", err) != 0) return -1;
+    w->dw_is_plain = ct_cpu_md_eq(&w->dw.md, &w->w_plain.md);
+    if (!w->dw_is_plain &&
+        (ct_cpu_reorder_pd(&b->c, &w->dw_set, &w->dw.md, &w->w_plain.md, false, err) != 0 ||
+         ct_cpu_reorder_pd(&b->c, &w->dw_add, &w->dw.md, &w->w_plain.md, true, err) != 0))
+        return -1;
+    w->db.region = -1;
+    if (nd->g->bias < 0) return 0;
+    w->db.md = w->b_plain.md;
+    return ct_cpu_add_ws(b, &w->db, nd->i, "db", err);
+}
+
+int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_err *err) {
+    nd->wl.fwd_dirty = nd->wl.bwd_dirty = true;
+    nd->wl.dw.region = nd->wl.db.region = -1;
+    if (create_fwd(b, nd, dd, err) != 0) return -1;
+    if (!b->o.training) return 0;
+    if (nd->i > 0 && create_bwd_data(b, nd, dd, err) != 0) return -1;
+    return create_bwd_weights(b, nd, dd, err);
+}
+
+/* ---- bind ---------------------------------------------------------------------- */
+
+static int bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err) {
+    ct_cpu_tensor *t[] = {&w->w_plain, &w->b_plain, &w->dw_plain, &w->db_plain, &w->dw, &w->db};
+    for (int k = 0; k < 6; k++)
+        if (ct_cpu_bind_tensor(b, t[k], err) != 0) return -1;
+    return 0;
+}
+
+/* What the forward primitive reads as src (act[i-1] or its reordered copy). */
+static dnnl_memory_t fwd_src(ct_cpu *b, ct_cpu_node *nd) {
+    return nd->wl.src.on ? nd->wl.src.t.mem : ct_cpu_in(b, nd->i)->mem;
+}
+
+static dnnl_memory_t fwd_weights(ct_cpu_wl *w) {
+    return w->w_fwd.on ? w->w_fwd.t.mem : w->w_plain.mem;
+}
+
+static void bind_fwd_args(ct_cpu *b, ct_cpu_node *nd) {
+    ct_cpu_wl *w = &nd->wl;
+    ct_cpu_arg(&w->fwd, DNNL_ARG_SRC, fwd_src(b, nd));
+    ct_cpu_arg(&w->fwd, DNNL_ARG_WEIGHTS, fwd_weights(w));
+    if (nd->g->bias >= 0) ct_cpu_arg(&w->fwd, DNNL_ARG_BIAS, w->b_plain.mem);
+    ct_cpu_arg(&w->fwd, DNNL_ARG_DST, nd->act.mem);
+}
+
+static void bind_bwd_data_args(ct_cpu *b, ct_cpu_node *nd) {
+    ct_cpu_wl *w = &nd->wl;
+    dnnl_memory_t wm = w->w_bwd_shares_fwd ? fwd_weights(w)
+                       : w->w_bwd.on       ? w->w_bwd.t.mem
+                                           : w->w_plain.mem;
+    ct_cpu_arg(&w->bwd_d, DNNL_ARG_DIFF_DST, nd->gact.mem);
+    ct_cpu_arg(&w->bwd_d, DNNL_ARG_WEIGHTS, wm);
+    ct_cpu_arg(&w->bwd_d, DNNL_ARG_DIFF_SRC, w->dsrc.on ? w->dsrc.t.mem : ct_cpu_gin(b, nd->i)->mem);
+}
+
+/* Two argument sets: writing straight into the grads where the layout allows it,
+ * and writing into the dw/db scratch (accumulate). */
+static void bind_bwd_weights_args(ct_cpu *b, ct_cpu_node *nd) {
+    ct_cpu_wl *w = &nd->wl;
+    ct_cpu_arg(&w->bwd_w, DNNL_ARG_SRC, w->wsrc.on ? w->wsrc.t.mem : fwd_src(b, nd));
+    ct_cpu_arg(&w->bwd_w, DNNL_ARG_DIFF_DST, w->wddst.on ? w->wddst.t.mem : nd->gact.mem);
+    for (int k = 0; k < w->bwd_w.nargs; k++) w->acc_args[k] = w->bwd_w.args[k];
+    w->n_acc_args = w->bwd_w.nargs;
+    ct_cpu_arg(&w->bwd_w, DNNL_ARG_DIFF_WEIGHTS, w->dw_is_plain ? w->dw_plain.mem : w->dw.mem);
+    w->acc_args[w->n_acc_args++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, w->dw.mem};
+    if (nd->g->bias < 0) return;
+    ct_cpu_arg(&w->bwd_w, DNNL_ARG_DIFF_BIAS, w->db_plain.mem);
+    w->acc_args[w->n_acc_args++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, w->db.mem};
+}
+
+static void bind_reorder(ct_cpu_prim *r, dnnl_memory_t src, dnnl_memory_t dst) {
+    ct_cpu_arg(r, DNNL_ARG_SRC, src);
+    ct_cpu_arg(r, DNNL_ARG_DST, dst);
+}
+
+int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    if (bind_views(b, w, err) != 0) return -1;
+    if (ct_cpu_xfer_bind(b, &w->src, ct_cpu_in(b, nd->i), err) != 0 ||
+        ct_cpu_xfer_bind(b, &w->w_fwd, &w->w_plain, err) != 0)
+        return -1;
+    bind_fwd_args(b, nd);
+    if (!b->o.training) return 0;
+    if (nd->i > 0) {
+        if (ct_cpu_xfer_bind(b, &w->w_bwd, &w->w_plain, err) != 0 ||
+            ct_cpu_xfer_bind(b, &w->dsrc, ct_cpu_gin(b, nd->i), err) != 0)
+            return -1;
+        bind_bwd_data_args(b, nd);
+    }
+    if (w->wsrc.on) {
+        if (ct_cpu_bind_tensor(b, &w->wsrc.t, err) != 0) return -1;
+        bind_reorder(&w->wsrc.r, fwd_src(b, nd), w->wsrc.t.mem);
+    }
+    if (ct_cpu_xfer_bind(b, &w->wddst, &nd->gact, err) != 0) return -1;
+    bind_bwd_weights_args(b, nd);
+    if (!w->dw_is_plain) {
+        bind_reorder(&w->dw_set, w->dw.mem, w->dw_plain.mem);
+        bind_reorder(&w->dw_add, w->dw.mem, w->dw_plain.mem);
+    }
+    return 0;
+}
+
+/* ---- run ------------------------------------------------------------------------- */
+
+static int refresh_fwd_weights(ct_cpu *b, ct_cpu_wl *w, ct_err *err) {
+    if (w->w_fwd.on && w->fwd_dirty && ct_cpu_exec(&b->c, &w->w_fwd.r, err) != 0) return -1;
+    w->fwd_dirty = false;
+    return 0;
+}
+
+int ct_cpu_wl_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
+    (void)train;
+    (void)step;
+    ct_cpu_wl *w = &nd->wl;
+    if (refresh_fwd_weights(b, w, err) != 0) return -1;
+    if (w->src.on && ct_cpu_exec(&b->c, &w->src.r, err) != 0) return -1;
+    return ct_cpu_exec(&b->c, &w->fwd, err);
+}
+
+static int backward_data(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    if (w->w_bwd_shares_fwd) {
+        if (refresh_fwd_weights(b, w, err) != 0) return -1;
+    } else if (w->w_bwd.on && w->bwd_dirty) {
+        if (ct_cpu_exec(&b->c, &w->w_bwd.r, err) != 0) return -1;
+    }
+    w->bwd_dirty = false;
+    if (ct_cpu_exec(&b->c, &w->bwd_d, err) != 0) return -1;
+    return w->dsrc.on ? ct_cpu_exec(&b->c, &w->dsrc.r, err) : 0;
+}
+
+/* dst[k] += src[k] over n floats. */
+static void add_into(float *dst, const float *src, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < (long)n; k++) dst[k] += src[k];
+}
+
+static int backward_weights(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    if (w->wsrc.on && ct_cpu_exec(&b->c, &w->wsrc.r, err) != 0) return -1;
+    if (w->wddst.on && ct_cpu_exec(&b->c, &w->wddst.r, err) != 0) return -1;
+    if (!accumulate) {
+        if (ct_cpu_exec(&b->c, &w->bwd_w, err) != 0) return -1;
+        return w->dw_is_plain ? 0 : ct_cpu_exec(&b->c, &w->dw_set, err);
+    }
+    if (ct_cpu_exec_args(&b->c, &w->bwd_w, w->acc_args, w->n_acc_args, err) != 0) return -1;
+    if (w->dw_is_plain)
+        add_into(w->dw_plain.ptr, w->dw.ptr, ct_cpu_md_numel(&w->w_plain.md));
+    else if (ct_cpu_exec(&b->c, &w->dw_add, err) != 0)
+        return -1;
+    if (nd->g->bias >= 0) add_into(w->db_plain.ptr, w->db.ptr, ct_cpu_md_numel(&w->b_plain.md));
+    return 0;
+}
+
+int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err) {
+    (void)step;
+    if (nd->i > 0 && backward_data(b, nd, err) != 0) return -1;
+    return backward_weights(b, nd, accumulate, err);
+}

@@ -1,0 +1,621 @@
+/* test_cpu_parity.c: the oneDNN CPU backend against the double reference ops.
+ *
+ * Each op is tested as node k of a small graph (usually behind another op, so its
+ * input arrives in whatever layout that op chose and its input gradient can be
+ * read from gact[k-1]): forward output, input gradient and parameter gradients
+ * are compared with ref_ops.h on the same input, tolerance 1e-4 + 1e-4 * |ref|.
+ * Also: loss and metrics, accumulate, partial batches, the Adam step, parameter
+ * round trips, implementation names, and the timing of one tutorial-CNN step.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/backend.h"
+#include "ops/elementwise.h"
+#include "ops/ref_ops.h"
+
+#define SEED 1234u
+#define STEP 7u
+
+/* ---- graph building ------------------------------------------------------------ */
+
+static ct_layer_cfg L(ct_layer_kind kind) {
+    ct_layer_cfg c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.bias = true;
+    c.line = c.col = 1;
+    return c;
+}
+static ct_layer_cfg conv(int out, int k, int s, int p, bool bias) {
+    ct_layer_cfg c = L(CT_LAYER_CONV2D);
+    c.out_channels = out, c.kernel = k, c.stride = s, c.padding = p, c.bias = bias;
+    return c;
+}
+static ct_layer_cfg pool(ct_layer_kind kind, int k, int s, int p) {
+    ct_layer_cfg c = L(kind);
+    c.kernel = k, c.stride = s, c.padding = p;
+    return c;
+}
+static ct_layer_cfg linear(int out, bool bias) {
+    ct_layer_cfg c = L(CT_LAYER_LINEAR);
+    c.out_features = out, c.bias = bias;
+    return c;
+}
+static ct_layer_cfg dropout(double p) {
+    ct_layer_cfg c = L(CT_LAYER_DROPOUT);
+    c.p = p;
+    return c;
+}
+
+typedef struct harness {
+    ct_config cfg;
+    ct_graph g;
+    ct_plan plan;
+    ct_backend *b;
+    const ct_backend_vt *vt;
+    int N;
+} harness;
+
+static harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
+                         bool training, ct_opt_kind opt, int slots) {
+    harness *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    snprintf(h->cfg.source, sizeof h->cfg.source, "test");
+    h->cfg.input_c = C, h->cfg.input_h = H, h->cfg.input_w = W;
+    for (int i = 0; i < n; i++) h->cfg.layers[i] = layers[i];
+    h->cfg.n_layers = n;
+    ct_err err = {{0}};
+    if (ct_graph_build(&h->cfg, &h->g, &err) != 0) fail_msg("graph: %s", err.msg);
+    ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
+                     .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED};
+    ct_plan_init(&h->plan, 64);
+    h->vt = &ct_backend_cpu;
+    if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
+    ct_plan_finalize(&h->plan);
+    if (h->vt->bind(h->b, &h->plan, &err) != 0) fail_msg("bind: %s", err.msg);
+    h->N = N;
+    return h;
+}
+
+static harness *open_h(int C, int H, int W, const ct_layer_cfg *layers, int n, int N) {
+    return open_opt(C, H, W, layers, n, N, true, CT_OPT_SGD, 0);
+}
+
+static void close_h(harness *h) {
+    h->vt->destroy(h->b);
+    free(h);
+}
+
+#define OK(call)                                                  \
+    do {                                                          \
+        ct_err e_ = {{0}};                                        \
+        if ((call) != 0) fail_msg("%s: %s", #call, e_.msg);       \
+    } while (0)
+#define E (&e_)
+
+/* ---- data ------------------------------------------------------------------------ */
+
+static uint64_t rng_state = 88172645463325252ull;
+static double urand(void) { /* [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static float *rand_f(size_t n, double scale) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = (float)(urand() * scale);
+    return p;
+}
+
+static double *to_d(const float *f, size_t n) {
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    assert_non_null(d);
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+
+/* Random parameters scaled like PyTorch's init (1/sqrt(fan_in)). */
+static float *rand_params(const ct_graph *g) {
+    float *p = malloc((g->n_param_floats + 1) * sizeof *p);
+    assert_non_null(p);
+    for (int k = 0; k < g->n_params; k++) {
+        const ct_param_info *pi = &g->params[k];
+        for (size_t j = 0; j < pi->count; j++)
+            p[pi->offset + j] = (float)(urand() / sqrt((double)pi->fan_in));
+    }
+    return p;
+}
+
+static size_t row_numel(ct_shape s) { return ct_shape_numel(s); }
+
+static void check_close(const float *got, const double *ref, size_t n, const char *what) {
+    size_t bad = 0, first = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 + 1e-4 * fabs(ref[i]);
+        if (!(d <= tol)) {
+            if (!bad) first = i;
+            bad++;
+        }
+        if (d > worst) worst = d;
+    }
+    if (bad)
+        fail_msg("%s: %zu of %zu elements differ; first [%zu] got %.7g want %.7g (max diff %.3g)",
+                 what, bad, n, first, got[first], ref[first], worst);
+}
+
+/* ---- reference per node ----------------------------------------------------------- */
+
+static void ref_forward(const ct_graph *g, int k, const double *x, const double *p, int n,
+                        double *y) {
+    const ct_node *nd = &g->nodes[k];
+    const ct_layer_cfg *c = &nd->cfg;
+    int C = nd->in.c, H = nd->in.h, W = nd->in.w;
+    long numel = (long)n * (long)row_numel(nd->in);
+    switch (nd->kind) {
+    case CT_LAYER_CONV2D:
+        ct_ref_conv2d_forward(x, n, C, H, W, p + g->params[nd->weight].offset,
+                              nd->bias >= 0 ? p + g->params[nd->bias].offset : NULL,
+                              c->out_channels, c->kernel, c->stride, c->padding, y);
+        break;
+    case CT_LAYER_MAXPOOL2D:
+        ct_ref_maxpool2d_forward(x, n, C, H, W, c->kernel, c->stride, c->padding, y);
+        break;
+    case CT_LAYER_AVGPOOL2D:
+        ct_ref_avgpool2d_forward(x, n, C, H, W, c->kernel, c->stride, c->padding, y);
+        break;
+    case CT_LAYER_RELU: ct_ref_relu_forward(x, numel, y); break;
+    case CT_LAYER_FLATTEN: memcpy(y, x, (size_t)numel * sizeof *y); break;
+    case CT_LAYER_LINEAR:
+        ct_ref_linear_forward(x, n, nd->in.c, p + g->params[nd->weight].offset,
+                              nd->bias >= 0 ? p + g->params[nd->bias].offset : NULL,
+                              nd->out.c, y);
+        break;
+    case CT_LAYER_DROPOUT: ct_ref_dropout_forward(x, numel, c->p, SEED, k, STEP, y); break;
+    default: fail();
+    }
+}
+
+/* dp: full flat gradient array; only node k's entries are written. */
+static void ref_backward(const ct_graph *g, int k, const double *x, const double *p, int n,
+                         const double *dy, double *dx, double *dp) {
+    const ct_node *nd = &g->nodes[k];
+    const ct_layer_cfg *c = &nd->cfg;
+    int C = nd->in.c, H = nd->in.h, W = nd->in.w;
+    long numel = (long)n * (long)row_numel(nd->in);
+    double *dw = nd->weight >= 0 ? dp + g->params[nd->weight].offset : NULL;
+    double *db = nd->bias >= 0 ? dp + g->params[nd->bias].offset : NULL;
+    switch (nd->kind) {
+    case CT_LAYER_CONV2D:
+        ct_ref_conv2d_backward(x, n, C, H, W, p + g->params[nd->weight].offset, c->out_channels,
+                               c->kernel, c->stride, c->padding, dy, dx, dw, db);
+        break;
+    case CT_LAYER_MAXPOOL2D:
+        ct_ref_maxpool2d_backward(x, n, C, H, W, c->kernel, c->stride, c->padding, dy, dx);
+        break;
+    case CT_LAYER_AVGPOOL2D:
+        ct_ref_avgpool2d_backward(n, C, H, W, c->kernel, c->stride, c->padding, dy, dx);
+        break;
+    case CT_LAYER_RELU: ct_ref_relu_backward(x, numel, dy, dx); break;
+    case CT_LAYER_FLATTEN: memcpy(dx, dy, (size_t)numel * sizeof *dx); break;
+    case CT_LAYER_LINEAR:
+        ct_ref_linear_backward(x, n, nd->in.c, p + g->params[nd->weight].offset, nd->out.c, dy,
+                               dx, dw, db);
+        break;
+    case CT_LAYER_DROPOUT: ct_ref_dropout_backward(dy, numel, c->p, SEED, k, STEP, dx); break;
+    default: fail();
+    }
+}
+
+/* ---- the parity check -------------------------------------------------------------- */
+
+typedef struct parity_out {
+    float *grads; /* backend grads after backward(k), caller frees */
+    float *y;     /* act[k], [n, out] */
+} parity_out;
+
+/* Runs nodes 0..k forward (train) on n random rows, compares act[k]; in training
+ * drives backward(k) from a random dy and compares gact[k-1] and node k's grads. */
+static parity_out parity_n(harness *h, int k, int n, bool train) {
+    const ct_graph *g = &h->g;
+    const ct_node *nd = &g->nodes[k];
+    size_t in_row = row_numel(nd->in), out_row = row_numel(nd->out);
+    size_t x_row = row_numel(g->input);
+    float *x = rand_f((size_t)n * x_row, 1.0), *p = rand_params(g);
+    int32_t *lab = calloc((size_t)n, sizeof *lab);
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, lab, n, E));
+    for (int i = 0; i < k; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    float *xin = malloc((size_t)n * in_row * sizeof *xin);
+    OK(h->vt->tensor_to_host(h->b, k - 1, false, xin, E));
+    OK(h->vt->forward(h->b, k, train, STEP, E));
+    float *y = malloc((size_t)n * out_row * sizeof *y);
+    OK(h->vt->tensor_to_host(h->b, k, false, y, E));
+
+    double *xd = to_d(xin, (size_t)n * in_row), *pd = to_d(p, g->n_param_floats);
+    double *yr = calloc((size_t)n * out_row, sizeof *yr);
+    if (train || nd->kind != CT_LAYER_DROPOUT)
+        ref_forward(g, k, xd, pd, n, yr);
+    else
+        memcpy(yr, xd, (size_t)n * in_row * sizeof *yr); /* eval dropout = identity */
+    char what[96];
+    snprintf(what, sizeof what, "layer %d (%s) forward", k, ct_op(nd->kind)->name);
+    check_close(y, yr, (size_t)n * out_row, what);
+
+    parity_out out = {NULL, y};
+    if (train) {
+        float *dy = rand_f((size_t)n * out_row, 1.0);
+        OK(h->vt->grad_from_host(h->b, k, dy, E));
+        OK(h->vt->backward(h->b, k, false, STEP, E));
+        double *dyd = to_d(dy, (size_t)n * out_row);
+        double *dxr = calloc((size_t)n * in_row, sizeof *dxr);
+        double *dpr = calloc(g->n_param_floats + 1, sizeof *dpr);
+        ref_backward(g, k, xd, pd, n, dyd, dxr, dpr);
+        if (k > 0) {
+            float *dx = malloc((size_t)n * in_row * sizeof *dx);
+            OK(h->vt->tensor_to_host(h->b, k - 1, true, dx, E));
+            snprintf(what, sizeof what, "layer %d (%s) input gradient", k, ct_op(nd->kind)->name);
+            check_close(dx, dxr, (size_t)n * in_row, what);
+            free(dx);
+        }
+        out.grads = malloc((g->n_param_floats + 1) * sizeof *out.grads);
+        OK(h->vt->grads_to_host(h->b, out.grads, E));
+        for (int w = 0; w < 2; w++) {
+            int pi = w == 0 ? nd->weight : nd->bias;
+            if (pi < 0) continue;
+            const ct_param_info *in = &g->params[pi];
+            snprintf(what, sizeof what, "%s gradient", in->name);
+            check_close(out.grads + in->offset, dpr + in->offset, in->count, what);
+        }
+        free(dy), free(dyd), free(dxr), free(dpr);
+    }
+    free(x), free(p), free(lab), free(xin), free(xd), free(pd), free(yr);
+    return out;
+}
+
+static void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N, int k) {
+    harness *h = open_h(C, H, W, layers, n_layers, N);
+    parity_out o = parity_n(h, k, N, true);
+    free(o.grads), free(o.y);
+    close_h(h);
+}
+
+/* ---- per-op tests ------------------------------------------------------------------ */
+
+static void test_conv(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {L(CT_LAYER_RELU), conv(4, 3, 1, 1, true)};    /* C = 1 */
+    parity(a, 2, 1, 8, 8, 3, 1);
+    ct_layer_cfg b[] = {L(CT_LAYER_RELU), conv(5, 3, 2, 1, true)};    /* stride 2 */
+    parity(b, 2, 3, 9, 9, 2, 1);
+    ct_layer_cfg c[] = {L(CT_LAYER_RELU), conv(8, 3, 1, 0, false)};   /* no bias, no pad */
+    parity(c, 2, 4, 7, 7, 3, 1);
+    ct_layer_cfg d[] = {conv(16, 3, 1, 1, true), conv(24, 5, 2, 2, true)}; /* blocked input */
+    parity(d, 2, 16, 10, 10, 2, 1);
+    parity(d, 2, 16, 10, 10, 2, 0);
+    ct_layer_cfg e[] = {conv(32, 3, 1, 1, true)};                     /* tutorial conv1 */
+    parity(e, 1, 1, 28, 28, 4, 0);
+}
+
+static void test_maxpool(void **state) {
+    (void)state;
+    /* A dropout(p=0) in front is an identity that keeps the input random (a relu
+     * would make ties of zeros, where argmax conventions may differ). */
+    ct_layer_cfg a[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
+    parity(a, 2, 3, 8, 8, 2, 1);
+    ct_layer_cfg b[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)};
+    parity(b, 2, 16, 9, 9, 2, 1);
+    ct_layer_cfg c[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)}; /* 7 -> 3, floor */
+    parity(c, 2, 5, 7, 7, 2, 1);
+}
+
+static void test_avgpool(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {dropout(0.0), pool(CT_LAYER_AVGPOOL2D, 2, 2, 0)};
+    parity(a, 2, 3, 8, 8, 2, 1);
+    ct_layer_cfg b[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_AVGPOOL2D, 3, 2, 1)};
+    parity(b, 2, 16, 9, 9, 2, 1);
+}
+
+static void test_relu(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU)}; /* blocked, in place */
+    parity(a, 2, 3, 6, 6, 2, 1);
+    ct_layer_cfg b[] = {dropout(0.0), L(CT_LAYER_RELU)};
+    parity(b, 2, 2, 5, 5, 3, 1);
+    ct_layer_cfg c[] = {L(CT_LAYER_RELU)}; /* on the batch: must not overwrite it */
+    harness *h = open_h(2, 4, 4, c, 1, 2);
+    parity_out o = parity_n(h, 0, 2, true);
+    float *x = malloc(2 * 32 * sizeof *x);
+    OK(h->vt->tensor_to_host(h->b, -1, false, x, E));
+    int negative = 0;
+    for (int i = 0; i < 64; i++) negative += x[i] < 0.0f;
+    assert_true(negative > 0);
+    free(x), free(o.grads), free(o.y);
+    close_h(h);
+}
+
+static void test_flatten_linear(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_FLATTEN), linear(10, true)};
+    parity(a, 3, 3, 6, 6, 3, 2);
+    ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(7, false)};
+    parity(b, 4, 2, 8, 8, 2, 3);
+}
+
+static void test_linear(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(12, true)};
+    parity(a, 2, 1, 1, 20, 4, 1);
+    ct_layer_cfg b[] = {L(CT_LAYER_FLATTEN), linear(16, true), L(CT_LAYER_RELU),
+                        linear(5, true)};
+    parity(b, 4, 2, 3, 3, 5, 3);
+}
+
+static void test_dropout(void **state) {
+    (void)state;
+    for (int train = 1; train >= 0; train--) {
+        ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(32, true), dropout(0.5)};
+        harness *h = open_h(1, 4, 4, a, 3, 6);
+        parity_out o = parity_n(h, 2, 6, train);
+        if (train) { /* some dropped, some kept */
+            int zeros = 0;
+            for (int i = 0; i < 6 * 32; i++) zeros += o.y[i] == 0.0f;
+            assert_true(zeros > 30 && zeros < 6 * 32 - 30);
+        }
+        free(o.grads), free(o.y);
+        close_h(h);
+        ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), dropout(0.3)}; /* blocked layout */
+        h = open_h(3, 5, 5, b, 2, 3);
+        o = parity_n(h, 1, 3, train);
+        free(o.grads), free(o.y);
+        close_h(h);
+    }
+}
+
+/* ---- loss ------------------------------------------------------------------------ */
+
+static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, int N, int n) {
+    harness *h = open_h(C, H, W, layers, nl, N);
+    int K = h->g.num_classes, last = h->g.n_nodes - 1;
+    float *x = rand_f((size_t)N * C * H * W, 2.0), *p = rand_params(&h->g);
+    int32_t *y = malloc((size_t)N * sizeof *y);
+    for (int i = 0; i < N; i++) y[i] = (int32_t)((urand() + 1.0) * 0.5 * K) % K;
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, y, n, E));
+    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    float *z = malloc((size_t)n * K * sizeof *z), *dz = malloc((size_t)n * K * sizeof *dz);
+    OK(h->vt->tensor_to_host(h->b, last, false, z, E));
+    float scale = 0.5f / (float)n;
+    OK(h->vt->loss(h->b, true, scale, E));
+    OK(h->vt->tensor_to_host(h->b, last, true, dz, E));
+    double *zd = to_d(z, (size_t)n * K), *dzr = malloc((size_t)n * K * sizeof *dzr);
+    double mean = ct_ref_softmax_xent(zd, n, K, y, dzr);
+    for (int i = 0; i < n * K; i++) dzr[i] *= 0.5; /* ref dz is d(mean); ours * 0.5 */
+    check_close(dz, dzr, (size_t)n * K, "loss gradient");
+    long long *conf = calloc((size_t)K * K, sizeof *conf);
+    ct_metrics m = {.confusion = conf};
+    OK(h->vt->read_metrics(h->b, &m, true, E));
+    if (!(fabs(m.loss_sum - mean * n) <= 1e-4 * (1.0 + fabs(mean * n))))
+        fail_msg("loss sum %.9g, want %.9g (N %d, n %d, K %d)", m.loss_sum, mean * n, N, n, K);
+    assert_int_equal(m.samples, n);
+    long long want_correct = 0;
+    for (int r = 0; r < n; r++) {
+        int arg = 0;
+        for (int c = 1; c < K; c++)
+            if (z[r * K + c] > z[r * K + arg]) arg = c;
+        want_correct += arg == y[r];
+        conf[(size_t)y[r] * K + arg]--; /* cancels the backend's counts */
+    }
+    for (int i = 0; i < K * K; i++) assert_int_equal(conf[i], 0);
+    assert_int_equal(m.correct, want_correct);
+    OK(h->vt->read_metrics(h->b, &m, false, E)); /* reset zeroed it */
+    assert_true(m.loss_sum == 0.0 && m.samples == 0);
+    free(x), free(p), free(y), free(z), free(dz), free(zd), free(dzr), free(conf);
+    close_h(h);
+}
+
+static void test_loss(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(7, true)};
+    check_loss(a, 2, 1, 1, 12, 10, 10);
+    check_loss(a, 2, 1, 1, 12, 10, 6); /* partial batch */
+    /* Logits straight from a blocked 4-D conv output ([N,10,1,1], flattened). */
+    ct_layer_cfg b[] = {conv(10, 3, 1, 0, true), L(CT_LAYER_FLATTEN)};
+    check_loss(b, 2, 3, 3, 3, 9, 9);
+}
+
+/* ---- accumulate, partial batch -------------------------------------------------- */
+
+static void test_accumulate(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {L(CT_LAYER_RELU), conv(8, 3, 1, 1, true), L(CT_LAYER_FLATTEN),
+                        linear(6, true)};
+    harness *h = open_h(3, 6, 6, a, 4, 4);
+    for (int k = 1; k < 4; k += 2) {
+        parity_out o = parity_n(h, k, 4, true);
+        OK(h->vt->backward(h->b, k, true, STEP, E));
+        float *g2 = malloc(h->g.n_param_floats * sizeof *g2);
+        OK(h->vt->grads_to_host(h->b, g2, E));
+        const ct_node *nd = &h->g.nodes[k];
+        for (int w = 0; w < 2; w++) {
+            const ct_param_info *pi = &h->g.params[w ? nd->bias : nd->weight];
+            for (size_t j = pi->offset; j < pi->offset + pi->count; j++)
+                assert_true(fabsf(g2[j] - 2.0f * o.grads[j]) <= 1e-6f + 1e-6f * fabsf(g2[j]));
+        }
+        free(g2), free(o.grads), free(o.y);
+    }
+    close_h(h);
+}
+
+static void test_partial_batch(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(5, true)};
+    harness *h = open_h(2, 6, 6, a, 4, 8);
+    /* Fill every row first so the rows past n hold stale, non-zero data. */
+    parity_out full = parity_n(h, 3, 8, true);
+    parity_out part = parity_n(h, 3, 5, true); /* grads vs the 5-row reference */
+    free(full.grads), free(full.y), free(part.grads), free(part.y);
+    parity_out c = parity_n(h, 0, 3, true);
+    free(c.grads), free(c.y);
+    /* Same rows, same results: per-row outputs of a partial batch equal the full one. */
+    float *x = rand_f(8 * 72, 1.0), *p = rand_params(&h->g);
+    int32_t lab[8] = {0};
+    float *y8 = malloc(8 * 5 * sizeof *y8), *y3 = malloc(3 * 5 * sizeof *y3);
+    OK(h->vt->params_from_host(h->b, p, E));
+    for (int pass = 0; pass < 2; pass++) {
+        OK(h->vt->load_batch(h->b, x, lab, pass ? 3 : 8, E));
+        for (int i = 0; i < 4; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        OK(h->vt->tensor_to_host(h->b, 3, false, pass ? y3 : y8, E));
+    }
+    assert_memory_equal(y3, y8, 3 * 5 * sizeof *y3);
+    free(x), free(p), free(y8), free(y3);
+    close_h(h);
+}
+
+/* ---- optimizer, host copies, implementation names --------------------------------- */
+
+static void test_adam_step(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {L(CT_LAYER_RELU), conv(4, 3, 1, 1, true), L(CT_LAYER_FLATTEN),
+                        linear(3, true)};
+    harness *h = open_opt(2, 5, 5, a, 4, 3, true, CT_OPT_ADAM, 2);
+    size_t n = h->g.n_param_floats;
+    parity_out o1 = parity_n(h, 1, 3, true);
+    parity_out o3 = parity_n(h, 3, 3, true);
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g), *m = rand_f(n, 0.1),
+          *v = rand_f(n, 0.01);
+    for (size_t j = 0; j < n; j++) v[j] = fabsf(v[j]);
+    OK(h->vt->params_to_host(h->b, w, E));
+    OK(h->vt->grads_to_host(h->b, g, E));
+    OK(h->vt->opt_state_from_host(h->b, 0, m, E));
+    OK(h->vt->opt_state_from_host(h->b, 1, v, E));
+    ct_opt_hyper hy = {.lr = 0.01f, .weight_decay = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f,
+                       .eps = 1e-8f, .omb1 = (float)(1.0 - 0.9),
+                       .omb2 = (float)(1.0 - 0.999), .bc1 = 1.0f - 0.9f * 0.9f, .bc2 = 1.0f - 0.999f * 0.999f,
+                       .grad_scale = 0.5f};
+    OK(h->vt->optimizer_step(h->b, &hy, E));
+    float *w2 = malloc(n * sizeof *w2), *m2 = malloc(n * sizeof *m2), *v2 = malloc(n * sizeof *v2);
+    OK(h->vt->params_to_host(h->b, w2, E));
+    OK(h->vt->opt_state_to_host(h->b, 0, m2, E));
+    OK(h->vt->opt_state_to_host(h->b, 1, v2, E));
+    for (size_t j = 0; j < n; j++) { /* torch.optim.Adam with L2 decay, written out */
+        double gj = (double)g[j] * 0.5 + 0.1 * w[j];
+        double mj = 0.9 * m[j] + 0.1 * gj, vj = 0.999 * v[j] + 0.001 * gj * gj;
+        double wj = w[j] - (0.01 / hy.bc1) * mj / (sqrt(vj) / sqrt(hy.bc2) + 1e-8);
+        if (!(fabs(m2[j] - mj) <= 1e-6 + 1e-5 * fabs(mj)))
+            fail_msg("adam m[%zu]: got %.8g want %.8g (g %.8g w %.8g m %.8g)", j, m2[j], mj, g[j], w[j], m[j]);
+        assert_true(fabs(v2[j] - vj) <= 1e-9 + 1e-5 * fabs(vj));
+        assert_true(fabs(w2[j] - wj) <= 1e-6 + 1e-5 * fabs(wj));
+    }
+    /* The step changed the weights: a forward must now use the new ones. */
+    assert_true(memcmp(w, w2, n * sizeof *w) != 0);
+    free(w), free(g), free(m), free(v), free(w2), free(m2), free(v2);
+    free(o1.grads), free(o1.y), free(o3.grads), free(o3.y);
+    close_h(h);
+}
+
+static void test_params_roundtrip_and_impl(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {conv(32, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(10, true)};
+    harness *h = open_opt(1, 28, 28, a, 5, 16, false, CT_OPT_SGD, 0);
+    size_t n = h->g.n_param_floats;
+    float *p = rand_params(&h->g), *q = malloc(n * sizeof *q);
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->params_to_host(h->b, q, E));
+    assert_memory_equal(p, q, n * sizeof *p);
+    const char *impl = h->vt->impl_name(h->b, 0);
+    print_message("conv impl: %s, pool impl: %s, linear impl: %s\n", impl,
+                  h->vt->impl_name(h->b, 2), h->vt->impl_name(h->b, 4));
+    assert_true(impl[0] != '\0');
+    assert_true(strncmp(impl, "ref", 3) != 0);
+    assert_string_equal(h->vt->impl_name(h->b, 3), "");
+    ct_err e = {{0}};
+    assert_int_equal(h->vt->grads_to_host(h->b, q, &e), -1); /* forward-only plan */
+    assert_non_null(strstr(e.msg, "forward-only"));
+    free(p), free(q);
+    close_h(h);
+}
+
+/* ---- timing of the tutorial CNN ------------------------------------------------------ */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void test_time_tutorial_step(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {conv(32, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        conv(64, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(256, true), L(CT_LAYER_RELU), dropout(0.5),
+                        linear(10, true)};
+    enum { N = 256, NL = 11 };
+    harness *h = open_opt(1, 28, 28, a, NL, N, true, CT_OPT_ADAM, 2);
+    float *x = rand_f((size_t)N * 784, 1.0), *p = rand_params(&h->g);
+    int32_t *y = malloc(N * sizeof *y);
+    for (int i = 0; i < N; i++) y[i] = i % 10;
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, y, N, E));
+    ct_opt_hyper hy = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                       .omb1 = (float)(1.0 - 0.9), .omb2 = (float)(1.0 - 0.999), .bc1 = 0.1f,
+                       .bc2 = 0.001f, .grad_scale = 1.0f};
+    double t0 = 0.0;
+    const int warm = 2, steps = 10;
+    for (int s = 0; s < warm + steps; s++) {
+        if (s == warm) t0 = now_s();
+        for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, (uint32_t)s, E));
+        OK(h->vt->loss(h->b, true, 1.0f / N, E));
+        for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, (uint32_t)s, E));
+        OK(h->vt->optimizer_step(h->b, &hy, E));
+    }
+    OK(h->vt->sync(h->b, E));
+    double ms = (now_s() - t0) / steps * 1e3;
+    ct_metrics m = {0};
+    OK(h->vt->read_metrics(h->b, &m, true, E));
+    char buf[32];
+    print_message("tutorial CNN, batch %d: %.2f ms per training step (fwd+loss+bwd+adam), "
+                  "arena %s, mean loss %.4f; impl conv1 %s, conv2 %s, pool %s, fc1 %s\n",
+                  N, ms, ct_fmt_bytes(h->plan.total, buf, sizeof buf), m.loss_sum / m.samples,
+                  h->vt->impl_name(h->b, 0), h->vt->impl_name(h->b, 3), h->vt->impl_name(h->b, 2),
+                  h->vt->impl_name(h->b, 7));
+    assert_true(isfinite(m.loss_sum) && m.samples == (long long)N * (warm + steps));
+    free(x), free(p), free(y);
+    close_h(h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_avgpool),
+        cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_flatten_linear),
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_loss),
+        cmocka_unit_test(test_accumulate),
+        cmocka_unit_test(test_partial_batch),
+        cmocka_unit_test(test_adam_step),
+        cmocka_unit_test(test_params_roundtrip_and_impl),
+        cmocka_unit_test(test_time_tutorial_step),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
