@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,7 +67,7 @@ static void write_config(const char *name, const char *data_dir, const char *ext
              "    - linear: {out_features: 10}\n"
              "data:\n  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
              "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n"
-             "train: {epochs: 1, out: %s/out-%s}\n%s",
+             "train: {epochs: 1, out: %s/out-%s}\ndevice: cpu\n%s",
              data_dir, data_dir, data_dir, data_dir, dir, name, extra);
     snprintf(path, n, "%s/%s.yaml", dir, name);
     ct_test_write_file(path, text, strlen(text));
@@ -113,7 +114,7 @@ static void test_config_errors(void **state) {
     expect_error("fit /nonexistent/cfg.yaml", 1, "/nonexistent/cfg.yaml", NULL);
     write_config("typo", dir, "optimizer: {type: adam, lrr: 0.1}\n", path, sizeof path);
     snprintf(args, sizeof args, "fit %s", path);
-    expect_error(args, 1, "typo.yaml:12:25: error: unknown key 'lrr'", "did you mean 'lr'?");
+    expect_error(args, 1, "typo.yaml:13:25: error: unknown key 'lrr'", "did you mean 'lr'?");
     assert_false(exists("%s/out-typo", dir));
     write_config("good", dir, "", path, sizeof path);
     snprintf(args, sizeof args, "fit %s --batch-size zero", path);
@@ -180,6 +181,52 @@ static void test_checkpoint_errors(void **state) {
     free(bytes);
 }
 
+static void test_nan_loss_stops(void **state) {
+    (void)state;
+    char path[1024], args[1200];
+    write_config("nan", dir, "", path, sizeof path);
+    snprintf(args, sizeof args, "fit %s --lr 1e38 --batch-size 10", path);
+    expect_error(args, 1, "loss became", "at epoch 1, batch");
+    assert_false(exists("%s/out-nan/model.bin", dir));
+}
+
+/* Ctrl-C during training: the run saves a checkpoint marked interrupted, exits
+ * with 130, and --resume continues from it. */
+static void test_ctrl_c_saves(void **state) {
+    (void)state;
+    char path[1024], csv[700], ck[700], bin[700], args[1200];
+    write_config("sigint", dir, "", path, sizeof path);
+    snprintf(csv, sizeof csv, "%s/out-sigint/metrics.csv", dir);
+    snprintf(ck, sizeof ck, "%s/out-sigint/model.bin", dir);
+    snprintf(bin, sizeof bin, "%s/ctrain", CT_BUILD_ROOT);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        execl(bin, bin, "fit", path, "--epochs", "100000", "--batch-size", "10", (char *)NULL);
+        _exit(127);
+    }
+    struct stat st;
+    for (int i = 0; i < 600 && stat(csv, &st) != 0; i++) usleep(50 * 1000);
+    assert_int_equal(stat(csv, &st), 0); /* the first epoch ended */
+    kill(pid, SIGINT);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    size_t len;
+    char *bytes = ct_test_read_file(ck, &len);
+    assert_non_null(bytes);
+    assert_true(len > 8);
+    assert_non_null(strstr(bytes + 8, "\"interrupted\":\"true\""));
+    free(bytes);
+    snprintf(args, sizeof args, "eval --checkpoint %s", ck);
+    run_result r = run(args);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+}
+
 static void test_summary_and_devices(void **state) {
     (void)state;
     run_result r = run("summary configs/cnn.yaml --out /nonexistent-dir-for-summary");
@@ -202,6 +249,8 @@ int main(void) {
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_data_errors),
         cmocka_unit_test(test_checkpoint_errors),
+        cmocka_unit_test(test_nan_loss_stops),
+        cmocka_unit_test(test_ctrl_c_saves),
         cmocka_unit_test(test_summary_and_devices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
