@@ -99,6 +99,18 @@ static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
     return rc;
 }
 
+/* A layer whose library picked a reference (unoptimized) implementation is worth
+ * one line: it can make a step 25-1000x slower. */
+static void warn_slow_layers(ct_model *m, FILE *log) {
+    if (!m->device.vt->impl_name) return;
+    for (int i = 0; i < m->graph.n_nodes; i++) {
+        const char *impl = m->device.vt->impl_name(m->be, i);
+        if (impl && strncmp(impl, "ref", 3) == 0)
+            fprintf(log, "ctrain: layer %d (%s) runs on the reference implementation '%s' (slow)\n",
+                    i, ct_op(m->graph.nodes[i].kind)->name, impl);
+    }
+}
+
 static int setup(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s/model.bin", cfg->train.out);
     snprintf(s->csv_path, sizeof s->csv_path, "%s/metrics.csv", cfg->train.out);
@@ -111,6 +123,7 @@ static int setup(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_er
                 ct_amp_mode_name(cfg->train.amp));
     int B = cfg->train.batch_size;
     if (ct_model_create(cfg, &dev, true, B, o->sync_debug, &s->model, err) != 0) return -1;
+    warn_slow_layers(s->model, o->log);
     if (ct_loader_create(&s->train, B, cfg->data.shuffle, cfg->train.seed, cfg->data.mean,
                          cfg->data.std, &s->train_loader, err) != 0)
         return -1;
