@@ -116,7 +116,8 @@ static void rig_open(rig *r, const char *extra) {
     ct_device_choice dev;
     ct_device_cfg cpu = {CT_DEVICE_CPU, -1};
     assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);
-    if (ct_model_create(&r->cfg, &dev, true, r->cfg.train.batch_size, false, &r->m, &err))
+    ct_model_req req = {.training = true, .batch = r->cfg.train.batch_size};
+    if (ct_model_create(&r->cfg, &dev, &req, &r->m, &err))
         fail_msg("%s", err.msg);
     if (ct_model_bind(r->m, &err)) fail_msg("%s", err.msg);
     ct_init_params(&r->m->graph, r->cfg.train.seed, r->m->host);

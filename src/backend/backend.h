@@ -43,6 +43,11 @@ typedef struct ct_run_opts {
     int device_index;   /* cuda ordinal; ignored by the CPU */
     uint64_t seed;      /* dropout stream key */
     bool sync_debug;    /* synchronize and check after every call (CUDA) */
+    /* Device-resident datasets (backends with dataset_upload only): samples of the
+     * training (slot 0) and evaluation (slot 1) sets to plan room for; 0 = none.
+     * Each sample is numel(input) uint8 pixels and one uint8 label. */
+    int dataset_count[2];
+    float data_mean, data_std; /* normalization applied when gathering on the device */
 } ct_run_opts;
 
 /* Device-side accumulators, read once per epoch. */
@@ -71,6 +76,17 @@ typedef struct ct_backend_vt {
     /* Copies a host batch (x: [n, C, H, W] NCHW floats, y: [n]) into the device's
      * batch region; n <= batch_size. Validates nothing (labels were validated). */
     int (*load_batch)(ct_backend *b, const float *x, const int32_t *y, int n, ct_err *err);
+
+    /* Optional (NULL: the caller feeds host batches through load_batch). A whole
+     * uint8 dataset kept on the device in regions create() planned from
+     * o->dataset_count[slot]: dataset_upload copies it once (after bind);
+     * dataset_order sets the sample order of an epoch (count indices, copied
+     * asynchronously); load_batch_range gathers positions [start, start + n) of
+     * that order into the batch, normalizing on the device. */
+    int (*dataset_upload)(ct_backend *b, int slot, const uint8_t *images, const uint8_t *labels,
+                          int count, ct_err *err);
+    int (*dataset_order)(ct_backend *b, int slot, const int32_t *order, int count, ct_err *err);
+    int (*load_batch_range)(ct_backend *b, int slot, int start, int n, ct_err *err);
 
     /* step: global optimizer-step counter (dropout stream); train: dropout active. */
     int (*forward)(ct_backend *b, int node, bool train, uint32_t step, ct_err *err);

@@ -6,7 +6,6 @@
 
 #include "cli/cli.h"
 #include "data/idx.h"
-#include "data/loader.h"
 #include "io/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/model.h"
@@ -58,7 +57,7 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     ct_checkpoint ck;
     ct_config cfg;
     ct_dataset ds = {0};
-    ct_loader *loader = NULL;
+    ct_batches bt = {0};
     ct_model *m = NULL;
     long long *conf = NULL;
     int rc = -1;
@@ -71,26 +70,25 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     ct_device_choice dev;
     if (ct_device_select(&cfg.device, &dev, err) != 0) goto out;
     if (dev.notice[0]) fprintf(stderr, "ctrain: %s\n", dev.notice);
-    if (ct_model_create(&cfg, &dev, false, cfg.train.batch_size, false, &m, err) != 0) goto out;
+    ct_model_req req = {.training = false, .batch = cfg.train.batch_size, .datasets = {NULL, &ds}};
+    if (ct_model_create(&cfg, &dev, &req, &m, err) != 0) goto out;
     if (ds.rows != cfg.input_h || ds.cols != cfg.input_w) {
         ct_errorf(err, "%s: images are %dx%d but the model expects %dx%d", images, ds.rows,
                   ds.cols, cfg.input_h, cfg.input_w);
         goto out;
     }
-    if (ct_loader_create(&ds, cfg.train.batch_size, false, 0, cfg.data.mean, cfg.data.std,
-                         &loader, err) != 0)
-        goto out;
     if (ct_model_bind(m, err) != 0) goto out;
+    if (ct_batches_open(&bt, m, 1, &ds, false, 0, cfg.data.mean, cfg.data.std, err) != 0) goto out;
     if (ct_model_load_params(m, &ck, a->checkpoint, false, err) != 0) goto out;
     int K = cfg.data.num_classes;
     conf = calloc((size_t)K * K, sizeof *conf);
     ct_metrics met = {.confusion = conf};
-    if (!conf || ct_evaluate(m, loader, &met, err) != 0) goto out;
+    if (!conf || ct_evaluate(&bt, &met, err) != 0) goto out;
     print_report(&met, K, images);
     rc = 0;
 out:
     free(conf);
-    if (loader) ct_loader_destroy(loader);
+    ct_batches_close(&bt);
     ct_model_destroy(m);
     ct_dataset_free(&ds);
     ct_config_free(&cfg);

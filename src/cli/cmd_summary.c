@@ -60,7 +60,9 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     ct_model *m = NULL;
     rc = CT_EXIT_ERROR;
     if (ct_device_select(&cfg.device, &dev, err) == 0 &&
-        ct_model_create(&cfg, &dev, !eval_plan, cfg.train.batch_size, false, &m, err) == 0) {
+        ct_model_create(&cfg, &dev, &(ct_model_req){.training = !eval_plan,
+                                                     .batch = cfg.train.batch_size},
+                        &m, err) == 0) {
         print_table(m, &cfg);
         ct_plan_print(&m->plan, eval_plan ? "forward-only plan" : "training plan", stdout);
         rc = CT_EXIT_OK;

@@ -34,7 +34,7 @@ struct ct_loader {
     size_t sample_px; /* rows * cols */
     float *x[2];      /* [cap, 1, rows, cols] */
     int32_t *y[2];    /* [cap] */
-    int *perm;        /* [count]: sample index at each epoch position */
+    int32_t *perm;    /* [count]: sample index at each epoch position */
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -54,7 +54,7 @@ static int batch_count(const ct_loader *l, int k) {
 /* Writes batch k (per the current perm) into slot k % 2. Runs without the lock. */
 static void fill_batch(ct_loader *l, int k) {
     int n = batch_count(l, k), s = k % 2;
-    const int *idx = l->perm + (size_t)k * l->batch_size;
+    const int32_t *idx = l->perm + (size_t)k * l->batch_size;
     for (int i = 0; i < n; i++) {
         const uint8_t *src = l->ds->images + (size_t)idx[i] * l->sample_px;
         float *dst = l->x[s] + (size_t)i * l->sample_px;
@@ -88,19 +88,21 @@ static void *producer_main(void *arg) {
 }
 
 /* Fisher-Yates driven by Philox: position i swaps with j = floor(u * (i + 1)). */
-static void make_permutation(ct_loader *l, int epoch) {
-    int n = l->ds->count;
-    for (int i = 0; i < n; i++) l->perm[i] = i;
-    if (!l->shuffle) return;
-    for (int i = n - 1; i > 0; i--) {
-        float u = ct_philox_uniform(l->seed, CT_RNG_STREAM_SHUFFLE, (uint32_t)epoch,
-                                    (uint64_t)i);
+void ct_epoch_order(uint64_t seed, int epoch, bool shuffle, int count, int32_t *order) {
+    for (int i = 0; i < count; i++) order[i] = i;
+    if (!shuffle) return;
+    for (int i = count - 1; i > 0; i--) {
+        float u = ct_philox_uniform(seed, CT_RNG_STREAM_SHUFFLE, (uint32_t)epoch, (uint64_t)i);
         int j = (int)((double)u * (double)(i + 1));
         if (j > i) j = i;
-        int t = l->perm[i];
-        l->perm[i] = l->perm[j];
-        l->perm[j] = t;
+        int32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
     }
+}
+
+static void make_permutation(ct_loader *l, int epoch) {
+    ct_epoch_order(l->seed, epoch, l->shuffle, l->ds->count, l->perm);
 }
 
 static int check_args(const ct_dataset *ds, int batch_size, double mean, double std,
@@ -132,7 +134,7 @@ static int alloc_buffers(ct_loader *l, ct_err *err) {
         l->x[s] = malloc(cap * l->sample_px * sizeof(float));
         l->y[s] = malloc(cap * sizeof(int32_t));
     }
-    l->perm = malloc((size_t)l->ds->count * sizeof(int));
+    l->perm = malloc((size_t)l->ds->count * sizeof(int32_t));
     if (!l->x[0] || !l->x[1] || !l->y[0] || !l->y[1] || !l->perm)
         return ct_errorf(err, "data loader: out of memory for batch buffers");
     return 0;

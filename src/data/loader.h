@@ -40,4 +40,9 @@ int ct_loader_batches_per_epoch(const ct_loader *l);
 
 void ct_loader_destroy(ct_loader *l);
 
+/* The sample order of an epoch, as the loader uses it: order[i] = index of the
+ * sample at position i. Identity when shuffle is false; otherwise a Fisher-Yates
+ * permutation driven by Philox(seed, CT_RNG_STREAM_SHUFFLE, epoch). */
+void ct_epoch_order(uint64_t seed, int epoch, bool shuffle, int count, int32_t *order);
+
 #endif

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "data/idx.h"
-#include "data/loader.h"
+#include "train/batches.h"
 #include "train/evaluate.h"
 #include "train/init.h"
 #include "train/model.h"
@@ -29,7 +29,7 @@ static void on_sigint(int sig) {
 /* Everything the loop owns; released by fit_cleanup. */
 typedef struct fit_state {
     ct_dataset train, test;
-    ct_loader *train_loader, *test_loader;
+    ct_batches train_batches, test_batches;
     ct_model *model;
     ct_ckpt_info info;     /* progress so far: epoch, step, last metrics */
     char ckpt_path[CT_PATH_MAX + 32];
@@ -37,8 +37,8 @@ typedef struct fit_state {
 } fit_state;
 
 static void fit_cleanup(fit_state *s) {
-    if (s->train_loader) ct_loader_destroy(s->train_loader);
-    if (s->test_loader) ct_loader_destroy(s->test_loader);
+    ct_batches_close(&s->train_batches);
+    ct_batches_close(&s->test_batches);
     ct_model_destroy(s->model);
     ct_dataset_free(&s->train);
     ct_dataset_free(&s->test);
@@ -121,16 +121,18 @@ static int setup(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_er
     if (cfg->train.amp != CT_AMP_OFF)
         fprintf(o->log, "ctrain: train.amp %s is not implemented in this version; training in fp32\n",
                 ct_amp_mode_name(cfg->train.amp));
-    int B = cfg->train.batch_size;
-    if (ct_model_create(cfg, &dev, true, B, o->sync_debug, &s->model, err) != 0) return -1;
+    ct_model_req req = {.training = true, .batch = cfg->train.batch_size,
+                        .sync_debug = o->sync_debug, .datasets = {&s->train, &s->test}};
+    if (ct_model_create(cfg, &dev, &req, &s->model, err) != 0) return -1;
     warn_slow_layers(s->model, o->log);
-    if (ct_loader_create(&s->train, B, cfg->data.shuffle, cfg->train.seed, cfg->data.mean,
-                         cfg->data.std, &s->train_loader, err) != 0)
-        return -1;
-    if (ct_loader_create(&s->test, B, false, cfg->train.seed, cfg->data.mean, cfg->data.std,
-                         &s->test_loader, err) != 0)
-        return -1;
     if (ct_model_bind(s->model, err) != 0) return -1;
+    const ct_data_cfg *d = &cfg->data;
+    if (ct_batches_open(&s->train_batches, s->model, 0, &s->train, d->shuffle, cfg->train.seed,
+                        d->mean, d->std, err) != 0)
+        return -1;
+    if (ct_batches_open(&s->test_batches, s->model, 1, &s->test, false, cfg->train.seed, d->mean,
+                        d->std, err) != 0)
+        return -1;
     return init_weights(cfg, o, s, err);
 }
 
@@ -152,7 +154,7 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     ct_model *m = s->model;
     const ct_backend_vt *vt = m->device.vt;
     int accum = cfg->train.grad_accum_steps;
-    int nb = ct_loader_batches_per_epoch(s->train_loader);
+    int nb = s->train_batches.n_batches;
     int steps_per_epoch = (nb + accum - 1) / accum;
     ct_metrics zero = {0};
     if (vt->read_metrics(m->be, &zero, true, err) != 0) return -1;
@@ -160,17 +162,15 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     char label[32];
     snprintf(label, sizeof label, "Epoch %02d", epoch + 1);
     ct_progress_start(&bar, o->progress, nb, label, o->log);
-    ct_loader_start_epoch(s->train_loader, epoch);
-    ct_batch b;
-    int micro = 0, step_in_epoch = 0;
-    while (ct_loader_next(s->train_loader, &b)) {
+    if (ct_batches_start_epoch(&s->train_batches, epoch, err) != 0) return -1;
+    int micro = 0, step_in_epoch = 0, n, index, rc;
+    while ((rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1) {
         uint32_t step = (uint32_t)s->info.step;
-        if (vt->load_batch(m->be, b.x, b.y, b.n, err) != 0) return -1;
         if (ct_model_forward(m, true, step, err) != 0) return -1;
-        if (vt->loss(m->be, true, 1.0f / ((float)b.n * accum), err) != 0) return -1;
+        if (vt->loss(m->be, true, 1.0f / ((float)n * accum), err) != 0) return -1;
         if (ct_model_backward(m, micro > 0, step, err) != 0) return -1;
         micro++;
-        if (micro == accum || b.index == nb - 1) {
+        if (micro == accum || index == nb - 1) {
             double lr = ct_lr_at(cfg, epoch, step_in_epoch, steps_per_epoch);
             ct_opt_hyper h = ct_opt_hyper_at(&cfg->optimizer, lr, s->info.step + 1);
             if (vt->optimizer_step(m->be, &h, err) != 0) return -1;
@@ -182,8 +182,8 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         if (!isfinite(tm->loss_sum))
             return ct_errorf(err, "loss became %s at epoch %d, batch %d (optimizer step %lld); "
                              "try a lower learning rate", isnan(tm->loss_sum) ? "NaN" : "infinite",
-                             epoch + 1, b.index + 1, s->info.step);
-        ct_progress_update(&bar, b.index + 1, tm->loss_sum / (double)tm->samples,
+                             epoch + 1, index + 1, s->info.step);
+        ct_progress_update(&bar, index + 1, tm->loss_sum / (double)tm->samples,
                            (double)tm->correct / (double)tm->samples);
         if (stop_requested) {
             ct_progress_finish(&bar);
@@ -191,6 +191,7 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         }
     }
     ct_progress_finish(&bar);
+    if (rc < 0) return -1;
     return vt->read_metrics(m->be, tm, true, err);
 }
 
@@ -215,7 +216,7 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
             return save(cfg, o, s, err);
         }
         double t_train = ct_now() - t0;
-        if (ct_evaluate(s->model, s->test_loader, &vm, err) != 0) return -1;
+        if (ct_evaluate(&s->test_batches, &vm, err) != 0) return -1;
         double t_epoch = ct_now() - t0;
         s->info.epoch = epoch + 1;
         s->info.train_loss = tm.loss_sum / (double)tm.samples;

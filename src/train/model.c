@@ -6,23 +6,28 @@
 
 #include "train/schedule.h"
 
-int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, bool training,
-                    int batch, bool sync_debug, ct_model **out, ct_err *err) {
+int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_model_req *req,
+                    ct_model **out, ct_err *err) {
     ct_model *m = calloc(1, sizeof *m);
     if (!m) return ct_errorf(err, "out of host memory for the model description");
     m->device = *dev;
     m->optimizer = cfg->optimizer;
     if (ct_graph_build(cfg, &m->graph, err) != 0) goto fail;
     m->opts = (ct_run_opts){
-        .batch_size = batch,
-        .training = training,
+        .batch_size = req->batch,
+        .training = req->training,
         .optimizer = cfg->optimizer.type,
-        .opt_state_slots = training ? ct_opt_state_slots(&cfg->optimizer) : 0,
+        .opt_state_slots = req->training ? ct_opt_state_slots(&cfg->optimizer) : 0,
         .amp = cfg->train.amp,
         .device_index = dev->index,
         .seed = cfg->train.seed,
-        .sync_debug = sync_debug,
+        .sync_debug = req->sync_debug,
+        .data_mean = (float)cfg->data.mean,
+        .data_std = (float)cfg->data.std,
     };
+    for (int s = 0; s < 2; s++)
+        if (dev->vt->dataset_upload && req->datasets[s])
+            m->opts.dataset_count[s] = req->datasets[s]->count;
     ct_plan_init(&m->plan, 64);
     if (dev->vt->create(&m->graph, &m->opts, &m->plan, &m->be, err) != 0) goto fail;
     ct_plan_finalize(&m->plan);

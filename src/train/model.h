@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/device.h"
 #include "config/config.h"
+#include "data/idx.h"
 #include "graph/graph.h"
 #include "io/checkpoint.h"
 #include "plan/plan.h"
@@ -29,9 +30,18 @@ typedef struct ct_model {
     bool bound;
 } ct_model;
 
-/* training: plan gradients and optimizer state; batch: rows per batch. */
-int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, bool training,
-                    int batch, bool sync_debug, ct_model **out, ct_err *err);
+/* What to plan for. */
+typedef struct ct_model_req {
+    bool training;      /* plan gradients and optimizer state */
+    int batch;          /* rows per batch */
+    bool sync_debug;
+    /* Datasets to keep on the device when the backend can (slot 0 training, 1
+     * evaluation; NULL: none). Only their sizes are used here. */
+    const ct_dataset *datasets[2];
+} ct_model_req;
+
+int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_model_req *req,
+                    ct_model **out, ct_err *err);
 int ct_model_bind(ct_model *m, ct_err *err);
 void ct_model_destroy(ct_model *m);
 

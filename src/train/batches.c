@@ -1,0 +1,57 @@
+/* batches.c: host (prefetching loader) and device-resident batch sources. */
+#include "train/batches.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds, bool shuffle,
+                    uint64_t seed, double mean, double std, ct_err *err) {
+    memset(bt, 0, sizeof *bt);
+    bt->m = m;
+    bt->slot = slot;
+    bt->ds = ds;
+    bt->shuffle = shuffle;
+    bt->seed = seed;
+    bt->batch = m->opts.batch_size;
+    bt->n_batches = (ds->count + bt->batch - 1) / bt->batch;
+    if (m->opts.dataset_count[slot] == 0)
+        return ct_loader_create(ds, bt->batch, shuffle, seed, mean, std, &bt->loader, err);
+    if (m->opts.dataset_count[slot] != ds->count)
+        return ct_errorf(err, "model planned %d samples for dataset slot %d, got %d",
+                         m->opts.dataset_count[slot], slot, ds->count);
+    bt->order = malloc((size_t)ds->count * sizeof(int32_t));
+    if (!bt->order) return ct_errorf(err, "out of host memory for the sample order");
+    return m->device.vt->dataset_upload(m->be, slot, ds->images, ds->labels, ds->count, err);
+}
+
+int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err) {
+    bt->next = 0;
+    if (bt->loader) {
+        ct_loader_start_epoch(bt->loader, epoch);
+        return 0;
+    }
+    ct_epoch_order(bt->seed, epoch, bt->shuffle, bt->ds->count, bt->order);
+    return bt->m->device.vt->dataset_order(bt->m->be, bt->slot, bt->order, bt->ds->count, err);
+}
+
+int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err) {
+    const ct_backend_vt *vt = bt->m->device.vt;
+    if (bt->loader) {
+        ct_batch b;
+        if (!ct_loader_next(bt->loader, &b)) return 0;
+        *n = b.n;
+        *index = b.index;
+        return vt->load_batch(bt->m->be, b.x, b.y, b.n, err) == 0 ? 1 : -1;
+    }
+    if (bt->next >= bt->n_batches) return 0;
+    int start = bt->next * bt->batch;
+    *n = bt->ds->count - start < bt->batch ? bt->ds->count - start : bt->batch;
+    *index = bt->next++;
+    return vt->load_batch_range(bt->m->be, bt->slot, start, *n, err) == 0 ? 1 : -1;
+}
+
+void ct_batches_close(ct_batches *bt) {
+    if (bt->loader) ct_loader_destroy(bt->loader);
+    free(bt->order);
+    memset(bt, 0, sizeof *bt);
+}

@@ -1,0 +1,42 @@
+/* batches.h: where a model's batches come from, for one dataset.
+ *
+ * Two paths behind one interface:
+ *  - host: the prefetching loader (data/loader.h) prepares normalized float
+ *    batches on a background thread and load_batch copies each one in;
+ *  - device: when the model planned room for the dataset (backends with
+ *    dataset_upload, e.g. CUDA), the uint8 dataset is uploaded once, each epoch's
+ *    order is sent once, and every batch is gathered and normalized on the device.
+ * Both give the same samples in the same order for the same (seed, epoch).
+ * Everything is allocated by ct_batches_open; nothing per epoch or batch.
+ */
+#ifndef CT_BATCHES_H
+#define CT_BATCHES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "data/idx.h"
+#include "data/loader.h"
+#include "train/model.h"
+
+typedef struct ct_batches {
+    ct_model *m;
+    int slot;              /* 0 training set, 1 evaluation set */
+    const ct_dataset *ds;
+    bool shuffle;
+    uint64_t seed;
+    ct_loader *loader;     /* host path; NULL on the device path */
+    int32_t *order;        /* device path: the epoch's order, [count] */
+    int batch, n_batches, next;
+} ct_batches;
+
+/* ds must outlive bt; m must be bound. */
+int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds, bool shuffle,
+                    uint64_t seed, double mean, double std, ct_err *err);
+int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err);
+/* Loads the next batch into the model: 1 with *n rows and *index, 0 at the end of
+ * the epoch, -1 on error. */
+int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err);
+void ct_batches_close(ct_batches *bt);
+
+#endif
