@@ -401,7 +401,7 @@ static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, 
     float *z = malloc((size_t)n * K * sizeof *z), *dz = malloc((size_t)n * K * sizeof *dz);
     OK(h->vt->tensor_to_host(h->b, last, false, z, E));
     float scale = 0.5f / (float)n;
-    OK(h->vt->loss(h->b, true, scale, E));
+    OK(h->vt->loss(h->b, true, scale, 0, E));
     OK(h->vt->tensor_to_host(h->b, last, true, dz, E));
     double *zd = to_d(z, (size_t)n * K), *dzr = malloc((size_t)n * K * sizeof *dzr);
     double mean = ct_ref_softmax_xent(zd, n, K, y, dzr);
@@ -582,7 +582,7 @@ static void test_time_tutorial_step(void **state) {
     for (int s = 0; s < warm + steps; s++) {
         if (s == warm) t0 = now_s();
         for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, (uint32_t)s, E));
-        OK(h->vt->loss(h->b, true, 1.0f / N, E));
+        OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
         for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, (uint32_t)s, E));
         OK(h->vt->optimizer_step(h->b, &hy, E));
     }

@@ -144,7 +144,7 @@ static double rig_epoch(rig *r, int epoch, long long *t) {
     while (ct_loader_next(r->loader, &b)) {
         assert_int_equal(vt->load_batch(r->m->be, b.x, b.y, b.n, &err), 0);
         assert_int_equal(ct_model_forward(r->m, true, (uint32_t)*t, &err), 0);
-        assert_int_equal(vt->loss(r->m->be, true, 1.0f / b.n, &err), 0);
+        assert_int_equal(vt->loss(r->m->be, true, 1.0f / b.n, (uint32_t)*t, &err), 0);
         assert_int_equal(ct_model_backward(r->m, false, (uint32_t)*t, &err), 0);
         ++*t;
         ct_opt_hyper h = ct_opt_hyper_at(&r->cfg.optimizer, r->cfg.optimizer.lr, *t);

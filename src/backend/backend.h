@@ -16,7 +16,8 @@
  *    WRITES (accumulate == 0) or ADDS TO (accumulate != 0) the grads of node i.
  *  - loss() computes softmax cross-entropy of act[last] against the batch labels,
  *    adds loss sum and the confusion counts to the device-side metric
- *    accumulators, and in training writes gact[last] = dLoss/dlogits * grad_scale.
+ *    accumulators (and remembers the first non-finite batch), and in training
+ *    writes gact[last] = dLoss/dlogits * grad_scale.
  *  - Nothing is allocated after bind(); no call synchronizes the host except the
  *    *_to_host / read_metrics / sync calls.
  */
@@ -56,6 +57,7 @@ typedef struct ct_metrics {
     long long samples;
     long long correct;
     long long *confusion; /* [K*K] (true row, predicted column), caller-owned, may be NULL */
+    long long nonfinite_tag; /* tag of the first batch whose loss was NaN/inf; -1 if none */
 } ct_metrics;
 
 typedef struct ct_backend ct_backend;
@@ -90,7 +92,9 @@ typedef struct ct_backend_vt {
 
     /* step: global optimizer-step counter (dropout stream); train: dropout active. */
     int (*forward)(ct_backend *b, int node, bool train, uint32_t step, ct_err *err);
-    int (*loss)(ct_backend *b, bool train, float grad_scale, ct_err *err);
+    /* tag: the caller's batch counter, recorded (on the device) for the first
+     * batch whose loss is not finite, so the host need not check every step. */
+    int (*loss)(ct_backend *b, bool train, float grad_scale, uint32_t tag, ct_err *err);
     int (*backward)(ct_backend *b, int node, bool accumulate, uint32_t step, ct_err *err);
 
     /* One update of every parameter from its gradient, over the flat range. */

@@ -10,7 +10,7 @@ int ct_evaluate(ct_batches *bt, ct_metrics *out, ct_err *err) {
     int n, index, rc;
     while ((rc = ct_batches_next(bt, &n, &index, err)) == 1) {
         if (ct_model_forward(m, false, 0, err) != 0) return -1;
-        if (vt->loss(m->be, false, 0.0f, err) != 0) return -1;
+        if (vt->loss(m->be, false, 0.0f, (uint32_t)index, err) != 0) return -1;
     }
     if (rc < 0) return -1;
     return vt->read_metrics(m->be, out, true, err);

@@ -32,6 +32,7 @@ typedef struct fit_state {
     ct_batches train_batches, test_batches;
     ct_model *model;
     ct_ckpt_info info;     /* progress so far: epoch, step, last metrics */
+    uint32_t batch_tag;    /* batches started in this run (loss() tags) */
     char ckpt_path[CT_PATH_MAX + 32];
     char csv_path[CT_PATH_MAX + 32];
 } fit_state;
@@ -148,6 +149,21 @@ static int write_csv_row(const fit_state *s, double epoch_s, double sps, ct_err 
     return 0;
 }
 
+/* Stops the run when a loss went non-finite: the backend recorded the batch tag
+ * (tag = batches started so far in the run) of the first one. */
+static int check_finite(const ct_metrics *tm, int epoch, uint32_t epoch_tag0, long long step,
+                        ct_err *err) {
+    if (tm->nonfinite_tag < 0 && isfinite(tm->loss_sum)) return 0;
+    long long batch = tm->nonfinite_tag >= 0 ? tm->nonfinite_tag - epoch_tag0 + 1 : 0;
+    return ct_errorf(err, "loss became %s at epoch %d, batch %lld (optimizer step %lld); "
+                     "try a lower learning rate", isnan(tm->loss_sum) ? "NaN" : "infinite",
+                     epoch + 1, batch, step);
+}
+
+/* Metrics are read from the device every this many batches (a host sync on GPUs),
+ * and whenever the progress bar redraws. */
+enum { CHECK_EVERY = 32 };
+
 /* One training epoch; returns 1 when stopped by Ctrl-C, 0 when done, -1 on error. */
 static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, int epoch,
                        ct_metrics *tm, ct_err *err) {
@@ -163,11 +179,12 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     snprintf(label, sizeof label, "Epoch %02d", epoch + 1);
     ct_progress_start(&bar, o->progress, nb, label, o->log);
     if (ct_batches_start_epoch(&s->train_batches, epoch, err) != 0) return -1;
+    uint32_t tag0 = s->batch_tag;
     int micro = 0, step_in_epoch = 0, n, index, rc;
     while ((rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1) {
         uint32_t step = (uint32_t)s->info.step;
         if (ct_model_forward(m, true, step, err) != 0) return -1;
-        if (vt->loss(m->be, true, 1.0f / ((float)n * accum), err) != 0) return -1;
+        if (vt->loss(m->be, true, 1.0f / ((float)n * accum), s->batch_tag++, err) != 0) return -1;
         if (ct_model_backward(m, micro > 0, step, err) != 0) return -1;
         micro++;
         if (micro == accum || index == nb - 1) {
@@ -178,13 +195,14 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
             step_in_epoch++;
             micro = 0;
         }
-        if (vt->read_metrics(m->be, tm, false, err) != 0) return -1;
-        if (!isfinite(tm->loss_sum))
-            return ct_errorf(err, "loss became %s at epoch %d, batch %d (optimizer step %lld); "
-                             "try a lower learning rate", isnan(tm->loss_sum) ? "NaN" : "infinite",
-                             epoch + 1, index + 1, s->info.step);
-        ct_progress_update(&bar, index + 1, tm->loss_sum / (double)tm->samples,
-                           (double)tm->correct / (double)tm->samples);
+        bool draw = ct_progress_due(&bar, index + 1);
+        if (draw || (index + 1) % CHECK_EVERY == 0) {
+            if (vt->read_metrics(m->be, tm, false, err) != 0) return -1;
+            if (check_finite(tm, epoch, tag0, s->info.step, err) != 0) return -1;
+            if (draw)
+                ct_progress_update(&bar, index + 1, tm->loss_sum / (double)tm->samples,
+                                   (double)tm->correct / (double)tm->samples);
+        }
         if (stop_requested) {
             ct_progress_finish(&bar);
             return 1;
@@ -192,7 +210,8 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     }
     ct_progress_finish(&bar);
     if (rc < 0) return -1;
-    return vt->read_metrics(m->be, tm, true, err);
+    if (vt->read_metrics(m->be, tm, true, err) != 0) return -1;
+    return check_finite(tm, epoch, tag0, s->info.step, err);
 }
 
 static int save(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {

@@ -19,17 +19,19 @@ void ct_progress_start(ct_progress *p, bool enabled, int total, const char *labe
     snprintf(p->label, sizeof p->label, "%s", label);
 }
 
+bool ct_progress_due(const ct_progress *p, int done) {
+    return p->enabled && (done >= p->total || ct_now() - p->last_draw >= 0.1);
+}
+
 void ct_progress_update(ct_progress *p, int done, double loss, double acc) {
-    if (!p->enabled) return;
-    double now = ct_now();
-    if (done < p->total && now - p->last_draw < 0.1) return;
-    p->last_draw = now;
+    if (!ct_progress_due(p, done)) return;
+    p->last_draw = ct_now();
     enum { W = 30 };
     char bar[W + 1];
     int fill = (int)((long long)W * done / p->total);
     for (int i = 0; i < W; i++) bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
     bar[W] = 0;
-    double el = now - p->t0;
+    double el = p->last_draw - p->t0;
     double eta = done > 0 ? el * (p->total - done) / done : 0.0;
     fprintf(p->f, "\r%s [%s] %d/%d  loss %.4f  acc %.4f  ETA %3.0fs ", p->label, bar, done,
             p->total, loss, acc, eta);

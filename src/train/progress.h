@@ -15,6 +15,9 @@ typedef struct ct_progress {
 } ct_progress;
 
 void ct_progress_start(ct_progress *p, bool enabled, int total, const char *label, FILE *f);
+/* True when an update for `done` would be drawn now (so the caller fetches the
+ * figures only then). */
+bool ct_progress_due(const ct_progress *p, int done);
 void ct_progress_update(ct_progress *p, int done, double loss, double acc);
 void ct_progress_finish(ct_progress *p); /* erases the line */
 

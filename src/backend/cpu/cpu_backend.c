@@ -13,6 +13,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 static const ct_cpu_op *const cpu_ops[CT_LAYER_KIND_COUNT] = {
@@ -168,6 +169,7 @@ static int cpu_create(const ct_graph *g, const ct_run_opts *o, ct_plan *plan, ct
     b->o = *o;
     b->plan = plan;
     b->N = b->n = o->batch_size;
+    b->nonfinite_tag = -1;
     if (ct_cpu_ctx_init(&b->c, err) != 0 || add_model_regions(b, err) != 0 ||
         add_batch_regions(b, err) != 0 || create_nodes(b, err) != 0 ||
         add_loss_regions(b, err) != 0) {
@@ -305,7 +307,7 @@ static double xent_rows(ct_cpu *b, const float *z, float *dz, int K, float grad_
     return s;
 }
 
-static int cpu_loss(ct_backend *bb, bool train, float grad_scale, ct_err *err) {
+static int cpu_loss(ct_backend *bb, bool train, float grad_scale, uint32_t tag, ct_err *err) {
     ct_cpu *b = as_cpu(bb);
     int K = b->g->num_classes;
     if (K < 1) return ct_errorf(err, "cpu backend: loss needs a model ending in a flat layer");
@@ -322,6 +324,7 @@ static int cpu_loss(ct_backend *bb, bool train, float grad_scale, ct_err *err) {
         if (train) gather_rows(&last->gact, dz, b->N, K, true);
     }
     *b->loss_sum += s;
+    if (!isfinite(s) && b->nonfinite_tag < 0) b->nonfinite_tag = tag;
     for (int r = 0; r < b->n; r++) b->confusion[(size_t)b->y[r] * K + b->pred[r]]++;
     return 0;
 }
@@ -331,6 +334,7 @@ static int cpu_read_metrics(ct_backend *bb, ct_metrics *m, bool reset, ct_err *e
     ct_cpu *b = as_cpu(bb);
     size_t K = (size_t)(b->g->num_classes > 0 ? b->g->num_classes : 0);
     m->loss_sum = *b->loss_sum;
+    m->nonfinite_tag = b->nonfinite_tag;
     m->samples = m->correct = 0;
     for (size_t t = 0; t < K; t++)
         for (size_t p = 0; p < K; p++) {
@@ -340,6 +344,7 @@ static int cpu_read_metrics(ct_backend *bb, ct_metrics *m, bool reset, ct_err *e
         }
     if (reset) {
         *b->loss_sum = 0.0;
+        b->nonfinite_tag = -1;
         memset(b->confusion, 0, K * K * sizeof(int64_t));
     }
     return 0;

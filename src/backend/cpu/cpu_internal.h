@@ -103,6 +103,7 @@ struct ct_cpu {
     float *params, *grads, *opt; /* flat; opt: slots x n_param_floats */
     double *loss_sum;
     int64_t *confusion;     /* [K*K] */
+    int64_t nonfinite_tag;  /* first loss() tag with a non-finite loss, -1 if none */
     float *logits;          /* [2][N*K] plain z, dz when act[last] is blocked, else NULL */
     int32_t *pred;          /* [N] */
     ct_cpu_node nodes[CT_MAX_LAYERS];
