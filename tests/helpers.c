@@ -38,6 +38,11 @@ char *ct_test_read_file(const char *path, size_t *len) {
     return buf;
 }
 
+const char *ct_test_build_root(void) {
+    const char *env = getenv("CT_BUILD_ROOT");
+    return env && *env ? env : CT_BUILD_ROOT;
+}
+
 void ct_test_rmtree(const char *path) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);

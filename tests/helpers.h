@@ -11,6 +11,9 @@ void ct_test_mkdtemp(char *out, size_t n);
 void ct_test_write_file(const char *path, const void *data, size_t len);
 /* Reads a whole file (malloc'd, NUL-terminated); *len gets its size. */
 char *ct_test_read_file(const char *path, size_t *len);
+/* The build directory holding the ctrain binary: $CT_BUILD_ROOT when set (a build
+ * carried to another machine), else the one the tests were configured in. */
+const char *ct_test_build_root(void);
 /* Removes a directory tree (rm -rf). */
 void ct_test_rmtree(const char *path);
 

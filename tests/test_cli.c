@@ -28,7 +28,7 @@ static run_result run(const char *args) {
     char cmd[4096], out[600], err[600];
     snprintf(out, sizeof out, "%s/stdout.txt", dir);
     snprintf(err, sizeof err, "%s/stderr.txt", dir);
-    snprintf(cmd, sizeof cmd, "%s/ctrain %s >%s 2>%s </dev/null", CT_BUILD_ROOT, args, out, err);
+    snprintf(cmd, sizeof cmd, "%s/ctrain %s >%s 2>%s </dev/null", ct_test_build_root(), args, out, err);
     int st = system(cmd);
     run_result r;
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -198,7 +198,7 @@ static void test_ctrl_c_saves(void **state) {
     write_config("sigint", dir, "", path, sizeof path);
     snprintf(csv, sizeof csv, "%s/out-sigint/metrics.csv", dir);
     snprintf(ck, sizeof ck, "%s/out-sigint/model.bin", dir);
-    snprintf(bin, sizeof bin, "%s/ctrain", CT_BUILD_ROOT);
+    snprintf(bin, sizeof bin, "%s/ctrain", ct_test_build_root());
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {

@@ -22,7 +22,7 @@ static char dir[512];
 static char *run(const char *args, int *status) {
     char cmd[4096], out[600];
     snprintf(out, sizeof out, "%s/out.txt", dir);
-    snprintf(cmd, sizeof cmd, "cd / && %s/ctrain %s >%s 2>&1 </dev/null", CT_BUILD_ROOT, args, out);
+    snprintf(cmd, sizeof cmd, "cd / && %s/ctrain %s >%s 2>&1 </dev/null", ct_test_build_root(), args, out);
     int st = system(cmd);
     *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return ct_test_read_file(out, NULL);

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# gpu-check.sh: the GPU checks in one command (must finish within 8 minutes on one
+# H200). Uses a build carried from the CI-like machine (see scripts/gpu-bundle.sh)
+# or builds one when meson is available. Runs, in order:
+#   1. ctrain devices
+#   2. the CUDA parity tests and the GPU cases of the bench tests
+#   3. a one-epoch MNIST CNN fit on CUDA, then `ctrain eval` of its checkpoint on
+#      the CPU (portability: same accuracy)
+#   4. ctrain bench matmul --n 5000 for fp32 and bf16
+# and prints a short table last. Exit status: non-zero when any step failed.
+#
+#   scripts/gpu-check.sh [BUILD_DIR]       (default: build)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+if [ ! -x "$build/ctrain" ]; then
+  if command -v meson >/dev/null; then
+    meson setup "$build" -Dcuda=enabled && ninja -C "$build" || exit 1
+  else
+    echo "gpu-check.sh: no $build/ctrain and no meson to build one" >&2
+    exit 1
+  fi
+fi
+
+# Libraries: the carried ones, the toolkit's, and cuDNN/cuBLAS/NCCL from a Python
+# environment's NVIDIA wheels when the toolkit has none.
+libpath="$PWD/$build/gpu-libs:/usr/local/cuda/lib64"
+if command -v python3 >/dev/null; then
+  wheel_libs=$(python3 - <<'PY' 2>/dev/null
+import glob, os, site
+dirs = set()
+for sp in site.getsitepackages() + [site.getusersitepackages()]:
+    for lib in glob.glob(os.path.join(sp, "nvidia", "*", "lib")):
+        dirs.add(lib)
+print(":".join(sorted(dirs)))
+PY
+)
+  [ -n "$wheel_libs" ] && libpath="$libpath:$wheel_libs"
+fi
+export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+export CT_BUILD_ROOT="$PWD/$build"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+status=0
+declare -A result
+step() { # name, command...
+  local name=$1; shift
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  if timeout 300 "$@" 2>&1 | tee "$tmp/$name.log"; then   # pipefail: the command's status
+    result[$name]="ok ($((SECONDS - t0))s)"
+  else
+    result[$name]="FAILED"; status=1
+  fi
+}
+
+step devices "$build/ctrain" devices
+step parity "$build/tests/test_cuda_parity"
+[ -x "$build/tests/test_bench" ] && step bench_tests "$build/tests/test_bench"
+step fit_cuda "$build/ctrain" fit configs/cnn.yaml --epochs 1 --device cuda --out "$tmp/cnn" --no-progress
+step eval_cpu "$build/ctrain" eval --checkpoint "$tmp/cnn/model.bin" --device cpu
+step matmul_fp32 "$build/ctrain" bench matmul --n 5000 --dtype fp32
+step matmul_bf16 "$build/ctrain" bench matmul --n 5000 --dtype bf16
+
+fit_line=$(grep -m1 '^Epoch 01' "$tmp/fit_cuda.log" 2>/dev/null)
+cpu_acc=$(sed -n 's/.*Accuracy: \([0-9.]*\).*/\1/p' "$tmp/eval_cpu.log" 2>/dev/null)
+gpu_name=$(grep -m1 -i 'name' "$tmp/devices.log" 2>/dev/null | sed 's/^ *//')
+echo
+echo "| check | result |"
+echo "|---|---|"
+for k in devices parity bench_tests fit_cuda eval_cpu matmul_fp32 matmul_bf16; do
+  [ -n "${result[$k]:-}" ] && echo "| $k | ${result[$k]} |"
+done
+echo "| device | ${gpu_name:-?} |"
+echo "| CNN epoch 1 on CUDA | ${fit_line:-none} |"
+echo "| same checkpoint, eval on CPU | accuracy ${cpu_acc:-?} |"
+for d in fp32 bf16; do
+  echo "| matmul n=5000 $d | $(grep -i 'gflop' "$tmp/matmul_$d.log" 2>/dev/null | tr -s ' ' | paste -sd ';' -) |"
+done
+exit $status
