@@ -64,6 +64,7 @@ typedef struct ct_backend ct_backend;
 
 typedef struct ct_backend_vt {
     const char *name; /* "cpu", "cuda" */
+    size_t align;     /* alignment of every arena region in bytes (0: 64) */
 
     /* Creates the backend state for graph g (which must outlive it), chooses
      * algorithms and layouts, and adds every region it needs to plan (the plan

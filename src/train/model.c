@@ -28,7 +28,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
     for (int s = 0; s < 2; s++)
         if (dev->vt->dataset_upload && req->datasets[s])
             m->opts.dataset_count[s] = req->datasets[s]->count;
-    ct_plan_init(&m->plan, 64);
+    ct_plan_init(&m->plan, dev->vt->align ? dev->vt->align : 64);
     if (dev->vt->create(&m->graph, &m->opts, &m->plan, &m->be, err) != 0) goto fail;
     ct_plan_finalize(&m->plan);
     *out = m;

@@ -498,6 +498,7 @@ static const char *cpu_impl_name(ct_backend *bb, int node) {
 
 const ct_backend_vt ct_backend_cpu = {
     .name = "cpu",
+    .align = 64,
     .create = cpu_create,
     .bind = cpu_bind,
     .destroy = cpu_destroy,
