@@ -5,6 +5,7 @@
 #define CT_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ops/elementwise.h"
 
@@ -23,6 +24,52 @@ int ct_cuda_adam_step(float *w, const float *g, float *m, float *v, size_t n,
 /* SGD over the flat range; buf may be NULL when momentum == 0. */
 int ct_cuda_sgd_step(float *w, const float *g, float *buf, size_t n, const ct_opt_hyper *h,
                      void *stream);
+
+/* ---- activations (activations.cu) -------------------------------------------- */
+
+/* y = max(x, 0) over n elements (y may equal x). */
+int ct_cuda_relu_forward(const float *x, float *y, size_t n, void *stream);
+/* dx = y > 0 ? dy : 0 from the relu OUTPUT y (dx may equal dy). */
+int ct_cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n, void *stream);
+/* dst[j] = src[j] * ct_dropout_scale(seed, layer, step, j, p) for the canonical NCHW
+ * index j in [0, n) of the batch tensor; forward and backward alike (dst may equal
+ * src). */
+int ct_cuda_dropout(const float *src, float *dst, size_t n, uint64_t seed, int layer,
+                    uint32_t step, float p, void *stream);
+/* p[0..n) = v. */
+int ct_cuda_fill(float *p, float v, size_t n, void *stream);
+/* out[0..4) = cuRAND's curand_Philox4x32_10(ctr, {k0, k1}) (device buffer), to
+ * check that philox.h draws cuRAND's numbers. */
+int ct_cuda_curand_philox(const uint32_t ctr[4], uint32_t k0, uint32_t k1, uint32_t *out,
+                          void *stream);
+
+/* ---- loss and metrics (loss.cu) ------------------------------------------------- */
+
+/* Device-side metric accumulators (one arena region). */
+typedef struct ct_cuda_metrics_dev {
+    double loss_sum;              /* sum of per-row losses */
+    unsigned long long tag;       /* smallest tag of a non-finite row; CT_CUDA_NO_TAG */
+    /* followed by unsigned long long confusion[K*K] (true row, predicted column) */
+} ct_cuda_metrics_dev;
+#define CT_CUDA_NO_TAG 0xFFFFFFFFFFFFFFFFull
+
+/* Softmax cross-entropy of z [N, K] (row-major) against y [n] via
+ * ct_softmax_xent_row: rows [0, n) add their loss to m->loss_sum and one count to
+ * confusion[y*K + argmax]; a non-finite row loss does atomicMin(m->tag, tag).
+ * dz (NULL in evaluation) gets (softmax - onehot) * grad_scale in rows [0, n) and
+ * zeros in rows [n, N). confusion points just past *m. */
+int ct_cuda_softmax_xent(const float *z, const int32_t *y, int N, int n, int K, float *dz,
+                         float grad_scale, ct_cuda_metrics_dev *m,
+                         unsigned long long *confusion, unsigned long long tag, void *stream);
+
+/* ---- device-resident datasets (data.cu) ---------------------------------------- */
+
+/* Gathers rows order[start + r], r in [0, n), of a uint8 dataset (images [count,
+ * numel], labels [count]) into x [n, numel] = (p / 255 - mean) / std (the loader's
+ * arithmetic, in float) and y [n] (int32). Indices were validated by the caller. */
+int ct_cuda_gather_batch(const uint8_t *images, const uint8_t *labels, const int32_t *order,
+                         int start, int n, size_t numel, float mean, float std, float *x,
+                         int32_t *y, void *stream);
 
 #ifdef __cplusplus
 }

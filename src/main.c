@@ -5,6 +5,8 @@
 #include "cli/cli.h"
 #include "ct_build_config.h"
 
+/* `ctrain bench` (cmd_bench.c); belongs in cli/cli.h with the other commands. */
+
 static const ct_command commands[] = {
     {"fit", "fit CONFIG [options]", "train a model described by a YAML file",
      "  --epochs N  --batch-size N  --lr X  --seed N  --device auto|cpu|cuda|cuda:N\n"
@@ -22,7 +24,17 @@ static const ct_command commands[] = {
      "  --eval            show the forward-only (evaluation) plan\n"
      "  --batch-size N  --device D  (and the other fit overrides)\n",
      ct_cmd_summary},
-    {"devices", "devices", "list CUDA devices, or say why there are none", "", ct_cmd_devices},
+    {"devices", "devices [--json]", "list CUDA devices and libraries, or say why there are none",
+     "  --json            print one JSON object instead of text\n",
+     ct_cmd_devices},
+    {"bench", "bench matmul [options]", "time C = A x B on the CPU and the GPU",
+     "  --n N             matrix size, 1..32768 (default 5000)\n"
+     "  --dtype D         GPU input type: fp32, tf32, fp16, bf16 (default fp32; the CPU\n"
+     "                    always runs fp32); the GPU result is checked against the CPU's\n"
+     "  --repeats R       timed runs, median and min reported (default 10)\n"
+     "  --warmup W        untimed runs first (default 2)\n"
+     "  --json            print one JSON object instead of the table\n",
+     ct_cmd_bench},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

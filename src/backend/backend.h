@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "ct_build_config.h"
 #include "config/config.h"
 #include "graph/graph.h"
 #include "ops/elementwise.h"

@@ -1,10 +1,12 @@
-/* device.c: device selection (see device.h). */
+/* device.c: device selection (see device.h). auto picks CUDA device 0 when a
+ * usable device exists; cuda / cuda:N check the ordinal against the device count. */
+#include "ct_build_config.h" /* first: backend.h declares ct_backend_cuda under CT_HAVE_CUDA */
+
 #include "backend/device.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "ct_build_config.h"
 #ifdef CT_HAVE_CUDA
 #include "backend/cuda/cuda_probe.h"
 #endif
@@ -25,6 +27,17 @@ static void set_cpu(ct_device_choice *out) {
     snprintf(out->name, sizeof out->name, "cpu");
 }
 
+static int set_cuda(ct_device_choice *out, int index) {
+#ifdef CT_HAVE_CUDA
+    out->vt = &ct_backend_cuda;
+    out->index = index;
+    snprintf(out->name, sizeof out->name, "cuda:%d", index);
+#else
+    (void)out, (void)index;
+#endif
+    return 0;
+}
+
 int ct_device_select(const ct_device_cfg *req, ct_device_choice *out, ct_err *err) {
     memset(out, 0, sizeof *out);
     if (req->kind == CT_DEVICE_CPU) {
@@ -34,18 +47,17 @@ int ct_device_select(const ct_device_cfg *req, ct_device_choice *out, ct_err *er
     int count = 0;
     char why[200];
     bool usable = ct_cuda_usable(&count, why, sizeof why);
-#ifdef CT_HAVE_CUDA
-    if (usable && !ct_cuda_backend_ready(why, sizeof why)) usable = false;
-#endif
     if (req->kind == CT_DEVICE_AUTO) {
+        if (usable) return set_cuda(out, 0);
         set_cpu(out);
-        if (!usable) snprintf(out->notice, sizeof out->notice, "CUDA unavailable (%s); using the CPU", why);
+        snprintf(out->notice, sizeof out->notice, "CUDA unavailable (%s); using the CPU", why);
         return 0;
     }
+    char name[32];
     if (!usable) return ct_errorf(err, "device '%s' requested but CUDA is unavailable: %s",
-                                  req->index >= 0 ? "cuda:N" : "cuda", why);
+                                  ct_device_name(req, name, sizeof name), why);
     if (req->index >= count)
         return ct_errorf(err, "device 'cuda:%d' requested but only %d CUDA device%s exist%s",
                          req->index, count, count == 1 ? "" : "s", count == 1 ? "s" : "");
-    return ct_errorf(err, "the CUDA training backend is not available in this version");
+    return set_cuda(out, req->index >= 0 ? req->index : 0);
 }

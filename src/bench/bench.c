@@ -69,12 +69,53 @@ double ct_bench_gbps(size_t bytes, double seconds) {
 }
 
 void ct_bench_fill_uniform(float *x, size_t count, uint64_t seed) {
-    for (size_t i = 0; i < count; i += 4) {
+    long long blocks = (long long)((count + 3) / 4);
+#pragma omp parallel for schedule(static)
+    for (long long blk = 0; blk < blocks; blk++) {
+        size_t i = (size_t)blk * 4;
         ct_u32x4 c = {{(uint32_t)(i >> 2), (uint32_t)(i >> 34), 0u, 0u}};
         ct_u32x4 r = ct_philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
         for (size_t k = 0; k < 4 && i + k < count; k++)
             x[i + k] = 2.0f * ct_u32_to_unit(r.v[k]) - 1.0f;
     }
+}
+
+static uint32_t f32_bits(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    return x;
+}
+
+static uint16_t f32_to_f16(float f) {
+    uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (a tie): inf */
+    if (ax < 0x38800000u) {                                    /* below 2^-14: subnormal */
+        /* Units of 2^-24; the scaling is exact, nearbyintf rounds half to even. */
+        float units = fabsf(f) * 16777216.0f;
+        return (uint16_t)(sign | (uint32_t)nearbyintf(units));
+    }
+    uint32_t h = ((ax >> 23) - 112u) << 10 | (ax & 0x7fffffu) >> 13;
+    uint32_t rest = ax & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++; /* a carry bumps the exponent */
+    return (uint16_t)(sign | h);
+}
+
+static uint16_t f32_to_bf16(float f) {
+    uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+void ct_bench_to_fp16(const float *src, uint16_t *dst, size_t count) {
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < (long long)count; i++) dst[i] = f32_to_f16(src[i]);
+}
+
+void ct_bench_to_bf16(const float *src, uint16_t *dst, size_t count) {
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < (long long)count; i++) dst[i] = f32_to_bf16(src[i]);
 }
 
 double ct_bench_scaled_diff(const float *ref, const float *x, size_t count) {

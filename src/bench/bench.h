@@ -46,6 +46,11 @@ double ct_bench_gbps(size_t bytes, double seconds);
 /* x[0..count) = uniform values in [-1, 1), a pure function of (seed, index). */
 void ct_bench_fill_uniform(float *x, size_t count, uint64_t seed);
 
+/* dst[i] = src[i] rounded to nearest even as IEEE fp16 / bfloat16 bits (the
+ * GPU's 16-bit inputs; fp16 overflows to inf, NaN stays NaN). */
+void ct_bench_to_fp16(const float *src, uint16_t *dst, size_t count);
+void ct_bench_to_bf16(const float *src, uint16_t *dst, size_t count);
+
 /* max_i |x[i] - ref[i]| / max_i |ref[i]|; the plain maximum difference when ref
  * is all zeros; +inf when any x[i] is not finite. */
 double ct_bench_scaled_diff(const float *ref, const float *x, size_t count);

@@ -1,20 +1,220 @@
-/* cmd_devices.c: `ctrain devices`: whether CUDA is usable here, and why not.
- * Exits 0 on a machine without a GPU: that is an answer, not an error. */
+/* cmd_devices.c: `ctrain devices [--json]`: whether CUDA is usable here and why
+ * not, the CUDA devices and libraries, and the CPU that oneDNN runs on.
+ *
+ * Exits 0 whatever the machine has: "no GPU" is an answer, not an error. Library
+ * versions that need no device (runtime, cuDNN, cuBLAS, NCCL) are printed even
+ * without a driver. The text and the JSON report carry the same facts. */
 #include <stdio.h>
+#include <string.h>
 
 #include "backend/device.h"
+#include "bench/cpu_info.h"
+#include "bench/json_out.h"
 #include "cli/cli.h"
+#include "ct_build_config.h"
+#ifdef CT_HAVE_CUDA
+#include "backend/cuda/cuda_info.h"
+#include "backend/cuda/cuda_probe.h"
+#endif
+
+#define CT_MAX_LISTED_DEVICES 64
+
+typedef struct devices_state {
+    bool usable;
+    int count;
+    char why[256];
+    ct_cpu_info cpu;
+} devices_state;
+
+static void cpu_text(const ct_cpu_info *c) {
+    printf("CPU: %s, %d cores, %d OpenMP threads\n", c->model, c->cores, c->omp_threads);
+    printf("oneDNN: %s, ISA %s\n", c->onednn, c->isa);
+}
+
+static void cpu_json(ct_jw *w, const ct_cpu_info *c) {
+    ct_jw_object(w, "cpu");
+    ct_jw_str(w, "model", c->model);
+    ct_jw_int(w, "cores", c->cores);
+    ct_jw_int(w, "omp_threads", c->omp_threads);
+    ct_jw_str(w, "onednn_version", c->onednn);
+    ct_jw_str(w, "isa", c->isa);
+    ct_jw_close(w);
+}
+
+#ifdef CT_HAVE_CUDA
+
+typedef struct cuda_versions_text {
+    char driver[32], runtime[32], cudnn[32], cublas[48], nccl[32];
+} cuda_versions_text;
+
+static void versions_text(const ct_cuda_versions *v, cuda_versions_text *t) {
+    ct_cuda_version_str(v->driver, t->driver, sizeof t->driver);
+    ct_cuda_version_str(v->runtime, t->runtime, sizeof t->runtime);
+    ct_cudnn_version_str(v->cudnn, t->cudnn, sizeof t->cudnn);
+    if (v->cublas[0] < 0) snprintf(t->cublas, sizeof t->cublas, "unknown");
+    else snprintf(t->cublas, sizeof t->cublas, "%d.%d.%d", v->cublas[0], v->cublas[1],
+                  v->cublas[2]);
+    ct_nccl_version_str(v->nccl, t->nccl, sizeof t->nccl);
+}
+
+static const char *yes_no(bool b) {
+    return b ? "yes" : "no";
+}
+
+static void device_text(int i) {
+    ct_cuda_device_info d;
+    ct_err err = {{0}};
+    if (ct_cuda_device_query(i, &d, &err)) {
+        printf("cuda:%d: query failed: %s\n", i, err.msg);
+        return;
+    }
+    const double mib = 1024.0 * 1024.0;
+    printf("cuda:%d: %s\n", i, d.name);
+    printf("  compute capability %d.%d, %d SMs\n", d.cc_major, d.cc_minor, d.sm_count);
+    printf("  memory: %.0f MiB total, %.0f MiB free\n", (double)d.total_bytes / mib,
+           (double)d.free_bytes / mib);
+    printf("  tensor cores: fp16 %s, bf16 %s, tf32 %s\n", yes_no(d.tc_fp16), yes_no(d.tc_bf16),
+           yes_no(d.tc_tf32));
+}
+
+static void device_json(ct_jw *w, int i) {
+    ct_cuda_device_info d;
+    ct_err err = {{0}};
+    ct_jw_object(w, NULL);
+    ct_jw_int(w, "index", i);
+    if (ct_cuda_device_query(i, &d, &err)) {
+        ct_jw_str(w, "error", err.msg);
+        ct_jw_close(w);
+        return;
+    }
+    char cc[16];
+    snprintf(cc, sizeof cc, "%d.%d", d.cc_major, d.cc_minor);
+    ct_jw_str(w, "name", d.name);
+    ct_jw_str(w, "compute_capability", cc);
+    ct_jw_int(w, "sm_count", d.sm_count);
+    ct_jw_int(w, "total_bytes", (int64_t)d.total_bytes);
+    ct_jw_int(w, "free_bytes", (int64_t)d.free_bytes);
+    ct_jw_object(w, "tensor_cores");
+    ct_jw_bool(w, "fp16", d.tc_fp16);
+    ct_jw_bool(w, "bf16", d.tc_bf16);
+    ct_jw_bool(w, "tf32", d.tc_tf32);
+    ct_jw_close(w);
+    ct_jw_close(w);
+}
+
+/* Current device, or -1 when it cannot be read (then e says why). */
+static int current_device(ct_err *e) {
+    int cur = -1;
+    if (ct_cuda_current_device(&cur, e)) return -1;
+    return cur;
+}
+
+static int listed(int count) {
+    return count < CT_MAX_LISTED_DEVICES ? count : CT_MAX_LISTED_DEVICES;
+}
+
+static void cuda_text(const devices_state *s) {
+    ct_cuda_versions v;
+    cuda_versions_text t;
+    ct_cuda_versions_query(&v);
+    versions_text(&v, &t);
+    printf("CUDA libraries: driver %s, runtime %s, cuDNN %s, cuBLAS %s, NCCL %s\n", t.driver,
+           t.runtime, t.cudnn, t.cublas, t.nccl);
+    if (!s->usable) {
+        printf("Training devices: cpu (oneDNN)\n");
+        return;
+    }
+    ct_err e = {{0}};
+    int cur = current_device(&e);
+    if (cur >= 0) printf("Current device: cuda:%d\n", cur);
+    else printf("Current device: unknown (%s)\n", e.msg);
+    for (int i = 0; i < listed(s->count); i++) device_text(i);
+    printf("Training devices: cpu (oneDNN), cuda (cuDNN, cuBLAS)\n");
+}
+
+static void cuda_versions_json(ct_jw *w) {
+    ct_cuda_versions v;
+    cuda_versions_text t;
+    ct_cuda_versions_query(&v);
+    versions_text(&v, &t);
+    if (v.driver > 0) ct_jw_str(w, "driver_version", t.driver);
+    else ct_jw_null(w, "driver_version");
+    ct_jw_str(w, "runtime_version", t.runtime);
+    ct_jw_str(w, "cudnn_version", t.cudnn);
+    ct_jw_str(w, "cublas_version", t.cublas);
+    if (v.nccl > 0) ct_jw_str(w, "nccl_version", t.nccl);
+    else ct_jw_null(w, "nccl_version");
+    if (v.nccl <= 0) ct_jw_str(w, "nccl_note", v.nccl_why);
+}
+
+static void cuda_json(ct_jw *w, const devices_state *s) {
+    ct_jw_bool(w, "built", true);
+    cuda_versions_json(w);
+    ct_err e = {{0}};
+    int cur = s->usable ? current_device(&e) : -1;
+    if (cur >= 0) ct_jw_int(w, "current_device", cur);
+    else ct_jw_null(w, "current_device");
+    ct_jw_bool(w, "training_backend", s->usable);
+    ct_jw_array(w, "devices");
+    for (int i = 0; s->usable && i < listed(s->count); i++) device_json(w, i);
+    ct_jw_close(w);
+}
+
+#else /* no CUDA in this build */
+
+static void cuda_text(const devices_state *s) {
+    (void)s;
+    printf("CUDA libraries: none (this build has no CUDA support)\n");
+    printf("Training devices: cpu (oneDNN)\n");
+}
+
+static void cuda_json(ct_jw *w, const devices_state *s) {
+    (void)s;
+    ct_jw_bool(w, "built", false);
+    ct_jw_null(w, "current_device");
+    ct_jw_bool(w, "training_backend", false);
+    ct_jw_array(w, "devices");
+    ct_jw_close(w);
+}
+
+#endif
+
+static void report_text(const devices_state *s) {
+    printf("CUDA available: %s\n", s->usable ? "yes" : "no");
+    if (!s->usable) printf("Reason: %s\n", s->why);
+    printf("CUDA devices: %d\n", s->count);
+    cuda_text(s);
+    cpu_text(&s->cpu);
+}
+
+static int report_json(const devices_state *s, ct_err *err) {
+    ct_jw w;
+    ct_jw_init(&w);
+    ct_jw_object(&w, "cuda");
+    ct_jw_bool(&w, "usable", s->usable);
+    if (s->usable) ct_jw_null(&w, "reason");
+    else ct_jw_str(&w, "reason", s->why);
+    ct_jw_int(&w, "device_count", s->count);
+    cuda_json(&w, s);
+    ct_jw_close(&w);
+    cpu_json(&w, &s->cpu);
+    const char *text = ct_jw_finish(&w, err);
+    if (text) fputs(text, stdout);
+    ct_jw_free(&w);
+    return text ? CT_EXIT_OK : CT_EXIT_ERROR;
+}
 
 int ct_cmd_devices(int argc, char **argv, ct_err *err) {
+    bool json = false;
+    const ct_argspec specs[] = {{"json", 0, NULL, NULL, &json}};
     const char *pos[1];
-    int npos, rc = ct_parse_args("devices", argc, argv, NULL, 0, pos, 0, &npos, err);
+    int npos, rc = ct_parse_args("devices", argc, argv, specs, 1, pos, 0, &npos, err);
     if (rc) return rc;
-    int count = 0;
-    char why[256];
-    bool usable = ct_cuda_usable(&count, why, sizeof why);
-    printf("CUDA available: %s\n", usable ? "yes" : "no");
-    if (!usable) printf("Reason: %s\n", why);
-    printf("CUDA devices: %d\n", count);
-    printf("Training devices: cpu (oneDNN)\n");
+    devices_state s;
+    memset(&s, 0, sizeof s);
+    s.usable = ct_cuda_usable(&s.count, s.why, sizeof s.why);
+    ct_cpu_info_query(&s.cpu);
+    if (json) return report_json(&s, err);
+    report_text(&s);
     return CT_EXIT_OK;
 }

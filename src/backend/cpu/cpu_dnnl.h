@@ -5,10 +5,12 @@
  * precomputed argument array. Every primitive (reorders included) is created with
  * a user scratchpad; ct_cpu_ctx keeps the list of all of them so the backend can
  * size the one shared scratchpad region, create the primitives at bind time and
- * destroy them. All oneDNN calls of the project live in src/backend/cpu/.
+ * destroy them. All oneDNN primitive code of the project lives in src/backend/cpu/
+ * (src/bench/ only calls dnnl_sgemm and the version/ISA queries).
  *
- * Invariants: after ct_cpu_ctx_bind, executing a primitive allocates nothing (its
- * args are fixed; memory objects point into the arena).
+ * Invariants: after ct_cpu_ctx_bind, executing a primitive makes no allocation of
+ * ctrain's (its args are fixed; memory objects point into the arena); oneDNN 2.6
+ * itself makes small temporary allocations inside dnnl_primitive_execute.
  */
 #ifndef CT_CPU_DNNL_H
 #define CT_CPU_DNNL_H

@@ -5,8 +5,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/kernels.h"
-
 bool ct_cuda_probe(int *count, char *why, size_t n) {
     *count = 0;
     int driver = 0, runtime = 0;
@@ -35,12 +33,4 @@ bool ct_cuda_probe(int *count, char *why, size_t n) {
     }
     why[0] = 0;
     return true;
-}
-
-bool ct_cuda_backend_ready(char *why, size_t n) {
-    /* The kernels are built and linked (ct_kernels_version proves it), but the
-     * training backend that drives them on cuDNN/cuBLAS is not part of this version. */
-    snprintf(why, n, "the CUDA training backend is not part of this version (kernels %s built)",
-             ct_kernels_version());
-    return false;
 }

@@ -11,7 +11,4 @@
  * driver older than the runtime, no device). *count = number of devices. */
 bool ct_cuda_probe(int *count, char *why, size_t n);
 
-/* true when this version's CUDA training backend can run; else why[]. */
-bool ct_cuda_backend_ready(char *why, size_t n);
-
 #endif

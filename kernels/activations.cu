@@ -1,0 +1,76 @@
+/* activations.cu: relu and dropout over a whole batch tensor, a fill, and a
+ * cuRAND Philox probe for the tests. Element j is the canonical NCHW index within
+ * the [N, C, H, W] batch tensor (the CUDA backend keeps every tensor plain NCHW),
+ * so dropout draws exactly the CPU's mask from ops/elementwise.h. */
+#include <cuda_runtime.h>
+#include <curand_kernel.h>
+
+#include "kernels/kernels.h"
+
+static const unsigned kThreads = 256;
+
+static unsigned blocks_for(size_t n) {
+    size_t b = (n + kThreads - 1) / kThreads;
+    return (unsigned)(b > 65535u * 8u ? 65535u * 8u : b);
+}
+
+#define GRID_LOOP(j, n)                                                       \
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (n);   \
+         j += (size_t)gridDim.x * blockDim.x)
+
+__global__ void relu_fwd_kernel(const float *x, float *y, size_t n) {
+    GRID_LOOP(j, n) y[j] = x[j] > 0.0f ? x[j] : 0.0f;
+}
+
+__global__ void relu_bwd_kernel(const float *y, const float *dy, float *dx, size_t n) {
+    GRID_LOOP(j, n) dx[j] = y[j] > 0.0f ? dy[j] : 0.0f;
+}
+
+__global__ void dropout_kernel(const float *src, float *dst, size_t n, uint64_t seed, int layer,
+                               uint32_t step, float p) {
+    GRID_LOOP(j, n) dst[j] = src[j] * ct_dropout_scale(seed, layer, step, (uint64_t)j, p);
+}
+
+__global__ void fill_kernel(float *p, float v, size_t n) {
+    GRID_LOOP(j, n) p[j] = v;
+}
+
+__global__ void curand_philox_kernel(uint4 ctr, uint2 key, uint32_t *out) {
+    uint4 r = curand_Philox4x32_10(ctr, key);
+    out[0] = r.x, out[1] = r.y, out[2] = r.z, out[3] = r.w;
+}
+
+extern "C" int ct_cuda_relu_forward(const float *x, float *y, size_t n, void *stream) {
+    if (n == 0) return 0;
+    relu_fwd_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(x, y, n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int ct_cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n,
+                                     void *stream) {
+    if (n == 0) return 0;
+    relu_bwd_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(y, dy, dx, n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int ct_cuda_dropout(const float *src, float *dst, size_t n, uint64_t seed, int layer,
+                               uint32_t step, float p, void *stream) {
+    if (n == 0) return 0;
+    dropout_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(src, dst, n, seed,
+                                                                         layer, step, p);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int ct_cuda_fill(float *p, float v, size_t n, void *stream) {
+    if (n == 0) return 0;
+    fill_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(p, v, n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int ct_cuda_curand_philox(const uint32_t ctr[4], uint32_t k0, uint32_t k1,
+                                     uint32_t *out, void *stream) {
+    uint4 c = make_uint4(ctr[0], ctr[1], ctr[2], ctr[3]);
+    uint2 k = make_uint2(k0, k1);
+    curand_philox_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(c, k, out);
+    return (int)cudaGetLastError();
+}

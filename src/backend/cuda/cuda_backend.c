@@ -1,0 +1,636 @@
+/* cuda_backend.c: the CUDA backend's vtable (ct_backend_cuda): create/bind/destroy,
+ * the batch, relu/dropout/flatten, loss and metrics, the optimizer step, the host
+ * copies and sync. Layout, buffers and partial batches: see cuda_internal.h.
+ *
+ * create() selects the device, makes the stream and the cuBLAS/cuDNN handles,
+ * builds every descriptor for batch_size rows, chooses the convolution algorithms
+ * once, and adds the regions (the plan is initialized with .align = 256; create
+ * raises a smaller alignment to it). bind()
+ * makes the one cudaMalloc arena (zeroed, so stale rows are always finite) and the
+ * pinned staging buffer. After bind nothing is allocated. Metrics (loss sum,
+ * confusion counts, first non-finite tag) are summed on the device and read only
+ * by read_metrics.
+ */
+#include "backend/cuda/cuda_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const ct_cuda_op *const cuda_ops[CT_LAYER_KIND_COUNT] = {
+    [CT_LAYER_CONV2D] = &ct_cuda_op_conv,       [CT_LAYER_MAXPOOL2D] = &ct_cuda_op_maxpool,
+    [CT_LAYER_AVGPOOL2D] = &ct_cuda_op_avgpool, [CT_LAYER_RELU] = &ct_cuda_op_relu,
+    [CT_LAYER_FLATTEN] = &ct_cuda_op_flatten,   [CT_LAYER_LINEAR] = &ct_cuda_op_linear,
+    [CT_LAYER_DROPOUT] = &ct_cuda_op_dropout,
+};
+_Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to cuda_ops for every layer kind");
+
+static ct_cuda *as_cuda(ct_backend *b) { return (ct_cuda *)b; }
+
+static int layer_err(const ct_cuda *b, int i, ct_err *err) {
+    return ct_err_prefix(err, "layer %d (%s)", i, ct_op(b->g->nodes[i].kind)->name);
+}
+
+static size_t row_numel(const ct_cuda *b, int node) {
+    return node < 0 ? ct_shape_numel(b->g->input) : ct_shape_numel(b->g->nodes[node].out);
+}
+
+/* ---- shared helpers ------------------------------------------------------------- */
+
+float *ct_cuda_in(ct_cuda *b, int i) { return i == 0 ? b->x : b->nodes[i - 1].act; }
+float *ct_cuda_gin(ct_cuda *b, int i) { return i == 0 ? NULL : b->nodes[i - 1].gact; }
+
+static float *param_view(const ct_cuda *b, float *base, const ct_cuda_node *nd, bool bias) {
+    int k = bias ? nd->g->bias : nd->g->weight;
+    return k < 0 || !base ? NULL : base + b->g->params[k].offset;
+}
+
+float *ct_cuda_param(ct_cuda *b, const ct_cuda_node *nd, bool bias) {
+    return param_view(b, b->params, nd, bias);
+}
+
+float *ct_cuda_grad(ct_cuda *b, const ct_cuda_node *nd, bool bias) {
+    return param_view(b, b->grads, nd, bias);
+}
+
+void ct_cuda_need_ws(ct_cuda *b, size_t bytes) {
+    if (bytes > b->ws_bytes) b->ws_bytes = bytes;
+}
+
+int ct_cuda_tensor_desc(cudnnTensorDescriptor_t *d, int n, int c, int h, int w, ct_err *err) {
+    CT_CUDNN(err, cudnnCreateTensorDescriptor(d));
+    CT_CUDNN(err, cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+    return 0;
+}
+
+void ct_cuda_node_release(ct_cuda_node *nd) {
+    if (nd->in_desc) cudnnDestroyTensorDescriptor(nd->in_desc);
+    if (nd->out_desc) cudnnDestroyTensorDescriptor(nd->out_desc);
+    if (nd->bias_desc) cudnnDestroyTensorDescriptor(nd->bias_desc);
+    if (nd->w_desc) cudnnDestroyFilterDescriptor(nd->w_desc);
+    if (nd->conv) cudnnDestroyConvolutionDescriptor(nd->conv);
+    if (nd->pool) cudnnDestroyPoolingDescriptor(nd->pool);
+    nd->in_desc = nd->out_desc = nd->bias_desc = NULL;
+    nd->w_desc = NULL;
+    nd->conv = NULL;
+    nd->pool = NULL;
+}
+
+int ct_cuda_debug_sync(ct_cuda *b, const char *what, ct_err *err) {
+    if (!b->o.sync_debug) return 0;
+    cudaError_t e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess) {
+        ct_cudart_failed(err, "cudaStreamSynchronize", e);
+        return ct_err_prefix(err, "%s", what);
+    }
+    e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        ct_cudart_failed(err, "cudaGetLastError", e);
+        return ct_err_prefix(err, "%s", what);
+    }
+    return 0;
+}
+
+/* ---- relu, dropout, flatten -------------------------------------------------------- */
+
+static size_t batch_numel(const ct_cuda *b, const ct_cuda_node *nd) {
+    return (size_t)b->N * ct_shape_numel(nd->g->out);
+}
+
+static int no_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
+    (void)b, (void)nd, (void)err;
+    return 0;
+}
+
+static int relu_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step, ct_err *err) {
+    (void)train, (void)step;
+    CT_KERNEL(err, ct_cuda_relu_forward(ct_cuda_in(b, nd->i), nd->act, batch_numel(b, nd),
+                                        b->stream));
+    return 0;
+}
+
+static int relu_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step,
+                         ct_err *err) {
+    (void)accumulate, (void)step;
+    if (nd->i == 0) return 0;
+    CT_KERNEL(err, ct_cuda_relu_backward(nd->act, nd->gact, ct_cuda_gin(b, nd->i),
+                                         batch_numel(b, nd), b->stream));
+    return 0;
+}
+
+const ct_cuda_op ct_cuda_op_relu = {no_create, relu_forward, relu_backward};
+
+static int dropout_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step,
+                           ct_err *err) {
+    size_t n = batch_numel(b, nd);
+    if (train)
+        CT_KERNEL(err, ct_cuda_dropout(ct_cuda_in(b, nd->i), nd->act, n, b->o.seed, nd->i, step,
+                                       (float)nd->g->cfg.p, b->stream));
+    else
+        CT_CUDART(err, cudaMemcpyAsync(nd->act, ct_cuda_in(b, nd->i), n * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, b->stream));
+    return 0;
+}
+
+static int dropout_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step,
+                            ct_err *err) {
+    (void)accumulate;
+    if (nd->i == 0) return 0;
+    CT_KERNEL(err, ct_cuda_dropout(nd->gact, ct_cuda_gin(b, nd->i), batch_numel(b, nd),
+                                   b->o.seed, nd->i, step, (float)nd->g->cfg.p, b->stream));
+    return 0;
+}
+
+const ct_cuda_op ct_cuda_op_dropout = {no_create, dropout_forward, dropout_backward};
+
+static int no_run(ct_cuda *b, ct_cuda_node *nd, bool flag, uint32_t step, ct_err *err) {
+    (void)b, (void)nd, (void)flag, (void)step, (void)err;
+    return 0;
+}
+
+const ct_cuda_op ct_cuda_op_flatten = {no_create, no_run, no_run};
+
+/* ---- create ---------------------------------------------------------------------- */
+
+static int check_opts(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
+    if (o->batch_size < 1) return ct_errorf(err, "batch_size must be >= 1");
+    if (o->opt_state_slots < 0 || o->opt_state_slots > 2)
+        return ct_errorf(err, "opt_state_slots must be 0, 1 or 2");
+    if (o->amp != CT_AMP_OFF)
+        return ct_errorf(err, "amp mode '%s' is not supported by this version (fp32 only)",
+                         o->amp == CT_AMP_FP16 ? "fp16" : "bf16");
+    if (g->n_nodes < 1) return ct_errorf(err, "the graph is empty");
+    if (o->device_index < 0) return ct_errorf(err, "bad CUDA device index %d", o->device_index);
+    return 0;
+}
+
+static int init_device(ct_cuda *b, ct_err *err) {
+    CT_CUDART(err, cudaSetDevice(b->o.device_index));
+    CT_CUDART(err, cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
+    CT_CUBLAS(err, cublasCreate(&b->blas));
+    CT_CUBLAS(err, cublasSetStream(b->blas, b->stream));
+    CT_CUBLAS(err, cublasSetMathMode(b->blas, CUBLAS_DEFAULT_MATH));
+    CT_CUDNN(err, cudnnCreate(&b->dnn));
+    CT_CUDNN(err, cudnnSetStream(b->dnn, b->stream));
+    for (int s = 0; s < CT_CUDA_STAGES; s++)
+        CT_CUDART(err, cudaEventCreateWithFlags(&b->staged[s], cudaEventDisableTiming));
+    return 0;
+}
+
+static int add_region(ct_cuda *b, ct_region_kind kind, int layer, const char *name, size_t bytes,
+                      int *id, ct_err *err) {
+    *id = ct_plan_add(b->plan, kind, layer, name, bytes, err);
+    return *id < 0 ? -1 : 0;
+}
+
+static int add_model_regions(ct_cuda *b, ct_err *err) {
+    size_t pb = b->g->n_param_floats * sizeof(float);
+    if (add_region(b, CT_REGION_PARAMS, -1, "params", pb, &b->r_params, err) != 0) return -1;
+    if (!b->o.training) return 0;
+    if (add_region(b, CT_REGION_GRADS, -1, "grads", pb, &b->r_grads, err) != 0) return -1;
+    return add_region(b, CT_REGION_OPT_STATE, -1, "opt_state", (size_t)b->o.opt_state_slots * pb,
+                      &b->r_opt, err);
+}
+
+static int add_batch_regions(ct_cuda *b, ct_err *err) {
+    size_t xb = (size_t)b->N * row_numel(b, -1) * sizeof(float);
+    if (add_region(b, CT_REGION_DATA, -1, "batch.x", xb, &b->r_x, err) != 0) return -1;
+    return add_region(b, CT_REGION_DATA, -1, "batch.y", (size_t)b->N * sizeof(int32_t), &b->r_y,
+                      err);
+}
+
+/* act/gact regions of node i: own ones, or its input's for flatten (gact of a
+ * flatten at node 0 is its own: there is no gact[-1]). */
+static int add_act_regions(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
+    char name[CT_REGION_NAME_MAX];
+    size_t bytes = (size_t)b->N * ct_shape_numel(nd->g->out) * sizeof(float);
+    bool alias_act = nd->g->kind == CT_LAYER_FLATTEN, alias_grad = alias_act && nd->i > 0;
+    int r;
+    snprintf(name, sizeof name, "layers.%d.out", nd->i);
+    if (add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_act ? 0 : bytes, &r, err) != 0)
+        return -1;
+    nd->r_act = !alias_act ? r : nd->i == 0 ? b->r_x : b->nodes[nd->i - 1].r_act;
+    nd->r_gact = -1;
+    if (!b->o.training) return 0;
+    snprintf(name, sizeof name, "layers.%d.grad", nd->i);
+    if (add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_grad ? 0 : bytes, &r, err) != 0)
+        return -1;
+    nd->r_gact = alias_grad ? b->nodes[nd->i - 1].r_gact : r;
+    return 0;
+}
+
+static int create_nodes(ct_cuda *b, ct_err *err) {
+    for (int i = 0; i < b->g->n_nodes; i++) {
+        ct_cuda_node *nd = &b->nodes[i];
+        nd->g = &b->g->nodes[i];
+        nd->i = i;
+        if (add_act_regions(b, nd, err) != 0 || cuda_ops[nd->g->kind]->create(b, nd, err) != 0)
+            return layer_err(b, i, err);
+    }
+    return 0;
+}
+
+static size_t metrics_bytes(const ct_cuda *b) {
+    size_t K = (size_t)(b->g->num_classes > 0 ? b->g->num_classes : 0);
+    return sizeof(ct_cuda_metrics_dev) + K * K * sizeof(unsigned long long);
+}
+
+static int add_tail_regions(ct_cuda *b, ct_err *err) {
+    if (add_region(b, CT_REGION_DATA, -1, "metrics", metrics_bytes(b), &b->r_metrics, err) != 0 ||
+        add_region(b, CT_REGION_WORKSPACE, -1, "cudnn.workspace", b->ws_bytes, &b->r_ws, err) != 0)
+        return -1;
+    return add_region(b, CT_REGION_WORKSPACE, -1, "ones", (size_t)b->N * sizeof(float), &b->r_ones,
+                      err);
+}
+
+static void cuda_destroy(ct_backend *bb);
+
+static ct_cuda *new_cuda(const ct_graph *g, const ct_run_opts *o, ct_plan *plan) {
+    ct_cuda *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->base.vt = &ct_backend_cuda;
+    b->g = g;
+    b->o = *o;
+    b->plan = plan;
+    b->N = b->n = o->batch_size;
+    b->r_x = b->r_y = b->r_params = b->r_grads = b->r_opt = b->r_metrics = b->r_ws = b->r_ones = -1;
+    return b;
+}
+
+static int cuda_create(const ct_graph *g, const ct_run_opts *o, ct_plan *plan, ct_backend **out,
+                       ct_err *err) {
+    *out = NULL;
+    if (check_opts(g, o, err) != 0) return ct_err_prefix(err, "cuda backend");
+    if (plan->finalized) return ct_errorf(err, "cuda backend: create after ct_plan_finalize");
+    ct_cuda *b = new_cuda(g, o, plan);
+    if (!b) return ct_errorf(err, "cuda backend: out of memory for the backend state");
+    if (plan->align < CT_CUDA_ALIGN) plan->align = CT_CUDA_ALIGN;
+    if (init_device(b, err) != 0 || add_model_regions(b, err) != 0 ||
+        add_batch_regions(b, err) != 0 || create_nodes(b, err) != 0 ||
+        add_tail_regions(b, err) != 0 || ct_cuda_data_plan(b, err) != 0) {
+        ct_err_prefix(err, "cuda backend (device %d)", o->device_index);
+        cuda_destroy(&b->base);
+        return -1;
+    }
+    b->plan = NULL;
+    *out = &b->base;
+    return 0;
+}
+
+/* ---- bind / destroy ------------------------------------------------------------- */
+
+static void *region_ptr(ct_cuda *b, int r) {
+    return r < 0 ? NULL : ct_plan_ptr(b->fplan, b->arena, r);
+}
+
+static void bind_pointers(ct_cuda *b) {
+    b->x = region_ptr(b, b->r_x);
+    b->y = region_ptr(b, b->r_y);
+    b->params = region_ptr(b, b->r_params);
+    b->grads = region_ptr(b, b->r_grads);
+    b->opt = region_ptr(b, b->r_opt);
+    b->metrics = region_ptr(b, b->r_metrics);
+    b->confusion = (unsigned long long *)(b->metrics + 1);
+    b->ws = region_ptr(b, b->r_ws);
+    b->ones = region_ptr(b, b->r_ones);
+    for (int i = 0; i < b->g->n_nodes; i++) {
+        ct_cuda_node *nd = &b->nodes[i];
+        nd->act = region_ptr(b, nd->r_act);
+        nd->gact = region_ptr(b, nd->r_gact);
+    }
+    ct_cuda_data_bind(b);
+}
+
+static int reset_metrics(ct_cuda *b, ct_err *err) {
+    CT_CUDART(err, cudaMemsetAsync(b->metrics, 0, metrics_bytes(b), b->stream));
+    CT_CUDART(err, cudaMemsetAsync(&b->metrics->tag, 0xFF, sizeof b->metrics->tag, b->stream));
+    return 0;
+}
+
+/* Pinned staging: CT_CUDA_STAGES batch slots (x then y, 256-byte aligned) and the
+ * metrics copy after them. Sets b->stage_bytes and returns the total bytes. */
+static size_t plan_pinned(ct_cuda *b) {
+    size_t xb = (size_t)b->N * row_numel(b, -1) * sizeof(float);
+    size_t slot = (xb + (size_t)b->N * sizeof(int32_t) + 255) / 256 * 256;
+    b->stage_bytes = slot;
+    return slot * CT_CUDA_STAGES + metrics_bytes(b);
+}
+
+static int bind_device(ct_cuda *b, const ct_plan *plan, ct_err *err) {
+    CT_CUDART(err, cudaSetDevice(b->o.device_index));
+    CT_CUDART(err, cudaMalloc(&b->arena, plan->total ? plan->total : CT_CUDA_ALIGN));
+    CT_CUDART(err, cudaMallocHost(&b->pinned, plan_pinned(b)));
+    b->fplan = plan;
+    bind_pointers(b);
+    CT_CUDART(err, cudaMemsetAsync(b->arena, 0, plan->total, b->stream));
+    if (reset_metrics(b, err) != 0) return -1;
+    CT_KERNEL(err, ct_cuda_fill(b->ones, 1.0f, (size_t)b->N, b->stream));
+    CT_CUDART(err, cudaStreamSynchronize(b->stream));
+    return 0;
+}
+
+static int cuda_bind(ct_backend *bb, const ct_plan *plan, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (!plan->finalized) return ct_errorf(err, "cuda backend: bind before ct_plan_finalize");
+    if (b->arena) return ct_errorf(err, "cuda backend: bind called twice");
+    if (plan->align % CT_CUDA_ALIGN != 0)
+        return ct_errorf(err, "cuda backend: the plan's alignment %zu is not a multiple of %d",
+                         plan->align, CT_CUDA_ALIGN);
+    if (bind_device(b, plan, err) != 0) {
+        char s[32];
+        return ct_err_prefix(err, "cuda backend (device %d, arena %s)", b->o.device_index,
+                             ct_fmt_bytes(plan->total, s, sizeof s));
+    }
+    return 0;
+}
+
+static void cuda_destroy(ct_backend *bb) {
+    if (!bb) return;
+    ct_cuda *b = as_cuda(bb);
+    if (b->stream) cudaStreamSynchronize(b->stream);
+    for (int i = 0; i < CT_MAX_LAYERS; i++) ct_cuda_node_release(&b->nodes[i]);
+    for (int s = 0; s < CT_CUDA_STAGES; s++)
+        if (b->staged[s]) cudaEventDestroy(b->staged[s]);
+    if (b->dnn) cudnnDestroy(b->dnn);
+    if (b->blas) cublasDestroy(b->blas);
+    if (b->pinned) cudaFreeHost(b->pinned);
+    if (b->arena) cudaFree(b->arena);
+    if (b->stream) cudaStreamDestroy(b->stream);
+    free(b);
+}
+
+/* ---- batch, forward, backward --------------------------------------------------- */
+
+static int stage_batch(ct_cuda *b, const float *x, const int32_t *y, int n, ct_err *err) {
+    int s = b->next_stage;
+    b->next_stage = (s + 1) % CT_CUDA_STAGES;
+    if (b->staged_used[s]) CT_CUDART(err, cudaEventSynchronize(b->staged[s]));
+    size_t xb = (size_t)n * row_numel(b, -1) * sizeof(float);
+    char *hx = (char *)b->pinned + (size_t)s * b->stage_bytes;
+    char *hy = hx + (size_t)b->N * row_numel(b, -1) * sizeof(float);
+    memcpy(hx, x, xb);
+    memcpy(hy, y, (size_t)n * sizeof(int32_t));
+    CT_CUDART(err, cudaMemcpyAsync(b->x, hx, xb, cudaMemcpyHostToDevice, b->stream));
+    CT_CUDART(err, cudaMemcpyAsync(b->y, hy, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                   b->stream));
+    CT_CUDART(err, cudaEventRecord(b->staged[s], b->stream));
+    b->staged_used[s] = true;
+    return 0;
+}
+
+static int cuda_load_batch(ct_backend *bb, const float *x, const int32_t *y, int n, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (n < 1 || n > b->N)
+        return ct_errorf(err, "cuda backend: batch of %d rows (plan holds 1..%d)", n, b->N);
+    if (stage_batch(b, x, y, n, err) != 0 || ct_cuda_set_rows(b, n, err) != 0 ||
+        ct_cuda_debug_sync(b, "load_batch", err) != 0)
+        return ct_err_prefix(err, "cuda backend");
+    return 0;
+}
+
+static int check_node(const ct_cuda *b, int node, ct_err *err) {
+    if (node < 0 || node >= b->g->n_nodes)
+        return ct_errorf(err, "cuda backend: node %d out of range (0..%d)", node,
+                         b->g->n_nodes - 1);
+    return 0;
+}
+
+static int cuda_forward(ct_backend *bb, int node, bool train, uint32_t step, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (check_node(b, node, err) != 0) return -1;
+    ct_cuda_node *nd = &b->nodes[node];
+    if (cuda_ops[nd->g->kind]->forward(b, nd, train, step, err) != 0 ||
+        ct_cuda_debug_sync(b, "forward", err) != 0)
+        return layer_err(b, node, err);
+    return 0;
+}
+
+static int cuda_backward(ct_backend *bb, int node, bool accumulate, uint32_t step, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (check_node(b, node, err) != 0) return -1;
+    if (!b->o.training) return ct_errorf(err, "cuda backend: backward on a forward-only plan");
+    ct_cuda_node *nd = &b->nodes[node];
+    if (cuda_ops[nd->g->kind]->backward(b, nd, accumulate, step, err) != 0 ||
+        ct_cuda_debug_sync(b, "backward", err) != 0)
+        return layer_err(b, node, err);
+    return 0;
+}
+
+/* ---- loss and metrics ------------------------------------------------------------ */
+
+static int cuda_loss(ct_backend *bb, bool train, float grad_scale, uint32_t tag, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    int K = b->g->num_classes;
+    if (K < 1) return ct_errorf(err, "cuda backend: loss needs a model ending in a flat layer");
+    if (train && !b->o.training)
+        return ct_errorf(err, "cuda backend: loss(train) on a forward-only plan");
+    const ct_cuda_node *last = &b->nodes[b->g->n_nodes - 1];
+    int rc = ct_cuda_softmax_xent(last->act, b->y, b->N, b->n, K, train ? last->gact : NULL,
+                                  grad_scale, b->metrics, b->confusion, tag, b->stream);
+    if (rc != 0) {
+        ct_cudart_failed(err, "ct_cuda_softmax_xent", (cudaError_t)rc);
+        return ct_err_prefix(err, "cuda backend: loss");
+    }
+    if (ct_cuda_debug_sync(b, "loss", err) != 0) return ct_err_prefix(err, "cuda backend");
+    return 0;
+}
+
+static int fetch_metrics(ct_cuda *b, bool reset, ct_err *err) {
+    void *h = (char *)b->pinned + (size_t)CT_CUDA_STAGES * b->stage_bytes;
+    CT_CUDART(err, cudaMemcpyAsync(h, b->metrics, metrics_bytes(b), cudaMemcpyDeviceToHost,
+                                   b->stream));
+    if (reset && reset_metrics(b, err) != 0) return -1;
+    CT_CUDART(err, cudaStreamSynchronize(b->stream));
+    return 0;
+}
+
+static int cuda_read_metrics(ct_backend *bb, ct_metrics *m, bool reset, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (fetch_metrics(b, reset, err) != 0) return ct_err_prefix(err, "cuda backend: read_metrics");
+    const ct_cuda_metrics_dev *h =
+        (const ct_cuda_metrics_dev *)((char *)b->pinned + (size_t)CT_CUDA_STAGES * b->stage_bytes);
+    const unsigned long long *conf = (const unsigned long long *)(h + 1);
+    size_t K = (size_t)(b->g->num_classes > 0 ? b->g->num_classes : 0);
+    m->loss_sum = h->loss_sum;
+    m->nonfinite_tag = h->tag == CT_CUDA_NO_TAG ? -1 : (long long)h->tag;
+    m->samples = m->correct = 0;
+    for (size_t t = 0; t < K; t++)
+        for (size_t p = 0; p < K; p++) {
+            long long c = (long long)conf[t * K + p];
+            m->samples += c;
+            if (t == p) m->correct += c;
+            if (m->confusion) m->confusion[t * K + p] = c;
+        }
+    return 0;
+}
+
+/* ---- optimizer ------------------------------------------------------------------- */
+
+static int run_optimizer(ct_cuda *b, const ct_opt_hyper *h, ct_err *err) {
+    size_t n = b->g->n_param_floats;
+    int slots = b->o.opt_state_slots;
+    if (b->o.optimizer == CT_OPT_SGD) {
+        if (h->momentum != 0.0f && slots < 1)
+            return ct_errorf(err, "sgd with momentum needs 1 optimizer state slot");
+        CT_KERNEL(err, ct_cuda_sgd_step(b->params, b->grads, slots >= 1 ? b->opt : NULL, n, h,
+                                        b->stream));
+        return 0;
+    }
+    if (slots < 2)
+        return ct_errorf(err, "adam/adamw need 2 optimizer state slots, got %d", slots);
+    CT_KERNEL(err, ct_cuda_adam_step(b->params, b->grads, b->opt, b->opt + n, n, h,
+                                     b->o.optimizer == CT_OPT_ADAMW, b->stream));
+    return 0;
+}
+
+static int cuda_optimizer_step(ct_backend *bb, const ct_opt_hyper *h, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (!b->o.training)
+        return ct_errorf(err, "cuda backend: optimizer step on a forward-only plan");
+    if (run_optimizer(b, h, err) != 0 || ct_cuda_debug_sync(b, "optimizer_step", err) != 0)
+        return ct_err_prefix(err, "cuda backend");
+    return 0;
+}
+
+/* ---- host copies ------------------------------------------------------------------ */
+
+static size_t param_bytes(const ct_cuda *b) { return b->g->n_param_floats * sizeof(float); }
+
+/* A synchronous copy on the backend's stream (after all queued work). */
+static int copy_sync(ct_cuda *b, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k,
+                     ct_err *err) {
+    if (bytes) CT_CUDART(err, cudaMemcpyAsync(dst, src, bytes, k, b->stream));
+    CT_CUDART(err, cudaStreamSynchronize(b->stream));
+    return 0;
+}
+
+static int to_host(ct_cuda *b, float *dst, const float *src, const char *what, ct_err *err) {
+    if (copy_sync(b, dst, src, param_bytes(b), cudaMemcpyDeviceToHost, err) != 0)
+        return ct_err_prefix(err, "cuda backend: %s", what);
+    return 0;
+}
+
+static int from_host(ct_cuda *b, float *dst, const float *src, const char *what, ct_err *err) {
+    if (copy_sync(b, dst, src, param_bytes(b), cudaMemcpyHostToDevice, err) != 0)
+        return ct_err_prefix(err, "cuda backend: %s", what);
+    return 0;
+}
+
+static int cuda_params_to_host(ct_backend *bb, float *dst, ct_err *err) {
+    return to_host(as_cuda(bb), dst, as_cuda(bb)->params, "params_to_host", err);
+}
+
+static int cuda_params_from_host(ct_backend *bb, const float *src, ct_err *err) {
+    return from_host(as_cuda(bb), as_cuda(bb)->params, src, "params_from_host", err);
+}
+
+static int cuda_grads_to_host(ct_backend *bb, float *dst, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (!b->grads) return ct_errorf(err, "cuda backend: no gradients in a forward-only plan");
+    return to_host(b, dst, b->grads, "grads_to_host", err);
+}
+
+static float *opt_slot(ct_cuda *b, int slot, ct_err *err) {
+    if (!b->opt || slot < 0 || slot >= b->o.opt_state_slots) {
+        ct_errorf(err, "cuda backend: optimizer state slot %d does not exist (%d slots)", slot,
+                  b->opt ? b->o.opt_state_slots : 0);
+        return NULL;
+    }
+    return b->opt + (size_t)slot * b->g->n_param_floats;
+}
+
+static int cuda_opt_state_to_host(ct_backend *bb, int slot, float *dst, ct_err *err) {
+    float *s = opt_slot(as_cuda(bb), slot, err);
+    return s ? to_host(as_cuda(bb), dst, s, "opt_state_to_host", err) : -1;
+}
+
+static int cuda_opt_state_from_host(ct_backend *bb, int slot, const float *src, ct_err *err) {
+    float *s = opt_slot(as_cuda(bb), slot, err);
+    return s ? from_host(as_cuda(bb), s, src, "opt_state_from_host", err) : -1;
+}
+
+static float *host_tensor(ct_cuda *b, int node, bool grad, ct_err *err) {
+    if (node < -1 || node >= b->g->n_nodes) {
+        ct_errorf(err, "cuda backend: node %d out of range", node);
+        return NULL;
+    }
+    if (!grad) return node < 0 ? b->x : b->nodes[node].act;
+    if (node < 0 || !b->o.training) {
+        ct_errorf(err, "cuda backend: no gradient tensor for node %d in this plan", node);
+        return NULL;
+    }
+    return b->nodes[node].gact;
+}
+
+static int cuda_tensor_to_host(ct_backend *bb, int node, bool grad, float *dst, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    float *t = host_tensor(b, node, grad, err);
+    if (!t) return -1;
+    size_t bytes = (size_t)b->n * row_numel(b, node) * sizeof(float);
+    if (copy_sync(b, dst, t, bytes, cudaMemcpyDeviceToHost, err) != 0)
+        return ct_err_prefix(err, "cuda backend: tensor_to_host");
+    return 0;
+}
+
+static int grad_upload(ct_cuda *b, float *t, const float *src, size_t row, ct_err *err) {
+    CT_CUDART(err, cudaMemsetAsync(t, 0, (size_t)b->N * row * sizeof(float), b->stream));
+    return copy_sync(b, t, src, (size_t)b->n * row * sizeof(float), cudaMemcpyHostToDevice, err);
+}
+
+static int cuda_grad_from_host(ct_backend *bb, int node, const float *src, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    float *t = host_tensor(b, node, true, err);
+    if (!t) return -1;
+    if (grad_upload(b, t, src, row_numel(b, node), err) != 0)
+        return ct_err_prefix(err, "cuda backend: grad_from_host");
+    return 0;
+}
+
+static int sync_stream(ct_cuda *b, ct_err *err) {
+    CT_CUDART(err, cudaStreamSynchronize(b->stream));
+    CT_CUDART(err, cudaGetLastError());
+    return 0;
+}
+
+static int cuda_sync(ct_backend *bb, ct_err *err) {
+    if (sync_stream(as_cuda(bb), err) != 0) return ct_err_prefix(err, "cuda backend: sync");
+    return 0;
+}
+
+static const char *cuda_impl_name(ct_backend *bb, int node) {
+    ct_cuda *b = as_cuda(bb);
+    if (node < 0 || node >= b->g->n_nodes) return "";
+    switch (b->nodes[node].g->kind) {
+    case CT_LAYER_CONV2D: return ct_cuda_conv_algo_name(&b->nodes[node]);
+    case CT_LAYER_LINEAR: return "cublas";
+    case CT_LAYER_MAXPOOL2D:
+    case CT_LAYER_AVGPOOL2D: return "cudnn";
+    default: return "";
+    }
+}
+
+const ct_backend_vt ct_backend_cuda = {
+    .name = "cuda",
+    .align = CT_CUDA_ALIGN,
+    .create = cuda_create,
+    .bind = cuda_bind,
+    .destroy = cuda_destroy,
+    .load_batch = cuda_load_batch,
+    .dataset_upload = ct_cuda_dataset_upload,
+    .dataset_order = ct_cuda_dataset_order,
+    .load_batch_range = ct_cuda_load_batch_range,
+    .forward = cuda_forward,
+    .loss = cuda_loss,
+    .backward = cuda_backward,
+    .optimizer_step = cuda_optimizer_step,
+    .read_metrics = cuda_read_metrics,
+    .params_to_host = cuda_params_to_host,
+    .params_from_host = cuda_params_from_host,
+    .grads_to_host = cuda_grads_to_host,
+    .opt_state_to_host = cuda_opt_state_to_host,
+    .opt_state_from_host = cuda_opt_state_from_host,
+    .tensor_to_host = cuda_tensor_to_host,
+    .grad_from_host = cuda_grad_from_host,
+    .sync = cuda_sync,
+    .impl_name = cuda_impl_name,
+};

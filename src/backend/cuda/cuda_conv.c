@@ -1,0 +1,191 @@
+/* cuda_conv.c: conv2d on cuDNN (forward, backward data, backward filter, bias).
+ *
+ * Shapes: x [N, C, H, W], w [O, C, K, K] (the flat OIHW parameters as a cuDNN
+ * NCHW filter), b [O] as a [1, O, 1, 1] tensor, y [N, O, OH, OW]; cross-correlation
+ * like PyTorch, symmetric padding, dilation 1. The math type is CUDNN_FMA_MATH
+ * (fp32 FMA, never TF32). The three algorithms are chosen once in create() from
+ * cuDNN's heuristics (cudnnGet*Algorithm_v7, best first): the first that succeeds,
+ * runs in fp32 math and needs at most CT_CONV_MAX_WS bytes of workspace; the
+ * workspace is one shared arena region sized to the largest choice. Backward
+ * filter and bias write (beta 0) or add (beta 1, accumulate) into the grads.
+ */
+#include "backend/cuda/cuda_internal.h"
+
+#define CT_CONV_MAX_WS ((size_t)512 << 20)
+
+static bool fp32_math(cudnnMathType_t m) {
+    return m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+}
+
+/* One heuristic result, whatever the direction. */
+typedef struct algo_cand {
+    int algo;
+    cudnnStatus_t status;
+    cudnnMathType_t math;
+} algo_cand;
+
+/* Workspace bytes of algo in one direction. */
+typedef cudnnStatus_t (*ws_query)(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws);
+
+/* The first usable candidate (best first): a pass that wants fp32 math, then any. */
+static int pick(ct_cuda *b, const ct_cuda_node *nd, const algo_cand *c, int n, ws_query q,
+                int *out, const char *what, ct_err *err) {
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < n; k++) {
+            size_t ws = 0;
+            if (c[k].status != CUDNN_STATUS_SUCCESS || (pass == 0 && !fp32_math(c[k].math)))
+                continue;
+            if (q(b, nd, c[k].algo, &ws) != CUDNN_STATUS_SUCCESS || ws > CT_CONV_MAX_WS) continue;
+            *out = c[k].algo;
+            ct_cuda_need_ws(b, ws);
+            return 0;
+        }
+    return ct_errorf(err, "cuDNN offers no %s algorithm within %zu MiB of workspace", what,
+                     CT_CONV_MAX_WS >> 20);
+}
+
+/* Copies cuDNN perf results (any of the three perf structs) into candidates. */
+#define TO_CANDS(perf, got, cands)                                  \
+    for (int k = 0; k < (got); k++)                                 \
+        (cands)[k] = (algo_cand){(int)(perf)[k].algo, (perf)[k].status, (perf)[k].mathType}
+
+static cudnnStatus_t fwd_ws(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws) {
+    return cudnnGetConvolutionForwardWorkspaceSize(b->dnn, nd->in_desc, nd->w_desc, nd->conv,
+                                                   nd->out_desc,
+                                                   (cudnnConvolutionFwdAlgo_t)algo, ws);
+}
+
+static cudnnStatus_t bwd_data_ws(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(b->dnn, nd->w_desc, nd->out_desc,
+                                                        nd->conv, nd->in_desc,
+                                                        (cudnnConvolutionBwdDataAlgo_t)algo, ws);
+}
+
+static cudnnStatus_t bwd_filter_ws(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        b->dnn, nd->in_desc, nd->out_desc, nd->conv, nd->w_desc,
+        (cudnnConvolutionBwdFilterAlgo_t)algo, ws);
+}
+
+static int pick_fwd(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    algo_cand c[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int got = 0, algo = 0;
+    CT_CUDNN(err, cudnnGetConvolutionForwardAlgorithm_v7(b->dnn, nd->in_desc, nd->w_desc,
+                                                         nd->conv, nd->out_desc,
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                                         perf));
+    TO_CANDS(perf, got, c);
+    if (pick(b, nd, c, got, fwd_ws, &algo, "fp32 forward convolution", err) != 0) return -1;
+    nd->fwd_algo = (cudnnConvolutionFwdAlgo_t)algo;
+    return 0;
+}
+
+static int pick_bwd_data(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    algo_cand c[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int got = 0, algo = 0;
+    CT_CUDNN(err, cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                      b->dnn, nd->w_desc, nd->out_desc, nd->conv, nd->in_desc,
+                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+    TO_CANDS(perf, got, c);
+    if (pick(b, nd, c, got, bwd_data_ws, &algo, "fp32 backward-data convolution", err) != 0)
+        return -1;
+    nd->bwd_data_algo = (cudnnConvolutionBwdDataAlgo_t)algo;
+    return 0;
+}
+
+static int pick_bwd_filter(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    algo_cand c[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int got = 0, algo = 0;
+    CT_CUDNN(err, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                      b->dnn, nd->in_desc, nd->out_desc, nd->conv, nd->w_desc,
+                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+    TO_CANDS(perf, got, c);
+    if (pick(b, nd, c, got, bwd_filter_ws, &algo, "fp32 backward-filter convolution", err) != 0)
+        return -1;
+    nd->bwd_filter_algo = (cudnnConvolutionBwdFilterAlgo_t)algo;
+    return 0;
+}
+
+static int make_descs(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
+    const ct_node *g = nd->g;
+    int O = g->cfg.out_channels, K = g->cfg.kernel, s = g->cfg.stride, p = g->cfg.padding;
+    if (ct_cuda_tensor_desc(&nd->in_desc, b->N, g->in.c, g->in.h, g->in.w, err) != 0 ||
+        ct_cuda_tensor_desc(&nd->out_desc, b->N, O, g->out.h, g->out.w, err) != 0)
+        return -1;
+    if (g->bias >= 0 && ct_cuda_tensor_desc(&nd->bias_desc, 1, O, 1, 1, err) != 0) return -1;
+    CT_CUDNN(err, cudnnCreateFilterDescriptor(&nd->w_desc));
+    CT_CUDNN(err, cudnnSetFilter4dDescriptor(nd->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, O,
+                                             g->in.c, K, K));
+    CT_CUDNN(err, cudnnCreateConvolutionDescriptor(&nd->conv));
+    CT_CUDNN(err, cudnnSetConvolution2dDescriptor(nd->conv, p, p, s, s, 1, 1,
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CT_CUDNN(err, cudnnSetConvolutionMathType(nd->conv, CUDNN_FMA_MATH));
+    int dn, dc, dh, dw;
+    CT_CUDNN(err, cudnnGetConvolution2dForwardOutputDim(nd->conv, nd->in_desc, nd->w_desc, &dn,
+                                                        &dc, &dh, &dw));
+    if (dn != b->N || dc != O || dh != g->out.h || dw != g->out.w)
+        return ct_errorf(err, "cuDNN computes a %dx%dx%dx%d output, the graph %dx%dx%dx%d", dn,
+                         dc, dh, dw, b->N, O, g->out.h, g->out.w);
+    return 0;
+}
+
+static int conv_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
+    if (make_descs(b, nd, err) != 0 || pick_fwd(b, nd, err) != 0) return -1;
+    if (!b->o.training) return 0;
+    if (nd->i > 0 && pick_bwd_data(b, nd, err) != 0) return -1;
+    return pick_bwd_filter(b, nd, err);
+}
+
+static int conv_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step, ct_err *err) {
+    (void)train, (void)step;
+    const float one = 1.0f, zero = 0.0f;
+    CT_CUDNN(err, cudnnConvolutionForward(b->dnn, &one, nd->in_desc, ct_cuda_in(b, nd->i),
+                                          nd->w_desc, ct_cuda_param(b, nd, false), nd->conv,
+                                          nd->fwd_algo, b->ws, b->ws_bytes, &zero, nd->out_desc,
+                                          nd->act));
+    if (nd->bias_desc)
+        CT_CUDNN(err, cudnnAddTensor(b->dnn, &one, nd->bias_desc, ct_cuda_param(b, nd, true), &one,
+                                     nd->out_desc, nd->act));
+    return 0;
+}
+
+static int conv_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step,
+                         ct_err *err) {
+    (void)step;
+    const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
+    if (nd->i > 0)
+        CT_CUDNN(err, cudnnConvolutionBackwardData(b->dnn, &one, nd->w_desc,
+                                                   ct_cuda_param(b, nd, false), nd->out_desc,
+                                                   nd->gact, nd->conv, nd->bwd_data_algo, b->ws,
+                                                   b->ws_bytes, &zero, nd->in_desc,
+                                                   ct_cuda_gin(b, nd->i)));
+    CT_CUDNN(err, cudnnConvolutionBackwardFilter(b->dnn, &one, nd->in_desc, ct_cuda_in(b, nd->i),
+                                                 nd->out_desc, nd->gact, nd->conv,
+                                                 nd->bwd_filter_algo, b->ws, b->ws_bytes, &beta,
+                                                 nd->w_desc, ct_cuda_grad(b, nd, false)));
+    if (nd->bias_desc)
+        CT_CUDNN(err, cudnnConvolutionBackwardBias(b->dnn, &one, nd->out_desc, nd->gact, &beta,
+                                                   nd->bias_desc, ct_cuda_grad(b, nd, true)));
+    return 0;
+}
+
+const char *ct_cuda_conv_algo_name(const ct_cuda_node *nd) {
+    switch (nd->fwd_algo) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+        return "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "CUDNN_CONVOLUTION_FWD_ALGO_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "CUDNN_CONVOLUTION_FWD_ALGO_DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "CUDNN_CONVOLUTION_FWD_ALGO_FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+        return "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED";
+    default: return "CUDNN_CONVOLUTION_FWD_ALGO_UNKNOWN";
+    }
+}
+
+const ct_cuda_op ct_cuda_op_conv = {conv_create, conv_forward, conv_backward};

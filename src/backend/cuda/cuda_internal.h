@@ -1,0 +1,143 @@
+/* cuda_internal.h: state of the CUDA backend shared by its files.
+ *
+ * Layout: every tensor is plain NCHW fp32 [N, C, H, W] (flat tensors [N, F]), so
+ * flatten is a pure alias and linear reads the [N, C*H*W] view of its input;
+ * params, grads and optimizer state are the flat PyTorch-layout arrays, and conv
+ * filters (OIHW) are cuDNN's NCHW filter format, so nothing is ever reordered.
+ *
+ * Buffers: every node except flatten owns its "layers.<i>.out" and ".grad"
+ * regions (flatten aliases its input's), so each op's backward can read its own
+ * input and output intact (max pooling needs both). All of it lives in ONE
+ * cudaMalloc arena per device, carved by the plan at 256-byte alignment.
+ *
+ * Execution: one stream; the cuBLAS and cuDNN handles are bound to it; no call
+ * synchronizes the host except the host copies, read_metrics and sync (and, with
+ * sync_debug, every call). Ops always run all N = batch_size rows; a partial batch
+ * (n < N) zeroes the input rows [n, N), and loss() gives those rows zero gradient,
+ * so they add nothing to the parameter gradients. TF32 is off: cuBLAS runs in
+ * CUBLAS_DEFAULT_MATH (no TF32) and cuDNN convolutions in CUDNN_FMA_MATH, so fp32
+ * results match the CPU to fp32 rounding.
+ */
+#ifndef CT_CUDA_INTERNAL_H
+#define CT_CUDA_INTERNAL_H
+
+#include "ct_build_config.h" /* first: backend.h declares ct_backend_cuda under CT_HAVE_CUDA */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "kernels/kernels.h"
+
+#define CT_CUDA_ALIGN 256
+
+typedef struct ct_cuda_node {
+    const ct_node *g;
+    int i;
+    int r_act, r_gact;    /* plan regions (flatten: its input's); r_gact -1 when none */
+    float *act;           /* [N, numel(out)] NCHW, valid after bind */
+    float *gact;          /* same shape; NULL in forward-only plans */
+    /* conv2d and pools (cuda_conv.c, cuda_pool.c) */
+    cudnnTensorDescriptor_t in_desc;   /* [N, C, H, W] */
+    cudnnTensorDescriptor_t out_desc;  /* [N, C', OH, OW] */
+    cudnnTensorDescriptor_t bias_desc; /* conv with bias: [1, O, 1, 1] */
+    cudnnFilterDescriptor_t w_desc;    /* conv: [O, C, K, K] */
+    cudnnConvolutionDescriptor_t conv;
+    cudnnPoolingDescriptor_t pool;
+    cudnnConvolutionFwdAlgo_t fwd_algo;
+    cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo;
+} ct_cuda_node;
+
+/* A uint8 dataset kept on the device (cuda_data.c). */
+typedef struct ct_cuda_dataset {
+    int count;            /* samples planned (0: none) */
+    bool uploaded, ordered;
+    int r_images, r_labels, r_order;
+    uint8_t *images;      /* [count, numel(input)] */
+    uint8_t *labels;      /* [count] */
+    int32_t *order;       /* [count], set by dataset_order */
+} ct_cuda_dataset;
+
+#define CT_CUDA_STAGES 2
+
+typedef struct ct_cuda {
+    ct_backend base;
+    const ct_graph *g;
+    ct_run_opts o;
+    ct_plan *plan;              /* the plan create() fills; NULL after create */
+    const ct_plan *fplan;       /* finalized plan (bind) */
+    int N;                      /* batch_size */
+    int n;                      /* rows of the current batch */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    void *arena;                /* device, plan total bytes */
+    int r_x, r_y, r_params, r_grads, r_opt, r_metrics, r_ws, r_ones;
+    size_t ws_bytes;            /* cuDNN workspace: max over every conv algorithm */
+    float *x;                   /* [N, C, H, W] */
+    int32_t *y;                 /* [N] */
+    float *params, *grads, *opt;/* flat; opt: slots x n_param_floats */
+    ct_cuda_metrics_dev *metrics;
+    unsigned long long *confusion; /* [K*K], just past metrics */
+    void *ws;                   /* cuDNN workspace */
+    float *ones;                /* [N] of 1.0f (linear bias gradient) */
+    /* Pinned host staging for load_batch: CT_CUDA_STAGES slots, each x then y, and
+     * an event per slot recorded after its copy (so a slot is reused only after its
+     * previous copy finished). Also used for read_metrics. */
+    void *pinned;
+    size_t stage_bytes;
+    cudaEvent_t staged[CT_CUDA_STAGES];
+    bool staged_used[CT_CUDA_STAGES];
+    int next_stage;
+    ct_cuda_dataset ds[2];
+    ct_cuda_node nodes[CT_MAX_LAYERS];
+} ct_cuda;
+
+/* One row per layer kind. create: descriptors, algorithms and workspace needs
+ * (act/gact regions are added by cuda_backend.c); forward/backward enqueue work. */
+typedef struct ct_cuda_op {
+    int (*create)(ct_cuda *b, ct_cuda_node *nd, ct_err *err);
+    int (*forward)(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step, ct_err *err);
+    int (*backward)(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step, ct_err *err);
+} ct_cuda_op;
+
+extern const ct_cuda_op ct_cuda_op_conv, ct_cuda_op_linear, ct_cuda_op_maxpool,
+    ct_cuda_op_avgpool, ct_cuda_op_relu, ct_cuda_op_dropout, ct_cuda_op_flatten;
+
+/* ---- shared helpers (cuda_backend.c) -------------------------------------------- */
+
+/* act[i-1] (i == 0: the batch x) and gact[i-1] (i == 0: NULL). */
+float *ct_cuda_in(ct_cuda *b, int i);
+float *ct_cuda_gin(ct_cuda *b, int i);
+/* Parameter / gradient views of node nd's weight or bias (NULL when absent). */
+float *ct_cuda_param(ct_cuda *b, const ct_cuda_node *nd, bool bias);
+float *ct_cuda_grad(ct_cuda *b, const ct_cuda_node *nd, bool bias);
+/* Raises the cuDNN workspace to at least bytes. */
+void ct_cuda_need_ws(ct_cuda *b, size_t bytes);
+/* A 4-D NCHW float descriptor [n, c, h, w]. */
+int ct_cuda_tensor_desc(cudnnTensorDescriptor_t *d, int n, int c, int h, int w, ct_err *err);
+/* Destroys the cuDNN descriptors of nd (NULL ones are skipped). */
+void ct_cuda_node_release(ct_cuda_node *nd);
+/* Name of the cuDNN forward algorithm chosen for a conv node. */
+const char *ct_cuda_conv_algo_name(const ct_cuda_node *nd);
+
+/* ---- device datasets (cuda_data.c) ---------------------------------------------- */
+
+/* Adds the regions of the datasets o->dataset_count asks for. */
+int ct_cuda_data_plan(ct_cuda *b, ct_err *err);
+/* Sets the dataset pointers from the bound arena. */
+void ct_cuda_data_bind(ct_cuda *b);
+int ct_cuda_dataset_upload(ct_backend *bb, int slot, const uint8_t *images,
+                           const uint8_t *labels, int count, ct_err *err);
+int ct_cuda_dataset_order(ct_backend *bb, int slot, const int32_t *order, int count,
+                          ct_err *err);
+int ct_cuda_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *err);
+/* Zeroes the batch rows [n, N) (partial batches) and sets b->n = n. */
+int ct_cuda_set_rows(ct_cuda *b, int n, ct_err *err);
+/* With o.sync_debug: synchronizes and reports an asynchronous fault as
+ * "<what>: <error>"; otherwise returns 0 at once. */
+int ct_cuda_debug_sync(ct_cuda *b, const char *what, ct_err *err);
+
+#endif

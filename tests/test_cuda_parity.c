@@ -1,0 +1,889 @@
+/* test_cuda_parity.c: the CUDA backend (cuDNN, cuBLAS, kernels/) against the
+ * double reference ops, mirroring test_cpu_parity.c.
+ *
+ * Each op is tested as node k of a small graph: forward output, input gradient and
+ * parameter gradients against ref_ops.h on the same input, tolerance 1e-4 + 1e-3 *
+ * |ref| (TF32 is off: the backend asks cuBLAS/cuDNN for fp32 math and the test sets
+ * NVIDIA_TF32_OVERRIDE=0). Also: loss and metrics on the device, the non-finite
+ * tag, accumulate, partial batches, the Adam step, parameter round trips, algorithm
+ * names, philox.h against cuRAND's Philox4x32-10, device-resident datasets against
+ * the host loader, and a few training steps on the CPU and CUDA backends from the
+ * same init. Without a usable GPU every GPU case is skipped (visibly); only the
+ * clean failure of create() runs everywhere.
+ */
+#include "ct_build_config.h" /* first: backend.h declares ct_backend_cuda under CT_HAVE_CUDA */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/device.h"
+#include "ops/elementwise.h"
+#include "ops/ref_ops.h"
+
+#ifdef CT_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+
+#include "data/loader.h"
+#include "kernels/kernels.h"
+
+#define SEED 1234u
+#define STEP 7u
+
+static bool gpu_usable(void) {
+    int count = 0;
+    char why[256];
+    return ct_cuda_usable(&count, why, sizeof why);
+}
+
+/* The backend open_opt() creates (the CPU only for the CPU-vs-CUDA comparison). */
+static const ct_backend_vt *open_vt = &ct_backend_cuda;
+
+#define SKIP_WITHOUT_GPU()             \
+    do {                               \
+        if (!gpu_usable()) skip();     \
+    } while (0)
+
+/* ---- graph building ------------------------------------------------------------ */
+
+static ct_layer_cfg L(ct_layer_kind kind) {
+    ct_layer_cfg c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.bias = true;
+    c.line = c.col = 1;
+    return c;
+}
+static ct_layer_cfg conv(int out, int k, int s, int p, bool bias) {
+    ct_layer_cfg c = L(CT_LAYER_CONV2D);
+    c.out_channels = out, c.kernel = k, c.stride = s, c.padding = p, c.bias = bias;
+    return c;
+}
+static ct_layer_cfg pool(ct_layer_kind kind, int k, int s, int p) {
+    ct_layer_cfg c = L(kind);
+    c.kernel = k, c.stride = s, c.padding = p;
+    return c;
+}
+static ct_layer_cfg linear(int out, bool bias) {
+    ct_layer_cfg c = L(CT_LAYER_LINEAR);
+    c.out_features = out, c.bias = bias;
+    return c;
+}
+static ct_layer_cfg dropout(double p) {
+    ct_layer_cfg c = L(CT_LAYER_DROPOUT);
+    c.p = p;
+    return c;
+}
+
+typedef struct harness {
+    ct_config cfg;
+    ct_graph g;
+    ct_plan plan;
+    ct_backend *b;
+    const ct_backend_vt *vt;
+    int N;
+} harness;
+
+static harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
+                         bool training, ct_opt_kind opt, int slots) {
+    harness *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    snprintf(h->cfg.source, sizeof h->cfg.source, "test");
+    h->cfg.input_c = C, h->cfg.input_h = H, h->cfg.input_w = W;
+    for (int i = 0; i < n; i++) h->cfg.layers[i] = layers[i];
+    h->cfg.n_layers = n;
+    ct_err err = {{0}};
+    if (ct_graph_build(&h->cfg, &h->g, &err) != 0) fail_msg("graph: %s", err.msg);
+    ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
+                     .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED};
+    h->vt = open_vt;
+    ct_plan_init(&h->plan, h->vt->align); /* as ct_model_create does */
+    if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
+    ct_plan_finalize(&h->plan);
+    if (h->vt->bind(h->b, &h->plan, &err) != 0) fail_msg("bind: %s", err.msg);
+    h->N = N;
+    return h;
+}
+
+static harness *open_h(int C, int H, int W, const ct_layer_cfg *layers, int n, int N) {
+    return open_opt(C, H, W, layers, n, N, true, CT_OPT_SGD, 0);
+}
+
+static void close_h(harness *h) {
+    h->vt->destroy(h->b);
+    free(h);
+}
+
+#define OK(call)                                                  \
+    do {                                                          \
+        ct_err e_ = {{0}};                                        \
+        if ((call) != 0) fail_msg("%s: %s", #call, e_.msg);       \
+    } while (0)
+#define E (&e_)
+
+/* ---- data ------------------------------------------------------------------------ */
+
+static uint64_t rng_state = 88172645463325252ull;
+static double urand(void) { /* [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static float *rand_f(size_t n, double scale) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = (float)(urand() * scale);
+    return p;
+}
+
+static double *to_d(const float *f, size_t n) {
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    assert_non_null(d);
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+
+/* Random parameters scaled like PyTorch's init (1/sqrt(fan_in)). */
+static float *rand_params(const ct_graph *g) {
+    float *p = malloc((g->n_param_floats + 1) * sizeof *p);
+    assert_non_null(p);
+    for (int k = 0; k < g->n_params; k++) {
+        const ct_param_info *pi = &g->params[k];
+        for (size_t j = 0; j < pi->count; j++)
+            p[pi->offset + j] = (float)(urand() / sqrt((double)pi->fan_in));
+    }
+    return p;
+}
+
+static size_t row_numel(ct_shape s) { return ct_shape_numel(s); }
+
+static void check_close(const float *got, const double *ref, size_t n, const char *what) {
+    size_t bad = 0, first = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 + 1e-3 * fabs(ref[i]);
+        if (!(d <= tol)) {
+            if (!bad) first = i;
+            bad++;
+        }
+        if (d > worst) worst = d;
+    }
+    if (bad)
+        fail_msg("%s: %zu of %zu elements differ; first [%zu] got %.7g want %.7g (max diff %.3g)",
+                 what, bad, n, first, got[first], ref[first], worst);
+}
+
+/* ---- reference per node ----------------------------------------------------------- */
+
+static void ref_forward(const ct_graph *g, int k, const double *x, const double *p, int n,
+                        double *y) {
+    const ct_node *nd = &g->nodes[k];
+    const ct_layer_cfg *c = &nd->cfg;
+    int C = nd->in.c, H = nd->in.h, W = nd->in.w;
+    long numel = (long)n * (long)row_numel(nd->in);
+    switch (nd->kind) {
+    case CT_LAYER_CONV2D:
+        ct_ref_conv2d_forward(x, n, C, H, W, p + g->params[nd->weight].offset,
+                              nd->bias >= 0 ? p + g->params[nd->bias].offset : NULL,
+                              c->out_channels, c->kernel, c->stride, c->padding, y);
+        break;
+    case CT_LAYER_MAXPOOL2D:
+        ct_ref_maxpool2d_forward(x, n, C, H, W, c->kernel, c->stride, c->padding, y);
+        break;
+    case CT_LAYER_AVGPOOL2D:
+        ct_ref_avgpool2d_forward(x, n, C, H, W, c->kernel, c->stride, c->padding, y);
+        break;
+    case CT_LAYER_RELU: ct_ref_relu_forward(x, numel, y); break;
+    case CT_LAYER_FLATTEN: memcpy(y, x, (size_t)numel * sizeof *y); break;
+    case CT_LAYER_LINEAR:
+        ct_ref_linear_forward(x, n, nd->in.c, p + g->params[nd->weight].offset,
+                              nd->bias >= 0 ? p + g->params[nd->bias].offset : NULL,
+                              nd->out.c, y);
+        break;
+    case CT_LAYER_DROPOUT: ct_ref_dropout_forward(x, numel, c->p, SEED, k, STEP, y); break;
+    default: fail();
+    }
+}
+
+/* dp: full flat gradient array; only node k's entries are written. */
+static void ref_backward(const ct_graph *g, int k, const double *x, const double *p, int n,
+                         const double *dy, double *dx, double *dp) {
+    const ct_node *nd = &g->nodes[k];
+    const ct_layer_cfg *c = &nd->cfg;
+    int C = nd->in.c, H = nd->in.h, W = nd->in.w;
+    long numel = (long)n * (long)row_numel(nd->in);
+    double *dw = nd->weight >= 0 ? dp + g->params[nd->weight].offset : NULL;
+    double *db = nd->bias >= 0 ? dp + g->params[nd->bias].offset : NULL;
+    switch (nd->kind) {
+    case CT_LAYER_CONV2D:
+        ct_ref_conv2d_backward(x, n, C, H, W, p + g->params[nd->weight].offset, c->out_channels,
+                               c->kernel, c->stride, c->padding, dy, dx, dw, db);
+        break;
+    case CT_LAYER_MAXPOOL2D:
+        ct_ref_maxpool2d_backward(x, n, C, H, W, c->kernel, c->stride, c->padding, dy, dx);
+        break;
+    case CT_LAYER_AVGPOOL2D:
+        ct_ref_avgpool2d_backward(n, C, H, W, c->kernel, c->stride, c->padding, dy, dx);
+        break;
+    case CT_LAYER_RELU: ct_ref_relu_backward(x, numel, dy, dx); break;
+    case CT_LAYER_FLATTEN: memcpy(dx, dy, (size_t)numel * sizeof *dx); break;
+    case CT_LAYER_LINEAR:
+        ct_ref_linear_backward(x, n, nd->in.c, p + g->params[nd->weight].offset, nd->out.c, dy,
+                               dx, dw, db);
+        break;
+    case CT_LAYER_DROPOUT: ct_ref_dropout_backward(dy, numel, c->p, SEED, k, STEP, dx); break;
+    default: fail();
+    }
+}
+
+/* ---- the parity check -------------------------------------------------------------- */
+
+typedef struct parity_out {
+    float *grads; /* backend grads after backward(k), caller frees */
+    float *y;     /* act[k], [n, out] */
+} parity_out;
+
+/* Runs nodes 0..k forward (train) on n random rows, compares act[k]; in training
+ * drives backward(k) from a random dy and compares gact[k-1] and node k's grads. */
+static parity_out parity_n(harness *h, int k, int n, bool train) {
+    const ct_graph *g = &h->g;
+    const ct_node *nd = &g->nodes[k];
+    size_t in_row = row_numel(nd->in), out_row = row_numel(nd->out);
+    size_t x_row = row_numel(g->input);
+    float *x = rand_f((size_t)n * x_row, 1.0), *p = rand_params(g);
+    int32_t *lab = calloc((size_t)n, sizeof *lab);
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, lab, n, E));
+    for (int i = 0; i < k; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    float *xin = malloc((size_t)n * in_row * sizeof *xin);
+    OK(h->vt->tensor_to_host(h->b, k - 1, false, xin, E));
+    OK(h->vt->forward(h->b, k, train, STEP, E));
+    float *y = malloc((size_t)n * out_row * sizeof *y);
+    OK(h->vt->tensor_to_host(h->b, k, false, y, E));
+
+    double *xd = to_d(xin, (size_t)n * in_row), *pd = to_d(p, g->n_param_floats);
+    double *yr = calloc((size_t)n * out_row, sizeof *yr);
+    if (train || nd->kind != CT_LAYER_DROPOUT)
+        ref_forward(g, k, xd, pd, n, yr);
+    else
+        memcpy(yr, xd, (size_t)n * in_row * sizeof *yr); /* eval dropout = identity */
+    char what[96];
+    snprintf(what, sizeof what, "layer %d (%s) forward", k, ct_op(nd->kind)->name);
+    check_close(y, yr, (size_t)n * out_row, what);
+
+    parity_out out = {NULL, y};
+    if (train) {
+        float *dy = rand_f((size_t)n * out_row, 1.0);
+        OK(h->vt->grad_from_host(h->b, k, dy, E));
+        OK(h->vt->backward(h->b, k, false, STEP, E));
+        double *dyd = to_d(dy, (size_t)n * out_row);
+        double *dxr = calloc((size_t)n * in_row, sizeof *dxr);
+        double *dpr = calloc(g->n_param_floats + 1, sizeof *dpr);
+        ref_backward(g, k, xd, pd, n, dyd, dxr, dpr);
+        if (k > 0) {
+            float *dx = malloc((size_t)n * in_row * sizeof *dx);
+            OK(h->vt->tensor_to_host(h->b, k - 1, true, dx, E));
+            snprintf(what, sizeof what, "layer %d (%s) input gradient", k, ct_op(nd->kind)->name);
+            check_close(dx, dxr, (size_t)n * in_row, what);
+            free(dx);
+        }
+        out.grads = malloc((g->n_param_floats + 1) * sizeof *out.grads);
+        OK(h->vt->grads_to_host(h->b, out.grads, E));
+        for (int w = 0; w < 2; w++) {
+            int pi = w == 0 ? nd->weight : nd->bias;
+            if (pi < 0) continue;
+            const ct_param_info *in = &g->params[pi];
+            snprintf(what, sizeof what, "%s gradient", in->name);
+            check_close(out.grads + in->offset, dpr + in->offset, in->count, what);
+        }
+        free(dy), free(dyd), free(dxr), free(dpr);
+    }
+    free(x), free(p), free(lab), free(xin), free(xd), free(pd), free(yr);
+    return out;
+}
+
+static void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N, int k) {
+    harness *h = open_h(C, H, W, layers, n_layers, N);
+    parity_out o = parity_n(h, k, N, true);
+    free(o.grads), free(o.y);
+    close_h(h);
+}
+
+/* ---- per-op tests ------------------------------------------------------------------ */
+
+static void test_conv(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {L(CT_LAYER_RELU), conv(4, 3, 1, 1, true)};    /* C = 1 */
+    parity(a, 2, 1, 8, 8, 3, 1);
+    ct_layer_cfg b[] = {L(CT_LAYER_RELU), conv(5, 3, 2, 1, true)};    /* stride 2 */
+    parity(b, 2, 3, 9, 9, 2, 1);
+    ct_layer_cfg c[] = {L(CT_LAYER_RELU), conv(8, 3, 1, 0, false)};   /* no bias, no pad */
+    parity(c, 2, 4, 7, 7, 3, 1);
+    ct_layer_cfg d[] = {conv(16, 3, 1, 1, true), conv(24, 5, 2, 2, true)}; /* blocked input */
+    parity(d, 2, 16, 10, 10, 2, 1);
+    parity(d, 2, 16, 10, 10, 2, 0);
+    ct_layer_cfg e[] = {conv(32, 3, 1, 1, true)};                     /* tutorial conv1 */
+    parity(e, 1, 1, 28, 28, 4, 0);
+}
+
+static void test_maxpool(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    /* A dropout(p=0) in front is an identity that keeps the input random (a relu
+     * would make ties of zeros, where argmax conventions may differ). */
+    ct_layer_cfg a[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
+    parity(a, 2, 3, 8, 8, 2, 1);
+    ct_layer_cfg b[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)};
+    parity(b, 2, 16, 9, 9, 2, 1);
+    ct_layer_cfg c[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)}; /* 7 -> 3, floor */
+    parity(c, 2, 5, 7, 7, 2, 1);
+}
+
+static void test_avgpool(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {dropout(0.0), pool(CT_LAYER_AVGPOOL2D, 2, 2, 0)};
+    parity(a, 2, 3, 8, 8, 2, 1);
+    ct_layer_cfg b[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_AVGPOOL2D, 3, 2, 1)};
+    parity(b, 2, 16, 9, 9, 2, 1);
+}
+
+static void test_relu(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU)}; /* blocked, in place */
+    parity(a, 2, 3, 6, 6, 2, 1);
+    ct_layer_cfg b[] = {dropout(0.0), L(CT_LAYER_RELU)};
+    parity(b, 2, 2, 5, 5, 3, 1);
+    ct_layer_cfg c[] = {L(CT_LAYER_RELU)}; /* on the batch: must not overwrite it */
+    harness *h = open_h(2, 4, 4, c, 1, 2);
+    parity_out o = parity_n(h, 0, 2, true);
+    float *x = malloc(2 * 32 * sizeof *x);
+    OK(h->vt->tensor_to_host(h->b, -1, false, x, E));
+    int negative = 0;
+    for (int i = 0; i < 64; i++) negative += x[i] < 0.0f;
+    assert_true(negative > 0);
+    free(x), free(o.grads), free(o.y);
+    close_h(h);
+}
+
+static void test_flatten_linear(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_FLATTEN), linear(10, true)};
+    parity(a, 3, 3, 6, 6, 3, 2);
+    ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(7, false)};
+    parity(b, 4, 2, 8, 8, 2, 3);
+}
+
+static void test_linear(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(12, true)};
+    parity(a, 2, 1, 1, 20, 4, 1);
+    ct_layer_cfg b[] = {L(CT_LAYER_FLATTEN), linear(16, true), L(CT_LAYER_RELU),
+                        linear(5, true)};
+    parity(b, 4, 2, 3, 3, 5, 3);
+}
+
+static void test_dropout(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    for (int train = 1; train >= 0; train--) {
+        ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(32, true), dropout(0.5)};
+        harness *h = open_h(1, 4, 4, a, 3, 6);
+        parity_out o = parity_n(h, 2, 6, train);
+        if (train) { /* some dropped, some kept */
+            int zeros = 0;
+            for (int i = 0; i < 6 * 32; i++) zeros += o.y[i] == 0.0f;
+            assert_true(zeros > 30 && zeros < 6 * 32 - 30);
+        }
+        free(o.grads), free(o.y);
+        close_h(h);
+        ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), dropout(0.3)}; /* blocked layout */
+        h = open_h(3, 5, 5, b, 2, 3);
+        o = parity_n(h, 1, 3, train);
+        free(o.grads), free(o.y);
+        close_h(h);
+    }
+}
+
+/* ---- loss ------------------------------------------------------------------------ */
+
+static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, int N, int n) {
+    harness *h = open_h(C, H, W, layers, nl, N);
+    int K = h->g.num_classes, last = h->g.n_nodes - 1;
+    float *x = rand_f((size_t)N * C * H * W, 2.0), *p = rand_params(&h->g);
+    int32_t *y = malloc((size_t)N * sizeof *y);
+    for (int i = 0; i < N; i++) y[i] = (int32_t)((urand() + 1.0) * 0.5 * K) % K;
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, y, n, E));
+    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    float *z = malloc((size_t)n * K * sizeof *z), *dz = malloc((size_t)n * K * sizeof *dz);
+    OK(h->vt->tensor_to_host(h->b, last, false, z, E));
+    float scale = 0.5f / (float)n;
+    OK(h->vt->loss(h->b, true, scale, 0, E));
+    OK(h->vt->tensor_to_host(h->b, last, true, dz, E));
+    double *zd = to_d(z, (size_t)n * K), *dzr = malloc((size_t)n * K * sizeof *dzr);
+    double mean = ct_ref_softmax_xent(zd, n, K, y, dzr);
+    for (int i = 0; i < n * K; i++) dzr[i] *= 0.5; /* ref dz is d(mean); ours * 0.5 */
+    check_close(dz, dzr, (size_t)n * K, "loss gradient");
+    long long *conf = calloc((size_t)K * K, sizeof *conf);
+    ct_metrics m = {.confusion = conf};
+    OK(h->vt->read_metrics(h->b, &m, true, E));
+    if (!(fabs(m.loss_sum - mean * n) <= 1e-4 * (1.0 + fabs(mean * n))))
+        fail_msg("loss sum %.9g, want %.9g (N %d, n %d, K %d)", m.loss_sum, mean * n, N, n, K);
+    assert_int_equal(m.samples, n);
+    long long want_correct = 0;
+    for (int r = 0; r < n; r++) {
+        int arg = 0;
+        for (int c = 1; c < K; c++)
+            if (z[r * K + c] > z[r * K + arg]) arg = c;
+        want_correct += arg == y[r];
+        conf[(size_t)y[r] * K + arg]--; /* cancels the backend's counts */
+    }
+    for (int i = 0; i < K * K; i++) assert_int_equal(conf[i], 0);
+    assert_int_equal(m.correct, want_correct);
+    OK(h->vt->read_metrics(h->b, &m, false, E)); /* reset zeroed it */
+    assert_true(m.loss_sum == 0.0 && m.samples == 0);
+    free(x), free(p), free(y), free(z), free(dz), free(zd), free(dzr), free(conf);
+    close_h(h);
+}
+
+static void test_loss(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(7, true)};
+    check_loss(a, 2, 1, 1, 12, 10, 10);
+    check_loss(a, 2, 1, 1, 12, 10, 6); /* partial batch */
+    /* Logits straight from a blocked 4-D conv output ([N,10,1,1], flattened). */
+    ct_layer_cfg b[] = {conv(10, 3, 1, 0, true), L(CT_LAYER_FLATTEN)};
+    check_loss(b, 2, 3, 3, 3, 9, 9);
+}
+
+/* ---- accumulate, partial batch -------------------------------------------------- */
+
+static void test_accumulate(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {L(CT_LAYER_RELU), conv(8, 3, 1, 1, true), L(CT_LAYER_FLATTEN),
+                        linear(6, true)};
+    harness *h = open_h(3, 6, 6, a, 4, 4);
+    for (int k = 1; k < 4; k += 2) {
+        parity_out o = parity_n(h, k, 4, true);
+        OK(h->vt->backward(h->b, k, true, STEP, E));
+        float *g2 = malloc(h->g.n_param_floats * sizeof *g2);
+        OK(h->vt->grads_to_host(h->b, g2, E));
+        const ct_node *nd = &h->g.nodes[k];
+        for (int w = 0; w < 2; w++) {
+            const ct_param_info *pi = &h->g.params[w ? nd->bias : nd->weight];
+            for (size_t j = pi->offset; j < pi->offset + pi->count; j++)
+                assert_true(fabsf(g2[j] - 2.0f * o.grads[j]) <= 1e-5f + 1e-4f * fabsf(g2[j]));
+        }
+        free(g2), free(o.grads), free(o.y);
+    }
+    close_h(h);
+}
+
+static void test_partial_batch(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(5, true)};
+    harness *h = open_h(2, 6, 6, a, 4, 8);
+    /* Fill every row first so the rows past n hold stale, non-zero data. */
+    parity_out full = parity_n(h, 3, 8, true);
+    parity_out part = parity_n(h, 3, 5, true); /* grads vs the 5-row reference */
+    free(full.grads), free(full.y), free(part.grads), free(part.y);
+    parity_out c = parity_n(h, 0, 3, true);
+    free(c.grads), free(c.y);
+    /* Same rows, same results: per-row outputs of a partial batch equal the full one. */
+    float *x = rand_f(8 * 72, 1.0), *p = rand_params(&h->g);
+    int32_t lab[8] = {0};
+    float *y8 = malloc(8 * 5 * sizeof *y8), *y3 = malloc(3 * 5 * sizeof *y3);
+    OK(h->vt->params_from_host(h->b, p, E));
+    for (int pass = 0; pass < 2; pass++) {
+        OK(h->vt->load_batch(h->b, x, lab, pass ? 3 : 8, E));
+        for (int i = 0; i < 4; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        OK(h->vt->tensor_to_host(h->b, 3, false, pass ? y3 : y8, E));
+    }
+    for (int i = 0; i < 15; i++) /* same kernels on the same rows */
+        assert_true(fabsf(y3[i] - y8[i]) <= 1e-6f * (1.0f + fabsf(y8[i])));
+    free(x), free(p), free(y8), free(y3);
+    close_h(h);
+}
+
+/* ---- optimizer, host copies, implementation names --------------------------------- */
+
+static void test_adam_step(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {L(CT_LAYER_RELU), conv(4, 3, 1, 1, true), L(CT_LAYER_FLATTEN),
+                        linear(3, true)};
+    harness *h = open_opt(2, 5, 5, a, 4, 3, true, CT_OPT_ADAM, 2);
+    size_t n = h->g.n_param_floats;
+    parity_out o1 = parity_n(h, 1, 3, true);
+    parity_out o3 = parity_n(h, 3, 3, true);
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g), *m = rand_f(n, 0.1),
+          *v = rand_f(n, 0.01);
+    for (size_t j = 0; j < n; j++) v[j] = fabsf(v[j]);
+    OK(h->vt->params_to_host(h->b, w, E));
+    OK(h->vt->grads_to_host(h->b, g, E));
+    OK(h->vt->opt_state_from_host(h->b, 0, m, E));
+    OK(h->vt->opt_state_from_host(h->b, 1, v, E));
+    ct_opt_hyper hy = {.lr = 0.01f, .weight_decay = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f,
+                       .eps = 1e-8f, .omb1 = (float)(1.0 - 0.9),
+                       .omb2 = (float)(1.0 - 0.999), .bc1 = 1.0f - 0.9f * 0.9f, .bc2 = 1.0f - 0.999f * 0.999f,
+                       .grad_scale = 0.5f};
+    OK(h->vt->optimizer_step(h->b, &hy, E));
+    float *w2 = malloc(n * sizeof *w2), *m2 = malloc(n * sizeof *m2), *v2 = malloc(n * sizeof *v2);
+    OK(h->vt->params_to_host(h->b, w2, E));
+    OK(h->vt->opt_state_to_host(h->b, 0, m2, E));
+    OK(h->vt->opt_state_to_host(h->b, 1, v2, E));
+    for (size_t j = 0; j < n; j++) { /* torch.optim.Adam with L2 decay, written out */
+        double gj = (double)g[j] * 0.5 + 0.1 * w[j];
+        double mj = 0.9 * m[j] + 0.1 * gj, vj = 0.999 * v[j] + 0.001 * gj * gj;
+        double wj = w[j] - (0.01 / hy.bc1) * mj / (sqrt(vj) / sqrt(hy.bc2) + 1e-8);
+        if (!(fabs(m2[j] - mj) <= 1e-6 + 1e-5 * fabs(mj)))
+            fail_msg("adam m[%zu]: got %.8g want %.8g (g %.8g w %.8g m %.8g)", j, m2[j], mj, g[j], w[j], m[j]);
+        assert_true(fabs(v2[j] - vj) <= 1e-9 + 1e-5 * fabs(vj));
+        assert_true(fabs(w2[j] - wj) <= 1e-6 + 1e-5 * fabs(wj));
+    }
+    /* The step changed the weights: a forward must now use the new ones. */
+    assert_true(memcmp(w, w2, n * sizeof *w) != 0);
+    free(w), free(g), free(m), free(v), free(w2), free(m2), free(v2);
+    free(o1.grads), free(o1.y), free(o3.grads), free(o3.y);
+    close_h(h);
+}
+
+static void test_params_roundtrip_and_impl(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {conv(32, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(10, true)};
+    harness *h = open_opt(1, 28, 28, a, 5, 16, false, CT_OPT_SGD, 0);
+    size_t n = h->g.n_param_floats;
+    float *p = rand_params(&h->g), *q = malloc(n * sizeof *q);
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->params_to_host(h->b, q, E));
+    assert_memory_equal(p, q, n * sizeof *p);
+    const char *impl = h->vt->impl_name(h->b, 0);
+    print_message("conv impl: %s, pool impl: %s, linear impl: %s\n", impl,
+                  h->vt->impl_name(h->b, 2), h->vt->impl_name(h->b, 4));
+    assert_non_null(strstr(impl, "CUDNN_CONVOLUTION_FWD_ALGO_"));
+    assert_string_equal(h->vt->impl_name(h->b, 4), "cublas");
+    assert_string_equal(h->vt->impl_name(h->b, 3), "");
+    ct_err e = {{0}};
+    assert_int_equal(h->vt->grads_to_host(h->b, q, &e), -1); /* forward-only plan */
+    assert_non_null(strstr(e.msg, "forward-only"));
+    free(p), free(q);
+    close_h(h);
+}
+
+/* ---- non-finite tag --------------------------------------------------------------- */
+
+static void test_nonfinite_tag(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(4, true)};
+    harness *h = open_h(1, 1, 6, a, 2, 3);
+    float *x = rand_f(18, 1.0), *p = rand_params(&h->g);
+    int32_t y[3] = {0, 1, 2};
+    OK(h->vt->params_from_host(h->b, p, E));
+    ct_metrics m = {0};
+    for (int t = 0; t < 3; t++) {
+        x[4] = t == 0 ? 0.5f : INFINITY; /* batches 9 and 11 are not finite */
+        OK(h->vt->load_batch(h->b, x, y, 3, E));
+        for (int i = 0; i < 2; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        OK(h->vt->loss(h->b, true, 1.0f / 3, (uint32_t)(7 + 2 * t), E));
+    }
+    OK(h->vt->read_metrics(h->b, &m, true, E));
+    assert_int_equal(m.nonfinite_tag, 9);
+    assert_int_equal(m.samples, 9);
+    OK(h->vt->read_metrics(h->b, &m, false, E));
+    assert_int_equal(m.nonfinite_tag, -1);
+    free(x), free(p);
+    close_h(h);
+}
+
+/* ---- philox.h against cuRAND ---------------------------------------------------------- */
+
+static void test_philox_matches_curand(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    uint32_t *dev = NULL;
+    assert_int_equal(cudaMalloc((void **)&dev, 4 * sizeof *dev), cudaSuccess);
+    const uint32_t cases[4][6] = {{0, 0, 0, 0, 0, 0},
+                                  {1, 2, 3, 4, 5, 6},
+                                  {0xFFFFFFFFu, 0x12345678u, CT_RNG_STREAM_DROPOUT, 7, SEED, 0},
+                                  {0xDEADBEEFu, 1, 0x80000000u, 0xFFFFFFFFu, 0xCAFEF00Du, 42}};
+    for (int c = 0; c < 4; c++) {
+        ct_u32x4 ctr = {{cases[c][0], cases[c][1], cases[c][2], cases[c][3]}};
+        ct_u32x4 want = ct_philox4x32_10(ctr, cases[c][4], cases[c][5]);
+        uint32_t got[4];
+        assert_int_equal(ct_cuda_curand_philox(ctr.v, cases[c][4], cases[c][5], dev, NULL), 0);
+        assert_int_equal(cudaMemcpy(got, dev, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (int j = 0; j < 4; j++)
+            if (got[j] != want.v[j])
+                fail_msg("case %d lane %d: cuRAND %08x, philox.h %08x", c, j, got[j], want.v[j]);
+    }
+    cudaFree(dev);
+}
+
+/* ---- device-resident dataset against the host loader ---------------------------------- */
+
+static void fill_dataset(ct_dataset *ds, int count, int rows, int cols, int K) {
+    memset(ds, 0, sizeof *ds);
+    ds->count = count, ds->rows = rows, ds->cols = cols, ds->num_classes = K;
+    ds->images = malloc((size_t)count * rows * cols);
+    ds->labels = malloc((size_t)count);
+    assert_true(ds->images && ds->labels);
+    for (size_t i = 0; i < (size_t)count * rows * cols; i++)
+        ds->images[i] = (uint8_t)((urand() + 1.0) * 127.9);
+    for (int i = 0; i < count; i++) ds->labels[i] = (uint8_t)(i * 7 % K);
+}
+
+/* One batch each way on the same backend: same x (exactly), same labels (through
+ * identical confusion counts) and the same loss. */
+static void compare_batch(harness *h, const ct_batch *bt, int start, float *xd) {
+    int last = h->g.n_nodes - 1, K = h->g.num_classes;
+    size_t row = ct_shape_numel(h->g.input);
+    long long ca[100] = {0}, cb[100] = {0};
+    ct_metrics ma = {.confusion = ca}, mb = {.confusion = cb};
+    OK(h->vt->load_batch_range(h->b, 0, start, bt->n, E));
+    OK(h->vt->tensor_to_host(h->b, -1, false, xd, E));
+    assert_memory_equal(xd, bt->x, (size_t)bt->n * row * sizeof *xd);
+    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
+    OK(h->vt->loss(h->b, false, 1.0f, 0, E));
+    OK(h->vt->read_metrics(h->b, &ma, true, E));
+    OK(h->vt->load_batch(h->b, bt->x, bt->y, bt->n, E));
+    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
+    OK(h->vt->loss(h->b, false, 1.0f, 0, E));
+    OK(h->vt->read_metrics(h->b, &mb, true, E));
+    assert_memory_equal(ca, cb, (size_t)K * K * sizeof *ca);
+    assert_true(fabs(ma.loss_sum - mb.loss_sum) <= 1e-9 * (1.0 + fabs(mb.loss_sum)));
+}
+
+static void test_device_dataset(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    enum { COUNT = 37, ROWS = 4, COLS = 5, K = 10, BATCH = 8 };
+    ct_dataset ds;
+    fill_dataset(&ds, COUNT, ROWS, COLS, K);
+    harness *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    snprintf(h->cfg.source, sizeof h->cfg.source, "test");
+    h->cfg.input_c = 1, h->cfg.input_h = ROWS, h->cfg.input_w = COLS;
+    h->cfg.layers[0] = L(CT_LAYER_FLATTEN), h->cfg.layers[1] = linear(K, true);
+    h->cfg.n_layers = 2;
+    ct_err e = {{0}};
+    if (ct_graph_build(&h->cfg, &h->g, &e) != 0) fail_msg("graph: %s", e.msg);
+    ct_run_opts o = {.batch_size = BATCH, .training = false, .seed = SEED,
+                     .dataset_count = {COUNT, 0}, .data_mean = 0.1307f, .data_std = 0.3081f};
+    ct_plan_init(&h->plan, 64); /* create raises it to the backend's 256 */
+    h->vt = &ct_backend_cuda;
+    if (h->vt->create(&h->g, &o, &h->plan, &h->b, &e) != 0) fail_msg("create: %s", e.msg);
+    ct_plan_finalize(&h->plan);
+    if (h->vt->bind(h->b, &h->plan, &e) != 0) fail_msg("bind: %s", e.msg);
+    float *p = rand_params(&h->g), *xd = malloc(BATCH * ROWS * COLS * sizeof *xd);
+    int32_t order[COUNT];
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->dataset_upload(h->b, 0, ds.images, ds.labels, COUNT, E));
+    ct_loader *ld = NULL;
+    if (ct_loader_create(&ds, BATCH, true, SEED, 0.1307, 0.3081, &ld, &e) != 0)
+        fail_msg("loader: %s", e.msg);
+    for (int epoch = 0; epoch < 2; epoch++) {
+        ct_epoch_order(SEED, epoch, true, COUNT, order);
+        OK(h->vt->dataset_order(h->b, 0, order, COUNT, E));
+        ct_loader_start_epoch(ld, epoch);
+        ct_batch bt;
+        int start = 0;
+        while (ct_loader_next(ld, &bt)) {
+            compare_batch(h, &bt, start, xd);
+            start += bt.n;
+        }
+        assert_int_equal(start, COUNT);
+    }
+    assert_int_equal(h->vt->load_batch_range(h->b, 0, COUNT - 2, 3, &e), -1); /* past the end */
+    assert_int_equal(h->vt->load_batch_range(h->b, 1, 0, 1, &e), -1);         /* no slot 1 */
+    ct_loader_destroy(ld);
+    free(p), free(xd), free(ds.images), free(ds.labels);
+    close_h(h);
+}
+
+/* ---- a few training steps: CPU and CUDA from the same init ----------------------------- */
+
+static void train_steps(harness *h, const float *p0, const float *x, const int32_t *y, int steps,
+                        double *loss) {
+    int NL = h->g.n_nodes, N = h->N;
+    size_t row = ct_shape_numel(h->g.input);
+    ct_opt_hyper hy = {.lr = 0.05f, .momentum = 0.9f, .grad_scale = 1.0f};
+    OK(h->vt->params_from_host(h->b, p0, E));
+    for (int s = 0; s < steps; s++) {
+        int n = s == steps - 1 ? N - 3 : N; /* the last batch is partial */
+        OK(h->vt->load_batch(h->b, x + (size_t)s * N * row, y + (size_t)s * N, n, E));
+        for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, (uint32_t)s, E));
+        OK(h->vt->loss(h->b, true, 1.0f / (float)n, (uint32_t)s, E));
+        for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, (uint32_t)s, E));
+        OK(h->vt->optimizer_step(h->b, &hy, E));
+        ct_metrics m = {0};
+        OK(h->vt->read_metrics(h->b, &m, true, E));
+        assert_int_equal(m.samples, n);
+        loss[s] = m.loss_sum / (double)n;
+    }
+}
+
+static void test_cpu_vs_cuda_training(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        conv(12, 3, 2, 1, false), L(CT_LAYER_RELU), dropout(0.25),
+                        L(CT_LAYER_FLATTEN), linear(10, true)};
+    enum { N = 16, STEPS = 6, NL = 8 };
+    harness *gpu = open_opt(1, 12, 12, a, NL, N, true, CT_OPT_SGD, 1);
+    open_vt = &ct_backend_cpu;
+    harness *cpu = open_opt(1, 12, 12, a, NL, N, true, CT_OPT_SGD, 1);
+    open_vt = &ct_backend_cuda;
+    float *x = rand_f((size_t)STEPS * N * 144, 1.0), *p = rand_params(&gpu->g);
+    int32_t *y = malloc((size_t)STEPS * N * sizeof *y);
+    for (int i = 0; i < STEPS * N; i++) y[i] = (int32_t)((urand() + 1.0) * 5.0) % 10;
+    double lc[STEPS], lg[STEPS];
+    train_steps(cpu, p, x, y, STEPS, lc);
+    train_steps(gpu, p, x, y, STEPS, lg);
+    for (int s = 0; s < STEPS; s++) {
+        print_message("step %d: cpu loss %.6f, cuda loss %.6f\n", s, lc[s], lg[s]);
+        if (!(fabs(lc[s] - lg[s]) <= 1e-3 * (1.0 + fabs(lc[s]))))
+            fail_msg("step %d: cpu loss %.7g, cuda loss %.7g", s, lc[s], lg[s]);
+    }
+    free(x), free(p), free(y);
+    close_h(cpu);
+    close_h(gpu);
+}
+
+/* ---- sync_debug and clean failures ----------------------------------------------------- */
+
+static void test_sync_debug_step(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {conv(4, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_AVGPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(3, true)};
+    harness *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    snprintf(h->cfg.source, sizeof h->cfg.source, "test");
+    h->cfg.input_c = 2, h->cfg.input_h = 6, h->cfg.input_w = 6;
+    for (int i = 0; i < 5; i++) h->cfg.layers[i] = a[i];
+    h->cfg.n_layers = 5;
+    ct_err e = {{0}};
+    if (ct_graph_build(&h->cfg, &h->g, &e) != 0) fail_msg("graph: %s", e.msg);
+    ct_run_opts o = {.batch_size = 4, .training = true, .optimizer = CT_OPT_ADAM,
+                     .opt_state_slots = 2, .seed = SEED, .sync_debug = true};
+    ct_plan_init(&h->plan, 64); /* create raises it to the backend's 256 */
+    h->vt = &ct_backend_cuda;
+    if (h->vt->create(&h->g, &o, &h->plan, &h->b, &e) != 0) fail_msg("create: %s", e.msg);
+    ct_plan_finalize(&h->plan);
+    assert_int_equal(h->plan.align, 256);
+    if (h->vt->bind(h->b, &h->plan, &e) != 0) fail_msg("bind: %s", e.msg);
+    h->N = 4;
+    float *x = rand_f(4 * 72, 1.0), *p = rand_params(&h->g);
+    int32_t y[4] = {0, 1, 2, 1};
+    ct_opt_hyper hy = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                       .omb1 = (float)(1.0 - 0.9), .omb2 = (float)(1.0 - 0.999), .bc1 = 0.1f,
+                       .bc2 = 0.001f, .grad_scale = 1.0f};
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, y, 4, E));
+    for (int i = 0; i < 5; i++) OK(h->vt->forward(h->b, i, true, 0, E));
+    OK(h->vt->loss(h->b, true, 0.25f, 0, E));
+    for (int i = 4; i >= 0; i--) OK(h->vt->backward(h->b, i, false, 0, E));
+    OK(h->vt->optimizer_step(h->b, &hy, E));
+    OK(h->vt->sync(h->b, E));
+    free(x), free(p);
+    close_h(h);
+}
+
+/* Runs everywhere: a device that cannot be used makes create() fail with one line
+ * naming the CUDA call, and allocate nothing. */
+static void test_create_fails_cleanly(void **state) {
+    (void)state;
+    int count = 0;
+    char why[256];
+    bool usable = ct_cuda_usable(&count, why, sizeof why);
+    ct_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.source, sizeof cfg.source, "test");
+    cfg.input_c = 1, cfg.input_h = 1, cfg.input_w = 4;
+    cfg.layers[0] = L(CT_LAYER_FLATTEN), cfg.layers[1] = linear(2, true);
+    cfg.n_layers = 2;
+    ct_graph *g = calloc(1, sizeof *g);
+    ct_plan *plan = calloc(1, sizeof *plan);
+    assert_true(g && plan);
+    ct_err e = {{0}};
+    if (ct_graph_build(&cfg, g, &e) != 0) fail_msg("graph: %s", e.msg);
+    ct_run_opts o = {.batch_size = 2, .training = true, .device_index = usable ? count : 0};
+    ct_plan_init(plan, 64);
+    ct_backend *b = (ct_backend *)0x1;
+    assert_int_equal(ct_backend_cuda.create(g, &o, plan, &b, &e), -1);
+    assert_null(b);
+    print_message("create on an unusable device: %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "cuda backend"));
+    assert_non_null(strstr(e.msg, "failed"));
+    assert_null(strchr(e.msg, '\n'));
+    free(g), free(plan);
+}
+
+int main(void) {
+    setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_fails_cleanly),
+        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_avgpool),
+        cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_flatten_linear),
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_loss),
+        cmocka_unit_test(test_nonfinite_tag),
+        cmocka_unit_test(test_accumulate),
+        cmocka_unit_test(test_partial_batch),
+        cmocka_unit_test(test_adam_step),
+        cmocka_unit_test(test_params_roundtrip_and_impl),
+        cmocka_unit_test(test_philox_matches_curand),
+        cmocka_unit_test(test_device_dataset),
+        cmocka_unit_test(test_cpu_vs_cuda_training),
+        cmocka_unit_test(test_sync_debug_step),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    if (failed) return 1;
+    /* Exit 77 (meson's "skipped") when the GPU cases could not run, so the
+     * summary shows SKIP rather than OK. */
+    int count;
+    char why[256];
+    return ct_cuda_usable(&count, why, sizeof why) ? 0 : 77;
+}
+
+#else /* no CUDA in this build */
+
+static void test_no_cuda_in_build(void **state) {
+    (void)state;
+    skip();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_cuda_in_build)};
+    return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 77; /* 77: meson's "skipped" */
+}
+
+#endif
