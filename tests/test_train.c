@@ -344,6 +344,89 @@ static void test_init_from_loads_weights(void **state) {
     ct_checkpoint_free(&b);
 }
 
+/* Weights after one SGD step on 200 samples: one batch of 200, or four micro-batches
+ * of 50 whose gradients accumulate (loss scaled by 1/(rows * 4)). No dropout, so the
+ * two must agree to fp32 rounding. */
+static void sgd_step_weights(int batch, int accum, float *out) {
+    ct_config cfg;
+    char path[1024];
+    ct_test_write_config(dir, "accum",
+                         "    - conv2d: {out_channels: 4, kernel: 3, padding: 1}\n"
+                         "    - relu\n"
+                         "    - maxpool2d: {kernel: 2}\n"
+                         "    - flatten\n"
+                         "    - linear: {out_features: 10}\n",
+                         "optimizer: {type: sgd, lr: 0.5, momentum: 0.9}\n", path, sizeof path);
+    ct_err err = {{0}};
+    if (ct_config_load(path, &cfg, &err) != 0) fail_msg("%s", err.msg);
+    ct_dataset ds;
+    if (ct_dataset_load(cfg.data.train_images, cfg.data.train_labels, 10, &ds, &err))
+        fail_msg("%s", err.msg);
+    ds.count = 200; /* the first 200 samples, in order */
+    ct_device_choice dev;
+    ct_device_cfg cpu = {CT_DEVICE_CPU, -1};
+    assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);
+    ct_model *m;
+    ct_model_req req = {.training = true, .batch = batch};
+    if (ct_model_create(&cfg, &dev, &req, &m, &err) || ct_model_bind(m, &err))
+        fail_msg("%s", err.msg);
+    ct_init_params(&m->graph, 7, m->host);
+    assert_int_equal(dev.vt->params_from_host(m->be, m->host, &err), 0);
+    ct_loader *l;
+    assert_int_equal(ct_loader_create(&ds, batch, false, 1, 0.5, 0.5, &l, &err), 0);
+    ct_loader_start_epoch(l, 0);
+    ct_batch b;
+    for (int k = 0; k < accum; k++) {
+        assert_int_equal(ct_loader_next(l, &b), 1);
+        assert_int_equal(dev.vt->load_batch(m->be, b.x, b.y, b.n, &err), 0);
+        assert_int_equal(ct_model_forward(m, true, 0, &err), 0);
+        assert_int_equal(dev.vt->loss(m->be, true, 1.0f / ((float)b.n * accum), 0, &err), 0);
+        assert_int_equal(ct_model_backward(m, k > 0, 0, &err), 0);
+    }
+    for (int t = 1; t <= 2; t++) { /* two steps from the same gradient: momentum in play */
+        ct_opt_hyper h = ct_opt_hyper_at(&cfg.optimizer, cfg.optimizer.lr, t);
+        assert_int_equal(dev.vt->optimizer_step(m->be, &h, &err), 0);
+    }
+    assert_int_equal(dev.vt->params_to_host(m->be, out, &err), 0);
+    ct_loader_destroy(l);
+    ct_model_destroy(m);
+    ct_dataset_free(&ds);
+    ct_config_free(&cfg);
+}
+
+static void test_grad_accumulation_equals_big_batch(void **state) {
+    (void)state;
+    enum { NP = 4 * 9 + 4 + 10 * 4 * 14 * 14 + 10 };
+    static float one[NP], four[NP], init[NP];
+    sgd_step_weights(200, 1, one);
+    sgd_step_weights(50, 4, four);
+    double max_diff = 0, max_move = 0;
+    for (int i = 0; i < NP; i++) {
+        double d = fabs((double)one[i] - four[i]);
+        if (d > max_diff) max_diff = d;
+    }
+    /* Reference: how far the step moved the weights (init from the same seed). */
+    {
+        ct_config cfg;
+        char path[1024];
+        ct_err err = {{0}};
+        snprintf(path, sizeof path, "%s/accum.yaml", dir);
+        assert_int_equal(ct_config_load(path, &cfg, &err), 0);
+        ct_graph g;
+        assert_int_equal(ct_graph_build(&cfg, &g, &err), 0);
+        assert_int_equal(g.n_param_floats, NP);
+        ct_init_params(&g, 7, init);
+        ct_config_free(&cfg);
+    }
+    for (int i = 0; i < NP; i++) {
+        double d = fabs((double)one[i] - init[i]);
+        if (d > max_move) max_move = d;
+    }
+    printf("accumulation vs one big batch: max |diff| %.3g, max step %.3g\n", max_diff, max_move);
+    assert_true(max_move > 1e-2);
+    assert_true(max_diff < 1e-5);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loss_falls),
@@ -352,6 +435,7 @@ int main(void) {
         cmocka_unit_test(test_no_allocation_in_training_loop),
         cmocka_unit_test(test_resume_equals_straight_run),
         cmocka_unit_test(test_init_from_loads_weights),
+        cmocka_unit_test(test_grad_accumulation_equals_big_batch),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
