@@ -230,13 +230,36 @@ static void test_ctrl_c_saves(void **state) {
     run_free(&r);
 }
 
+static void test_out_of_memory_advice(void **state) {
+    (void)state;
+    char path[1024], args[1200];
+    write_config("oom", dir, "", path, sizeof path);
+    snprintf(args, sizeof args, "fit %s --batch-size 4096 --max-memory 4M", path);
+    run_result r = run(args);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "the plan needs"));
+    assert_non_null(strstr(r.err, "activations"));
+    assert_non_null(strstr(r.err, "Fixes for this model:"));
+    assert_non_null(strstr(r.err, "train.batch_size "));
+    assert_non_null(strstr(r.err, "ctrain: error: out of memory before training"));
+    run_free(&r);
+    assert_false(exists("%s/out-oom", dir));
+    snprintf(args, sizeof args, "fit %s --batch-size 4096 --max-memory 4M --fit-memory", path);
+    r = run(args);
+    if (r.status != 0) fail_msg("--fit-memory failed: %s", r.err);
+    assert_non_null(strstr(r.err, "--fit-memory: train.batch_size 4096 -> "));
+    run_free(&r);
+    expect_error("fit configs/mlp.yaml --max-memory 12X", 2, "--max-memory: expected a size", NULL);
+}
+
 static void test_summary_and_devices(void **state) {
     (void)state;
     run_result r = run("summary configs/cnn.yaml --out /nonexistent-dir-for-summary");
     if (r.status != 0) fail_msg("summary failed: %s", r.err);
     assert_non_null(strstr(r.out, "conv2d"));
     assert_non_null(strstr(r.out, "64x7x7"));
-    assert_non_null(strstr(r.out, "arena total"));
+    assert_non_null(strstr(r.out, "reserved"));
+    assert_non_null(strstr(r.out, "activations"));
     assert_non_null(strstr(r.out, "824458 parameters"));
     run_free(&r);
     assert_false(exists("%s", "/nonexistent-dir-for-summary"));
@@ -254,6 +277,7 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_errors),
         cmocka_unit_test(test_nan_loss_stops),
         cmocka_unit_test(test_ctrl_c_saves),
+        cmocka_unit_test(test_out_of_memory_advice),
         cmocka_unit_test(test_summary_and_devices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -6,17 +6,22 @@
 #include "cli/cli.h"
 #include "cli/overrides.h"
 #include "train/fit.h"
+#include "train/memory.h"
 
 int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
-    const char *init_from = NULL, *pos[1];
-    bool resume = false, sync_debug = false, no_progress = false;
+    const char *init_from = NULL, *max_memory = NULL, *pos[1];
+    bool resume = false, sync_debug = false, no_progress = false, memory = false,
+         fit_memory = false;
     ct_argspec specs[] = {
         CT_OVERRIDE_SPECS(ov),
         {"resume", 0, NULL, NULL, &resume},
         {"init-from", 1, &init_from, NULL, NULL},
         {"sync-debug", 0, NULL, NULL, &sync_debug},
         {"no-progress", 0, NULL, NULL, &no_progress},
+        {"memory", 0, NULL, NULL, &memory},
+        {"max-memory", 1, &max_memory, NULL, NULL},
+        {"fit-memory", 0, NULL, NULL, &fit_memory},
     };
     int npos, rc = ct_parse_args("fit", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
                                  pos, 1, &npos, err);
@@ -29,6 +34,8 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         ct_errorf(err, "fit: --resume and --init-from exclude each other");
         return CT_EXIT_USAGE;
     }
+    size_t limit = 0;
+    if (max_memory && ct_parse_size(max_memory, &limit, err) != 0) return CT_EXIT_USAGE;
     ct_config cfg;
     if (ct_load_config_with(pos[0], &ov, &cfg, err) != 0) return CT_EXIT_ERROR;
     ct_fit_opts o = {
@@ -37,6 +44,9 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         .sync_debug = sync_debug,
         .progress = !no_progress && isatty(2),
         .save = true,
+        .memory_report = memory,
+        .max_memory = limit,
+        .fit_memory = fit_memory,
         .out = stdout,
         .log = stderr,
     };

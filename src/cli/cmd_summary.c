@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "cli/overrides.h"
+#include "train/memory.h"
 #include "train/model.h"
 
 static size_t layer_bytes(const ct_plan *p, int layer, ct_region_kind kind) {
@@ -39,13 +40,33 @@ static void print_table(const ct_model *m, const ct_config *cfg) {
            flops / 1e6, 3.0 * flops * m->opts.batch_size / 1e9, m->opts.batch_size);
 }
 
+/* With --max-memory: whether the plan fits, and the fixes when it does not. */
+static int advise(const ct_model *m, const ct_config *cfg, const ct_device_choice *dev,
+                  size_t limit, bool training, ct_err *err) {
+    ct_memory_budget bud = {.available = limit};
+    snprintf(bud.source, sizeof bud.source, "--max-memory");
+    char b[32];
+    if (m->plan.total <= limit) {
+        printf("\nFits in %s (--max-memory).\n", ct_fmt_bytes(limit, b, sizeof b));
+        return CT_EXIT_OK;
+    }
+    ct_memory_fix fix;
+    ct_err fe;
+    bool have = ct_memory_find_fix(cfg, dev, training, limit, &fix, &fe) == 0;
+    printf("\n");
+    ct_memory_advice(&m->plan, &bud, cfg, &fix, have, stdout);
+    (void)err;
+    return CT_EXIT_OK;
+}
+
 int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
-    const char *pos[1];
+    const char *pos[1], *max_memory = NULL;
     bool eval_plan = false;
     ct_argspec specs[] = {
         CT_OVERRIDE_SPECS(ov),
         {"eval", 0, NULL, NULL, &eval_plan},
+        {"max-memory", 1, &max_memory, NULL, NULL},
     };
     int npos, rc = ct_parse_args("summary", argc, argv, specs,
                                  (int)(sizeof specs / sizeof specs[0]), pos, 1, &npos, err);
@@ -54,6 +75,8 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
         ct_errorf(err, "summary: expected one CONFIG file");
         return CT_EXIT_USAGE;
     }
+    size_t limit = 0;
+    if (max_memory && ct_parse_size(max_memory, &limit, err) != 0) return CT_EXIT_USAGE;
     ct_config cfg;
     if (ct_load_config_with(pos[0], &ov, &cfg, err) != 0) return CT_EXIT_ERROR;
     ct_device_choice dev;
@@ -64,8 +87,11 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
                                                      .batch = cfg.train.batch_size},
                         &m, err) == 0) {
         print_table(m, &cfg);
-        ct_plan_print(&m->plan, eval_plan ? "forward-only plan" : "training plan", stdout);
-        rc = CT_EXIT_OK;
+        char title[128];
+        snprintf(title, sizeof title, "Memory on %s (%s, batch %d)", dev.name,
+                 eval_plan ? "forward-only plan" : "training plan", cfg.train.batch_size);
+        ct_memory_report(&m->plan, title, stdout);
+        rc = limit ? advise(m, &cfg, &dev, limit, !eval_plan, err) : CT_EXIT_OK;
     }
     ct_model_destroy(m);
     ct_config_free(&cfg);

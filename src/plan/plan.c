@@ -59,15 +59,3 @@ const char *ct_fmt_bytes(size_t bytes, char *buf, size_t n) {
         snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
     return buf;
 }
-
-void ct_plan_print(const ct_plan *p, const char *device, FILE *out) {
-    char b[32];
-    fprintf(out, "Memory plan (%s, one arena, %d regions, %zu-byte aligned)\n", device, p->n,
-            p->align);
-    for (int k = 0; k < CT_REGION_KIND_COUNT; k++) {
-        size_t s = ct_plan_kind_bytes(p, (ct_region_kind)k);
-        fprintf(out, "  %-16s %12s\n", ct_region_kind_name((ct_region_kind)k),
-                ct_fmt_bytes(s, b, sizeof b));
-    }
-    fprintf(out, "  %-16s %12s\n", "arena total", ct_fmt_bytes(p->total, b, sizeof b));
-}

@@ -61,9 +61,6 @@ static inline void *ct_plan_ptr(const ct_plan *p, void *base, int id) {
 size_t ct_plan_kind_bytes(const ct_plan *p, ct_region_kind kind);
 const char *ct_region_kind_name(ct_region_kind kind); /* "parameters", ... */
 
-/* Prints the per-kind totals and the arena size ("memory plan" block). */
-void ct_plan_print(const ct_plan *p, const char *device, FILE *out);
-
 /* "1.23 MiB" style, into buf. */
 const char *ct_fmt_bytes(size_t bytes, char *buf, size_t n);
 

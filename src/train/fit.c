@@ -13,6 +13,7 @@
 #include "train/batches.h"
 #include "train/evaluate.h"
 #include "train/init.h"
+#include "train/memory.h"
 #include "train/model.h"
 #include "train/progress.h"
 #include "train/schedule.h"
@@ -112,7 +113,46 @@ static void warn_slow_layers(ct_model *m, FILE *log) {
     }
 }
 
-static int setup(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
+static int create_model(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
+                        const ct_device_choice *dev, ct_err *err) {
+    ct_model_req req = {.training = true, .batch = cfg->train.batch_size,
+                        .sync_debug = o->sync_debug, .datasets = {&s->train, &s->test}};
+    return ct_model_create(cfg, dev, &req, &s->model, err);
+}
+
+/* Before the arena exists: does the plan fit? If not, fail with the numbers and
+ * the fixes, or (--fit-memory) apply the batch-size fix and plan again. */
+static int check_memory(ct_config *cfg, const ct_fit_opts *o, fit_state *s,
+                        const ct_device_choice *dev, ct_err *err) {
+    ct_memory_budget bud;
+    if (ct_memory_budget_get(dev, o->max_memory, &bud, err) != 0) return -1;
+    const ct_plan *plan = &s->model->plan;
+    if (plan->total <= bud.available) return 0;
+    ct_memory_fix fix;
+    ct_err fix_err;
+    bool have = ct_memory_find_fix(cfg, dev, true, bud.available, &fix, &fix_err) == 0;
+    char b1[32], b2[32];
+    if (o->fit_memory && have) {
+        fprintf(o->log,
+                "ctrain: --fit-memory: train.batch_size %d -> %d, train.grad_accum_steps %d -> %d "
+                "(effective batch %lld); arena %s -> %s (%s: %s)\n",
+                cfg->train.batch_size, fix.batch, cfg->train.grad_accum_steps, fix.accum,
+                (long long)cfg->train.batch_size * cfg->train.grad_accum_steps,
+                ct_fmt_bytes(plan->total, b1, sizeof b1), ct_fmt_bytes(fix.arena, b2, sizeof b2),
+                bud.source, ct_fmt_bytes(bud.available, (char[32]){0}, 32));
+        cfg->train.batch_size = fix.batch;
+        cfg->train.grad_accum_steps = fix.accum;
+        ct_model_destroy(s->model);
+        s->model = NULL;
+        return create_model(cfg, o, s, dev, err);
+    }
+    ct_memory_advice(plan, &bud, cfg, &fix, have, o->log);
+    return ct_errorf(err, "out of memory before training: the plan needs %s but %s are available (%s)",
+                     ct_fmt_bytes(plan->total, b1, sizeof b1),
+                     ct_fmt_bytes(bud.available, b2, sizeof b2), bud.source);
+}
+
+static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s/model.bin", cfg->train.out);
     snprintf(s->csv_path, sizeof s->csv_path, "%s/metrics.csv", cfg->train.out);
     if (load_data(cfg, s, err) != 0) return -1;
@@ -122,10 +162,15 @@ static int setup(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_er
     if (cfg->train.amp != CT_AMP_OFF)
         fprintf(o->log, "ctrain: train.amp %s is not implemented in this version; training in fp32\n",
                 ct_amp_mode_name(cfg->train.amp));
-    ct_model_req req = {.training = true, .batch = cfg->train.batch_size,
-                        .sync_debug = o->sync_debug, .datasets = {&s->train, &s->test}};
-    if (ct_model_create(cfg, &dev, &req, &s->model, err) != 0) return -1;
+    if (create_model(cfg, o, s, &dev, err) != 0) return -1;
+    if (check_memory(cfg, o, s, &dev, err) != 0) return -1;
     warn_slow_layers(s->model, o->log);
+    if (o->memory_report) {
+        char title[128];
+        snprintf(title, sizeof title, "Memory on %s (training plan, batch %d)", dev.name,
+                 cfg->train.batch_size);
+        ct_memory_report(&s->model->plan, title, o->out);
+    }
     if (ct_model_bind(s->model, err) != 0) return -1;
     const ct_data_cfg *d = &cfg->data;
     if (ct_batches_open(&s->train_batches, s->model, 0, &s->train, d->shuffle, cfg->train.seed,
@@ -260,7 +305,7 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     return 0;
 }
 
-int ct_fit(const ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err) {
+int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err) {
     memset(res, 0, sizeof *res);
     fit_state s;
     memset(&s, 0, sizeof s);

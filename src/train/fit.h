@@ -21,6 +21,10 @@ typedef struct ct_fit_opts {
     bool sync_debug;
     bool progress;          /* draw a progress bar on `log` */
     bool save;              /* write checkpoints and metrics.csv (default true) */
+    bool memory_report;     /* print the arena by region before training */
+    size_t max_memory;      /* bytes the plan may use (0: what the device has) */
+    bool fit_memory;        /* when the plan does not fit, shrink the batch (keeping the
+                               effective batch through accumulation) instead of failing */
     FILE *out;              /* epoch lines */
     FILE *log;              /* notices and progress */
 } ct_fit_opts;
@@ -34,7 +38,8 @@ typedef struct ct_fit_result {
     char checkpoint[CT_PATH_MAX + 32];
 } ct_fit_result;
 
-int ct_fit(const ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err);
+/* cfg's batch size and accumulation steps may be changed by --fit-memory. */
+int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err);
 
 /* Set by the SIGINT handler that ct_fit installs; the loop stops at the next step. */
 void ct_fit_request_stop(void);

@@ -1,0 +1,156 @@
+/* memory.c: memory budget, report and out-of-memory advice (see memory.h). */
+#include "train/memory.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/model.h"
+#ifdef CT_HAVE_CUDA
+#include "backend/cuda/cuda_info.h"
+#endif
+
+int ct_parse_size(const char *s, size_t *out, ct_err *err) {
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || errno || v <= 0)
+        return ct_errorf(err, "--max-memory: expected a size like 512M or 2G, got '%s'", s);
+    double mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (mult > 1 && (!strcmp(end, "iB") || !strcmp(end, "B"))) end += strlen(end);
+    if (*end == 'B' && !end[1]) end++;
+    if (*end) return ct_errorf(err, "--max-memory: expected a size like 512M or 2G, got '%s'", s);
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+static int host_available(size_t *out, ct_err *err) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return ct_errorf(err, "/proc/meminfo: cannot open: %s", strerror(errno));
+    char line[256];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    fclose(f);
+    if (!kib) return ct_errorf(err, "/proc/meminfo: no MemAvailable line");
+    *out = (size_t)kib * 1024;
+    return 0;
+}
+
+int ct_memory_budget_get(const ct_device_choice *dev, size_t max_memory, ct_memory_budget *out,
+                         ct_err *err) {
+    if (max_memory) {
+        out->available = max_memory;
+        snprintf(out->source, sizeof out->source, "--max-memory");
+        return 0;
+    }
+#ifdef CT_HAVE_CUDA
+    if (strcmp(dev->vt->name, "cuda") == 0) {
+        ct_cuda_device_info info;
+        if (ct_cuda_device_query(dev->index, &info, err) != 0) return -1;
+        out->available = info.free_bytes;
+        snprintf(out->source, sizeof out->source, "%s free memory", dev->name);
+        return 0;
+    }
+#else
+    (void)dev;
+#endif
+    snprintf(out->source, sizeof out->source, "MemAvailable");
+    return host_available(&out->available, err);
+}
+
+void ct_memory_report(const ct_plan *plan, const char *title, FILE *out) {
+    char b[32];
+    fprintf(out, "%s\n", title);
+    fprintf(out, "  %-18s %12s %7s\n", "region", "bytes", "share");
+    for (int k = 0; k < CT_REGION_KIND_COUNT; k++) {
+        size_t s = ct_plan_kind_bytes(plan, (ct_region_kind)k);
+        fprintf(out, "  %-18s %12s %6.1f%%\n", ct_region_kind_name((ct_region_kind)k),
+                ct_fmt_bytes(s, b, sizeof b), plan->total ? 100.0 * s / plan->total : 0.0);
+    }
+    fprintf(out, "  %-18s %12s  (allocated once, before training)\n", "reserved",
+            ct_fmt_bytes(plan->total, b, sizeof b));
+    fprintf(out, "  %-18s %12s  (nothing is allocated inside the loop)\n", "peak",
+            ct_fmt_bytes(plan->total, b, sizeof b));
+}
+
+/* Arena bytes of cfg's model at `batch`, or 0 when it cannot be planned. */
+static size_t plan_bytes(const ct_config *cfg, const ct_device_choice *dev, bool training,
+                         int batch) {
+    ct_model *m;
+    ct_model_req req = {.training = training, .batch = batch};
+    ct_err e;
+    if (ct_model_create(cfg, dev, &req, &m, &e) != 0) return 0;
+    size_t total = m->plan.total;
+    ct_model_destroy(m);
+    return total;
+}
+
+int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool training,
+                       size_t available, ct_memory_fix *fix, ct_err *err) {
+    int lo = 1, hi = cfg->train.batch_size - 1; /* the current batch does not fit */
+    size_t at1 = plan_bytes(cfg, dev, training, 1);
+    if (at1 == 0 || at1 > available)
+        return ct_errorf(err, "even batch size 1 needs more than the available memory");
+    while (lo < hi) { /* largest batch in [lo, hi] that fits; lo always fits */
+        int mid = lo + (hi - lo + 1) / 2;
+        size_t t = plan_bytes(cfg, dev, training, mid);
+        if (t != 0 && t <= available)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    /* Prefer a batch that divides the effective batch exactly (within a factor
+     * of 2 of the largest that fits); else round the accumulation steps up. */
+    long long effective = (long long)cfg->train.batch_size * cfg->train.grad_accum_steps;
+    int batch = lo;
+    for (int d = lo; d >= (lo + 1) / 2; d--)
+        if (effective % d == 0) {
+            batch = d;
+            break;
+        }
+    fix->batch = batch;
+    fix->accum = (int)((effective + batch - 1) / batch);
+    fix->arena = plan_bytes(cfg, dev, training, batch);
+    return 0;
+}
+
+void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *bud, const ct_config *cfg,
+                      const ct_memory_fix *fix, bool have_fix, FILE *out) {
+    char b1[32], b2[32];
+    fprintf(out, "ctrain: the plan needs %s but %s are available (%s):\n",
+            ct_fmt_bytes(plan->total, b1, sizeof b1), ct_fmt_bytes(bud->available, b2, sizeof b2),
+            bud->source);
+    for (int k = 0; k < CT_REGION_KIND_COUNT; k++)
+        fprintf(out, "  %-18s %12s%s\n", ct_region_kind_name((ct_region_kind)k),
+                ct_fmt_bytes(ct_plan_kind_bytes(plan, (ct_region_kind)k), b1, sizeof b1),
+                k == CT_REGION_ACTIVATIONS || k == CT_REGION_WORKSPACE || k == CT_REGION_DATA
+                    ? "  (grows with the batch)"
+                    : "");
+    fprintf(out, "Fixes for this model:\n");
+    if (have_fix) {
+        fprintf(out, "  - train.batch_size %d fits (arena %s)", fix->batch,
+                ct_fmt_bytes(fix->arena, b1, sizeof b1));
+        long long was = (long long)cfg->train.batch_size * cfg->train.grad_accum_steps;
+        long long now = (long long)fix->batch * fix->accum;
+        if (now == was)
+            fprintf(out, "; with train.grad_accum_steps %d the effective batch stays %lld\n",
+                    fix->accum, was);
+        else
+            fprintf(out, "; with train.grad_accum_steps %d the effective batch is %lld (was %lld)\n",
+                    fix->accum, now, was);
+    } else {
+        fprintf(out, "  - none by batch size: even batch 1 does not fit\n");
+    }
+    fprintf(out, "  - train.amp (fp16/bf16 activations): not available in this version\n");
+    fprintf(out, "  - activation checkpointing: not available in this version\n");
+    if (have_fix) fprintf(out, "Run with --fit-memory to apply the batch-size fix.\n");
+}

@@ -1,0 +1,51 @@
+/* memory.h: does a plan fit the device, and what to change when it does not.
+ *
+ * "Available" is the --max-memory limit when given, else what the device can
+ * give now: MemAvailable from /proc/meminfo on the CPU, the free bytes of the
+ * CUDA device. The check runs on the finalized plan before the arena exists, so
+ * an out-of-memory failure happens before training, with the numbers. */
+#ifndef CT_MEMORY_H
+#define CT_MEMORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "backend/device.h"
+#include "config/config.h"
+#include "plan/plan.h"
+
+typedef struct ct_memory_budget {
+    size_t available;
+    char source[96]; /* "--max-memory", "MemAvailable", "cuda:0 free memory" */
+} ct_memory_budget;
+
+/* max_memory 0: ask the device. */
+int ct_memory_budget_get(const ct_device_choice *dev, size_t max_memory, ct_memory_budget *out,
+                         ct_err *err);
+
+/* Parses "512M", "2G", "1048576", "64K" (binary units, optional "iB"/"B"). */
+int ct_parse_size(const char *s, size_t *out, ct_err *err);
+
+/* Prints the arena by region kind with shares, plus reserved and peak (the arena
+ * is reserved once and is the peak of device memory ctrain uses). */
+void ct_memory_report(const ct_plan *plan, const char *title, FILE *out);
+
+/* A change that makes training fit: a smaller batch with more accumulation steps,
+ * keeping batch * accum (the effective batch) at least as large when possible. */
+typedef struct ct_memory_fix {
+    int batch, accum;
+    size_t arena;    /* arena bytes with that batch */
+} ct_memory_fix;
+
+/* Largest batch <= cfg's that fits `available` (plans only, nothing allocated).
+ * Returns 0 with *fix, or -1 when not even batch 1 fits. */
+int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool training,
+                       size_t available, ct_memory_fix *fix, ct_err *err);
+
+/* Prints what is needed against what is available, region by region, and the fixes
+ * computed for this model. */
+void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *b, const ct_config *cfg,
+                      const ct_memory_fix *fix, bool have_fix, FILE *out);
+
+#endif
