@@ -14,7 +14,11 @@ static const ct_command commands[] = {
      "  --resume          continue from DIR/model.bin (weights, optimizer, epoch)\n"
      "  --init-from FILE  start from the weights of a compatible safetensors file\n"
      "  --sync-debug      synchronize after every layer (report faults at their layer)\n"
-     "  --no-progress     no progress bar (it is drawn only on a terminal anyway)\n",
+     "  --no-progress     no progress bar (it is drawn only on a terminal anyway)\n"
+     "  --memory          print the memory plan by region before training\n"
+     "  --max-memory SIZE fail before training (with fixes) if the plan needs more (512M, 2G)\n"
+     "  --fit-memory      instead of failing, shrink the batch and raise grad_accum_steps\n"
+     "  --profile         time every layer over 20 steps (--profile-steps N), print a table, exit\n",
      ct_cmd_fit},
     {"eval", "eval --checkpoint FILE [options]", "evaluate a checkpoint (needs no YAML)",
      "  --data IMAGES LABELS  evaluate on these IDX files instead of the config's test set\n"
@@ -22,6 +26,7 @@ static const ct_command commands[] = {
      ct_cmd_eval},
     {"summary", "summary CONFIG [options]", "print the layer table and memory plan",
      "  --eval            show the forward-only (evaluation) plan\n"
+     "  --max-memory SIZE say whether the plan fits, and the fixes when it does not\n"
      "  --batch-size N  --device D  (and the other fit overrides)\n",
      ct_cmd_summary},
     {"devices", "devices [--json]", "list CUDA devices and libraries, or say why there are none",

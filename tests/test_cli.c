@@ -252,6 +252,21 @@ static void test_out_of_memory_advice(void **state) {
     expect_error("fit configs/mlp.yaml --max-memory 12X", 2, "--max-memory: expected a size", NULL);
 }
 
+static void test_profile(void **state) {
+    (void)state;
+    char path[1024], args[1200];
+    write_config("prof", dir, "", path, sizeof path);
+    snprintf(args, sizeof args, "fit %s --profile --profile-steps 3 --batch-size 16", path);
+    run_result r = run(args);
+    if (r.status != 0) fail_msg("--profile failed: %s", r.err);
+    assert_non_null(strstr(r.out, "Profile: 3 training steps, 48 samples"));
+    assert_non_null(strstr(r.out, "linear"));
+    assert_non_null(strstr(r.out, "Data wait:"));
+    run_free(&r);
+    assert_false(exists("%s/out-prof/model.bin", dir)); /* profiling saves nothing */
+    expect_error("fit configs/mlp.yaml --profile-steps 0", 2, "--profile-steps", NULL);
+}
+
 static void test_summary_and_devices(void **state) {
     (void)state;
     run_result r = run("summary configs/cnn.yaml --out /nonexistent-dir-for-summary");
@@ -278,6 +293,7 @@ int main(void) {
         cmocka_unit_test(test_nan_loss_stops),
         cmocka_unit_test(test_ctrl_c_saves),
         cmocka_unit_test(test_out_of_memory_advice),
+        cmocka_unit_test(test_profile),
         cmocka_unit_test(test_summary_and_devices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

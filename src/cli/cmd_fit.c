@@ -1,5 +1,6 @@
 /* cmd_fit.c: `ctrain fit CONFIG [options]`. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -10,9 +11,9 @@
 
 int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
-    const char *init_from = NULL, *max_memory = NULL, *pos[1];
+    const char *init_from = NULL, *max_memory = NULL, *profile_steps = NULL, *pos[1];
     bool resume = false, sync_debug = false, no_progress = false, memory = false,
-         fit_memory = false;
+         fit_memory = false, profile = false;
     ct_argspec specs[] = {
         CT_OVERRIDE_SPECS(ov),
         {"resume", 0, NULL, NULL, &resume},
@@ -22,6 +23,8 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         {"memory", 0, NULL, NULL, &memory},
         {"max-memory", 1, &max_memory, NULL, NULL},
         {"fit-memory", 0, NULL, NULL, &fit_memory},
+        {"profile", 0, NULL, NULL, &profile},
+        {"profile-steps", 1, &profile_steps, NULL, NULL},
     };
     int npos, rc = ct_parse_args("fit", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
                                  pos, 1, &npos, err);
@@ -36,6 +39,16 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     }
     size_t limit = 0;
     if (max_memory && ct_parse_size(max_memory, &limit, err) != 0) return CT_EXIT_USAGE;
+    int nprof = profile ? 20 : 0;
+    if (profile_steps) {
+        char *end;
+        long v = strtol(profile_steps, &end, 10);
+        if (*end || v < 1 || v > 100000) {
+            ct_errorf(err, "fit: --profile-steps: expected 1..100000, got '%s'", profile_steps);
+            return CT_EXIT_USAGE;
+        }
+        nprof = (int)v;
+    }
     ct_config cfg;
     if (ct_load_config_with(pos[0], &ov, &cfg, err) != 0) return CT_EXIT_ERROR;
     ct_fit_opts o = {
@@ -47,6 +60,7 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         .memory_report = memory,
         .max_memory = limit,
         .fit_memory = fit_memory,
+        .profile_steps = nprof,
         .out = stdout,
         .log = stderr,
     };
@@ -56,7 +70,7 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     if (rc != 0) return CT_EXIT_ERROR;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    if (res.epochs_done > 0)
+    if (res.epochs_done > 0 && !nprof)
         printf("Saved %s (epoch %d, val acc %.4f); peak RSS %.0f MiB\n", res.checkpoint,
                res.epochs_done, res.val_acc, ru.ru_maxrss / 1024.0);
     return res.interrupted ? CT_EXIT_INTERRUPTED : CT_EXIT_OK;

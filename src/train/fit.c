@@ -15,6 +15,7 @@
 #include "train/init.h"
 #include "train/memory.h"
 #include "train/model.h"
+#include "train/profile.h"
 #include "train/progress.h"
 #include "train/schedule.h"
 
@@ -314,6 +315,11 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     if (rc == 0 && s.info.epoch >= cfg->train.epochs)
         fprintf(o->log, "ctrain: %s already holds %d epoch%s (train.epochs is %d); nothing to do\n",
                 s.ckpt_path, s.info.epoch, s.info.epoch == 1 ? "" : "s", cfg->train.epochs);
+    if (rc == 0 && o->profile_steps > 0) {
+        rc = ct_profile_run(s.model, &s.train_batches, cfg, 5, o->profile_steps, o->out, err);
+        fit_cleanup(&s);
+        return rc;
+    }
     if (rc == 0 && o->save) rc = mkdir_p(cfg->train.out, err);
     if (rc == 0) {
         struct sigaction sa, old;

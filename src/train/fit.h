@@ -25,6 +25,7 @@ typedef struct ct_fit_opts {
     size_t max_memory;      /* bytes the plan may use (0: what the device has) */
     bool fit_memory;        /* when the plan does not fit, shrink the batch (keeping the
                                effective batch through accumulation) instead of failing */
+    int profile_steps;      /* > 0: profile this many steps per layer instead of training */
     FILE *out;              /* epoch lines */
     FILE *log;              /* notices and progress */
 } ct_fit_opts;
