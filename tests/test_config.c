@@ -395,9 +395,9 @@ static void test_error_layers(void **state) {
                  "avgpool2d, relu, flatten, linear, dropout)");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n"
                  "    - linear: {out_features: 10, kernel: 3}\n" DATA,
-                 "4:34", "unknown key 'kernel' in 'linear' (valid keys: out_features, bias)");
+                 "4:34", "unknown key 'kernel' in 'linear' (valid keys: out_features, bias, checkpoint)");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - relu: {p: 0.5}\n" DATA,
-                 "4:14", "unknown key 'p' in 'relu' ('relu' takes no parameters)");
+                 "4:14", "unknown key 'p' in 'relu' (valid keys: checkpoint)");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - conv2d\n" DATA, "4:7",
                  "layer 'conv2d' needs parameters");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n"
@@ -630,8 +630,29 @@ static void test_path_resolution(void **state) {
     ct_test_rmtree(dir);
 }
 
+static void test_layer_checkpoint_flag(void **state) {
+    (void)state;
+    ct_config cfg;
+    ct_err err = {{0}};
+    const char *y = "model:\n  input: [1, 4, 4]\n  layers:\n"
+                    "    - relu: {checkpoint: true}\n    - flatten\n"
+                    "    - linear: {out_features: 10, checkpoint: false}\n"
+                    "data: {train_images: a, train_labels: b, test_images: c, test_labels: d}\n";
+    assert_int_equal(ct_config_parse(y, strlen(y), "t.yaml", NULL, &cfg, &err), 0);
+    assert_true(cfg.layers[0].checkpoint);
+    assert_false(cfg.layers[1].checkpoint);
+    assert_false(cfg.layers[2].checkpoint);
+    ct_config_free(&cfg);
+    const char *bad = "model:\n  input: [1, 4, 4]\n  layers:\n    - relu: {checkpoint: 3}\n"
+                      "data: {train_images: a, train_labels: b, test_images: c, test_labels: d}\n";
+    assert_int_equal(ct_config_parse(bad, strlen(bad), "t.yaml", NULL, &cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "t.yaml:4:"));
+    assert_non_null(strstr(err.msg, "checkpoint"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layer_checkpoint_flag),
         cmocka_unit_test(test_cnn_config),
         cmocka_unit_test(test_mlp_config),
         cmocka_unit_test(test_reparse_embedded_text),

@@ -17,6 +17,7 @@
  *       - flatten
  *       - linear: {out_features: 10}
  *       - dropout: {p: 0.5}
+ *       - relu: {checkpoint: true}  # any layer: recompute in backward (graph.h)
  *     loss: cross_entropy
  *   optimizer: {type: adam, lr: 0.001, betas: [0.9, 0.999], eps: 1e-8,
  *               weight_decay: 0, momentum: 0, nesterov: false}
@@ -62,6 +63,7 @@ typedef struct ct_layer_cfg {
     int out_features; /* linear, >= 1 */
     bool bias;        /* conv2d, linear; default true */
     double p;         /* dropout probability, 0 <= p < 1 */
+    bool checkpoint;  /* any kind: activation checkpointing (see graph.h); default false */
     int line, col;    /* 1-based position of the entry in the YAML, for errors */
 } ct_layer_cfg;
 

@@ -12,22 +12,25 @@
 
 #include "config/config_internal.h"
 
-enum { P_OUT_CHANNELS, P_KERNEL, P_STRIDE, P_PADDING, P_OUT_FEATURES, P_BIAS, P_P, P_COUNT };
+enum { P_OUT_CHANNELS, P_KERNEL, P_STRIDE, P_PADDING, P_OUT_FEATURES, P_BIAS, P_P, P_CHECKPOINT,
+       P_COUNT };
 static const char *const ct_param_names[P_COUNT] = {
-    "out_channels", "kernel", "stride", "padding", "out_features", "bias", "p"};
+    "out_channels", "kernel", "stride", "padding", "out_features", "bias", "p", "checkpoint"};
 
 #define B(p) (1u << (p))
+#define ANY B(P_CHECKPOINT) /* every kind accepts activation checkpointing */
 
 /* Parameters each kind accepts and requires, as bit sets over P_*. */
 static const struct { unsigned accepts, needs; } ct_kind_params[CT_LAYER_KIND_COUNT] = {
-    [CT_LAYER_CONV2D] = {B(P_OUT_CHANNELS) | B(P_KERNEL) | B(P_STRIDE) | B(P_PADDING) | B(P_BIAS),
+    [CT_LAYER_CONV2D] = {B(P_OUT_CHANNELS) | B(P_KERNEL) | B(P_STRIDE) | B(P_PADDING) | B(P_BIAS) |
+                             ANY,
                          B(P_OUT_CHANNELS) | B(P_KERNEL)},
-    [CT_LAYER_MAXPOOL2D] = {B(P_KERNEL) | B(P_STRIDE) | B(P_PADDING), B(P_KERNEL)},
-    [CT_LAYER_AVGPOOL2D] = {B(P_KERNEL) | B(P_STRIDE) | B(P_PADDING), B(P_KERNEL)},
-    [CT_LAYER_RELU] = {0, 0},
-    [CT_LAYER_FLATTEN] = {0, 0},
-    [CT_LAYER_LINEAR] = {B(P_OUT_FEATURES) | B(P_BIAS), B(P_OUT_FEATURES)},
-    [CT_LAYER_DROPOUT] = {B(P_P), 0},
+    [CT_LAYER_MAXPOOL2D] = {B(P_KERNEL) | B(P_STRIDE) | B(P_PADDING) | ANY, B(P_KERNEL)},
+    [CT_LAYER_AVGPOOL2D] = {B(P_KERNEL) | B(P_STRIDE) | B(P_PADDING) | ANY, B(P_KERNEL)},
+    [CT_LAYER_RELU] = {ANY, 0},
+    [CT_LAYER_FLATTEN] = {ANY, 0},
+    [CT_LAYER_LINEAR] = {B(P_OUT_FEATURES) | B(P_BIAS) | ANY, B(P_OUT_FEATURES)},
+    [CT_LAYER_DROPOUT] = {B(P_P) | ANY, 0},
 };
 
 static bool ct_is_pool(ct_layer_kind k) {
@@ -45,6 +48,7 @@ static int ct_layer_param(const ct_yaml_ctx *ctx, int p, yaml_node_t *val, ct_la
     case P_PADDING: return ct_get_int(ctx, val, name, 0, CT_DIM_MAX, &l->padding);
     case P_OUT_FEATURES: return ct_get_int(ctx, val, name, 1, CT_WIDTH_MAX, &l->out_features);
     case P_BIAS: return ct_get_bool(ctx, val, name, &l->bias);
+    case P_CHECKPOINT: return ct_get_bool(ctx, val, name, &l->checkpoint);
     default: return ct_get_double(ctx, val, name, CT_RANGE_UNIT, &l->p);
     }
 }

@@ -40,6 +40,19 @@ static void add_node_params(ct_graph *g, ct_node *n) {
     if (n->cfg.bias) n->bias = add_param(g, n->index, "bias", 1, dims, fan_in);
 }
 
+/* Groups consecutive checkpointed layers into spans. */
+static void find_spans(ct_graph *g) {
+    g->n_spans = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        g->nodes[i].span = -1;
+        if (!g->nodes[i].cfg.checkpoint) continue;
+        if (i == 0 || !g->nodes[i - 1].cfg.checkpoint)
+            g->spans[g->n_spans++] = (ct_span){i, i};
+        g->spans[g->n_spans - 1].last = i;
+        g->nodes[i].span = g->n_spans - 1;
+    }
+}
+
 int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err) {
     memset(g, 0, sizeof *g);
     if (cfg->input_c < 1 || cfg->input_h < 1 || cfg->input_w < 1)
@@ -67,6 +80,7 @@ int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err) {
         cur = n->out;
     }
     g->n_nodes = cfg->n_layers;
+    find_spans(g);
     const ct_node *last = &g->nodes[g->n_nodes - 1];
     if (cfg->data.num_classes > 0 &&
         (!last->out.flat || last->out.c != cfg->data.num_classes))

@@ -51,7 +51,18 @@ typedef struct ct_node {
     int weight;         /* index into graph.params, -1 if none */
     int bias;           /* index into graph.params, -1 if none */
     double fwd_flops;   /* per sample, multiply-add = 2 */
+    int span;           /* checkpointed span this node belongs to, or -1 */
 } ct_node;
+
+/* Activation checkpointing: a maximal run of consecutive layers with
+ * `checkpoint: true` is a span. The outputs of a span's layers except its last
+ * are not kept after forward: every span's share one buffer (plan.h), and in
+ * backward, before the span's last layer, its layers first..last-1 run forward
+ * again from the span's input (same dropout draws, so the same values). The
+ * last layer's output, which the next layer needs, is kept. */
+typedef struct ct_span {
+    int first, last;
+} ct_span;
 
 typedef struct ct_graph {
     ct_shape input;
@@ -61,6 +72,8 @@ typedef struct ct_graph {
     int n_params;
     size_t n_param_floats; /* total floats in the flat parameter array */
     int num_classes;       /* last node's output features (0 if not flat) */
+    ct_span spans[CT_MAX_LAYERS];
+    int n_spans;
 } ct_graph;
 
 /* One row of the op table. */

@@ -18,26 +18,51 @@ int ct_plan_add(ct_plan *p, ct_region_kind kind, int layer, const char *name, si
     r->layer = layer;
     r->bytes = bytes;
     r->offset = 0;
+    r->span = -1;
     p->finalized = 0;
     return p->n++;
 }
 
+void ct_plan_set_span(ct_plan *p, int id, int span) {
+    p->regions[id].span = span;
+    p->finalized = 0;
+}
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
 void ct_plan_finalize(ct_plan *p) {
     size_t off = 0;
+    int max_span = -1;
     for (int i = 0; i < p->n; i++) {
         ct_region *r = &p->regions[i];
-        off = (off + p->align - 1) / p->align * p->align;
+        if (r->span > max_span) max_span = r->span;
+        if (r->span >= 0) continue;
+        off = align_up(off, p->align);
         r->offset = off;
         off += r->bytes;
     }
-    p->total = (off + p->align - 1) / p->align * p->align;
+    size_t base = align_up(off, p->align);
+    p->shared = p->span_bytes = 0;
+    for (int s = 0; s <= max_span; s++) {
+        size_t o = 0;
+        for (int i = 0; i < p->n; i++) {
+            ct_region *r = &p->regions[i];
+            if (r->span != s) continue;
+            o = align_up(o, p->align);
+            r->offset = base + o;
+            o += r->bytes;
+            p->span_bytes += r->bytes;
+        }
+        if (o > p->shared) p->shared = o;
+    }
+    p->total = align_up(base + p->shared, p->align);
     p->finalized = 1;
 }
 
 size_t ct_plan_kind_bytes(const ct_plan *p, ct_region_kind kind) {
-    size_t s = 0;
+    size_t s = kind == CT_REGION_ACTIVATIONS ? p->shared : 0;
     for (int i = 0; i < p->n; i++)
-        if (p->regions[i].kind == kind) s += p->regions[i].bytes;
+        if (p->regions[i].kind == kind && p->regions[i].span < 0) s += p->regions[i].bytes;
     return s;
 }
 

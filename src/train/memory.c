@@ -76,6 +76,10 @@ void ct_memory_report(const ct_plan *plan, const char *title, FILE *out) {
         fprintf(out, "  %-18s %12s %6.1f%%\n", ct_region_kind_name((ct_region_kind)k),
                 ct_fmt_bytes(s, b, sizeof b), plan->total ? 100.0 * s / plan->total : 0.0);
     }
+    if (plan->span_bytes)
+        fprintf(out, "  checkpointed activations: %s shared by all spans (%s if each kept its own)\n",
+                ct_fmt_bytes(plan->shared, b, sizeof b),
+                ct_fmt_bytes(plan->span_bytes, (char[32]){0}, 32));
     fprintf(out, "  %-18s %12s  (allocated once, before training)\n", "reserved",
             ct_fmt_bytes(plan->total, b, sizeof b));
     fprintf(out, "  %-18s %12s  (nothing is allocated inside the loop)\n", "peak",

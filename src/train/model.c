@@ -1,10 +1,50 @@
 /* model.c: graph + plan + backend on one device (see model.h). */
 #include "train/model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/schedule.h"
+
+static int find_region(const ct_plan *p, const char *name) {
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->regions[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Region holding node i's output: backends name it "layers.<i>.out" and give it 0
+ * bytes when the node works in place on its input's storage (relu, flatten). */
+static int output_storage(const ct_plan *p, int i) {
+    for (; i >= 0; i--) {
+        char name[CT_REGION_NAME_MAX];
+        snprintf(name, sizeof name, "layers.%d.out", i);
+        int r = find_region(p, name);
+        if (r >= 0 && p->regions[r].bytes > 0) return r;
+    }
+    return -1;
+}
+
+/* Checkpointed spans: the outputs of each span's layers but its last go into the
+ * shared buffer, except the storage of the last layer's output (kept) and storage
+ * owned by layers before the span (in-place layers at its start). The layers that
+ * write shared storage are the ones backward recomputes; the others' results are
+ * still in their (kept) storage. */
+static void share_span_outputs(ct_model *m) {
+    for (int s = 0; s < m->graph.n_spans; s++) {
+        const ct_span *sp = &m->graph.spans[s];
+        int kept = output_storage(&m->plan, sp->last);
+        for (int i = sp->first; i < sp->last; i++) {
+            int r = output_storage(&m->plan, i);
+            if (r >= 0 && r != kept && m->plan.regions[r].layer >= sp->first)
+                ct_plan_set_span(&m->plan, r, s);
+        }
+        for (int i = sp->first; i < sp->last; i++) {
+            int r = output_storage(&m->plan, i);
+            m->recompute[i] = r >= 0 && m->plan.regions[r].span == s;
+        }
+    }
+}
 
 int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_model_req *req,
                     ct_model **out, ct_err *err) {
@@ -30,6 +70,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
             m->opts.dataset_count[s] = req->datasets[s]->count;
     ct_plan_init(&m->plan, dev->vt->align ? dev->vt->align : 64);
     if (dev->vt->create(&m->graph, &m->opts, &m->plan, &m->be, err) != 0) goto fail;
+    if (m->opts.training) share_span_outputs(m);
     ct_plan_finalize(&m->plan);
     *out = m;
     return 0;
@@ -63,7 +104,13 @@ int ct_model_forward(ct_model *m, bool train, uint32_t step, ct_err *err) {
 }
 
 int ct_model_backward(ct_model *m, bool accumulate, uint32_t step, ct_err *err) {
-    for (int i = m->graph.n_nodes - 1; i >= 0; i--)
-        if (m->device.vt->backward(m->be, i, accumulate, step, err) != 0) return -1;
+    const ct_backend_vt *vt = m->device.vt;
+    for (int i = m->graph.n_nodes - 1; i >= 0; i--) {
+        const ct_node *n = &m->graph.nodes[i];
+        if (n->span >= 0 && m->graph.spans[n->span].last == i) /* recompute the span */
+            for (int j = m->graph.spans[n->span].first; j < i; j++)
+                if (m->recompute[j] && vt->forward(m->be, j, true, step, err) != 0) return -1;
+        if (vt->backward(m->be, i, accumulate, step, err) != 0) return -1;
+    }
     return 0;
 }

@@ -27,6 +27,7 @@ typedef struct ct_model {
     ct_optimizer_cfg optimizer;
     ct_backend *be;
     float *host;        /* [n_param_floats * (1 + opt_state_slots)], after bind */
+    bool recompute[CT_MAX_LAYERS]; /* checkpointed: forward again in backward (graph.h) */
     bool bound;
 } ct_model;
 
@@ -62,6 +63,10 @@ typedef struct ct_ckpt_info {
     long long step;       /* optimizer steps done */
     double train_loss, train_acc, val_loss, val_acc;
     bool interrupted;     /* saved on Ctrl-C before the epoch ended */
+    /* fp16 loss scaler state (train/scaler.h), written as "amp_scale" and
+     * "amp_growth_tracker" when amp_scale > 0 (0: no scaler, nothing written). */
+    double amp_scale;
+    int amp_growth_tracker;
 } ct_ckpt_info;
 
 /* Writes params (+ optimizer state when training) and metadata atomically. */
