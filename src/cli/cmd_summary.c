@@ -54,7 +54,7 @@ static int advise(const ct_model *m, const ct_config *cfg, const ct_device_choic
     ct_err fe;
     bool have = ct_memory_find_fix(cfg, dev, training, limit, &fix, &fe) == 0;
     printf("\n");
-    ct_memory_advice(&m->plan, &bud, cfg, &fix, have, stdout);
+    ct_memory_advice(&m->plan, &bud, cfg, dev, training, &fix, have, stdout);
     (void)err;
     return CT_EXIT_OK;
 }

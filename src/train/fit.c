@@ -147,7 +147,7 @@ static int check_memory(ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         s->model = NULL;
         return create_model(cfg, o, s, dev, err);
     }
-    ct_memory_advice(plan, &bud, cfg, &fix, have, o->log);
+    ct_memory_advice(plan, &bud, cfg, dev, true, &fix, have, o->log);
     return ct_errorf(err, "out of memory before training: the plan needs %s but %s are available (%s)",
                      ct_fmt_bytes(plan->total, b1, sizeof b1),
                      ct_fmt_bytes(bud.available, b2, sizeof b2), bud.source);

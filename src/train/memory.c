@@ -127,8 +127,32 @@ int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool t
     return 0;
 }
 
+/* Checkpointing every layer except the one after each pooling layer makes one span
+ * per block (conv, relu, pool), the pattern that pays on conv nets. Returns the
+ * arena bytes at cfg's batch with that pattern (0 when it cannot be planned) and the
+ * checkpointed layer list in `which`. */
+static size_t checkpointed_bytes(const ct_config *cfg, const ct_device_choice *dev, bool training,
+                                 char *which, size_t n) {
+    ct_config *c = malloc(sizeof *c);
+    if (!c) return 0;
+    *c = *cfg;
+    size_t used = 0;
+    which[0] = 0;
+    for (int i = 0; i < c->n_layers; i++) {
+        bool after_pool = i > 0 && (c->layers[i - 1].kind == CT_LAYER_MAXPOOL2D ||
+                                    c->layers[i - 1].kind == CT_LAYER_AVGPOOL2D);
+        c->layers[i].checkpoint = !after_pool;
+        if (c->layers[i].checkpoint && used < n)
+            used += (size_t)snprintf(which + used, n - used, "%s%d", used ? "," : "", i);
+    }
+    size_t t = plan_bytes(c, dev, training, c->train.batch_size);
+    free(c);
+    return t;
+}
+
 void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *bud, const ct_config *cfg,
-                      const ct_memory_fix *fix, bool have_fix, FILE *out) {
+                      const ct_device_choice *dev, bool training, const ct_memory_fix *fix,
+                      bool have_fix, FILE *out) {
     char b1[32], b2[32];
     fprintf(out, "ctrain: the plan needs %s but %s are available (%s):\n",
             ct_fmt_bytes(plan->total, b1, sizeof b1), ct_fmt_bytes(bud->available, b2, sizeof b2),
@@ -154,7 +178,16 @@ void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *bud, const ct
     } else {
         fprintf(out, "  - none by batch size: even batch 1 does not fit\n");
     }
-    fprintf(out, "  - train.amp (fp16/bf16 activations): not available in this version\n");
-    fprintf(out, "  - activation checkpointing: not available in this version\n");
+    fprintf(out, "  - train.amp fp16/bf16: saves nothing here (activations are stored in fp32; "
+                 "16-bit storage is not implemented)\n");
+    char which[256];
+    size_t ck = checkpointed_bytes(cfg, dev, training, which, sizeof which);
+    if (ck && ck < plan->total)
+        fprintf(out, "  - activation checkpointing (checkpoint: true on layers %s): arena %s at "
+                     "batch %d, saving %s\n",
+                which, ct_fmt_bytes(ck, b1, sizeof b1), cfg->train.batch_size,
+                ct_fmt_bytes(plan->total - ck, b2, sizeof b2));
+    else
+        fprintf(out, "  - activation checkpointing: no saving found for this model\n");
     if (have_fix) fprintf(out, "Run with --fit-memory to apply the batch-size fix.\n");
 }

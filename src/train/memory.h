@@ -44,8 +44,10 @@ int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool t
                        size_t available, ct_memory_fix *fix, ct_err *err);
 
 /* Prints what is needed against what is available, region by region, and the fixes
- * computed for this model. */
+ * computed for this model (smaller batch with accumulation; activation
+ * checkpointing, planned to measure its saving). */
 void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *b, const ct_config *cfg,
-                      const ct_memory_fix *fix, bool have_fix, FILE *out);
+                      const ct_device_choice *dev, bool training, const ct_memory_fix *fix,
+                      bool have_fix, FILE *out);
 
 #endif
