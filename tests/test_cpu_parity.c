@@ -20,6 +20,8 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_pool_kernel.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
 
@@ -387,6 +389,218 @@ static void test_dropout(void **state) {
     }
 }
 
+/* ---- max pooling on ctrain's own loops (cpu_pool_kernel.c) --------------------------- */
+
+/* Implementation name of node k of the CPU backend behind h. */
+static const char *pool_impl(harness *h, int k) {
+    return ct_cpu_pool_impl(&((ct_cpu *)(void *)h->b)->nodes[k]);
+}
+
+/* Parity of max-pool node k on the path named by want ("nChw": ctrain's loops on a
+ * blocked layout, "nchw": on plain, NULL: oneDNN). gact[k-1] is filled with junk
+ * first, so a backward that leaves elements unwritten fails. */
+static void pool_path(const ct_layer_cfg *layers, int nl, int C, int H, int W, int N, int k,
+                      const char *want) {
+    harness *h = open_h(C, H, W, layers, nl, N);
+    const char *impl = pool_impl(h, k);
+    if (want && (strncmp(impl, "ctrain:", 7) != 0 || !strstr(impl, want)))
+        fail_msg("layer %d: impl '%s', want ctrain's loops on %s", k, impl, want);
+    if (!want && strncmp(impl, "ctrain:", 7) == 0)
+        fail_msg("layer %d: impl '%s', want the oneDNN fallback", k, impl);
+    size_t in_row = row_numel(h->g.nodes[k].in);
+    float *junk = rand_f((size_t)N * in_row, 5.0);
+    OK(h->vt->grad_from_host(h->b, k - 1, junk, E));
+    parity_out o = parity_n(h, k, N, true);
+    free(junk), free(o.grads), free(o.y);
+    close_h(h);
+}
+
+static void test_maxpool_own_loops(void **state) {
+    (void)state;
+    ct_pool_geom q = {.isa = ct_pool_best_isa()};
+    print_message("max-pool loops: %s\n", q.isa == CT_POOL_ISA_AVX2 ? "avx2" : "portable");
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
+    pool_path(a, 2, 3, 8, 8, 2, 1, "nChw");
+    ct_layer_cfg b[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_RELU),
+                        pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)}; /* overlapping, padded */
+    pool_path(b, 3, 2, 9, 9, 2, 2, "nChw");
+    ct_layer_cfg c[] = {conv(32, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)}; /* 7 -> 3 */
+    pool_path(c, 2, 1, 7, 7, 3, 1, "nChw");
+    ct_layer_cfg d[] = {conv(5, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 3, 0)}; /* gaps, C 5 */
+    pool_path(d, 2, 2, 8, 8, 2, 1, "nChw");
+    ct_layer_cfg e[] = {conv(24, 3, 1, 0, true), pool(CT_LAYER_MAXPOOL2D, 3, 3, 1)};
+    pool_path(e, 2, 2, 8, 8, 2, 1, "nChw");
+    ct_layer_cfg f[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 3, 1, 1)}; /* stride 1 */
+    pool_path(f, 2, 2, 6, 6, 2, 1, "nChw");
+    ct_layer_cfg g[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)}; /* plain input */
+    pool_path(g, 2, 3, 7, 7, 2, 1, "nchw");
+    ct_layer_cfg t[] = {conv(32, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        conv(64, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
+    pool_path(t, 3, 1, 28, 28, 2, 2, "nChw"); /* the tutorial CNN's two pools */
+    pool_path(t, 6, 1, 28, 28, 2, 5, "nChw");
+}
+
+/* Constant pool input (conv with zero weights and bias v): the output is v, not the
+ * padding's 0, and each window's gradient goes to its first element. */
+static void pool_ties(int K, int S, int P, int H, float v) {
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, K, S, P)};
+    enum { N = 2, C = 8 };
+    harness *h = open_h(2, H, H, a, 2, N);
+    assert_non_null(strstr(pool_impl(h, 1), "ctrain:"));
+    const ct_node *nd = &h->g.nodes[1];
+    int OH = nd->out.h;
+    size_t in_n = (size_t)N * C * H * H, out_n = (size_t)N * C * OH * OH;
+    float *p = calloc(h->g.n_param_floats, sizeof *p), *x = rand_f((size_t)N * 2 * H * H, 1.0);
+    for (int j = 0; j < C; j++) p[h->g.params[h->g.nodes[0].bias].offset + (size_t)j] = v;
+    int32_t lab[N] = {0};
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, lab, N, E));
+    OK(h->vt->forward(h->b, 0, true, STEP, E));
+    OK(h->vt->forward(h->b, 1, true, STEP, E));
+    float *y = malloc(out_n * sizeof *y), *dy = rand_f(out_n, 1.0), *junk = rand_f(in_n, 3.0);
+    float *dx = malloc(in_n * sizeof *dx);
+    OK(h->vt->tensor_to_host(h->b, 1, false, y, E));
+    for (size_t j = 0; j < out_n; j++) assert_true(y[j] == v);
+    OK(h->vt->grad_from_host(h->b, 0, junk, E));
+    OK(h->vt->grad_from_host(h->b, 1, dy, E));
+    OK(h->vt->backward(h->b, 1, false, STEP, E));
+    OK(h->vt->tensor_to_host(h->b, 0, true, dx, E));
+    double *xd = malloc(in_n * sizeof *xd), *dyd = to_d(dy, out_n), *dxr = malloc(in_n * sizeof *dxr);
+    for (size_t j = 0; j < in_n; j++) xd[j] = v;
+    ct_ref_maxpool2d_backward(xd, N, C, H, H, K, S, P, dyd, dxr);
+    check_close(dx, dxr, in_n, "max-pool gradient on ties");
+    if (P == 0 && S == K) /* first window element = top-left */
+        for (size_t pl = 0; pl < (size_t)N * C; pl++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OH; ow++)
+                    assert_true(dx[(pl * H + (size_t)oh * S) * H + (size_t)ow * S] ==
+                                dy[(pl * OH + (size_t)oh) * OH + (size_t)ow]);
+    free(p), free(x), free(y), free(dy), free(junk), free(dx), free(xd), free(dyd), free(dxr);
+    close_h(h);
+}
+
+static void test_maxpool_ties(void **state) {
+    (void)state;
+    pool_ties(2, 2, 0, 8, 0.25f);
+    pool_ties(2, 2, 0, 7, 0.25f);
+    pool_ties(3, 2, 1, 9, -1.0f); /* padding (0) must not beat -1 */
+    pool_ties(3, 1, 1, 5, -0.5f);
+}
+
+static void test_maxpool_fallback(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 16, 16, 0)}; /* K*K > 255 */
+    pool_path(a, 2, 2, 17, 17, 2, 1, NULL);
+    ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_AVGPOOL2D, 2, 2, 0)}; /* avg */
+    pool_path(b, 2, 2, 6, 6, 2, 1, NULL);
+    ct_pool_geom q = {.n_img = 1, .c_blocks = 1, .block = 4, .c_last = 4, .h = 4, .w = 4,
+                      .oh = 2, .ow = 2, .k = 2, .s = 2};
+    assert_false(ct_pool_geom_ok(&q)); /* block 4 */
+    q.block = 8;
+    assert_true(ct_pool_geom_ok(&q));
+    q.oh = 3; /* not floor mode */
+    assert_false(ct_pool_geom_ok(&q));
+}
+
+/* The loops alone on packed buffers, every block and ISA, against the reference:
+ * junk in the padded lanes and in dx must not leak; ISAs agree bit for bit. */
+static size_t blk_off(int C, int B, int H, int W, int n, int c, int h, int w) {
+    int CB = (C + B - 1) / B;
+    return ((((size_t)n * CB + (size_t)(c / B)) * H + (size_t)h) * W + (size_t)w) * B +
+           (size_t)(c % B);
+}
+
+typedef struct pool_bufs {
+    float *y, *dx;
+    uint8_t *idx;
+} pool_bufs;
+
+static pool_bufs kernel_run(const ct_pool_geom *q, const float *xb, const float *dyb,
+                            size_t in_n, size_t out_n) {
+    pool_bufs r = {malloc(out_n * sizeof(float)), malloc(in_n * sizeof(float)), malloc(out_n)};
+    for (size_t j = 0; j < out_n; j++) r.y[j] = NAN;
+    for (size_t j = 0; j < in_n; j++) r.dx[j] = 9.0f;
+    memset(r.idx, 0xAA, out_n);
+    ct_pool_max_forward(q, xb, r.y, r.idx);
+    ct_pool_max_backward(q, dyb, r.idx, r.dx);
+    return r;
+}
+
+static void kernel_case(int N, int C, int B, int H, int K, int S, int P, bool ties) {
+    int OH = ct_ref_out_dim(H, K, S, P), CB = (C + B - 1) / B;
+    ct_pool_geom q = {.n_img = N, .c_blocks = CB, .block = B, .c_last = C - (CB - 1) * B,
+                      .h = H, .w = H, .oh = OH, .ow = OH, .k = K, .s = S, .p = P};
+    assert_true(ct_pool_geom_ok(&q));
+    size_t in_n = (size_t)N * CB * B * H * H, out_n = (size_t)N * CB * B * OH * OH;
+    size_t nx = (size_t)N * C * H * H, ny = (size_t)N * C * OH * OH;
+    float *xb = malloc(in_n * sizeof *xb), *dyb = malloc(out_n * sizeof *dyb);
+    for (size_t j = 0; j < in_n; j++) xb[j] = NAN; /* the padded lanes keep it */
+    for (size_t j = 0; j < out_n; j++) dyb[j] = NAN;
+    double *x = malloc(nx * sizeof *x), *dy = malloc(ny * sizeof *dy);
+    double *y = malloc(ny * sizeof *y), *dx = malloc(nx * sizeof *dx);
+    for (size_t j = 0; j < nx; j++) x[j] = ties ? floor(urand() * 2.0) : (float)urand();
+    for (size_t j = 0; j < ny; j++) dy[j] = (float)urand();
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            size_t pl = (size_t)n * C + (size_t)c;
+            for (int i = 0; i < H * H; i++)
+                xb[blk_off(C, B, H, H, n, c, i / H, i % H)] = (float)x[pl * H * H + (size_t)i];
+            for (int i = 0; i < OH * OH; i++)
+                dyb[blk_off(C, B, OH, OH, n, c, i / OH, i % OH)] =
+                    (float)dy[pl * OH * OH + (size_t)i];
+        }
+    ct_ref_maxpool2d_forward(x, N, C, H, H, K, S, P, y);
+    ct_ref_maxpool2d_backward(x, N, C, H, H, K, S, P, dy, dx);
+    pool_bufs first = {0};
+    for (int isa = 0; isa < 2; isa++) {
+        q.isa = isa ? ct_pool_best_isa() : CT_POOL_ISA_PORTABLE;
+        pool_bufs r = kernel_run(&q, xb, dyb, in_n, out_n);
+        float *yp = malloc(ny * sizeof *yp), *dxp = malloc(nx * sizeof *dxp);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < CB * B; c++) {
+                size_t pl = (size_t)n * C + (size_t)c;
+                for (int i = 0; i < OH * OH; i++) {
+                    size_t o = blk_off(C, B, OH, OH, n, c, i / OH, i % OH);
+                    if (c >= C) assert_true(r.y[o] == 0.0f); /* padded lane */
+                    else yp[pl * OH * OH + (size_t)i] = r.y[o];
+                }
+                for (int i = 0; i < H * H; i++) {
+                    size_t o = blk_off(C, B, H, H, n, c, i / H, i % H);
+                    if (c >= C) assert_true(r.dx[o] == 0.0f);
+                    else dxp[pl * H * H + (size_t)i] = r.dx[o];
+                }
+            }
+        for (size_t j = 0; j < ny; j++)
+            if (!((double)yp[j] == y[j]))
+                fail_msg("block %d K%d S%d P%d isa %d: y[%zu] %g, want %g", B, K, S, P, isa, j,
+                         yp[j], y[j]);
+        check_close(dxp, dx, nx, "max-pool loops: dx");
+        if (isa == 0) {
+            first = r;
+        } else {
+            assert_memory_equal(first.y, r.y, out_n * sizeof(float));
+            assert_memory_equal(first.idx, r.idx, out_n);
+            assert_memory_equal(first.dx, r.dx, in_n * sizeof(float));
+            free(r.y), free(r.dx), free(r.idx);
+        }
+        free(yp), free(dxp);
+    }
+    free(first.y), free(first.dx), free(first.idx);
+    free(xb), free(dyb), free(x), free(dy), free(y), free(dx);
+}
+
+static void test_maxpool_loops(void **state) {
+    (void)state;
+    kernel_case(2, 5, 8, 7, 2, 2, 0, false);   /* 7 -> 3, 3 of 8 lanes padded */
+    kernel_case(2, 20, 16, 9, 3, 2, 1, false); /* overlapping, padding, 2 blocks */
+    kernel_case(2, 3, 1, 8, 2, 3, 0, false);   /* nchw, gaps between windows */
+    kernel_case(2, 8, 8, 6, 3, 1, 1, true);    /* stride 1, many ties */
+    kernel_case(1, 16, 16, 5, 5, 5, 2, true);  /* one window */
+    kernel_case(1, 8, 8, 15, 15, 15, 0, false); /* largest index (224) */
+    kernel_case(1, 9, 8, 3, 2, 3, 2, false);   /* a window of padding only: -inf, no grad */
+    kernel_case(3, 32, 8, 28, 2, 2, 0, false); /* the tutorial's first pool */
+}
+
 /* ---- loss ------------------------------------------------------------------------ */
 
 static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, int N, int n) {
@@ -606,6 +820,10 @@ int main(void) {
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_avgpool),
+        cmocka_unit_test(test_maxpool_own_loops),
+        cmocka_unit_test(test_maxpool_ties),
+        cmocka_unit_test(test_maxpool_fallback),
+        cmocka_unit_test(test_maxpool_loops),
         cmocka_unit_test(test_relu),
         cmocka_unit_test(test_flatten_linear),
         cmocka_unit_test(test_linear),
