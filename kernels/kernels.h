@@ -62,6 +62,14 @@ int ct_cuda_softmax_xent(const float *z, const int32_t *y, int N, int n, int K, 
                          float grad_scale, ct_cuda_metrics_dev *m,
                          unsigned long long *confusion, unsigned long long tag, void *stream);
 
+/* ---- mixed precision (amp.cu) --------------------------------------------------- */
+
+/* p[0..n) = ct_round_bf16(p) (bf16 != 0) or ct_round_fp16(p), in place. */
+int ct_cuda_amp_round(float *p, size_t n, int bf16, void *stream);
+/* *flag = 1 when any of g[0..n) is inf or NaN; leaves *flag untouched otherwise
+ * (the caller zeroes it first). */
+int ct_cuda_any_nonfinite(const float *g, size_t n, unsigned *flag, void *stream);
+
 /* ---- device-resident datasets (data.cu) ---------------------------------------- */
 
 /* Gathers rows order[start + r], r in [0, n), of a uint8 dataset (images [count,

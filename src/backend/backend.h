@@ -18,8 +18,13 @@
  *    adds loss sum and the confusion counts to the device-side metric
  *    accumulators (and remembers the first non-finite batch), and in training
  *    writes gact[last] = dLoss/dlogits * grad_scale.
+ *  - Mixed precision (o.amp fp16 / bf16): params, grads and optimizer state stay
+ *    fp32 (master weights); every act[i] a forward writes, every gact[i-1] a
+ *    backward writes and the gact[last] loss() writes hold values of the mode's
+ *    precision (ct_round_fp16 / ct_round_bf16 of elementwise.h), whether the
+ *    backend stores them narrow or rounds fp32 storage in place.
  *  - Nothing is allocated after bind(); no call synchronizes the host except the
- *    *_to_host / read_metrics / sync calls.
+ *    *_to_host / read_metrics / sync / grads_nonfinite calls.
  */
 #ifndef CT_BACKEND_H
 #define CT_BACKEND_H
@@ -101,6 +106,12 @@ typedef struct ct_backend_vt {
 
     /* One update of every parameter from its gradient, over the flat range. */
     int (*optimizer_step)(ct_backend *b, const ct_opt_hyper *h, ct_err *err);
+
+    /* Optional (NULL: the backend cannot check; fp16 loss scaling then refuses to
+     * run). Sets *found to whether any parameter gradient (the whole flat grads
+     * range) is inf or NaN, for the dynamic loss scaler's skip decision before an
+     * optimizer step. Synchronizes: one host round trip per call. */
+    int (*grads_nonfinite)(ct_backend *b, bool *found, ct_err *err);
 
     /* Reads (and with reset, zeroes) the metric accumulators. Synchronizes. */
     int (*read_metrics)(ct_backend *b, ct_metrics *m, bool reset, ct_err *err);

@@ -11,12 +11,18 @@
  *    grad_scale = 1 / (batch rows * accumulation steps) for a mean loss.
  *  - optimizers follow torch.optim (SGD with momentum/nesterov/weight_decay; Adam
  *    with L2 weight decay; AdamW with decoupled decay), one element at a time.
+ *  - mixed-precision rounding: ct_round_bf16 / ct_round_fp16 return the float
+ *    nearest to x (ties to even) that bf16 / IEEE fp16 can hold, exactly as a
+ *    float -> bf16/fp16 -> float conversion would: fp16 overflows to +-inf from
+ *    65520 on, keeps subnormal steps of 2^-24 below 2^-14 and flushes to (signed)
+ *    0 below 2^-25; inf stays inf and NaN stays NaN in both.
  */
 #ifndef CT_ELEMENTWISE_H
 #define CT_ELEMENTWISE_H
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/philox.h"
 
@@ -92,6 +98,64 @@ CT_HD void ct_adam_update(float *w, float g, float *m, float *v, const ct_opt_hy
     *v = vv;
     float denom = sqrtf(vv) / sqrtf(h->bc2) + h->eps;
     *w -= (h->lr / h->bc1) * mm / denom;
+}
+
+/* ---- mixed-precision rounding ------------------------------------------------ */
+
+CT_HD uint32_t ct_f32_bits(float x) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(x);
+#else
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+#endif
+}
+
+CT_HD float ct_bits_f32(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+}
+
+/* Rounds away the low `drop` mantissa bits of a finite float's bits, ties to even
+ * (a carry into the exponent is the correct round-up). */
+CT_HD uint32_t ct_round_bits_rne(uint32_t u, int drop) {
+    uint32_t half = (1u << (drop - 1)) - 1u;
+    u += half + ((u >> drop) & 1u);
+    return u & ~((1u << drop) - 1u);
+}
+
+/* x rounded to bfloat16 (8 exponent bits, 7 mantissa bits), as a float. */
+CT_HD float ct_round_bf16(float x) {
+    uint32_t u = ct_f32_bits(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return x; /* NaN */
+    return ct_bits_f32(ct_round_bits_rne(u, 16));
+}
+
+CT_HD uint32_t ct_select_bits(uint32_t mask, uint32_t a, uint32_t b) {
+    return (a & mask) | (b & ~mask);
+}
+
+/* x rounded to IEEE fp16 (5 exponent bits, 10 mantissa bits, subnormals), as a
+ * float. Branch-free, so CPU loops over it vectorize. Below 2^-14 the rounding to
+ * fp16's subnormal step 2^-24 is (|x| + 0.5f) - 0.5f: the sum lies in [0.5, 1),
+ * where a float's step is exactly 2^-24, so IEEE round-to-nearest-even does the
+ * rounding and the subtraction is exact (needs IEEE float arithmetic: no
+ * -ffast-math, which neither the build nor nvcc's defaults use). */
+CT_HD float ct_round_fp16(float x) {
+    uint32_t u = ct_f32_bits(x), sign = u & 0x80000000u, mag = u & 0x7FFFFFFFu;
+    int32_t m = (int32_t)mag;
+    uint32_t normal = ct_round_bits_rne(mag, 13);
+    uint32_t sub = ct_f32_bits((ct_bits_f32(mag) + 0.5f) - 0.5f);
+    uint32_t r = ct_select_bits(0u - (uint32_t)(m < 0x38800000), sub, normal); /* < 2^-14 */
+    r = ct_select_bits(0u - (uint32_t)(m >= 0x477FF000), 0x7F800000u, r);    /* >= 65520: inf */
+    r = ct_select_bits(0u - (uint32_t)(m > 0x7F800000), mag, r);             /* NaN stays */
+    return ct_bits_f32(sign | r);
 }
 
 #endif

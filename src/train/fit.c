@@ -1,4 +1,11 @@
-/* fit.c: the training loop (see fit.h). */
+/* fit.c: the training loop (see fit.h).
+ *
+ * Mixed precision: the backend rounds activations and their gradients (backend.h);
+ * here the fp16 loss scaler (scaler.h) multiplies the loss gradient by its scale,
+ * checks the gradients before every optimizer step (grads_nonfinite), skips the
+ * step on inf/NaN and otherwise steps with grad_scale = 1 / scale. A skipped step
+ * is not an error and does not count in info.step (Adam's t); only a non-finite
+ * LOSS stops the run (check_finite). The scaler's state goes into checkpoints. */
 #include "train/fit.h"
 
 #include <errno.h>
@@ -17,6 +24,7 @@
 #include "train/model.h"
 #include "train/profile.h"
 #include "train/progress.h"
+#include "train/scaler.h"
 #include "train/schedule.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -35,6 +43,7 @@ typedef struct fit_state {
     ct_model *model;
     ct_ckpt_info info;     /* progress so far: epoch, step, last metrics */
     uint32_t batch_tag;    /* batches started in this run (loss() tags) */
+    ct_scaler scaler;      /* fp16 loss scaler (disabled otherwise) */
     char ckpt_path[CT_PATH_MAX + 32];
     char csv_path[CT_PATH_MAX + 32];
 } fit_state;
@@ -78,6 +87,14 @@ static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
     return 0;
 }
 
+/* The loss scaler's state from a resumed checkpoint; a checkpoint without it (an
+ * fp32 or bf16 run) leaves the initial scale. */
+static void restore_scaler(const ct_checkpoint *ck, ct_scaler *sc) {
+    const char *scale = ct_checkpoint_meta_get(ck, "amp_scale");
+    const char *growth = ct_checkpoint_meta_get(ck, "amp_growth_tracker");
+    if (scale && growth) ct_scaler_restore(sc, strtod(scale, NULL), atoi(growth));
+}
+
 /* Weights: resume checkpoint, --init-from file, or seeded init. */
 static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     ct_model *m = s->model;
@@ -96,6 +113,7 @@ static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
         else {
             s->info.epoch = atoi(e);
             s->info.step = atoll(st);
+            restore_scaler(&ck, &s->scaler);
         }
     }
     ct_checkpoint_free(&ck);
@@ -160,10 +178,11 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     ct_device_choice dev;
     if (ct_device_select(&cfg->device, &dev, err) != 0) return -1;
     if (dev.notice[0]) fprintf(o->log, "ctrain: %s\n", dev.notice);
-    if (cfg->train.amp != CT_AMP_OFF)
-        fprintf(o->log, "ctrain: train.amp %s is not implemented in this version; training in fp32\n",
-                ct_amp_mode_name(cfg->train.amp));
+    ct_scaler_init(&s->scaler, cfg->train.amp);
     if (create_model(cfg, o, s, &dev, err) != 0) return -1;
+    if (s->scaler.enabled && !s->model->device.vt->grads_nonfinite)
+        return ct_errorf(err, "train.amp fp16: the %s backend cannot check gradients for the "
+                         "loss scaler", s->model->device.vt->name);
     if (check_memory(cfg, o, s, &dev, err) != 0) return -1;
     warn_slow_layers(s->model, o->log);
     if (o->memory_report) {
@@ -206,6 +225,22 @@ static int check_finite(const ct_metrics *tm, int epoch, uint32_t epoch_tag0, lo
                      epoch + 1, batch, step);
 }
 
+/* One optimizer step at lr, unscaling the gradients by the loss scale; when the
+ * scaler finds an inf/NaN gradient the step is skipped. Returns 0 or -1. */
+static int step_or_skip(const ct_config *cfg, fit_state *s, double lr, ct_err *err) {
+    ct_model *m = s->model;
+    const ct_backend_vt *vt = m->device.vt;
+    bool found = false;
+    if (s->scaler.enabled && vt->grads_nonfinite(m->be, &found, err) != 0) return -1;
+    float scale = ct_scaler_loss_scale(&s->scaler); /* the one these gradients carry */
+    if (!ct_scaler_update(&s->scaler, found)) return 0;
+    ct_opt_hyper h = ct_opt_hyper_at(&cfg->optimizer, lr, s->info.step + 1);
+    h.grad_scale /= scale;
+    if (vt->optimizer_step(m->be, &h, err) != 0) return -1;
+    s->info.step++;
+    return 0;
+}
+
 /* Metrics are read from the device every this many batches (a host sync on GPUs),
  * and whenever the progress bar redraws. */
 enum { CHECK_EVERY = 32 };
@@ -226,18 +261,18 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     ct_progress_start(&bar, o->progress, nb, label, o->log);
     if (ct_batches_start_epoch(&s->train_batches, epoch, err) != 0) return -1;
     uint32_t tag0 = s->batch_tag;
+    ct_scaler_start_epoch(&s->scaler);
     int micro = 0, step_in_epoch = 0, n, index, rc;
     while ((rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1) {
         uint32_t step = (uint32_t)s->info.step;
         if (ct_model_forward(m, true, step, err) != 0) return -1;
-        if (vt->loss(m->be, true, 1.0f / ((float)n * accum), s->batch_tag++, err) != 0) return -1;
+        float gscale = ct_scaler_loss_scale(&s->scaler) / ((float)n * accum);
+        if (vt->loss(m->be, true, gscale, s->batch_tag++, err) != 0) return -1;
         if (ct_model_backward(m, micro > 0, step, err) != 0) return -1;
         micro++;
         if (micro == accum || index == nb - 1) {
             double lr = ct_lr_at(cfg, epoch, step_in_epoch, steps_per_epoch);
-            ct_opt_hyper h = ct_opt_hyper_at(&cfg->optimizer, lr, s->info.step + 1);
-            if (vt->optimizer_step(m->be, &h, err) != 0) return -1;
-            s->info.step++;
+            if (step_or_skip(cfg, s, lr, err) != 0) return -1;
             step_in_epoch++;
             micro = 0;
         }
@@ -262,6 +297,8 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
 
 static int save(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     if (!o->save) return 0;
+    s->info.amp_scale = s->scaler.enabled ? s->scaler.scale : 0.0;
+    s->info.amp_growth_tracker = s->scaler.growth_tracker;
     return ct_model_save(s->model, cfg, &s->info, s->ckpt_path, err);
 }
 
@@ -290,9 +327,13 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         s->info.val_acc = (double)vm.correct / (double)vm.samples;
         double sps = (double)n_train / t_train;
         fprintf(o->out,
-                "Epoch %02d | Train Loss: %.4f, Acc: %.4f | Val Loss: %.4f, Acc: %.4f | %.1fs, %.0f samples/s\n",
+                "Epoch %02d | Train Loss: %.4f, Acc: %.4f | Val Loss: %.4f, Acc: %.4f | %.1fs, %.0f samples/s",
                 epoch + 1, s->info.train_loss, s->info.train_acc, s->info.val_loss,
                 s->info.val_acc, t_epoch, sps);
+        if (s->scaler.enabled)
+            fprintf(o->out, " | scale %.0f, skipped %lld", s->scaler.scale,
+                    s->scaler.skipped_epoch);
+        fputc('\n', o->out);
         fflush(o->out);
         if (save(cfg, o, s, err) != 0) return -1;
         if (o->save && write_csv_row(s, t_epoch, sps, err) != 0) return -1;

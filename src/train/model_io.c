@@ -99,7 +99,7 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         add_tensors(m, prefix, m->host + m->graph.n_param_floats * (size_t)(1 + s),
                     t + np * (1 + s), names + np * (1 + s));
     }
-    char v[8][48];
+    char v[10][48];
     snprintf(v[0], sizeof v[0], "%d", info->epoch);
     snprintf(v[1], sizeof v[1], "%lld", info->step);
     snprintf(v[2], sizeof v[2], "%.6f", info->train_loss);
@@ -108,6 +108,8 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
     snprintf(v[5], sizeof v[5], "%.6f", info->val_acc);
     snprintf(v[6], sizeof v[6], "%s", info->interrupted ? "true" : "false");
     snprintf(v[7], sizeof v[7], "%s", m->device.name);
+    snprintf(v[8], sizeof v[8], "%.17g", info->amp_scale);
+    snprintf(v[9], sizeof v[9], "%d", info->amp_growth_tracker);
     char dir[CT_PATH_MAX], absdir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", cfg->source);
     if (!realpath(dirname(dir), absdir)) snprintf(absdir, sizeof absdir, ".");
@@ -126,8 +128,11 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         {"interrupted", v[6]},
         {"device", v[7]},
         {"optimizer", (char *)ct_opt_kind_name(m->optimizer.type)},
+        {"amp_scale", v[8]},
+        {"amp_growth_tracker", v[9]},
     };
-    int rc = ct_checkpoint_write(path, t, nt, meta, (int)(sizeof meta / sizeof meta[0]), err);
+    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (info->amp_scale > 0.0 ? 0 : 2);
+    int rc = ct_checkpoint_write(path, t, nt, meta, n_meta, err);
     free(t);
     free(names);
     return rc;

@@ -8,8 +8,19 @@
  * with ct_cpu_md_offset instead of reorders). Partial batches run the batch_size
  * primitives; only the first n rows count in loss/metrics and the others get zero
  * gradient. Per-op code lives in the cpu_*.c files behind the ops table below.
+ *
+ * Mixed precision (o.amp fp16 / bf16) is emulated: every op computes in fp32, and
+ * forward/backward/loss round the tensor they just wrote (act[i], gact[i-1],
+ * gact[last]) in place to the mode's precision with elementwise.h's
+ * ct_round_fp16 / ct_round_bf16, over the tensor's whole buffer (elementwise, so
+ * the layout does not matter; aliased tensors may be rounded twice, which changes
+ * nothing). Ops that only select or move values (relu, flatten, max-pool forward)
+ * are not rounded again. fp16 thus overflows and underflows as real fp16 storage
+ * would, which the loss scaler needs. Params, grads and optimizer state stay
+ * fp32. (The CPU's native bf16 instructions are not used.)
  */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_pool_kernel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,9 +113,6 @@ static int check_opts(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
     if (o->batch_size < 1) return ct_errorf(err, "cpu backend: batch_size must be >= 1");
     if (o->opt_state_slots < 0 || o->opt_state_slots > 2)
         return ct_errorf(err, "cpu backend: opt_state_slots must be 0, 1 or 2");
-    if (o->amp != CT_AMP_OFF)
-        return ct_errorf(err, "cpu backend: amp mode '%s' is not supported on the CPU (fp32 only)",
-                         o->amp == CT_AMP_FP16 ? "fp16" : "bf16");
     if (g->n_nodes < 1) return ct_errorf(err, "cpu backend: the graph is empty");
     return 0;
 }
@@ -255,12 +263,35 @@ static int check_node(const ct_cpu *b, int node, ct_err *err) {
     return 0;
 }
 
+/* Whether node's forward (or backward) output can hold a value its rounded inputs
+ * did not: relu, flatten and max-pool forward only select or move values. */
+static bool amp_needs_round(const ct_cpu *b, int node, bool backward) {
+    ct_layer_kind k = b->g->nodes[node].kind;
+    if (b->o.amp == CT_AMP_OFF || k == CT_LAYER_RELU || k == CT_LAYER_FLATTEN) return false;
+    return backward || k != CT_LAYER_MAXPOOL2D;
+}
+
+/* Rounds t's whole buffer in place to the amp mode's precision. */
+static void amp_round(const ct_cpu *b, const ct_cpu_tensor *t) {
+    if (b->o.amp == CT_AMP_OFF || !t || !t->ptr) return;
+    float *p = t->ptr;
+    long n = (long)(dnnl_memory_desc_get_size(&t->md) / sizeof(float));
+    if (b->o.amp == CT_AMP_FP16) {
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < n; j++) p[j] = ct_round_fp16(p[j]);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < n; j++) p[j] = ct_round_bf16(p[j]);
+    }
+}
+
 static int cpu_forward(ct_backend *bb, int node, bool train, uint32_t step, ct_err *err) {
     ct_cpu *b = as_cpu(bb);
     if (check_node(b, node, err) != 0) return -1;
     ct_cpu_node *nd = &b->nodes[node];
     if (cpu_ops[nd->g->kind]->forward(b, nd, train, step, err) != 0)
         return layer_err(b, node, err);
+    if (amp_needs_round(b, node, false)) amp_round(b, &nd->act);
     return 0;
 }
 
@@ -271,6 +302,7 @@ static int cpu_backward(ct_backend *bb, int node, bool accumulate, uint32_t step
     ct_cpu_node *nd = &b->nodes[node];
     if (cpu_ops[nd->g->kind]->backward(b, nd, accumulate, step, err) != 0)
         return layer_err(b, node, err);
+    if (amp_needs_round(b, node, true)) amp_round(b, ct_cpu_gin(b, node));
     return 0;
 }
 
@@ -323,6 +355,7 @@ static int cpu_loss(ct_backend *bb, bool train, float grad_scale, uint32_t tag, 
         s = xent_rows(b, b->logits, train ? dz : NULL, K, grad_scale);
         if (train) gather_rows(&last->gact, dz, b->N, K, true);
     }
+    if (train) amp_round(b, &last->gact);
     *b->loss_sum += s;
     if (!isfinite(s) && b->nonfinite_tag < 0) b->nonfinite_tag = tag;
     for (int r = 0; r < b->n; r++) b->confusion[(size_t)b->y[r] * K + b->pred[r]]++;
@@ -384,6 +417,18 @@ static int cpu_optimizer_step(ct_backend *bb, const ct_opt_hyper *h, ct_err *err
         adam_step(b, h, b->o.optimizer == CT_OPT_ADAMW);
     }
     mark_weights_dirty(b);
+    return 0;
+}
+
+static int cpu_grads_nonfinite(ct_backend *bb, bool *found, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    if (!b->grads) return ct_errorf(err, "cpu backend: no gradients in a forward-only plan");
+    const float *g = b->grads;
+    long n = (long)b->g->n_param_floats;
+    int bad = 0;
+#pragma omp parallel for reduction(| : bad) schedule(static)
+    for (long j = 0; j < n; j++) bad |= (ct_f32_bits(g[j]) & 0x7F800000u) == 0x7F800000u;
+    *found = bad != 0;
     return 0;
 }
 
@@ -490,7 +535,7 @@ static const char *cpu_impl_name(ct_backend *bb, int node) {
     case CT_LAYER_CONV2D:
     case CT_LAYER_LINEAR: return ct_cpu_impl(&nd->wl.fwd);
     case CT_LAYER_MAXPOOL2D:
-    case CT_LAYER_AVGPOOL2D:
+    case CT_LAYER_AVGPOOL2D: return ct_cpu_pool_impl(nd);
     case CT_LAYER_RELU: return ct_cpu_impl(&nd->fwd);
     default: return "";
     }
@@ -507,6 +552,7 @@ const ct_backend_vt ct_backend_cpu = {
     .loss = cpu_loss,
     .backward = cpu_backward,
     .optimizer_step = cpu_optimizer_step,
+    .grads_nonfinite = cpu_grads_nonfinite,
     .read_metrics = cpu_read_metrics,
     .params_to_host = cpu_params_to_host,
     .params_from_host = cpu_params_from_host,

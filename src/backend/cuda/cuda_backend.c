@@ -9,7 +9,8 @@
  * makes the one cudaMalloc arena (zeroed, so stale rows are always finite) and the
  * pinned staging buffer. After bind nothing is allocated. Metrics (loss sum,
  * confusion counts, first non-finite tag) are summed on the device and read only
- * by read_metrics.
+ * by read_metrics. Mixed precision: the rounding emulation described in
+ * cuda_internal.h (amp_round below, grads_nonfinite).
  */
 #include "backend/cuda/cuda_internal.h"
 
@@ -156,9 +157,6 @@ static int check_opts(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
     if (o->batch_size < 1) return ct_errorf(err, "batch_size must be >= 1");
     if (o->opt_state_slots < 0 || o->opt_state_slots > 2)
         return ct_errorf(err, "opt_state_slots must be 0, 1 or 2");
-    if (o->amp != CT_AMP_OFF)
-        return ct_errorf(err, "amp mode '%s' is not supported by this version (fp32 only)",
-                         o->amp == CT_AMP_FP16 ? "fp16" : "bf16");
     if (g->n_nodes < 1) return ct_errorf(err, "the graph is empty");
     if (o->device_index < 0) return ct_errorf(err, "bad CUDA device index %d", o->device_index);
     return 0;
@@ -236,6 +234,9 @@ static size_t metrics_bytes(const ct_cuda *b) {
 }
 
 static int add_tail_regions(ct_cuda *b, ct_err *err) {
+    if (b->o.training &&
+        add_region(b, CT_REGION_WORKSPACE, -1, "amp.flag", sizeof(unsigned), &b->r_flag, err) != 0)
+        return -1;
     if (add_region(b, CT_REGION_DATA, -1, "metrics", metrics_bytes(b), &b->r_metrics, err) != 0 ||
         add_region(b, CT_REGION_WORKSPACE, -1, "cudnn.workspace", b->ws_bytes, &b->r_ws, err) != 0)
         return -1;
@@ -254,6 +255,7 @@ static ct_cuda *new_cuda(const ct_graph *g, const ct_run_opts *o, ct_plan *plan)
     b->plan = plan;
     b->N = b->n = o->batch_size;
     b->r_x = b->r_y = b->r_params = b->r_grads = b->r_opt = b->r_metrics = b->r_ws = b->r_ones = -1;
+    b->r_flag = -1;
     return b;
 }
 
@@ -293,6 +295,7 @@ static void bind_pointers(ct_cuda *b) {
     b->confusion = (unsigned long long *)(b->metrics + 1);
     b->ws = region_ptr(b, b->r_ws);
     b->ones = region_ptr(b, b->r_ones);
+    b->nonfinite_flag = region_ptr(b, b->r_flag);
     for (int i = 0; i < b->g->n_nodes; i++) {
         ct_cuda_node *nd = &b->nodes[i];
         nd->act = region_ptr(b, nd->r_act);
@@ -307,13 +310,14 @@ static int reset_metrics(ct_cuda *b, ct_err *err) {
     return 0;
 }
 
-/* Pinned staging: CT_CUDA_STAGES batch slots (x then y, 256-byte aligned) and the
- * metrics copy after them. Sets b->stage_bytes and returns the total bytes. */
+/* Pinned staging: CT_CUDA_STAGES batch slots (x then y, 256-byte aligned), the
+ * metrics copy after them and the nonfinite flag after that. Sets b->stage_bytes
+ * and returns the total bytes. */
 static size_t plan_pinned(ct_cuda *b) {
     size_t xb = (size_t)b->N * row_numel(b, -1) * sizeof(float);
     size_t slot = (xb + (size_t)b->N * sizeof(int32_t) + 255) / 256 * 256;
     b->stage_bytes = slot;
-    return slot * CT_CUDA_STAGES + metrics_bytes(b);
+    return slot * CT_CUDA_STAGES + metrics_bytes(b) + sizeof(unsigned);
 }
 
 static int bind_device(ct_cuda *b, const ct_plan *plan, ct_err *err) {
@@ -395,11 +399,29 @@ static int check_node(const ct_cuda *b, int node, ct_err *err) {
     return 0;
 }
 
+/* Whether node's forward (or backward) output can hold a value its rounded inputs
+ * did not: relu, flatten and max-pool forward only select or move values. */
+static bool amp_needs_round(const ct_cuda *b, int node, bool backward) {
+    ct_layer_kind k = b->g->nodes[node].kind;
+    if (b->o.amp == CT_AMP_OFF || k == CT_LAYER_RELU || k == CT_LAYER_FLATTEN) return false;
+    return backward || k != CT_LAYER_MAXPOOL2D;
+}
+
+/* Rounds the [N, numel(node)] tensor t in place to the amp mode's precision
+ * (no-op when off or t is NULL). */
+static int amp_round(ct_cuda *b, float *t, int node, ct_err *err) {
+    if (b->o.amp == CT_AMP_OFF || !t) return 0;
+    CT_KERNEL(err, ct_cuda_amp_round(t, (size_t)b->N * row_numel(b, node),
+                                     b->o.amp == CT_AMP_BF16, b->stream));
+    return 0;
+}
+
 static int cuda_forward(ct_backend *bb, int node, bool train, uint32_t step, ct_err *err) {
     ct_cuda *b = as_cuda(bb);
     if (check_node(b, node, err) != 0) return -1;
     ct_cuda_node *nd = &b->nodes[node];
     if (cuda_ops[nd->g->kind]->forward(b, nd, train, step, err) != 0 ||
+        (amp_needs_round(b, node, false) && amp_round(b, nd->act, node, err) != 0) ||
         ct_cuda_debug_sync(b, "forward", err) != 0)
         return layer_err(b, node, err);
     return 0;
@@ -411,6 +433,7 @@ static int cuda_backward(ct_backend *bb, int node, bool accumulate, uint32_t ste
     if (!b->o.training) return ct_errorf(err, "cuda backend: backward on a forward-only plan");
     ct_cuda_node *nd = &b->nodes[node];
     if (cuda_ops[nd->g->kind]->backward(b, nd, accumulate, step, err) != 0 ||
+        (amp_needs_round(b, node, true) && amp_round(b, ct_cuda_gin(b, node), node - 1, err) != 0) ||
         ct_cuda_debug_sync(b, "backward", err) != 0)
         return layer_err(b, node, err);
     return 0;
@@ -431,7 +454,9 @@ static int cuda_loss(ct_backend *bb, bool train, float grad_scale, uint32_t tag,
         ct_cudart_failed(err, "ct_cuda_softmax_xent", (cudaError_t)rc);
         return ct_err_prefix(err, "cuda backend: loss");
     }
-    if (ct_cuda_debug_sync(b, "loss", err) != 0) return ct_err_prefix(err, "cuda backend");
+    if ((train && amp_round(b, last->gact, b->g->n_nodes - 1, err) != 0) ||
+        ct_cuda_debug_sync(b, "loss", err) != 0)
+        return ct_err_prefix(err, "cuda backend");
     return 0;
 }
 
@@ -489,6 +514,28 @@ static int cuda_optimizer_step(ct_backend *bb, const ct_opt_hyper *h, ct_err *er
         return ct_errorf(err, "cuda backend: optimizer step on a forward-only plan");
     if (run_optimizer(b, h, err) != 0 || ct_cuda_debug_sync(b, "optimizer_step", err) != 0)
         return ct_err_prefix(err, "cuda backend");
+    return 0;
+}
+
+/* Zeroes the device flag, reduces the grads into it and reads it back (syncs). */
+static int check_grads(ct_cuda *b, bool *found, ct_err *err) {
+    unsigned *h = (unsigned *)((char *)b->pinned + (size_t)CT_CUDA_STAGES * b->stage_bytes +
+                               metrics_bytes(b));
+    CT_CUDART(err, cudaMemsetAsync(b->nonfinite_flag, 0, sizeof(unsigned), b->stream));
+    CT_KERNEL(err, ct_cuda_any_nonfinite(b->grads, b->g->n_param_floats, b->nonfinite_flag,
+                                         b->stream));
+    CT_CUDART(err, cudaMemcpyAsync(h, b->nonfinite_flag, sizeof(unsigned), cudaMemcpyDeviceToHost,
+                                   b->stream));
+    CT_CUDART(err, cudaStreamSynchronize(b->stream));
+    *found = *h != 0;
+    return 0;
+}
+
+static int cuda_grads_nonfinite(ct_backend *bb, bool *found, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (!b->grads || !b->nonfinite_flag)
+        return ct_errorf(err, "cuda backend: no gradients in a forward-only plan");
+    if (check_grads(b, found, err) != 0) return ct_err_prefix(err, "cuda backend: grads_nonfinite");
     return 0;
 }
 
@@ -623,6 +670,7 @@ const ct_backend_vt ct_backend_cuda = {
     .loss = cuda_loss,
     .backward = cuda_backward,
     .optimizer_step = cuda_optimizer_step,
+    .grads_nonfinite = cuda_grads_nonfinite,
     .read_metrics = cuda_read_metrics,
     .params_to_host = cuda_params_to_host,
     .params_from_host = cuda_params_from_host,

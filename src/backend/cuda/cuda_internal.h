@@ -17,6 +17,15 @@
  * so they add nothing to the parameter gradients. TF32 is off: cuBLAS runs in
  * CUBLAS_DEFAULT_MATH (no TF32) and cuDNN convolutions in CUDNN_FMA_MATH, so fp32
  * results match the CPU to fp32 rounding.
+ *
+ * Mixed precision (o.amp fp16 / bf16) is emulated as on the CPU: fp32 storage and
+ * compute, with one rounding kernel (kernels/amp.cu) over each act[i] after
+ * forward, each gact[i-1] after backward and gact[last] after loss() (skipped
+ * after relu, flatten and max-pool forward, which cannot make new values), so values
+ * are exactly those of fp16/bf16 storage; params, grads and optimizer state stay
+ * fp32. grads_nonfinite reduces the grads into a 4-byte device flag and copies it
+ * back: in fp16 mode the loss scaler costs one host sync per optimizer step.
+ * (Tensor-core fp16/bf16 storage and compute are not implemented.)
  */
 #ifndef CT_CUDA_INTERNAL_H
 #define CT_CUDA_INTERNAL_H
@@ -74,7 +83,7 @@ typedef struct ct_cuda {
     cublasHandle_t blas;
     cudnnHandle_t dnn;
     void *arena;                /* device, plan total bytes */
-    int r_x, r_y, r_params, r_grads, r_opt, r_metrics, r_ws, r_ones;
+    int r_x, r_y, r_params, r_grads, r_opt, r_metrics, r_ws, r_ones, r_flag;
     size_t ws_bytes;            /* cuDNN workspace: max over every conv algorithm */
     float *x;                   /* [N, C, H, W] */
     int32_t *y;                 /* [N] */
@@ -83,9 +92,10 @@ typedef struct ct_cuda {
     unsigned long long *confusion; /* [K*K], just past metrics */
     void *ws;                   /* cuDNN workspace */
     float *ones;                /* [N] of 1.0f (linear bias gradient) */
+    unsigned *nonfinite_flag;   /* grads_nonfinite's device flag (training plans) */
     /* Pinned host staging for load_batch: CT_CUDA_STAGES slots, each x then y, and
      * an event per slot recorded after its copy (so a slot is reused only after its
-     * previous copy finished). Also used for read_metrics. */
+     * previous copy finished). Also used for read_metrics and grads_nonfinite. */
     void *pinned;
     size_t stage_bytes;
     cudaEvent_t staged[CT_CUDA_STAGES];

@@ -1,0 +1,640 @@
+/* test_amp.c: mixed precision (train.amp fp16 / bf16).
+ *
+ *  - ct_round_fp16 / ct_round_bf16 (elementwise.h) on exact cases (ties to even,
+ *    fp16's largest value and overflow, subnormals and flush to zero, signed zero,
+ *    inf, NaN) and bit for bit against two independent references over random
+ *    floats: a double-precision rounding to the format's grid and, where the
+ *    compiler has _Float16, the compiler's own float -> half -> float conversion.
+ *  - the loss scaler's state machine (train/scaler.h) with injected inf.
+ *  - the CPU backend's emulation: stored activations and their gradients hold
+ *    exactly fp16/bf16 values; an absurd loss scale overflows fp16 gradients and
+ *    grads_nonfinite reports it; tiny gradients underflow to zero in fp16 unless
+ *    the loss is scaled, and the scaled-then-unscaled gradients match fp32.
+ *  - the same on the CUDA backend, and its rounding kernel bit for bit against the
+ *    host functions (GPU cases skip visibly without a usable GPU).
+ *  - ctrain fit end to end on 3000 MNIST images for off / bf16 / fp16: accuracy
+ *    within a few points of fp32, the fp16 epoch line reports the scale and the
+ *    skipped steps, and the scaler's state lands in the checkpoint.
+ */
+#include "ct_build_config.h" /* first: backend.h declares ct_backend_cuda under CT_HAVE_CUDA */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "backend/backend.h"
+#include "backend/device.h"
+#include "helpers.h"
+#include "io/checkpoint.h"
+#include "ops/elementwise.h"
+#include "train/scaler.h"
+
+#ifdef CT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/kernels.h"
+#endif
+
+/* ---- rounding ------------------------------------------------------------------ */
+
+static float f_of(uint32_t u) { return ct_bits_f32(u); }
+static uint32_t u_of(float x) { return ct_f32_bits(x); }
+
+/* x rounded to a binary format with `bits` significant bits, smallest subnormal
+ * step 2^min_exp and largest finite value maxv, in double (exact for floats):
+ * rint rounds ties to even. */
+static float ref_round(float x, int bits, int min_exp, double maxv) {
+    if (isnan(x) || isinf(x) || x == 0.0f) return x;
+    int e;
+    frexp((double)x, &e); /* |x| = f * 2^e, f in [0.5, 1) */
+    int qexp = e - bits;
+    if (qexp < min_exp) qexp = min_exp;
+    double r = ldexp(rint(ldexp((double)x, -qexp)), qexp);
+    if (fabs(r) > maxv) return x < 0 ? -INFINITY : INFINITY;
+    if (r == 0.0) return x < 0 ? -0.0f : 0.0f;
+    return (float)r;
+}
+
+static float ref_fp16(float x) { return ref_round(x, 11, -24, 65504.0); }
+static float ref_bf16(float x) { return ref_round(x, 8, -133, ldexp(255.0, 120)); }
+
+static void assert_same(float got, float want, float x, const char *what) {
+    if (isnan(want) && isnan(got)) return;
+    if (u_of(got) != u_of(want))
+        fail_msg("%s(%a) = %a (0x%08x), want %a (0x%08x)", what, (double)x, (double)got,
+                 u_of(got), (double)want, u_of(want));
+}
+
+static void test_round_fp16_exact(void **state) {
+    (void)state;
+    const float cases[][2] = {
+        {1.0f, 1.0f},
+        {1.0f + 0x1p-11f, 1.0f},                  /* tie, 1.0 is even: down */
+        {1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-9f},    /* tie, odd below: up */
+        {1.0f + 0x1p-11f + 0x1p-20f, 1.0f + 0x1p-10f}, /* above the tie: up */
+        {65504.0f, 65504.0f},                     /* largest fp16 */
+        {65519.0f, 65504.0f},
+        {65520.0f, INFINITY},                     /* tie at the top: to even = inf */
+        {-70000.0f, -INFINITY},
+        {0x1p-14f, 0x1p-14f},                     /* smallest normal */
+        {0x1p-24f, 0x1p-24f},                     /* smallest subnormal */
+        {3 * 0x1p-24f, 3 * 0x1p-24f},
+        {0x1p-25f, 0.0f},                         /* tie with 0: even = 0 */
+        {0x1.8p-25f, 0x1p-24f},                   /* above the tie */
+        {2.5f * 0x1p-24f, 2 * 0x1p-24f},          /* subnormal tie to even */
+        {1e-8f, 0.0f},
+        {-1e-8f, -0.0f},
+        {6e-8f, 0x1p-24f},
+        {-0.0f, -0.0f},
+        {INFINITY, INFINITY},
+        {-INFINITY, -INFINITY},
+        {0.1f, 0.0999755859375f},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_same(ct_round_fp16(cases[i][0]), cases[i][1], cases[i][0], "ct_round_fp16");
+    assert_true(signbit(ct_round_fp16(-1e-8f)));
+    assert_true(isnan(ct_round_fp16(NAN)));
+    assert_true(isnan(ct_round_fp16(f_of(0x7F800001u)))); /* NaN payload only in low bits */
+}
+
+static void test_round_bf16_exact(void **state) {
+    (void)state;
+    const float cases[][2] = {
+        {1.0f, 1.0f},
+        {1.0f + 0x1p-8f, 1.0f},                   /* tie, even: down */
+        {1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-6f},     /* tie, odd: up */
+        {1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 0x1p-7f},
+        {65520.0f, 65536.0f},                     /* bf16 has fp32's range */
+        {f_of(0x7F7FFFFFu), INFINITY},            /* FLT_MAX rounds up past bf16's max */
+        {1e-8f, f_of(0x322C0000u)},
+        {-0.0f, -0.0f},
+        {INFINITY, INFINITY},
+        {-INFINITY, -INFINITY},
+        {0.1f, f_of(0x3DCD0000u)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_same(ct_round_bf16(cases[i][0]), cases[i][1], cases[i][0], "ct_round_bf16");
+    assert_true(isnan(ct_round_bf16(NAN)));
+    assert_true(isnan(ct_round_bf16(f_of(0x7F800001u)))); /* would truncate to inf */
+    assert_true(isnan(ct_round_bf16(f_of(0xFFC00001u))));
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t next_u32(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+/* Random floats: any bit pattern, and (half the time) ones near fp16's range so
+ * the interesting region gets most of the draws. */
+static float random_float(void) {
+    uint32_t u = next_u32();
+    if (u & 1u) return f_of(u);
+    uint32_t exp = 100u + next_u32() % 50u; /* 2^-27 .. 2^22 */
+    return f_of((u & 0x807FFFFFu) | (exp << 23));
+}
+
+static void test_round_random(void **state) {
+    (void)state;
+    for (int i = 0; i < 2000000; i++) {
+        float x = random_float();
+        assert_same(ct_round_fp16(x), ref_fp16(x), x, "ct_round_fp16 vs double reference");
+        assert_same(ct_round_bf16(x), ref_bf16(x), x, "ct_round_bf16 vs double reference");
+#ifdef __FLT16_MAX__
+        assert_same(ct_round_fp16(x), (float)(_Float16)x, x, "ct_round_fp16 vs _Float16");
+#endif
+    }
+    /* Every fp16 value is a fixed point, and the rounding is idempotent. */
+    for (uint32_t h = 0; h < 0x7C00u; h++) {
+        float v = ldexpf((float)(h & 0x3FFu) + ((h >> 10) ? 1024.0f : 0.0f),
+                         (h >> 10) ? (int)(h >> 10) - 25 : -24);
+        assert_same(ct_round_fp16(v), v, v, "fp16 fixed point");
+        assert_same(ct_round_fp16(-v), -v, -v, "fp16 fixed point");
+    }
+#ifndef __FLT16_MAX__
+    printf("note: this compiler has no _Float16; compared with the double reference only\n");
+#endif
+}
+
+/* ---- loss scaler ---------------------------------------------------------------- */
+
+static void test_scaler_disabled(void **state) {
+    (void)state;
+    ct_scaler s;
+    const ct_amp_mode modes[2] = {CT_AMP_OFF, CT_AMP_BF16};
+    for (int m = 0; m < 2; m++) {
+        ct_scaler_init(&s, modes[m]);
+        assert_false(s.enabled);
+        assert_true(ct_scaler_loss_scale(&s) == 1.0f);
+        assert_true(ct_scaler_update(&s, true)); /* nothing is ever skipped */
+        assert_true(ct_scaler_loss_scale(&s) == 1.0f);
+        assert_int_equal(s.skipped_total, 0);
+    }
+}
+
+static void test_scaler_inf_halves_and_skips(void **state) {
+    (void)state;
+    ct_scaler s;
+    ct_scaler_init(&s, CT_AMP_FP16);
+    assert_true(s.enabled);
+    assert_true(ct_scaler_loss_scale(&s) == 65536.0f);
+    for (int i = 0; i < 10; i++) assert_true(ct_scaler_update(&s, false));
+    assert_int_equal(s.growth_tracker, 10);
+    assert_false(ct_scaler_update(&s, true)); /* injected inf: skip */
+    assert_true(ct_scaler_loss_scale(&s) == 32768.0f);
+    assert_int_equal(s.growth_tracker, 0);
+    assert_int_equal(s.skipped_epoch, 1);
+    assert_false(ct_scaler_update(&s, true));
+    assert_true(ct_scaler_loss_scale(&s) == 16384.0f);
+    assert_int_equal(s.skipped_total, 2);
+    ct_scaler_start_epoch(&s);
+    assert_int_equal(s.skipped_epoch, 0);
+    assert_int_equal(s.skipped_total, 2);
+    /* Never below 1. */
+    for (int i = 0; i < 40; i++) assert_false(ct_scaler_update(&s, true));
+    assert_true(ct_scaler_loss_scale(&s) == 1.0f);
+    assert_int_equal(s.skipped_epoch, 40);
+}
+
+static void test_scaler_growth(void **state) {
+    (void)state;
+    ct_scaler s;
+    ct_scaler_init(&s, CT_AMP_FP16);
+    for (int i = 0; i < CT_SCALER_GROWTH_INTERVAL - 1; i++) assert_true(ct_scaler_update(&s, false));
+    assert_true(ct_scaler_loss_scale(&s) == 65536.0f);
+    assert_true(ct_scaler_update(&s, false)); /* the 2000th clean step */
+    assert_true(ct_scaler_loss_scale(&s) == 131072.0f);
+    assert_int_equal(s.growth_tracker, 0);
+    /* An inf in the middle of a run restarts the count. */
+    for (int i = 0; i < 1500; i++) ct_scaler_update(&s, false);
+    ct_scaler_update(&s, true);
+    for (int i = 0; i < 1999; i++) ct_scaler_update(&s, false);
+    assert_true(ct_scaler_loss_scale(&s) == 65536.0f);
+    ct_scaler_update(&s, false);
+    assert_true(ct_scaler_loss_scale(&s) == 131072.0f);
+    /* Capped at 2^24. */
+    for (int i = 0; i < 20 * CT_SCALER_GROWTH_INTERVAL; i++) ct_scaler_update(&s, false);
+    assert_true(ct_scaler_loss_scale(&s) == 16777216.0f);
+    /* Restore clamps. */
+    ct_scaler_restore(&s, 1024.0, 17);
+    assert_true(ct_scaler_loss_scale(&s) == 1024.0f);
+    assert_int_equal(s.growth_tracker, 17);
+    ct_scaler_restore(&s, 0.25, -3);
+    assert_true(ct_scaler_loss_scale(&s) == 1.0f);
+    assert_int_equal(s.growth_tracker, 0);
+    ct_scaler_restore(&s, NAN, 0);
+    assert_true(ct_scaler_loss_scale(&s) == 1.0f);
+}
+
+/* ---- the CPU backend -------------------------------------------------------------- */
+
+#define N 8
+#define K 10
+
+typedef struct harness {
+    ct_config cfg;
+    ct_graph g;
+    ct_plan plan;
+    ct_backend *b;
+    const ct_backend_vt *vt;
+} harness;
+
+static ct_layer_cfg L(ct_layer_kind kind) {
+    ct_layer_cfg c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.bias = true;
+    c.line = c.col = 1;
+    return c;
+}
+
+#define OK(call)                                                  \
+    do {                                                          \
+        ct_err e_ = {{0}};                                        \
+        if ((call) != 0) fail_msg("%s: %s", #call, e_.msg);       \
+    } while (0)
+#define E (&e_)
+
+/* conv(4, 3x3, pad 1) relu maxpool(2) flatten linear(16) relu dropout linear(10) on
+ * 1x8x8 inputs, N rows, SGD, the given amp mode, fixed random params and batch. */
+static harness *open_cnn_on(const ct_backend_vt *vt, ct_amp_mode amp) {
+    harness *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    snprintf(h->cfg.source, sizeof h->cfg.source, "test");
+    h->cfg.input_c = 1, h->cfg.input_h = 8, h->cfg.input_w = 8;
+    ct_layer_cfg *l = h->cfg.layers;
+    l[0] = L(CT_LAYER_CONV2D), l[0].out_channels = 4, l[0].kernel = 3, l[0].stride = 1,
+    l[0].padding = 1;
+    l[1] = L(CT_LAYER_RELU);
+    l[2] = L(CT_LAYER_MAXPOOL2D), l[2].kernel = 2, l[2].stride = 2;
+    l[3] = L(CT_LAYER_FLATTEN);
+    l[4] = L(CT_LAYER_LINEAR), l[4].out_features = 16;
+    l[5] = L(CT_LAYER_RELU);
+    l[6] = L(CT_LAYER_DROPOUT), l[6].p = 0.25;
+    l[7] = L(CT_LAYER_LINEAR), l[7].out_features = K;
+    h->cfg.n_layers = 8;
+    ct_err err = {{0}};
+    if (ct_graph_build(&h->cfg, &h->g, &err) != 0) fail_msg("graph: %s", err.msg);
+    ct_run_opts o = {.batch_size = N, .training = true, .optimizer = CT_OPT_SGD,
+                     .opt_state_slots = 0, .amp = amp, .seed = 99};
+    h->vt = vt;
+    ct_plan_init(&h->plan, vt->align ? vt->align : 64);
+    if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
+    ct_plan_finalize(&h->plan);
+    if (h->vt->bind(h->b, &h->plan, &err) != 0) fail_msg("bind: %s", err.msg);
+    assert_non_null(h->vt->grads_nonfinite);
+
+    uint64_t saved = rng;
+    rng = 0x1234567ull;
+    float *p = malloc(h->g.n_param_floats * sizeof *p);
+    assert_non_null(p);
+    for (int k = 0; k < h->g.n_params; k++)
+        for (size_t j = 0; j < h->g.params[k].count; j++)
+            p[h->g.params[k].offset + j] =
+                (float)(((double)next_u32() / 4294967296.0 * 2.0 - 1.0) /
+                        sqrt((double)h->g.params[k].fan_in));
+    float x[N * 64];
+    int32_t y[N];
+    for (int j = 0; j < N * 64; j++) x[j] = (float)((double)next_u32() / 4294967296.0 * 2.0 - 1.0);
+    for (int r = 0; r < N; r++) y[r] = (int32_t)(next_u32() % K);
+    rng = saved;
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, y, N, E));
+    free(p);
+    return h;
+}
+
+static harness *open_cnn(ct_amp_mode amp) { return open_cnn_on(&ct_backend_cpu, amp); }
+
+static void close_h(harness *h) {
+    h->vt->destroy(h->b);
+    free(h);
+}
+
+/* One forward/loss/backward with the given loss gradient scale. */
+static void step_pass(harness *h, float grad_scale) {
+    for (int i = 0; i < h->g.n_nodes; i++) OK(h->vt->forward(h->b, i, true, 3, E));
+    OK(h->vt->loss(h->b, true, grad_scale, 0, E));
+    for (int i = h->g.n_nodes - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, 3, E));
+}
+
+static float *grads_of(harness *h) {
+    float *g = malloc(h->g.n_param_floats * sizeof *g);
+    assert_non_null(g);
+    OK(h->vt->grads_to_host(h->b, g, E));
+    return g;
+}
+
+/* Every act and gact of the last pass holds values fixed by round(). */
+static void assert_tensors_rounded(harness *h, float (*round)(float), const char *what) {
+    for (int i = 0; i < h->g.n_nodes; i++)
+        for (int grad = 0; grad < 2; grad++) {
+            size_t n = (size_t)N * ct_shape_numel(h->g.nodes[i].out);
+            float *t = malloc(n * sizeof *t);
+            assert_non_null(t);
+            OK(h->vt->tensor_to_host(h->b, i, grad, t, E));
+            size_t nonzero = 0;
+            for (size_t j = 0; j < n; j++) {
+                if (round(t[j]) != t[j])
+                    fail_msg("%s: node %d %s[%zu] = %a is not representable", what, i,
+                             grad ? "gact" : "act", j, (double)t[j]);
+                nonzero += t[j] != 0.0f;
+            }
+            assert_true(nonzero > 0); /* the check saw real values */
+            free(t);
+        }
+}
+
+static void test_cpu_activations_rounded(void **state) {
+    (void)state;
+    harness *h = open_cnn(CT_AMP_BF16);
+    step_pass(h, 1.0f / N);
+    assert_tensors_rounded(h, ct_round_bf16, "bf16");
+    close_h(h);
+    h = open_cnn(CT_AMP_FP16);
+    step_pass(h, 65536.0f / N);
+    assert_tensors_rounded(h, ct_round_fp16, "fp16");
+    bool found = true;
+    OK(h->vt->grads_nonfinite(h->b, &found, E));
+    assert_false(found);
+    close_h(h);
+}
+
+static void test_cpu_fp16_overflow_detected(void **state) {
+    (void)state;
+    harness *h = open_cnn(CT_AMP_FP16);
+    step_pass(h, 0x1p40f / N); /* loss gradients far beyond 65504: inf in fp16 */
+    float *gl = malloc((size_t)N * K * sizeof *gl);
+    assert_non_null(gl);
+    OK(h->vt->tensor_to_host(h->b, h->g.n_nodes - 1, true, gl, E));
+    int infs = 0;
+    for (int j = 0; j < N * K; j++) infs += isinf(gl[j]);
+    assert_true(infs > 0);
+    free(gl);
+    bool found = false;
+    OK(h->vt->grads_nonfinite(h->b, &found, E));
+    assert_true(found);
+    /* The next clean pass writes the grads afresh: no stale inf. */
+    step_pass(h, 1.0f / N);
+    OK(h->vt->grads_nonfinite(h->b, &found, E));
+    assert_false(found);
+    close_h(h);
+
+    /* The same absurd scale in fp32 stays finite. */
+    h = open_cnn(CT_AMP_OFF);
+    step_pass(h, 0x1p40f / N);
+    OK(h->vt->grads_nonfinite(h->b, &found, E));
+    assert_false(found);
+    close_h(h);
+}
+
+/* Tiny loss gradients (2^-30 per row) underflow to zero in fp16; scaled by 2^24
+ * (the scaler's cap) they reach fp16's normal range, and unscaled they match fp32
+ * to fp16 precision. */
+static void test_cpu_fp16_underflow_and_scaling(void **state) {
+    (void)state;
+    const float tiny = 0x1p-30f / N, scale = 0x1p24f;
+    harness *h = open_cnn(CT_AMP_OFF);
+    size_t n = h->g.n_param_floats;
+    step_pass(h, tiny);
+    float *ref = grads_of(h);
+    close_h(h);
+
+    h = open_cnn(CT_AMP_FP16);
+    step_pass(h, tiny);
+    float *lost = grads_of(h);
+    step_pass(h, tiny * scale);
+    float *kept = grads_of(h);
+    close_h(h);
+
+    double err_sum = 0.0, ref_sum = 0.0;
+    int zero_lost = 0, nonzero_ref = 0;
+    for (size_t j = 0; j < n; j++) {
+        nonzero_ref += ref[j] != 0.0f;
+        zero_lost += lost[j] == 0.0f;
+        err_sum += fabs((double)kept[j] / scale - (double)ref[j]);
+        ref_sum += fabs((double)ref[j]);
+    }
+    printf("fp16 underflow: %d of %zu grads zero unscaled (fp32: %d nonzero); scaled rel. L1 "
+           "error %.2e\n", zero_lost, n, nonzero_ref, err_sum / ref_sum);
+    assert_true(nonzero_ref > (int)n / 2);
+    assert_int_equal(zero_lost, (int)n); /* every gradient underflowed */
+    assert_true(err_sum / ref_sum < 5e-3); /* fp16 keeps ~3 decimal digits */
+    free(ref);
+    free(lost);
+    free(kept);
+}
+
+/* ---- CUDA --------------------------------------------------------------------------- */
+
+static bool gpu_usable(void) {
+    int count = 0;
+    char why[256];
+    return ct_cuda_usable(&count, why, sizeof why);
+}
+
+#ifdef CT_HAVE_CUDA
+/* ct_cuda_amp_round gives the host functions' bits on random floats. */
+static void check_round_kernel(void) {
+    enum { M = 1 << 20 };
+    float *host = malloc(M * sizeof *host), *back = malloc(M * sizeof *back);
+    assert_non_null(host);
+    assert_non_null(back);
+    for (int i = 0; i < M; i++) host[i] = random_float();
+    float *dev = NULL;
+    assert_int_equal(cudaMalloc((void **)&dev, M * sizeof *dev), cudaSuccess);
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        assert_int_equal(cudaMemcpy(dev, host, M * sizeof *dev, cudaMemcpyHostToDevice), 0);
+        assert_int_equal(ct_cuda_amp_round(dev, M, bf16, NULL), 0);
+        assert_int_equal(cudaMemcpy(back, dev, M * sizeof *dev, cudaMemcpyDeviceToHost), 0);
+        for (int i = 0; i < M; i++)
+            assert_same(back[i], bf16 ? ct_round_bf16(host[i]) : ct_round_fp16(host[i]), host[i],
+                        bf16 ? "cuda bf16" : "cuda fp16");
+    }
+    cudaFree(dev);
+    free(host);
+    free(back);
+}
+#endif
+
+static void test_cuda_amp(void **state) {
+    (void)state;
+#ifdef CT_HAVE_CUDA
+    if (!gpu_usable()) skip();
+    check_round_kernel();
+    harness *h = open_cnn_on(&ct_backend_cuda, CT_AMP_BF16);
+    step_pass(h, 1.0f / N);
+    assert_tensors_rounded(h, ct_round_bf16, "cuda bf16");
+    close_h(h);
+    h = open_cnn_on(&ct_backend_cuda, CT_AMP_FP16);
+    step_pass(h, 65536.0f / N);
+    assert_tensors_rounded(h, ct_round_fp16, "cuda fp16");
+    bool found = true;
+    OK(h->vt->grads_nonfinite(h->b, &found, E));
+    assert_false(found);
+    step_pass(h, 0x1p40f / N);
+    OK(h->vt->grads_nonfinite(h->b, &found, E));
+    assert_true(found);
+    close_h(h);
+#else
+    (void)gpu_usable;
+    skip(); /* no CUDA in this build */
+#endif
+}
+
+/* ---- end to end ------------------------------------------------------------------- */
+
+static char dir[512];
+
+static char *run(const char *args, int *status) {
+    char cmd[4096], out[600];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(cmd, sizeof cmd, "cd / && %s/ctrain %s >%s 2>&1 </dev/null", ct_test_build_root(),
+             args, out);
+    int st = system(cmd);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return ct_test_read_file(out, NULL);
+}
+
+/* Fits 2 epochs with amp `mode`; returns the last val accuracy, checks each epoch
+ * line and (fp16) the scaler fields and the checkpoint's metadata. */
+static double fit_with(const char *cfg, const char *mode) {
+    char args[2048];
+    snprintf(args, sizeof args, "fit %s --device cpu --amp %s --out %s/run-%s", cfg, mode, dir,
+             mode);
+    int st;
+    char *out = run(args, &st);
+    printf("--- amp %s\n%s", mode, out);
+    assert_int_equal(st, 0);
+    assert_null(strstr(out, "not implemented"));
+    bool fp16 = strcmp(mode, "fp16") == 0;
+    double acc = -1, loss, tacc, vloss, scale = 0;
+    long long skipped = -1;
+    int epochs = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        int e;
+        if (sscanf(line, "Epoch %d | Train Loss: %lf, Acc: %lf | Val Loss: %lf, Acc: %lf |", &e,
+                   &loss, &tacc, &vloss, &acc) != 5)
+            continue;
+        epochs++;
+        char *tail = strstr(line, "samples/s");
+        assert_non_null(tail);
+        if (fp16) {
+            assert_int_equal(sscanf(tail, "samples/s | scale %lf, skipped %lld", &scale, &skipped),
+                             2);
+            assert_true(scale >= 1.0 && scale <= 16777216.0);
+            assert_true(skipped >= 0 && skipped < 10);
+        } else {
+            assert_string_equal(tail, "samples/s"); /* the line is unchanged */
+        }
+    }
+    free(out);
+    assert_int_equal(epochs, 2);
+    if (fp16) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/run-fp16/model.bin", dir);
+        ct_checkpoint ck;
+        OK(ct_checkpoint_read(path, &ck, E));
+        const char *s = ct_checkpoint_meta_get(&ck, "amp_scale");
+        assert_non_null(s);
+        assert_true(strtod(s, NULL) == scale);
+        assert_non_null(ct_checkpoint_meta_get(&ck, "amp_growth_tracker"));
+        ct_checkpoint_free(&ck);
+    }
+    return acc;
+}
+
+/* Sets the scaler state in a checkpoint's metadata (keeping everything else). */
+static void set_scaler_meta(const char *path, const char *scale, const char *growth) {
+    ct_checkpoint ck;
+    OK(ct_checkpoint_read(path, &ck, E));
+    ct_ckpt_meta meta[64];
+    int n = 0;
+    for (int i = 0; i < ck.n_meta && n < 64; i++) {
+        if (strcmp(ck.meta[i].key, "data_crc32") == 0) continue; /* the writer adds it */
+        meta[n] = ck.meta[i];
+        if (strcmp(meta[n].key, "amp_scale") == 0) meta[n].value = (char *)scale;
+        if (strcmp(meta[n].key, "amp_growth_tracker") == 0) meta[n].value = (char *)growth;
+        n++;
+    }
+    OK(ct_checkpoint_write(path, ck.tensors, ck.n_tensors, meta, n, E));
+    ct_checkpoint_free(&ck);
+}
+
+/* --resume continues with the checkpoint's loss scale, not the initial one. */
+static void check_resume_restores_scale(const char *cfg) {
+    char path[700], args[2048];
+    snprintf(path, sizeof path, "%s/run-fp16/model.bin", dir);
+    set_scaler_meta(path, "1024", "7");
+    snprintf(args, sizeof args, "fit %s --device cpu --amp fp16 --resume --epochs 3 --out %s/run-fp16",
+             cfg, dir);
+    int st;
+    char *out = run(args, &st);
+    printf("--- amp fp16, resumed with scale 1024\n%s", out);
+    assert_int_equal(st, 0);
+    char *line = strstr(out, "Epoch 03 |");
+    assert_non_null(line);
+    assert_null(strstr(out, "Epoch 02 |"));
+    double scale = 0;
+    long long skipped = -1;
+    char *tail = strstr(line, "samples/s");
+    assert_non_null(tail);
+    assert_int_equal(sscanf(tail, "samples/s | scale %lf, skipped %lld", &scale, &skipped), 2);
+    /* 47 steps: no growth; each skip would halve it. */
+    assert_true(scale == ldexp(1024.0, -(int)skipped));
+    free(out);
+}
+
+static void test_fit_amp_modes(void **state) {
+    (void)state;
+    ct_test_mkdtemp(dir, sizeof dir);
+    ct_test_mnist_subset(dir, 3000, 1000);
+    char cfg[1024];
+    ct_test_write_config(dir, "amp",
+                         "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+                         "    - relu\n"
+                         "    - maxpool2d: {kernel: 2}\n"
+                         "    - flatten\n"
+                         "    - linear: {out_features: 64}\n"
+                         "    - relu\n"
+                         "    - linear: {out_features: 10}\n",
+                         "optimizer: {type: adam, lr: 0.002}\n"
+                         "train: {epochs: 2, batch_size: 64}\n",
+                         cfg, sizeof cfg);
+    double off = fit_with(cfg, "off");
+    double bf16 = fit_with(cfg, "bf16");
+    double fp16 = fit_with(cfg, "fp16");
+    check_resume_restores_scale(cfg);
+    printf("val accuracy: off %.4f, bf16 %.4f, fp16 %.4f\n", off, bf16, fp16);
+    assert_true(off > 0.80); /* 3000 images, 2 epochs: ~0.84 (chance is 0.10) */
+    assert_true(fabs(bf16 - off) < 0.03);
+    assert_true(fabs(fp16 - off) < 0.03);
+    ct_test_rmtree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_fp16_exact),
+        cmocka_unit_test(test_round_bf16_exact),
+        cmocka_unit_test(test_round_random),
+        cmocka_unit_test(test_scaler_disabled),
+        cmocka_unit_test(test_scaler_inf_halves_and_skips),
+        cmocka_unit_test(test_scaler_growth),
+        cmocka_unit_test(test_cpu_activations_rounded),
+        cmocka_unit_test(test_cpu_fp16_overflow_detected),
+        cmocka_unit_test(test_cpu_fp16_underflow_and_scaling),
+        cmocka_unit_test(test_cuda_amp),
+        cmocka_unit_test(test_fit_amp_modes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
