@@ -8,7 +8,8 @@
  * ctrain writes F32 tensors named like PyTorch's state_dict ("layers.0.weight",
  * OIHW / [out, in]), optimizer state under "optimizer.<slot>.<param name>", and
  * metadata keys: "format" = "ctrain-checkpoint", "format_version" = "1",
- * "config" (the full YAML text), "epoch", "step", metrics, and "data_crc32"
+ * "config" (the full YAML text), "epoch", "step", metrics, "amp_scale" and
+ * "amp_growth_tracker" (fp16 runs: the loss scaler's state), and "data_crc32"
  * (CRC32 of the whole data section, 8 lowercase hex digits).
  *
  * Writing: "<path>.tmp-XXXXXX" in the same directory, write, fsync, rename over
