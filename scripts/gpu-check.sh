@@ -7,6 +7,8 @@
 #   3. a one-epoch MNIST CNN fit on CUDA, then `ctrain eval` of its checkpoint on
 #      the CPU (portability: same accuracy)
 #   4. ctrain bench matmul --n 5000 for fp32 and bf16
+#   5. mixed precision and memory on CUDA: the GPU cases of test_amp, a one-epoch
+#      fp16 fit, a per-layer profile, and the out-of-memory advice
 # and prints a short table last. Exit status: non-zero when any step failed.
 #
 #   scripts/gpu-check.sh [BUILD_DIR]       (default: build)
@@ -63,6 +65,10 @@ step fit_cuda "$build/ctrain" fit configs/cnn.yaml --epochs 1 --device cuda --ou
 step eval_cpu "$build/ctrain" eval --checkpoint "$tmp/cnn/model.bin" --device cpu
 step matmul_fp32 "$build/ctrain" bench matmul --n 5000 --dtype fp32
 step matmul_bf16 "$build/ctrain" bench matmul --n 5000 --dtype bf16
+[ -x "$build/tests/test_amp" ] && step amp_tests "$build/tests/test_amp"
+step fit_cuda_fp16 "$build/ctrain" fit configs/cnn.yaml --epochs 1 --device cuda --amp fp16 --out "$tmp/cnn16" --no-progress
+step profile_cuda "$build/ctrain" fit configs/cnn.yaml --device cuda --profile --profile-steps 50
+step oom_advice "$build/ctrain" summary configs/cnn.yaml --device cuda --batch-size 65536 --max-memory 512M
 
 fit_line=$(grep -m1 '^Epoch 01' "$tmp/fit_cuda.log" 2>/dev/null)
 cpu_acc=$(sed -n 's/.*Accuracy: \([0-9.]*\).*/\1/p' "$tmp/eval_cpu.log" 2>/dev/null)
@@ -70,12 +76,15 @@ gpu_name=$(grep -m1 -i 'name' "$tmp/devices.log" 2>/dev/null | sed 's/^ *//')
 echo
 echo "| check | result |"
 echo "|---|---|"
-for k in devices parity bench_tests fit_cuda eval_cpu matmul_fp32 matmul_bf16; do
+for k in devices parity bench_tests fit_cuda eval_cpu matmul_fp32 matmul_bf16 amp_tests \
+         fit_cuda_fp16 profile_cuda oom_advice; do
   [ -n "${result[$k]:-}" ] && echo "| $k | ${result[$k]} |"
 done
 echo "| device | ${gpu_name:-?} |"
 echo "| CNN epoch 1 on CUDA | ${fit_line:-none} |"
 echo "| same checkpoint, eval on CPU | accuracy ${cpu_acc:-?} |"
+echo "| CNN epoch 1 on CUDA, fp16 | $(grep -m1 '^Epoch 01' "$tmp/fit_cuda_fp16.log" 2>/dev/null) |"
+echo "| profiled step on CUDA | $(grep -m1 '^Profile:' "$tmp/profile_cuda.log" 2>/dev/null) |"
 for d in fp32 bf16; do
   echo "| matmul n=5000 $d | $(grep -i 'gflop' "$tmp/matmul_$d.log" 2>/dev/null | tr -s ' ' | paste -sd ';' -) |"
 done
