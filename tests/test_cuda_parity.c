@@ -28,6 +28,7 @@
 #include "backend/device.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
+#include "parity_harness.h"
 
 #ifdef CT_HAVE_CUDA
 
@@ -36,8 +37,6 @@
 #include "data/loader.h"
 #include "kernels/kernels.h"
 
-#define SEED 1234u
-#define STEP 7u
 
 static bool gpu_usable(void) {
     int count = 0;
@@ -45,280 +44,11 @@ static bool gpu_usable(void) {
     return ct_cuda_usable(&count, why, sizeof why);
 }
 
-/* The backend open_opt() creates (the CPU only for the CPU-vs-CUDA comparison). */
-static const ct_backend_vt *open_vt = &ct_backend_cuda;
 
 #define SKIP_WITHOUT_GPU()             \
     do {                               \
         if (!gpu_usable()) skip();     \
     } while (0)
-
-/* ---- graph building ------------------------------------------------------------ */
-
-static ct_layer_cfg L(ct_layer_kind kind) {
-    ct_layer_cfg c;
-    memset(&c, 0, sizeof c);
-    c.kind = kind;
-    c.bias = true;
-    c.line = c.col = 1;
-    return c;
-}
-static ct_layer_cfg conv(int out, int k, int s, int p, bool bias) {
-    ct_layer_cfg c = L(CT_LAYER_CONV2D);
-    c.out_channels = out, c.kernel = k, c.stride = s, c.padding = p, c.bias = bias;
-    return c;
-}
-static ct_layer_cfg pool(ct_layer_kind kind, int k, int s, int p) {
-    ct_layer_cfg c = L(kind);
-    c.kernel = k, c.stride = s, c.padding = p;
-    return c;
-}
-static ct_layer_cfg linear(int out, bool bias) {
-    ct_layer_cfg c = L(CT_LAYER_LINEAR);
-    c.out_features = out, c.bias = bias;
-    return c;
-}
-static ct_layer_cfg dropout(double p) {
-    ct_layer_cfg c = L(CT_LAYER_DROPOUT);
-    c.p = p;
-    return c;
-}
-
-typedef struct harness {
-    ct_config cfg;
-    ct_graph g;
-    ct_plan plan;
-    ct_backend *b;
-    const ct_backend_vt *vt;
-    int N;
-} harness;
-
-static harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
-                         bool training, ct_opt_kind opt, int slots) {
-    harness *h = calloc(1, sizeof *h);
-    assert_non_null(h);
-    snprintf(h->cfg.source, sizeof h->cfg.source, "test");
-    h->cfg.input_c = C, h->cfg.input_h = H, h->cfg.input_w = W;
-    for (int i = 0; i < n; i++) h->cfg.layers[i] = layers[i];
-    h->cfg.n_layers = n;
-    ct_err err = {{0}};
-    if (ct_graph_build(&h->cfg, &h->g, &err) != 0) fail_msg("graph: %s", err.msg);
-    ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
-                     .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED};
-    h->vt = open_vt;
-    ct_plan_init(&h->plan, h->vt->align); /* as ct_model_create does */
-    if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
-    ct_plan_finalize(&h->plan);
-    if (h->vt->bind(h->b, &h->plan, &err) != 0) fail_msg("bind: %s", err.msg);
-    h->N = N;
-    return h;
-}
-
-static harness *open_h(int C, int H, int W, const ct_layer_cfg *layers, int n, int N) {
-    return open_opt(C, H, W, layers, n, N, true, CT_OPT_SGD, 0);
-}
-
-static void close_h(harness *h) {
-    h->vt->destroy(h->b);
-    free(h);
-}
-
-#define OK(call)                                                  \
-    do {                                                          \
-        ct_err e_ = {{0}};                                        \
-        if ((call) != 0) fail_msg("%s: %s", #call, e_.msg);       \
-    } while (0)
-#define E (&e_)
-
-/* ---- data ------------------------------------------------------------------------ */
-
-static uint64_t rng_state = 88172645463325252ull;
-static double urand(void) { /* [-1, 1) */
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
-
-static float *rand_f(size_t n, double scale) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = (float)(urand() * scale);
-    return p;
-}
-
-static double *to_d(const float *f, size_t n) {
-    double *d = malloc((n ? n : 1) * sizeof *d);
-    assert_non_null(d);
-    for (size_t i = 0; i < n; i++) d[i] = f[i];
-    return d;
-}
-
-/* Random parameters scaled like PyTorch's init (1/sqrt(fan_in)). */
-static float *rand_params(const ct_graph *g) {
-    float *p = malloc((g->n_param_floats + 1) * sizeof *p);
-    assert_non_null(p);
-    for (int k = 0; k < g->n_params; k++) {
-        const ct_param_info *pi = &g->params[k];
-        for (size_t j = 0; j < pi->count; j++)
-            p[pi->offset + j] = (float)(urand() / sqrt((double)pi->fan_in));
-    }
-    return p;
-}
-
-static size_t row_numel(ct_shape s) { return ct_shape_numel(s); }
-
-static void check_close(const float *got, const double *ref, size_t n, const char *what) {
-    size_t bad = 0, first = 0;
-    double worst = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 + 1e-3 * fabs(ref[i]);
-        if (!(d <= tol)) {
-            if (!bad) first = i;
-            bad++;
-        }
-        if (d > worst) worst = d;
-    }
-    if (bad)
-        fail_msg("%s: %zu of %zu elements differ; first [%zu] got %.7g want %.7g (max diff %.3g)",
-                 what, bad, n, first, got[first], ref[first], worst);
-}
-
-/* ---- reference per node ----------------------------------------------------------- */
-
-static void ref_forward(const ct_graph *g, int k, const double *x, const double *p, int n,
-                        double *y) {
-    const ct_node *nd = &g->nodes[k];
-    const ct_layer_cfg *c = &nd->cfg;
-    int C = nd->in.c, H = nd->in.h, W = nd->in.w;
-    long numel = (long)n * (long)row_numel(nd->in);
-    switch (nd->kind) {
-    case CT_LAYER_CONV2D:
-        ct_ref_conv2d_forward(x, n, C, H, W, p + g->params[nd->weight].offset,
-                              nd->bias >= 0 ? p + g->params[nd->bias].offset : NULL,
-                              c->out_channels, c->kernel, c->stride, c->padding, y);
-        break;
-    case CT_LAYER_MAXPOOL2D:
-        ct_ref_maxpool2d_forward(x, n, C, H, W, c->kernel, c->stride, c->padding, y);
-        break;
-    case CT_LAYER_AVGPOOL2D:
-        ct_ref_avgpool2d_forward(x, n, C, H, W, c->kernel, c->stride, c->padding, y);
-        break;
-    case CT_LAYER_RELU: ct_ref_relu_forward(x, numel, y); break;
-    case CT_LAYER_FLATTEN: memcpy(y, x, (size_t)numel * sizeof *y); break;
-    case CT_LAYER_LINEAR:
-        ct_ref_linear_forward(x, n, nd->in.c, p + g->params[nd->weight].offset,
-                              nd->bias >= 0 ? p + g->params[nd->bias].offset : NULL,
-                              nd->out.c, y);
-        break;
-    case CT_LAYER_DROPOUT: ct_ref_dropout_forward(x, numel, c->p, SEED, k, STEP, y); break;
-    default: fail();
-    }
-}
-
-/* dp: full flat gradient array; only node k's entries are written. */
-static void ref_backward(const ct_graph *g, int k, const double *x, const double *p, int n,
-                         const double *dy, double *dx, double *dp) {
-    const ct_node *nd = &g->nodes[k];
-    const ct_layer_cfg *c = &nd->cfg;
-    int C = nd->in.c, H = nd->in.h, W = nd->in.w;
-    long numel = (long)n * (long)row_numel(nd->in);
-    double *dw = nd->weight >= 0 ? dp + g->params[nd->weight].offset : NULL;
-    double *db = nd->bias >= 0 ? dp + g->params[nd->bias].offset : NULL;
-    switch (nd->kind) {
-    case CT_LAYER_CONV2D:
-        ct_ref_conv2d_backward(x, n, C, H, W, p + g->params[nd->weight].offset, c->out_channels,
-                               c->kernel, c->stride, c->padding, dy, dx, dw, db);
-        break;
-    case CT_LAYER_MAXPOOL2D:
-        ct_ref_maxpool2d_backward(x, n, C, H, W, c->kernel, c->stride, c->padding, dy, dx);
-        break;
-    case CT_LAYER_AVGPOOL2D:
-        ct_ref_avgpool2d_backward(n, C, H, W, c->kernel, c->stride, c->padding, dy, dx);
-        break;
-    case CT_LAYER_RELU: ct_ref_relu_backward(x, numel, dy, dx); break;
-    case CT_LAYER_FLATTEN: memcpy(dx, dy, (size_t)numel * sizeof *dx); break;
-    case CT_LAYER_LINEAR:
-        ct_ref_linear_backward(x, n, nd->in.c, p + g->params[nd->weight].offset, nd->out.c, dy,
-                               dx, dw, db);
-        break;
-    case CT_LAYER_DROPOUT: ct_ref_dropout_backward(dy, numel, c->p, SEED, k, STEP, dx); break;
-    default: fail();
-    }
-}
-
-/* ---- the parity check -------------------------------------------------------------- */
-
-typedef struct parity_out {
-    float *grads; /* backend grads after backward(k), caller frees */
-    float *y;     /* act[k], [n, out] */
-} parity_out;
-
-/* Runs nodes 0..k forward (train) on n random rows, compares act[k]; in training
- * drives backward(k) from a random dy and compares gact[k-1] and node k's grads. */
-static parity_out parity_n(harness *h, int k, int n, bool train) {
-    const ct_graph *g = &h->g;
-    const ct_node *nd = &g->nodes[k];
-    size_t in_row = row_numel(nd->in), out_row = row_numel(nd->out);
-    size_t x_row = row_numel(g->input);
-    float *x = rand_f((size_t)n * x_row, 1.0), *p = rand_params(g);
-    int32_t *lab = calloc((size_t)n, sizeof *lab);
-    OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, lab, n, E));
-    for (int i = 0; i < k; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
-    float *xin = malloc((size_t)n * in_row * sizeof *xin);
-    OK(h->vt->tensor_to_host(h->b, k - 1, false, xin, E));
-    OK(h->vt->forward(h->b, k, train, STEP, E));
-    float *y = malloc((size_t)n * out_row * sizeof *y);
-    OK(h->vt->tensor_to_host(h->b, k, false, y, E));
-
-    double *xd = to_d(xin, (size_t)n * in_row), *pd = to_d(p, g->n_param_floats);
-    double *yr = calloc((size_t)n * out_row, sizeof *yr);
-    if (train || nd->kind != CT_LAYER_DROPOUT)
-        ref_forward(g, k, xd, pd, n, yr);
-    else
-        memcpy(yr, xd, (size_t)n * in_row * sizeof *yr); /* eval dropout = identity */
-    char what[96];
-    snprintf(what, sizeof what, "layer %d (%s) forward", k, ct_op(nd->kind)->name);
-    check_close(y, yr, (size_t)n * out_row, what);
-
-    parity_out out = {NULL, y};
-    if (train) {
-        float *dy = rand_f((size_t)n * out_row, 1.0);
-        OK(h->vt->grad_from_host(h->b, k, dy, E));
-        OK(h->vt->backward(h->b, k, false, STEP, E));
-        double *dyd = to_d(dy, (size_t)n * out_row);
-        double *dxr = calloc((size_t)n * in_row, sizeof *dxr);
-        double *dpr = calloc(g->n_param_floats + 1, sizeof *dpr);
-        ref_backward(g, k, xd, pd, n, dyd, dxr, dpr);
-        if (k > 0) {
-            float *dx = malloc((size_t)n * in_row * sizeof *dx);
-            OK(h->vt->tensor_to_host(h->b, k - 1, true, dx, E));
-            snprintf(what, sizeof what, "layer %d (%s) input gradient", k, ct_op(nd->kind)->name);
-            check_close(dx, dxr, (size_t)n * in_row, what);
-            free(dx);
-        }
-        out.grads = malloc((g->n_param_floats + 1) * sizeof *out.grads);
-        OK(h->vt->grads_to_host(h->b, out.grads, E));
-        for (int w = 0; w < 2; w++) {
-            int pi = w == 0 ? nd->weight : nd->bias;
-            if (pi < 0) continue;
-            const ct_param_info *in = &g->params[pi];
-            snprintf(what, sizeof what, "%s gradient", in->name);
-            check_close(out.grads + in->offset, dpr + in->offset, in->count, what);
-        }
-        free(dy), free(dyd), free(dxr), free(dpr);
-    }
-    free(x), free(p), free(lab), free(xin), free(xd), free(pd), free(yr);
-    return out;
-}
-
-static void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N, int k) {
-    harness *h = open_h(C, H, W, layers, n_layers, N);
-    parity_out o = parity_n(h, k, N, true);
-    free(o.grads), free(o.y);
-    close_h(h);
-}
 
 /* ---- per-op tests ------------------------------------------------------------------ */
 
@@ -754,9 +484,9 @@ static void test_cpu_vs_cuda_training(void **state) {
                         L(CT_LAYER_FLATTEN), linear(10, true)};
     enum { N = 16, STEPS = 6, NL = 8 };
     harness *gpu = open_opt(1, 12, 12, a, NL, N, true, CT_OPT_SGD, 1);
-    open_vt = &ct_backend_cpu;
+    parity_vt = &ct_backend_cpu;
     harness *cpu = open_opt(1, 12, 12, a, NL, N, true, CT_OPT_SGD, 1);
-    open_vt = &ct_backend_cuda;
+    parity_vt = &ct_backend_cuda;
     float *x = rand_f((size_t)STEPS * N * 144, 1.0), *p = rand_params(&gpu->g);
     int32_t *y = malloc((size_t)STEPS * N * sizeof *y);
     for (int i = 0; i < STEPS * N; i++) y[i] = (int32_t)((urand() + 1.0) * 5.0) % 10;
@@ -845,6 +575,8 @@ static void test_create_fails_cleanly(void **state) {
 
 int main(void) {
     setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+    parity_vt = &ct_backend_cuda;
+    parity_rel_tol = 1e-3; /* different summation orders than the CPU's, still fp32 math */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_fails_cleanly),
         cmocka_unit_test(test_conv),

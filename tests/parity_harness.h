@@ -1,0 +1,85 @@
+/* parity_harness.h: one backend-parity harness for every backend.
+ *
+ * A test sets parity_vt (the backend under test) and parity_rel_tol, builds small
+ * graphs with the layer helpers, and compares node k of a graph against the
+ * double reference ops (ref_ops.h): forward output, input gradient (gact[k-1])
+ * and parameter gradients, tolerance 1e-4 + parity_rel_tol * |ref|. Dropout uses
+ * seed PARITY_SEED at step PARITY_STEP. Used by test_cpu_parity (oneDNN) and
+ * test_cuda_parity (cuDNN/cuBLAS).
+ */
+#ifndef CT_PARITY_HARNESS_H
+#define CT_PARITY_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "config/config.h"
+#include "graph/graph.h"
+#include "plan/plan.h"
+
+#define SEED 1234u
+#define STEP 7u
+
+/* Fails the current test with the call's text and its error message. */
+#define OK(call)                                                  \
+    do {                                                          \
+        ct_err e_ = {{0}};                                        \
+        if ((call) != 0) fail_msg("%s: %s", #call, e_.msg);       \
+    } while (0)
+#define E (&e_)
+
+extern const ct_backend_vt *parity_vt; /* the backend open_opt() creates */
+extern double parity_rel_tol;          /* relative part of check_close's tolerance */
+
+/* Layer configs (bias on by default). */
+ct_layer_cfg L(ct_layer_kind kind);
+ct_layer_cfg conv(int out, int k, int s, int p, bool bias);
+ct_layer_cfg pool(ct_layer_kind kind, int k, int s, int p);
+ct_layer_cfg linear(int out, bool bias);
+ct_layer_cfg dropout(double p);
+
+/* A graph of n layers on a C x H x W input, planned and bound on parity_vt at
+ * batch N. */
+typedef struct harness {
+    ct_config cfg;
+    ct_graph g;
+    ct_plan plan;
+    ct_backend *b;
+    const ct_backend_vt *vt;
+    int N;
+} harness;
+
+harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N, bool training,
+                  ct_opt_kind opt, int slots);
+harness *open_h(int C, int H, int W, const ct_layer_cfg *layers, int n, int N); /* sgd, training */
+void close_h(harness *h);
+
+/* Deterministic data: urand in [-1, 1); arrays are malloc'd (caller frees). */
+double urand(void);
+float *rand_f(size_t n, double scale);
+double *to_d(const float *f, size_t n);
+float *rand_params(const ct_graph *g);
+size_t row_numel(ct_shape s);
+
+/* Fails when any |got - ref| > 1e-4 + parity_rel_tol * |ref|, naming `what`. */
+void check_close(const float *got, const double *ref, size_t n, const char *what);
+
+/* Reference forward / backward of node k on n rows (PyTorch layouts, double). */
+void ref_forward(const ct_graph *g, int k, const double *x, const double *p, int n, double *y);
+void ref_backward(const ct_graph *g, int k, const double *x, const double *p, int n,
+                  const double *dy, double *dx, double *dp);
+
+typedef struct parity_out {
+    float *grads; /* backend grads after backward(k), caller frees */
+    float *y;     /* act[k], [n, out] */
+} parity_out;
+
+/* Runs nodes 0..k forward (train) on n random rows and compares act[k]; in training
+ * drives backward(k) from a random dy and compares gact[k-1] and node k's grads. */
+parity_out parity_n(harness *h, int k, int n, bool train);
+/* parity_n on a full batch, freeing the results. */
+void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N, int k);
+
+#endif
