@@ -32,6 +32,7 @@
 
 extern const ct_backend_vt *parity_vt; /* the backend open_opt() creates */
 extern double parity_rel_tol;          /* relative part of check_close's tolerance */
+extern bool (*parity_skip)(void);      /* when set and true, the per-op tests skip() */
 
 /* Layer configs (bias on by default). */
 ct_layer_cfg L(ct_layer_kind kind);
@@ -81,5 +82,16 @@ typedef struct parity_out {
 parity_out parity_n(harness *h, int k, int n, bool train);
 /* parity_n on a full batch, freeing the results. */
 void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N, int k);
+
+/* The per-op cmocka tests, identical on every backend: conv2d (strides, padding,
+ * bias or not, 1 and several channels), max and avg pooling, relu, flatten +
+ * linear, linear, dropout in train and eval. */
+void parity_test_conv(void **state);
+void parity_test_maxpool(void **state);
+void parity_test_avgpool(void **state);
+void parity_test_relu(void **state);
+void parity_test_flatten_linear(void **state);
+void parity_test_linear(void **state);
+void parity_test_dropout(void **state);
 
 #endif

@@ -45,111 +45,14 @@ static bool gpu_usable(void) {
 }
 
 
+static bool gpu_missing(void) { return !gpu_usable(); }
+
 #define SKIP_WITHOUT_GPU()             \
     do {                               \
         if (!gpu_usable()) skip();     \
     } while (0)
 
 /* ---- per-op tests ------------------------------------------------------------------ */
-
-static void test_conv(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
-    ct_layer_cfg a[] = {L(CT_LAYER_RELU), conv(4, 3, 1, 1, true)};    /* C = 1 */
-    parity(a, 2, 1, 8, 8, 3, 1);
-    ct_layer_cfg b[] = {L(CT_LAYER_RELU), conv(5, 3, 2, 1, true)};    /* stride 2 */
-    parity(b, 2, 3, 9, 9, 2, 1);
-    ct_layer_cfg c[] = {L(CT_LAYER_RELU), conv(8, 3, 1, 0, false)};   /* no bias, no pad */
-    parity(c, 2, 4, 7, 7, 3, 1);
-    ct_layer_cfg d[] = {conv(16, 3, 1, 1, true), conv(24, 5, 2, 2, true)}; /* blocked input */
-    parity(d, 2, 16, 10, 10, 2, 1);
-    parity(d, 2, 16, 10, 10, 2, 0);
-    ct_layer_cfg e[] = {conv(32, 3, 1, 1, true)};                     /* tutorial conv1 */
-    parity(e, 1, 1, 28, 28, 4, 0);
-}
-
-static void test_maxpool(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
-    /* A dropout(p=0) in front is an identity that keeps the input random (a relu
-     * would make ties of zeros, where argmax conventions may differ). */
-    ct_layer_cfg a[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
-    parity(a, 2, 3, 8, 8, 2, 1);
-    ct_layer_cfg b[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)};
-    parity(b, 2, 16, 9, 9, 2, 1);
-    ct_layer_cfg c[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)}; /* 7 -> 3, floor */
-    parity(c, 2, 5, 7, 7, 2, 1);
-}
-
-static void test_avgpool(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
-    ct_layer_cfg a[] = {dropout(0.0), pool(CT_LAYER_AVGPOOL2D, 2, 2, 0)};
-    parity(a, 2, 3, 8, 8, 2, 1);
-    ct_layer_cfg b[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_AVGPOOL2D, 3, 2, 1)};
-    parity(b, 2, 16, 9, 9, 2, 1);
-}
-
-static void test_relu(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
-    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU)}; /* blocked, in place */
-    parity(a, 2, 3, 6, 6, 2, 1);
-    ct_layer_cfg b[] = {dropout(0.0), L(CT_LAYER_RELU)};
-    parity(b, 2, 2, 5, 5, 3, 1);
-    ct_layer_cfg c[] = {L(CT_LAYER_RELU)}; /* on the batch: must not overwrite it */
-    harness *h = open_h(2, 4, 4, c, 1, 2);
-    parity_out o = parity_n(h, 0, 2, true);
-    float *x = malloc(2 * 32 * sizeof *x);
-    OK(h->vt->tensor_to_host(h->b, -1, false, x, E));
-    int negative = 0;
-    for (int i = 0; i < 64; i++) negative += x[i] < 0.0f;
-    assert_true(negative > 0);
-    free(x), free(o.grads), free(o.y);
-    close_h(h);
-}
-
-static void test_flatten_linear(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
-    ct_layer_cfg a[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_FLATTEN), linear(10, true)};
-    parity(a, 3, 3, 6, 6, 3, 2);
-    ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
-                        L(CT_LAYER_FLATTEN), linear(7, false)};
-    parity(b, 4, 2, 8, 8, 2, 3);
-}
-
-static void test_linear(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
-    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(12, true)};
-    parity(a, 2, 1, 1, 20, 4, 1);
-    ct_layer_cfg b[] = {L(CT_LAYER_FLATTEN), linear(16, true), L(CT_LAYER_RELU),
-                        linear(5, true)};
-    parity(b, 4, 2, 3, 3, 5, 3);
-}
-
-static void test_dropout(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
-    for (int train = 1; train >= 0; train--) {
-        ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(32, true), dropout(0.5)};
-        harness *h = open_h(1, 4, 4, a, 3, 6);
-        parity_out o = parity_n(h, 2, 6, train);
-        if (train) { /* some dropped, some kept */
-            int zeros = 0;
-            for (int i = 0; i < 6 * 32; i++) zeros += o.y[i] == 0.0f;
-            assert_true(zeros > 30 && zeros < 6 * 32 - 30);
-        }
-        free(o.grads), free(o.y);
-        close_h(h);
-        ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), dropout(0.3)}; /* blocked layout */
-        h = open_h(3, 5, 5, b, 2, 3);
-        o = parity_n(h, 1, 3, train);
-        free(o.grads), free(o.y);
-        close_h(h);
-    }
-}
 
 /* ---- loss ------------------------------------------------------------------------ */
 
@@ -576,16 +479,17 @@ static void test_create_fails_cleanly(void **state) {
 int main(void) {
     setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
     parity_vt = &ct_backend_cuda;
+    parity_skip = gpu_missing;
     parity_rel_tol = 1e-3; /* different summation orders than the CPU's, still fp32 math */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_fails_cleanly),
-        cmocka_unit_test(test_conv),
-        cmocka_unit_test(test_maxpool),
-        cmocka_unit_test(test_avgpool),
-        cmocka_unit_test(test_relu),
-        cmocka_unit_test(test_flatten_linear),
-        cmocka_unit_test(test_linear),
-        cmocka_unit_test(test_dropout),
+        cmocka_unit_test(parity_test_conv),
+        cmocka_unit_test(parity_test_maxpool),
+        cmocka_unit_test(parity_test_avgpool),
+        cmocka_unit_test(parity_test_relu),
+        cmocka_unit_test(parity_test_flatten_linear),
+        cmocka_unit_test(parity_test_linear),
+        cmocka_unit_test(parity_test_dropout),
         cmocka_unit_test(test_loss),
         cmocka_unit_test(test_nonfinite_tag),
         cmocka_unit_test(test_accumulate),
