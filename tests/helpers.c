@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 void ct_test_mkdtemp(char *out, size_t n) {
@@ -41,6 +42,34 @@ char *ct_test_read_file(const char *path, size_t *len) {
 const char *ct_test_build_root(void) {
     const char *env = getenv("CT_BUILD_ROOT");
     return env && *env ? env : CT_BUILD_ROOT;
+}
+
+ct_run_result ct_test_run(const char *dir, const char *args) {
+    char cmd[4096], out[600], err[600];
+    snprintf(out, sizeof out, "%s/stdout.txt", dir);
+    snprintf(err, sizeof err, "%s/stderr.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s/ctrain %s >%s 2>%s </dev/null", ct_test_build_root(), args,
+             out, err);
+    int st = system(cmd);
+    ct_run_result r;
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (WIFEXITED(st) && WEXITSTATUS(st) > 128) r.status = -1; /* the shell reports a signal */
+    r.out = ct_test_read_file(out, NULL);
+    r.err = ct_test_read_file(err, NULL);
+    assert_non_null(r.out);
+    assert_non_null(r.err);
+    return r;
+}
+
+void ct_test_run_free(ct_run_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+int ct_test_count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
 }
 
 void ct_test_rmtree(const char *path) {

@@ -14,6 +14,19 @@ char *ct_test_read_file(const char *path, size_t *len);
 /* The build directory holding the ctrain binary: $CT_BUILD_ROOT when set (a build
  * carried to another machine), else the one the tests were configured in. */
 const char *ct_test_build_root(void);
+/* The result of running the ctrain binary (ct_test_run). */
+typedef struct ct_run_result {
+    int status;     /* exit code; -1 when killed by a signal */
+    char *out, *err; /* whole stdout and stderr, malloc'd */
+} ct_run_result;
+
+/* Runs `<build root>/ctrain ARGS` with no stdin, capturing stdout and stderr in
+ * files under dir. */
+ct_run_result ct_test_run(const char *dir, const char *args);
+void ct_test_run_free(ct_run_result *r);
+/* Number of '\n' in s. */
+int ct_test_count_lines(const char *s);
+
 /* Removes a directory tree (rm -rf). */
 void ct_test_rmtree(const char *path);
 

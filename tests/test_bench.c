@@ -191,38 +191,6 @@ static void test_dtypes(void **state) {
 
 /* ---- the binary -------------------------------------------------------------------- */
 
-typedef struct run_result {
-    int status; /* exit code; -1 if killed by a signal */
-    char *out, *err;
-} run_result;
-
-static run_result run(const char *args) {
-    char cmd[4096], out[600], err[600];
-    snprintf(out, sizeof out, "%s/stdout.txt", dir);
-    snprintf(err, sizeof err, "%s/stderr.txt", dir);
-    snprintf(cmd, sizeof cmd, "%s/ctrain %s >%s 2>%s </dev/null", CT_BUILD_ROOT, args, out, err);
-    int st = system(cmd);
-    run_result r;
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    if (WIFEXITED(st) && WEXITSTATUS(st) > 128) r.status = -1;
-    r.out = ct_test_read_file(out, NULL);
-    r.err = ct_test_read_file(err, NULL);
-    assert_non_null(r.out);
-    assert_non_null(r.err);
-    return r;
-}
-
-static void run_free(run_result *r) {
-    free(r->out);
-    free(r->err);
-}
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* A minimal JSON syntax check (RFC 8259 values), enough to tell that the output
  * is exactly one well-formed document. Returns the position after the value or
  * NULL. */
@@ -287,7 +255,7 @@ static void test_devices_text(void **state) {
     int count = 0;
     char why[256];
     bool usable = ct_cuda_usable(&count, why, sizeof why);
-    run_result r = run("devices");
+    ct_run_result r = ct_test_run(dir, "devices");
     if (r.status != 0) fail_msg("devices: exit %d, stderr %s", r.status, r.err);
     assert_non_null(strstr(r.out, usable ? "CUDA available: yes" : "CUDA available: no"));
     if (!usable) assert_non_null(strstr(r.out, why));
@@ -303,7 +271,7 @@ static void test_devices_text(void **state) {
     assert_non_null(strstr(r.out, "this build has no CUDA support"));
 #endif
     assert_string_equal(r.err, "");
-    run_free(&r);
+    ct_test_run_free(&r);
 }
 
 static void test_devices_json(void **state) {
@@ -311,7 +279,7 @@ static void test_devices_json(void **state) {
     int count = 0;
     char why[256];
     bool usable = ct_cuda_usable(&count, why, sizeof why);
-    run_result r = run("devices --json");
+    ct_run_result r = ct_test_run(dir, "devices --json");
     if (r.status != 0) fail_msg("devices --json: exit %d, stderr %s", r.status, r.err);
     expect_one_object(r.out);
     const char *cuda = strstr(r.out, "\"cuda\": {");
@@ -326,7 +294,7 @@ static void test_devices_json(void **state) {
     assert_non_null(strstr(r.out, "\"cudnn_version\": \""));
     assert_non_null(strstr(r.out, "\"cublas_version\": \""));
 #endif
-    run_free(&r);
+    ct_test_run_free(&r);
 }
 
 static void test_bench_binary(void **state) {
@@ -334,30 +302,30 @@ static void test_bench_binary(void **state) {
     int count = 0;
     char why[256];
     bool usable = ct_cuda_usable(&count, why, sizeof why);
-    run_result r = run("bench matmul --n 256 --repeats 3");
+    ct_run_result r = ct_test_run(dir, "bench matmul --n 256 --repeats 3");
     if (r.status != 0) fail_msg("bench: exit %d, stderr %s", r.status, r.err);
     assert_non_null(strstr(r.out, "GFLOP/s"));
     assert_non_null(strstr(r.out, "n = 256"));
     assert_non_null(strstr(r.out, "\ncpu      fp32"));
     if (usable) assert_non_null(strstr(r.out, "pass ("));
     else assert_non_null(strstr(r.out, "GPU unavailable: "));
-    run_free(&r);
-    r = run("bench matmul --n 64 --repeats 2 --warmup 0 --dtype bf16 --json");
+    ct_test_run_free(&r);
+    r = ct_test_run(dir, "bench matmul --n 64 --repeats 2 --warmup 0 --dtype bf16 --json");
     if (r.status != 0) fail_msg("bench --json: exit %d, stderr %s", r.status, r.err);
     expect_one_object(r.out);
     assert_non_null(strstr(r.out, "\"gflops\": "));
     assert_non_null(strstr(r.out, usable ? "\"pass\": true" : "\"usable\": false"));
-    run_free(&r);
+    ct_test_run_free(&r);
 }
 
 /* Runs args, expects exit 2 and exactly one stderr line containing frag. */
 static void expect_usage(const char *args, const char *frag) {
-    run_result r = run(args);
-    if (r.status != 2 || !strstr(r.err, frag) || count_lines(r.err) != 1)
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 2 || !strstr(r.err, frag) || ct_test_count_lines(r.err) != 1)
         fail_msg("ctrain %s: exit %d, stderr '%s' (wanted exit 2 with '%s')", args, r.status,
                  r.err, frag);
     assert_string_equal(r.out, "");
-    run_free(&r);
+    ct_test_run_free(&r);
 }
 
 static void test_bench_bad_args(void **state) {

@@ -19,44 +19,14 @@
 
 static char dir[512];
 
-typedef struct run_result {
-    int status; /* exit code; -1 if killed by a signal */
-    char *out, *err;
-} run_result;
-
-static run_result run(const char *args) {
-    char cmd[4096], out[600], err[600];
-    snprintf(out, sizeof out, "%s/stdout.txt", dir);
-    snprintf(err, sizeof err, "%s/stderr.txt", dir);
-    snprintf(cmd, sizeof cmd, "%s/ctrain %s >%s 2>%s </dev/null", ct_test_build_root(), args, out, err);
-    int st = system(cmd);
-    run_result r;
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    if (WIFEXITED(st) && WEXITSTATUS(st) > 128) r.status = -1; /* shell reports a signal */
-    r.out = ct_test_read_file(out, NULL);
-    r.err = ct_test_read_file(err, NULL);
-    return r;
-}
-
-static void run_free(run_result *r) {
-    free(r->out);
-    free(r->err);
-}
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* Runs args, expects exit `code`, exactly one stderr line containing every fragment. */
 static void expect_error(const char *args, int code, const char *frag1, const char *frag2) {
-    run_result r = run(args);
+    ct_run_result r = ct_test_run(dir, args);
     if (r.status != code || !strstr(r.err, frag1) || (frag2 && !strstr(r.err, frag2)) ||
-        count_lines(r.err) != 1)
+        ct_test_count_lines(r.err) != 1)
         fail_msg("ctrain %s: exit %d, stderr: '%s' (wanted exit %d with '%s'%s%s)", args,
                  r.status, r.err, code, frag1, frag2 ? " and " : "", frag2 ? frag2 : "");
-    run_free(&r);
+    ct_test_run_free(&r);
 }
 
 static void write_config(const char *name, const char *data_dir, const char *extra,
@@ -95,17 +65,17 @@ static int teardown(void **state) {
 
 static void test_usage_errors(void **state) {
     (void)state;
-    run_result r = run("");
+    ct_run_result r = ct_test_run(dir, "");
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "Usage: ctrain COMMAND"));
-    run_free(&r);
+    ct_test_run_free(&r);
     expect_error("frobnicate", 2, "unknown command 'frobnicate'", NULL);
     expect_error("fit configs/cnn.yaml --epoch 3", 2, "unknown option '--epoch'",
                  "did you mean '--epochs'?");
-    run_result h = run("fit --help");
+    ct_run_result h = ct_test_run(dir, "fit --help");
     assert_int_equal(h.status, 0);
     assert_non_null(strstr(h.out, "--resume"));
-    run_free(&h);
+    ct_test_run_free(&h);
 }
 
 static void test_config_errors(void **state) {
@@ -163,9 +133,9 @@ static void test_checkpoint_errors(void **state) {
     expect_error("eval", 2, "--checkpoint FILE is required", NULL);
     write_config("ok", dir, "", path, sizeof path);
     snprintf(args, sizeof args, "fit %s --batch-size 100 --no-progress", path);
-    run_result r = run(args);
+    ct_run_result r = ct_test_run(dir, args);
     if (r.status != 0) fail_msg("fit failed: %s", r.err);
-    run_free(&r);
+    ct_test_run_free(&r);
     snprintf(ck, sizeof ck, "%s/out-ok/model.bin", dir);
     size_t len;
     char *bytes = ct_test_read_file(ck, &len);
@@ -225,9 +195,9 @@ static void test_ctrl_c_saves(void **state) {
                 strstr(bytes + 8, "\"interrupted\":\"false\""));
     free(bytes);
     snprintf(args, sizeof args, "eval --checkpoint %s", ck);
-    run_result r = run(args);
+    ct_run_result r = ct_test_run(dir, args);
     assert_int_equal(r.status, 0);
-    run_free(&r);
+    ct_test_run_free(&r);
 }
 
 static void test_out_of_memory_advice(void **state) {
@@ -235,20 +205,20 @@ static void test_out_of_memory_advice(void **state) {
     char path[1024], args[1200];
     write_config("oom", dir, "", path, sizeof path);
     snprintf(args, sizeof args, "fit %s --batch-size 4096 --max-memory 4M", path);
-    run_result r = run(args);
+    ct_run_result r = ct_test_run(dir, args);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "the plan needs"));
     assert_non_null(strstr(r.err, "activations"));
     assert_non_null(strstr(r.err, "Fixes for this model:"));
     assert_non_null(strstr(r.err, "train.batch_size "));
     assert_non_null(strstr(r.err, "ctrain: error: out of memory before training"));
-    run_free(&r);
+    ct_test_run_free(&r);
     assert_false(exists("%s/out-oom", dir));
     snprintf(args, sizeof args, "fit %s --batch-size 4096 --max-memory 4M --fit-memory", path);
-    r = run(args);
+    r = ct_test_run(dir, args);
     if (r.status != 0) fail_msg("--fit-memory failed: %s", r.err);
     assert_non_null(strstr(r.err, "--fit-memory: train.batch_size 4096 -> "));
-    run_free(&r);
+    ct_test_run_free(&r);
     expect_error("fit configs/mlp.yaml --max-memory 12X", 2, "--max-memory: expected a size", NULL);
 }
 
@@ -257,31 +227,31 @@ static void test_profile(void **state) {
     char path[1024], args[1200];
     write_config("prof", dir, "", path, sizeof path);
     snprintf(args, sizeof args, "fit %s --profile --profile-steps 3 --batch-size 16", path);
-    run_result r = run(args);
+    ct_run_result r = ct_test_run(dir, args);
     if (r.status != 0) fail_msg("--profile failed: %s", r.err);
     assert_non_null(strstr(r.out, "Profile: 3 training steps, 48 samples"));
     assert_non_null(strstr(r.out, "linear"));
     assert_non_null(strstr(r.out, "Data wait:"));
-    run_free(&r);
+    ct_test_run_free(&r);
     assert_false(exists("%s/out-prof/model.bin", dir)); /* profiling saves nothing */
     expect_error("fit configs/mlp.yaml --profile-steps 0", 2, "--profile-steps", NULL);
 }
 
 static void test_summary_and_devices(void **state) {
     (void)state;
-    run_result r = run("summary configs/cnn.yaml --out /nonexistent-dir-for-summary");
+    ct_run_result r = ct_test_run(dir, "summary configs/cnn.yaml --out /nonexistent-dir-for-summary");
     if (r.status != 0) fail_msg("summary failed: %s", r.err);
     assert_non_null(strstr(r.out, "conv2d"));
     assert_non_null(strstr(r.out, "64x7x7"));
     assert_non_null(strstr(r.out, "reserved"));
     assert_non_null(strstr(r.out, "activations"));
     assert_non_null(strstr(r.out, "824458 parameters"));
-    run_free(&r);
+    ct_test_run_free(&r);
     assert_false(exists("%s", "/nonexistent-dir-for-summary"));
-    run_result d = run("devices");
+    ct_run_result d = ct_test_run(dir, "devices");
     assert_int_equal(d.status, 0);
     assert_non_null(strstr(d.out, "CUDA available:"));
-    run_free(&d);
+    ct_test_run_free(&d);
 }
 
 int main(void) {
