@@ -1,19 +1,21 @@
 /* device.c: device selection (see device.h). auto picks CUDA device 0 when a
  * usable device exists; cuda / cuda:N check the ordinal against the device count. */
-#include "ct_build_config.h" /* first: backend.h declares ct_backend_cuda under CT_HAVE_CUDA */
-
 #include "backend/device.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#ifdef CT_HAVE_CUDA
-#include "backend/cuda/cuda_probe.h"
-#endif
+#include "backend/cuda_loader.h"
 
 bool ct_cuda_usable(int *count, char *why, size_t n) {
 #ifdef CT_HAVE_CUDA
-    return ct_cuda_probe(count, why, n);
+    *count = 0;
+    if (!ct_cuda_driver_present()) { /* decided without loading the CUDA libraries */
+        snprintf(why, n, "no NVIDIA driver is installed");
+        return false;
+    }
+    const ct_cuda_api *api = ct_cuda_api_load(why, n);
+    return api && api->probe(count, why, n);
 #else
     *count = 0;
     snprintf(why, n, "this build of ctrain has no CUDA support (rebuild with -Dcuda=enabled)");
@@ -29,7 +31,8 @@ static void set_cpu(ct_device_choice *out) {
 
 static int set_cuda(ct_device_choice *out, int index) {
 #ifdef CT_HAVE_CUDA
-    out->vt = &ct_backend_cuda;
+    char why[64];
+    out->vt = ct_cuda_api_load(why, sizeof why)->backend; /* loaded by ct_cuda_usable */
     out->index = index;
     snprintf(out->name, sizeof out->name, "cuda:%d", index);
 #else

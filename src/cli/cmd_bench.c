@@ -18,10 +18,7 @@
 #include "bench/matmul_cpu.h"
 #include "cli/cli.h"
 #include "ct_build_config.h"
-#ifdef CT_HAVE_CUDA
-#include "backend/cuda/cuda_info.h"
-#include "backend/cuda/cuda_matmul.h"
-#endif
+#include "backend/cuda_loader.h"
 
 #define CT_BENCH_SEED 42u
 #define CT_BENCH_COPY_BYTES ((size_t)256 << 20)
@@ -92,9 +89,19 @@ static int parse_opts(int argc, char **argv, bench_opts *o, ct_err *err) {
 
 #ifdef CT_HAVE_CUDA
 
+/* The CUDA library's table (already loaded when the GPU was found usable). */
+static const ct_cuda_api *cuda_api(ct_err *err) {
+    char why[256];
+    const ct_cuda_api *api = ct_cuda_api_load(why, sizeof why);
+    if (!api) ct_errorf(err, "%s", why);
+    return api;
+}
+
 static int run_copies(bench_result *r, ct_err *err) {
     ct_cuda_bandwidth bw;
-    if (ct_cuda_bench_bandwidth(0, CT_BENCH_COPY_BYTES, CT_BENCH_COPY_REPEATS, &bw, err))
+    const ct_cuda_api *api = cuda_api(err);
+    if (!api) return -1;
+    if (api->bench_bandwidth(0, CT_BENCH_COPY_BYTES, CT_BENCH_COPY_REPEATS, &bw, err))
         return ct_err_prefix(err, "copy bandwidth on cuda:0");
     r->copy_bytes = bw.bytes;
     r->h2d_pageable = bw.h2d_pageable;
@@ -107,13 +114,14 @@ static int run_copies(bench_result *r, ct_err *err) {
 /* GPU product on cuda:0 into a fourth host matrix, its check, then the copies. */
 static int run_gpu(const bench_opts *o, const ct_matmul_host *m, bench_result *r, ct_err *err) {
     ct_cuda_device_info d;
-    if (ct_cuda_device_query(0, &d, err)) return -1;
+    const ct_cuda_api *api = cuda_api(err);
+    if (!api || api->device_query(0, &d, err)) return -1;
     snprintf(r->gpu_name, sizeof r->gpu_name, "%s", d.name);
     size_t count = (size_t)o->n * (size_t)o->n;
     float *c = malloc(count * sizeof *c);
     if (!c) return ct_errorf(err, "out of memory: cannot allocate the %dx%d GPU result on the host",
                              o->n, o->n);
-    if (ct_cuda_bench_matmul(0, m->a, m->b, c, o->n, o->dt, o->warmup, o->repeats, &r->gpu_t,
+    if (api->bench_matmul(0, m->a, m->b, c, o->n, o->dt, o->warmup, o->repeats, &r->gpu_t,
                              err)) {
         free(c);
         return ct_err_prefix(err, "matmul on cuda:0 (%s)", ct_bench_dtype_name(o->dt));

@@ -13,8 +13,7 @@
 #include "cli/cli.h"
 #include "ct_build_config.h"
 #ifdef CT_HAVE_CUDA
-#include "backend/cuda/cuda_info.h"
-#include "backend/cuda/cuda_probe.h"
+#include "backend/cuda_loader.h"
 #endif
 
 #define CT_MAX_LISTED_DEVICES 64
@@ -43,6 +42,10 @@ static void cpu_json(ct_jw *w, const ct_cpu_info *c) {
 
 #ifdef CT_HAVE_CUDA
 
+/* The CUDA backend library's table, loaded by ct_cmd_devices (NULL: api_why). */
+static const ct_cuda_api *api;
+static char api_why[256];
+
 typedef struct cuda_versions_text {
     char driver[32], runtime[32], cudnn[32], cublas[48], nccl[32];
 } cuda_versions_text;
@@ -64,7 +67,7 @@ static const char *yes_no(bool b) {
 static void device_text(int i) {
     ct_cuda_device_info d;
     ct_err err = {{0}};
-    if (ct_cuda_device_query(i, &d, &err)) {
+    if (api->device_query(i, &d, &err)) {
         printf("cuda:%d: query failed: %s\n", i, err.msg);
         return;
     }
@@ -82,7 +85,7 @@ static void device_json(ct_jw *w, int i) {
     ct_err err = {{0}};
     ct_jw_object(w, NULL);
     ct_jw_int(w, "index", i);
-    if (ct_cuda_device_query(i, &d, &err)) {
+    if (api->device_query(i, &d, &err)) {
         ct_jw_str(w, "error", err.msg);
         ct_jw_close(w);
         return;
@@ -105,7 +108,7 @@ static void device_json(ct_jw *w, int i) {
 /* Current device, or -1 when it cannot be read (then e says why). */
 static int current_device(ct_err *e) {
     int cur = -1;
-    if (ct_cuda_current_device(&cur, e)) return -1;
+    if (api->current_device(&cur, e)) return -1;
     return cur;
 }
 
@@ -116,7 +119,12 @@ static int listed(int count) {
 static void cuda_text(const devices_state *s) {
     ct_cuda_versions v;
     cuda_versions_text t;
-    ct_cuda_versions_query(&v);
+    if (!api) {
+        printf("CUDA libraries: unavailable (%s)\n", api_why);
+        printf("Training devices: cpu (oneDNN)\n");
+        return;
+    }
+    api->versions_query(&v);
     versions_text(&v, &t);
     printf("CUDA libraries: driver %s, runtime %s, cuDNN %s, cuBLAS %s, NCCL %s\n", t.driver,
            t.runtime, t.cudnn, t.cublas, t.nccl);
@@ -135,7 +143,11 @@ static void cuda_text(const devices_state *s) {
 static void cuda_versions_json(ct_jw *w) {
     ct_cuda_versions v;
     cuda_versions_text t;
-    ct_cuda_versions_query(&v);
+    if (!api) {
+        ct_jw_str(w, "library_error", api_why);
+        return;
+    }
+    api->versions_query(&v);
     versions_text(&v, &t);
     if (v.driver > 0) ct_jw_str(w, "driver_version", t.driver);
     else ct_jw_null(w, "driver_version");
@@ -213,6 +225,9 @@ int ct_cmd_devices(int argc, char **argv, ct_err *err) {
     devices_state s;
     memset(&s, 0, sizeof s);
     s.usable = ct_cuda_usable(&s.count, s.why, sizeof s.why);
+#ifdef CT_HAVE_CUDA
+    api = ct_cuda_api_load(api_why, sizeof api_why); /* versions even without a driver */
+#endif
     ct_cpu_info_query(&s.cpu);
     if (json) return report_json(&s, err);
     report_text(&s);

@@ -7,9 +7,7 @@
 #include <string.h>
 
 #include "train/model.h"
-#ifdef CT_HAVE_CUDA
-#include "backend/cuda/cuda_info.h"
-#endif
+#include "backend/cuda_loader.h"
 
 int ct_parse_size(const char *s, size_t *out, ct_err *err) {
     errno = 0;
@@ -55,7 +53,10 @@ int ct_memory_budget_get(const ct_device_choice *dev, size_t max_memory, ct_memo
 #ifdef CT_HAVE_CUDA
     if (strcmp(dev->vt->name, "cuda") == 0) {
         ct_cuda_device_info info;
-        if (ct_cuda_device_query(dev->index, &info, err) != 0) return -1;
+        char why[256];
+        const ct_cuda_api *api = ct_cuda_api_load(why, sizeof why);
+        if (!api) return ct_errorf(err, "%s", why);
+        if (api->device_query(dev->index, &info, err) != 0) return -1;
         out->available = info.free_bytes;
         snprintf(out->source, sizeof out->source, "%s free memory", dev->name);
         return 0;

@@ -45,23 +45,6 @@ void ct_cuda_versions_query(ct_cuda_versions *v) {
     query_nccl(v);
 }
 
-void ct_cuda_version_str(int v, char *out, size_t n) {
-    if (v <= 0) snprintf(out, n, "none");
-    else snprintf(out, n, "%d.%d", v / 1000, v % 1000 / 10);
-}
-
-void ct_cudnn_version_str(size_t v, char *out, size_t n) {
-    if (v == 0) snprintf(out, n, "unknown");
-    else if (v >= 90000) snprintf(out, n, "%zu.%zu.%zu", v / 10000, v % 10000 / 100, v % 100);
-    else snprintf(out, n, "%zu.%zu.%zu", v / 1000, v % 1000 / 100, v % 100);
-}
-
-void ct_nccl_version_str(int v, char *out, size_t n) {
-    if (v <= 0) snprintf(out, n, "not found");
-    else if (v >= 20900) snprintf(out, n, "%d.%d.%d", v / 10000, v % 10000 / 100, v % 100);
-    else snprintf(out, n, "%d.%d.%d", v / 1000, v % 1000 / 100, v % 100);
-}
-
 int ct_cuda_current_device(int *dev, ct_err *err) {
     CT_CUDART(err, cudaGetDevice(dev));
     return 0;
