@@ -62,15 +62,26 @@ static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gs
 }
 
 /* Variants: 0/1 take src and diff_dst as forward left them (diff weights chosen /
- * plain); 2 lets oneDNN choose all three; 3 is all plain (the gemm kernels). */
+ * plain); 2 asks for src and diff_dst in nhwc (acdb), which gives the jit kernel
+ * for a C = 1 input without padding it to 8 channels (a C = 1 nchw src is the same
+ * memory, so only diff_dst is reordered; measured 5.3 ms + 2 ms reorder against
+ * 12.5 ms + 0.9 ms for variant 3 at batch 256, 28x28, 32 outputs); 3 lets oneDNN
+ * choose all three; 4 is all plain (the gemm kernels). */
 static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *src,
                       const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err) {
     conv_geom q;
     geom(nd, src->dims[0], &q);
     dnnl_memory_desc_t s = *src, dd = *dst, dw, db;
-    if ((v >= 2 && (md_for(&s, v - 2, 4, q.src, err) || md_for(&dd, v - 2, 4, q.dst, err))) ||
-        md_for(&dw, v % 2 == 0 && v != 3 ? 0 : 1, 4, q.w, err) ||
-        ct_cpu_md_plain(&db, 1, q.b, err))
+    if (v == 2) {
+        dnnl_dims_t dims = {q.dst[0], q.dst[1], q.dst[2], q.dst[3]};
+        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dd, 4, dims, dnnl_f32, dnnl_acdb));
+        dnnl_dims_t sdims = {q.src[0], q.src[1], q.src[2], q.src[3]};
+        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&s, 4, sdims, dnnl_f32, dnnl_acdb));
+    } else if (v >= 3 &&
+               (md_for(&s, v - 3, 4, q.src, err) || md_for(&dd, v - 3, 4, q.dst, err))) {
+        return -1;
+    }
+    if (md_for(&dw, v == 1 || v == 4 ? 1 : 0, 4, q.w, err) || ct_cpu_md_plain(&db, 1, q.b, err))
         return -1;
     CT_DNNL(err, dnnl_convolution_backward_weights_desc_init(
                      &d->conv, dnnl_convolution_direct, &s, &dw,

@@ -137,7 +137,7 @@ extern const ct_cpu_op ct_cpu_op_conv, ct_cpu_op_linear, ct_cpu_op_maxpool,
     ct_cpu_op_avgpool, ct_cpu_op_relu, ct_cpu_op_dropout, ct_cpu_op_flatten;
 
 /* cpu_weighted.c: shared by conv and linear; the per-kind files give the descs. */
-#define CT_CPU_BWD_W_VARIANTS 4
+#define CT_CPU_BWD_W_VARIANTS 5
 typedef struct ct_cpu_wl_descs {
     /* Fills candidate op descs (most wanted first) for forward, backward data and
      * backward weights, given the mds to use; returns the candidate count. */
