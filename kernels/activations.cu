@@ -6,17 +6,7 @@
 #include <curand_kernel.h>
 
 #include "kernels/kernels.h"
-
-static const unsigned kThreads = 256;
-
-static unsigned blocks_for(size_t n) {
-    size_t b = (n + kThreads - 1) / kThreads;
-    return (unsigned)(b > 65535u * 8u ? 65535u * 8u : b);
-}
-
-#define GRID_LOOP(j, n)                                                       \
-    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (n);   \
-         j += (size_t)gridDim.x * blockDim.x)
+#include "kernels/launch.cuh"
 
 __global__ void relu_fwd_kernel(const float *x, float *y, size_t n) {
     GRID_LOOP(j, n) y[j] = x[j] > 0.0f ? x[j] : 0.0f;

@@ -7,17 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/kernels.h"
-
-static const unsigned kThreads = 256;
-
-static unsigned blocks_for(size_t n) {
-    size_t b = (n + kThreads - 1) / kThreads;
-    return (unsigned)(b > 65535u * 8u ? 65535u * 8u : b);
-}
-
-#define GRID_LOOP(j, n)                                                       \
-    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (n);   \
-         j += (size_t)gridDim.x * blockDim.x)
+#include "kernels/launch.cuh"
 
 __global__ void round_fp16_kernel(float *p, size_t n) {
     GRID_LOOP(j, n) p[j] = ct_round_fp16(p[j]);

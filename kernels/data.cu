@@ -5,13 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/kernels.h"
-
-static const unsigned kThreads = 256;
-
-static unsigned blocks_for(size_t n) {
-    size_t b = (n + kThreads - 1) / kThreads;
-    return (unsigned)(b > 65535u * 8u ? 65535u * 8u : b);
-}
+#include "kernels/launch.cuh"
 
 __global__ void gather_kernel(const uint8_t *images, const uint8_t *labels, const int32_t *order,
                               int start, int n, size_t numel, float mean, float std, float *x,

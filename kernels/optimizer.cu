@@ -4,25 +4,17 @@
 #include <cuda_runtime.h>
 
 #include "kernels/kernels.h"
-
-static const unsigned kThreads = 256;
-
-static unsigned blocks_for(size_t n) {
-    size_t b = (n + kThreads - 1) / kThreads;
-    return (unsigned)(b > 65535u * 8u ? 65535u * 8u : b);
-}
+#include "kernels/launch.cuh"
 
 __global__ void adam_kernel(float *w, const float *g, float *m, float *v, size_t n,
                             ct_opt_hyper h, int decoupled) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+    GRID_LOOP(i, n)
         ct_adam_update(&w[i], g[i], &m[i], &v[i], &h, decoupled);
 }
 
 __global__ void sgd_kernel(float *w, const float *g, float *buf, size_t n, ct_opt_hyper h) {
     float unused = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+    GRID_LOOP(i, n)
         ct_sgd_update(&w[i], g[i], buf ? &buf[i] : &unused, &h);
 }
 

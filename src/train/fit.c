@@ -29,8 +29,6 @@
 
 static volatile sig_atomic_t stop_requested;
 
-void ct_fit_request_stop(void) { stop_requested = 1; }
-
 static void on_sigint(int sig) {
     (void)sig;
     stop_requested = 1;

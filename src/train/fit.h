@@ -42,7 +42,4 @@ typedef struct ct_fit_result {
 /* cfg's batch size and accumulation steps may be changed by --fit-memory. */
 int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err);
 
-/* Set by the SIGINT handler that ct_fit installs; the loop stops at the next step. */
-void ct_fit_request_stop(void);
-
 #endif
