@@ -26,6 +26,7 @@
 #include "train/progress.h"
 #include "train/scaler.h"
 #include "train/schedule.h"
+#include "train/step.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -42,6 +43,7 @@ typedef struct fit_state {
     ct_ckpt_info info;     /* progress so far: epoch, step, last metrics */
     uint32_t batch_tag;    /* batches started in this run (loss() tags) */
     ct_scaler scaler;      /* fp16 loss scaler (disabled otherwise) */
+    ct_stepper stepper;    /* forward/backward/update of one batch */
     char ckpt_path[CT_PATH_MAX + 32];
     char csv_path[CT_PATH_MAX + 32];
 } fit_state;
@@ -197,6 +199,8 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     if (ct_batches_open(&s->test_batches, s->model, 1, &s->test, false, cfg->train.seed, d->mean,
                         d->std, err) != 0)
         return -1;
+    s->stepper = (ct_stepper){.m = s->model, .cfg = cfg, .scaler = &s->scaler,
+                              .opt_steps = &s->info.step};
     return init_weights(cfg, o, s, err);
 }
 
@@ -223,22 +227,6 @@ static int check_finite(const ct_metrics *tm, int epoch, uint32_t epoch_tag0, lo
                      epoch + 1, batch, step);
 }
 
-/* One optimizer step at lr, unscaling the gradients by the loss scale; when the
- * scaler finds an inf/NaN gradient the step is skipped. Returns 0 or -1. */
-static int step_or_skip(const ct_config *cfg, fit_state *s, double lr, ct_err *err) {
-    ct_model *m = s->model;
-    const ct_backend_vt *vt = m->device.vt;
-    bool found = false;
-    if (s->scaler.enabled && vt->grads_nonfinite(m->be, &found, err) != 0) return -1;
-    float scale = ct_scaler_loss_scale(&s->scaler); /* the one these gradients carry */
-    if (!ct_scaler_update(&s->scaler, found)) return 0;
-    ct_opt_hyper h = ct_opt_hyper_at(&cfg->optimizer, lr, s->info.step + 1);
-    h.grad_scale /= scale;
-    if (vt->optimizer_step(m->be, &h, err) != 0) return -1;
-    s->info.step++;
-    return 0;
-}
-
 /* Metrics are read from the device every this many batches (a host sync on GPUs),
  * and whenever the progress bar redraws. */
 enum { CHECK_EVERY = 32 };
@@ -262,18 +250,12 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     ct_scaler_start_epoch(&s->scaler);
     int micro = 0, step_in_epoch = 0, n, index, rc;
     while ((rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1) {
-        uint32_t step = (uint32_t)s->info.step;
-        if (ct_model_forward(m, true, step, err) != 0) return -1;
-        float gscale = ct_scaler_loss_scale(&s->scaler) / ((float)n * accum);
-        if (vt->loss(m->be, true, gscale, s->batch_tag++, err) != 0) return -1;
-        if (ct_model_backward(m, micro > 0, step, err) != 0) return -1;
-        micro++;
-        if (micro == accum || index == nb - 1) {
-            double lr = ct_lr_at(cfg, epoch, step_in_epoch, steps_per_epoch);
-            if (step_or_skip(cfg, s, lr, err) != 0) return -1;
-            step_in_epoch++;
-            micro = 0;
-        }
+        ct_step_in in = {.rows = n, .accumulate = micro > 0, .tag = s->batch_tag++,
+                         .update = micro + 1 == accum || index == nb - 1};
+        if (in.update) in.lr = ct_lr_at(cfg, epoch, step_in_epoch, steps_per_epoch);
+        if (ct_step_run(&s->stepper, &in, err) != 0) return -1;
+        micro = in.update ? 0 : micro + 1;
+        step_in_epoch += in.update;
         bool draw = ct_progress_due(&bar, index + 1);
         if (draw || (index + 1) % CHECK_EVERY == 0) {
             if (vt->read_metrics(m->be, tm, false, err) != 0) return -1;

@@ -1,0 +1,45 @@
+/* step.h: one training micro-batch, and the optimizer step that ends a group.
+ *
+ * The batch must already be loaded (ct_batches_next). ct_step_run does, in order:
+ *   forward (dropout keyed by the optimizer step count), softmax cross-entropy with
+ *   the loss gradient scaled by loss_scale / (rows * grad_accum_steps), backward
+ *   (writing the gradients, or adding to them when accumulate is set);
+ * and when `update` is set (the last micro-batch of an accumulation group):
+ *   the gradient reduction hook (data parallelism: the sum over ranks), the fp16
+ *   scaler's inf/NaN check (a skipped step is not an error and does not count),
+ *   one optimizer step at lr with the gradients unscaled.
+ * `rows` is the number of rows the loss is averaged over: the global batch's rows,
+ * so that summing the shards' gradients over ranks gives the global mean.
+ */
+#ifndef CT_STEP_H
+#define CT_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "train/model.h"
+#include "train/scaler.h"
+
+typedef struct ct_stepper {
+    ct_model *m;
+    const ct_config *cfg;
+    ct_scaler *scaler;
+    long long *opt_steps; /* optimizer steps taken so far (Adam's t - 1); incremented */
+    /* Optional: called after the group's last backward and before the optimizer
+     * step (e.g. all-reduce of the flat gradient range across ranks). */
+    int (*reduce_grads)(void *ctx, ct_err *err);
+    void *reduce_ctx;
+} ct_stepper;
+
+typedef struct ct_step_in {
+    int rows;        /* rows the mean loss is over (>= the loaded batch's rows) */
+    bool accumulate; /* add to the gradients of the group's earlier micro-batches */
+    uint32_t tag;    /* batch tag recorded for a non-finite loss (backend.h) */
+    bool update;     /* last micro-batch of the group: reduce and step */
+    double lr;       /* learning rate of this optimizer step (when update) */
+} ct_step_in;
+
+int ct_step_run(ct_stepper *st, const ct_step_in *in, ct_err *err);
+
+#endif
