@@ -113,6 +113,16 @@ typedef struct ct_backend_vt {
      * optimizer step. Synchronizes: one host round trip per call. */
     int (*grads_nonfinite)(ct_backend *b, bool *found, ct_err *err);
 
+    /* Data parallelism (dist/dist.h). Sets the whole flat grads range to zero
+     * (a rank whose shard of a batch is empty contributes nothing). */
+    int (*grads_zero)(ct_backend *b, ct_err *err);
+    /* Optional: the flat grads range [n_param_floats] when host code may read and
+     * write it in place (CPU backends), for MPI_Allreduce; NULL otherwise. */
+    float *(*grads_host)(ct_backend *b);
+    /* Optional (GPU backends built with NCCL): sums the flat grads range in place
+     * over the ranks of nccl_comm (an ncclComm_t), queued on the backend's stream. */
+    int (*grads_allreduce_nccl)(ct_backend *b, void *nccl_comm, ct_err *err);
+
     /* Reads (and with reset, zeroes) the metric accumulators. Synchronizes. */
     int (*read_metrics)(ct_backend *b, ct_metrics *m, bool reset, ct_err *err);
 

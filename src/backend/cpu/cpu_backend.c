@@ -432,6 +432,15 @@ static int cpu_grads_nonfinite(ct_backend *bb, bool *found, ct_err *err) {
     return 0;
 }
 
+static int cpu_grads_zero(ct_backend *bb, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    if (!b->grads) return ct_errorf(err, "cpu backend: no gradients in a forward-only plan");
+    memset(b->grads, 0, b->g->n_param_floats * sizeof(float));
+    return 0;
+}
+
+static float *cpu_grads_host(ct_backend *bb) { return as_cpu(bb)->grads; }
+
 /* ---- host copies ------------------------------------------------------------------ */
 
 static size_t param_bytes(const ct_cpu *b) { return b->g->n_param_floats * sizeof(float); }
@@ -553,6 +562,8 @@ const ct_backend_vt ct_backend_cpu = {
     .backward = cpu_backward,
     .optimizer_step = cpu_optimizer_step,
     .grads_nonfinite = cpu_grads_nonfinite,
+    .grads_zero = cpu_grads_zero,
+    .grads_host = cpu_grads_host,
     .read_metrics = cpu_read_metrics,
     .params_to_host = cpu_params_to_host,
     .params_from_host = cpu_params_from_host,

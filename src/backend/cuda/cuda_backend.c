@@ -13,6 +13,9 @@
  * cuda_internal.h (amp_round below, grads_nonfinite).
  */
 #include "backend/cuda/cuda_internal.h"
+#ifdef CT_HAVE_NCCL
+#include "backend/cuda/cuda_nccl.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -539,6 +542,13 @@ static int cuda_grads_nonfinite(ct_backend *bb, bool *found, ct_err *err) {
     return 0;
 }
 
+static int cuda_grads_zero(ct_backend *bb, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (!b->grads) return ct_errorf(err, "cuda backend: no gradients in a forward-only plan");
+    CT_CUDART(err, cudaMemsetAsync(b->grads, 0, b->g->n_param_floats * sizeof(float), b->stream));
+    return 0;
+}
+
 /* ---- host copies ------------------------------------------------------------------ */
 
 static size_t param_bytes(const ct_cuda *b) { return b->g->n_param_floats * sizeof(float); }
@@ -671,6 +681,10 @@ const ct_backend_vt ct_backend_cuda = {
     .backward = cuda_backward,
     .optimizer_step = cuda_optimizer_step,
     .grads_nonfinite = cuda_grads_nonfinite,
+    .grads_zero = cuda_grads_zero,
+#ifdef CT_HAVE_NCCL
+    .grads_allreduce_nccl = ct_cuda_grads_allreduce_nccl,
+#endif
     .read_metrics = cuda_read_metrics,
     .params_to_host = cuda_params_to_host,
     .params_from_host = cuda_params_from_host,

@@ -50,6 +50,13 @@ int ct_cuda_current_device(int *dev, ct_err *err) {
     return 0;
 }
 
+int ct_cuda_peer_access(int a, int b, bool *ok, ct_err *err) {
+    int can = 0;
+    CT_CUDART(err, cudaDeviceCanAccessPeer(&can, a, b));
+    *ok = can != 0;
+    return 0;
+}
+
 /* Free and total memory of dev, switching to it and back. */
 static int query_memory(int dev, ct_cuda_device_info *out, ct_err *err) {
     int prev = 0;

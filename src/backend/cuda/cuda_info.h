@@ -45,5 +45,7 @@ typedef struct ct_cuda_device_info {
  * device is restored). */
 int ct_cuda_device_query(int dev, ct_cuda_device_info *out, ct_err *err);
 int ct_cuda_current_device(int *dev, ct_err *err);
+/* Whether device a can read and write device b's memory directly (P2P). */
+int ct_cuda_peer_access(int a, int b, bool *ok, ct_err *err);
 
 #endif
