@@ -1,7 +1,8 @@
 /* activations.cu: relu and dropout over a whole batch tensor, a fill, and a
  * cuRAND Philox probe for the tests. Element j is the canonical NCHW index within
  * the [N, C, H, W] batch tensor (the CUDA backend keeps every tensor plain NCHW),
- * so dropout draws exactly the CPU's mask from ops/elementwise.h. */
+ * so dropout draws exactly the CPU's mask from ops/elementwise.h. Dropout's step
+ * comes by value or, in a captured step, from the device-side step arguments. */
 #include <cuda_runtime.h>
 #include <curand_kernel.h>
 
@@ -17,7 +18,8 @@ __global__ void relu_bwd_kernel(const float *y, const float *dy, float *dx, size
 }
 
 __global__ void dropout_kernel(const float *src, float *dst, size_t n, uint64_t seed, int layer,
-                               uint32_t step, float p) {
+                               uint32_t step_v, float p, const ct_cuda_step_args *args) {
+    const uint32_t step = args ? args->step : step_v;
     GRID_LOOP(j, n) dst[j] = src[j] * ct_dropout_scale(seed, layer, step, (uint64_t)j, p);
 }
 
@@ -44,10 +46,11 @@ extern "C" int ct_cuda_relu_backward(const float *y, const float *dy, float *dx,
 }
 
 extern "C" int ct_cuda_dropout(const float *src, float *dst, size_t n, uint64_t seed, int layer,
-                               uint32_t step, float p, void *stream) {
+                               uint32_t step, float p, const ct_cuda_step_args *args,
+                               void *stream) {
     if (n == 0) return 0;
     dropout_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(src, dst, n, seed,
-                                                                         layer, step, p);
+                                                                         layer, step, p, args);
     return (int)cudaGetLastError();
 }
 

@@ -16,14 +16,31 @@ extern "C" {
 /* Build tag of the kernels ("sm_80,sm_90"). */
 const char *ct_kernels_version(void);
 
-/* One optimizer step over the flat range w[0..n): Adam (decoupled = 0) or AdamW
- * (decoupled = 1), state m, v; the per-element math is elementwise.h's. */
-int ct_cuda_adam_step(float *w, const float *g, float *m, float *v, size_t n,
-                      const ct_opt_hyper *h, int decoupled, void *stream);
+/* ---- per-step values of a captured step ----------------------------------------- */
 
-/* SGD over the flat range; buf may be NULL when momentum == 0. */
+/* The values that change from one training step to the next, in device memory (one
+ * copy, written by a host-to-device copy before each replay of a recorded CUDA
+ * graph; cuda_graph.c). Launchers below that take `const ct_cuda_step_args *args`
+ * read these fields inside the kernel when args != NULL and use their by-value
+ * arguments when it is NULL: one kernel either way, so a recorded step computes
+ * exactly what the unrecorded calls compute. */
+typedef struct ct_cuda_step_args {
+    ct_opt_hyper hyper;     /* optimizer step */
+    float grad_scale;       /* loss gradient scale */
+    uint32_t step;          /* dropout stream counter */
+    unsigned long long tag; /* batch tag for a non-finite loss */
+} ct_cuda_step_args;
+
+/* One optimizer step over the flat range w[0..n): Adam (decoupled = 0) or AdamW
+ * (decoupled = 1), state m, v; the per-element math is elementwise.h's. One launch
+ * for every parameter. The scalars: args->hyper, or *h when args is NULL. */
+int ct_cuda_adam_step(float *w, const float *g, float *m, float *v, size_t n,
+                      const ct_opt_hyper *h, int decoupled, const ct_cuda_step_args *args,
+                      void *stream);
+
+/* SGD over the flat range; buf may be NULL when momentum == 0. Scalars as above. */
 int ct_cuda_sgd_step(float *w, const float *g, float *buf, size_t n, const ct_opt_hyper *h,
-                     void *stream);
+                     const ct_cuda_step_args *args, void *stream);
 
 /* ---- activations (activations.cu) -------------------------------------------- */
 
@@ -33,9 +50,9 @@ int ct_cuda_relu_forward(const float *x, float *y, size_t n, void *stream);
 int ct_cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n, void *stream);
 /* dst[j] = src[j] * ct_dropout_scale(seed, layer, step, j, p) for the canonical NCHW
  * index j in [0, n) of the batch tensor; forward and backward alike (dst may equal
- * src). */
+ * src). step is args->step when args != NULL. */
 int ct_cuda_dropout(const float *src, float *dst, size_t n, uint64_t seed, int layer,
-                    uint32_t step, float p, void *stream);
+                    uint32_t step, float p, const ct_cuda_step_args *args, void *stream);
 /* p[0..n) = v. */
 int ct_cuda_fill(float *p, float v, size_t n, void *stream);
 /* out[0..4) = cuRAND's curand_Philox4x32_10(ctr, {k0, k1}) (device buffer), to
@@ -57,10 +74,12 @@ typedef struct ct_cuda_metrics_dev {
  * ct_softmax_xent_row: rows [0, n) add their loss to m->loss_sum and one count to
  * confusion[y*K + argmax]; a non-finite row loss does atomicMin(m->tag, tag).
  * dz (NULL in evaluation) gets (softmax - onehot) * grad_scale in rows [0, n) and
- * zeros in rows [n, N). confusion points just past *m. */
+ * zeros in rows [n, N). confusion points just past *m. grad_scale and tag are
+ * args->grad_scale and args->tag when args != NULL. */
 int ct_cuda_softmax_xent(const float *z, const int32_t *y, int N, int n, int K, float *dz,
                          float grad_scale, ct_cuda_metrics_dev *m,
-                         unsigned long long *confusion, unsigned long long tag, void *stream);
+                         unsigned long long *confusion, unsigned long long tag,
+                         const ct_cuda_step_args *args, void *stream);
 
 /* ---- mixed precision (amp.cu) --------------------------------------------------- */
 

@@ -3,7 +3,8 @@
  * One thread per row; the row math is ops/elementwise.h's ct_softmax_xent_row
  * (shared with the CPU backend). Accumulation: atomicAdd on a double loss sum and
  * on unsigned long long confusion counts; the first non-finite batch is the
- * smallest tag seen (atomicMin), because the caller's tags only grow. */
+ * smallest tag seen (atomicMin), because the caller's tags only grow. In a
+ * captured step grad_scale and tag come from the device-side step arguments. */
 #include <cuda_runtime.h>
 
 #include "kernels/kernels.h"
@@ -12,7 +13,12 @@ static const unsigned kThreads = 128;
 
 __global__ void xent_kernel(const float *z, const int32_t *y, int N, int n, int K, float *dz,
                             float grad_scale, ct_cuda_metrics_dev *m,
-                            unsigned long long *confusion, unsigned long long tag) {
+                            unsigned long long *confusion, unsigned long long tag,
+                            const ct_cuda_step_args *args) {
+    if (args) {
+        grad_scale = args->grad_scale;
+        tag = args->tag;
+    }
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= N) return;
     float *dzr = dz ? dz + (size_t)r * K : NULL;
@@ -31,10 +37,10 @@ __global__ void xent_kernel(const float *z, const int32_t *y, int N, int n, int 
 extern "C" int ct_cuda_softmax_xent(const float *z, const int32_t *y, int N, int n, int K,
                                     float *dz, float grad_scale, ct_cuda_metrics_dev *m,
                                     unsigned long long *confusion, unsigned long long tag,
-                                    void *stream) {
+                                    const ct_cuda_step_args *args, void *stream) {
     if (N <= 0) return 0;
     unsigned blocks = ((unsigned)N + kThreads - 1) / kThreads;
     xent_kernel<<<blocks, kThreads, 0, (cudaStream_t)stream>>>(z, y, N, n, K, dz, grad_scale, m,
-                                                               confusion, tag);
+                                                               confusion, tag, args);
     return (int)cudaGetLastError();
 }

@@ -186,6 +186,7 @@ static void test_defaults_when_absent(void **state) {
     assert_int_equal(cfg.train.batch_size, 64);
     assert_int_equal(cfg.train.grad_accum_steps, 1);
     assert_int_equal(cfg.train.amp, CT_AMP_OFF);
+    assert_int_equal(cfg.train.graph, CT_GRAPH_AUTO);
     assert_true(cfg.train.seed == 42);
     assert_string_equal(cfg.train.out, "runs/t");
     assert_int_equal(cfg.device.kind, CT_DEVICE_AUTO);
@@ -314,7 +315,7 @@ static void test_error_unknown_key(void **state) {
                  "unknown key 'epoch' in 'train' (did you mean 'epochs'?)");
     expect_error(BASE "train:\n  bogus: 1\n", "12:3",
                  "unknown key 'bogus' in 'train' (valid keys: epochs, batch_size, "
-                 "grad_accum_steps, amp, seed, out)");
+                 "grad_accum_steps, amp, seed, out, graph)");
     expect_error(BASE "optimiser: {lr: 0.1}\n", "11:1",
                  "unknown top-level key 'optimiser' (did you mean 'optimizer'?)");
     expect_error(BASE "data_extra: 1\n", "11:1", "unknown top-level key 'data_extra'");
@@ -495,6 +496,32 @@ static void test_error_optimizer_rules(void **state) {
 
 /* ---- overrides, devices, names --------------------------------------------- */
 
+/* train.graph: auto | off (also false/no, as YAML 1.1 readers write off); a bad
+ * value is one line naming the key. */
+static void test_train_graph(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok(BASE "train: {graph: auto}\n", &cfg);
+    assert_int_equal(cfg.train.graph, CT_GRAPH_AUTO);
+    ct_config_free(&cfg);
+    expect_ok(BASE "train: {graph: off, amp: bf16}\n", &cfg);
+    assert_int_equal(cfg.train.graph, CT_GRAPH_OFF);
+    assert_int_equal(cfg.train.amp, CT_AMP_BF16);
+    ct_config_free(&cfg);
+    expect_ok(BASE "train:\n  graph: false\n", &cfg);
+    assert_int_equal(cfg.train.graph, CT_GRAPH_OFF);
+    ct_config_free(&cfg);
+    expect_error(BASE "train: {graph: on}\n", "11:16",
+                 "unknown train.graph 'on' (expected one of: auto, off)");
+    expect_error(BASE "train: {graph: autp}\n", "11:16",
+                 "unknown train.graph 'autp' (did you mean 'auto'?)");
+    expect_error(BASE "train: {graph: [auto]}\n", "11:16", "'train.graph' expects auto or off");
+    expect_error(BASE "train: {grahp: off}\n", "11:9",
+                 "unknown key 'grahp' in 'train' (did you mean 'graph'?)");
+    assert_string_equal(ct_graph_mode_name(CT_GRAPH_AUTO), "auto");
+    assert_string_equal(ct_graph_mode_name(CT_GRAPH_OFF), "off");
+}
+
 static void test_overrides(void **state) {
     (void)state;
     ct_config cfg;
@@ -508,6 +535,7 @@ static void test_overrides(void **state) {
     assert_int_equal(ct_config_override(&cfg, "out", "runs/x", &err), 0);
     assert_int_equal(ct_config_override(&cfg, "amp", "fp16", &err), 0);
     assert_int_equal(ct_config_override(&cfg, "--grad-accum-steps", "4", &err), 0);
+    assert_int_equal(ct_config_override(&cfg, "graph", "off", &err), 0);
     assert_int_equal(cfg.train.epochs, 3);
     assert_int_equal(cfg.train.batch_size, 32);
     assert_true(cfg.optimizer.lr == 1e-2);
@@ -517,6 +545,9 @@ static void test_overrides(void **state) {
     assert_string_equal(cfg.train.out, "runs/x");
     assert_int_equal(cfg.train.amp, CT_AMP_FP16);
     assert_int_equal(cfg.train.grad_accum_steps, 4);
+    assert_int_equal(cfg.train.graph, CT_GRAPH_OFF);
+    assert_int_equal(ct_config_override(&cfg, "--graph", "auto", &err), 0);
+    assert_int_equal(cfg.train.graph, CT_GRAPH_AUTO);
     ct_config_free(&cfg);
 }
 
@@ -545,6 +576,7 @@ static void test_override_errors(void **state) {
     expect_override_error("device", "tpu", "--device: invalid device 'tpu' (expected auto, "
                           "cpu, cuda or cuda:N)");
     expect_override_error("amp", "fp8", "--amp: expected off, fp16 or bf16, got 'fp8'");
+    expect_override_error("graph", "on", "--graph: expected auto or off, got 'on'");
     expect_override_error("out", "", "--out: expected a directory path, got ''");
     expect_override_error("epoch", "3", "unknown option '--epoch' (did you mean '--epochs'?)");
     expect_override_error("epochs", NULL, "--epochs: missing value");
@@ -672,6 +704,7 @@ int main(void) {
         cmocka_unit_test(test_error_yaml_syntax),
         cmocka_unit_test(test_error_device),
         cmocka_unit_test(test_error_optimizer_rules),
+        cmocka_unit_test(test_train_graph),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_override_errors),
         cmocka_unit_test(test_device_strings),

@@ -22,9 +22,20 @@
  *    fp32 (master weights); every act[i] a forward writes, every gact[i-1] a
  *    backward writes and the gact[last] loss() writes hold values of the mode's
  *    precision (ct_round_fp16 / ct_round_bf16 of elementwise.h), whether the
- *    backend stores them narrow or rounds fp32 storage in place.
- *  - Nothing is allocated after bind(); no call synchronizes the host except the
- *    *_to_host / read_metrics / sync / grads_nonfinite calls.
+ *    backend stores them narrow or rounds fp32 storage in place. This is a
+ *    contract on VALUES: both backends today store fp32 holding 16-bit values
+ *    (no memory saved). How they compute is their own: the CPU in fp32; CUDA runs
+ *    its GEMMs and convolutions on tensor cores (16-bit or TF32 inputs, fp32
+ *    accumulation; cuda_internal.h), so its results differ from the CPU's by that
+ *    rounding of the weights inside the products.
+ *  - Nothing is allocated after bind() (except, once, the runtime's own
+ *    structures for a recorded step in step_capture_end); no call synchronizes
+ *    the host except the *_to_host / read_metrics / sync / grads_nonfinite calls.
+ *  - Captured steps (optional step_* entries at the end): a backend may record one
+ *    training step (forward of every node, loss, backward of every node, the
+ *    optimizer step) once and replay it; replays give bit for bit the results of
+ *    the same calls made one by one, because they are the same kernels in the
+ *    same order, reading the per-step values from a ct_step_args.
  */
 #ifndef CT_BACKEND_H
 #define CT_BACKEND_H
@@ -65,6 +76,15 @@ typedef struct ct_metrics {
     long long *confusion; /* [K*K] (true row, predicted column), caller-owned, may be NULL */
     long long nonfinite_tag; /* tag of the first batch whose loss was NaN/inf; -1 if none */
 } ct_metrics;
+
+/* The values that change from one training step to the next, for a recorded
+ * step (step_replay); each is what the one-by-one calls would have been given. */
+typedef struct ct_step_args {
+    uint32_t step;      /* forward()/backward()'s step (dropout stream) */
+    uint32_t tag;       /* loss()'s tag */
+    float grad_scale;   /* loss()'s grad_scale */
+    ct_opt_hyper hyper; /* optimizer_step()'s scalars (lr, bias corrections, ...) */
+} ct_step_args;
 
 typedef struct ct_backend ct_backend;
 
@@ -147,6 +167,32 @@ typedef struct ct_backend_vt {
     /* Name of the implementation chosen for node's forward (e.g. oneDNN's
      * "jit:avx2"), for summaries and tests; "" if not applicable. */
     const char *(*impl_name)(ct_backend *b, int node);
+
+    /* Optional: captured training steps (NULL where there is nothing to gain: the
+     * CPU backend's static oneDNN plan already allocates and dispatches nothing per
+     * step). Only training plans; train/step.c decides when to use them.
+     *
+     * step_capture_begin: the calls that follow, up to step_capture_end, are
+     *   RECORDED, not run: forward(train), loss(train), backward(accumulate ==
+     *   false) and optimizer_step. The recorded kernels read step, tag,
+     *   grad_scale and the optimizer scalars at replay from step_replay's
+     *   ct_step_args; the values given to the calls while recording are not kept.
+     *   Nothing else may be called while recording. Returns 0 (recording), 1 (not
+     *   now: the loaded batch has fewer than batch_size rows, or sync_debug;
+     *   nothing started) or -1 with err (nothing started).
+     * step_capture_end: stops recording. keep == false (a recorded call failed)
+     *   discards the recording and returns 0. Otherwise returns 0 when the
+     *   recorded step is ready to replay (replacing any earlier one) or -1 with
+     *   err (nothing kept). In every case the backend runs calls normally again
+     *   and NOTHING recorded has run: the step has not happened yet.
+     * step_replay: copies *a to the device and runs the recorded step on the
+     *   batch loaded now (load_batch / load_batch_range since the recording; the
+     *   recorded step uses fixed buffers, so evaluation calls in between are
+     *   fine). Returns 0 (queued), 1 (no recorded step, or the loaded batch is not
+     *   full: nothing queued) or -1 with err. Asynchronous like the calls. */
+    int (*step_capture_begin)(ct_backend *b, ct_err *err);
+    int (*step_capture_end)(ct_backend *b, bool keep, ct_err *err);
+    int (*step_replay)(ct_backend *b, const ct_step_args *a, ct_err *err);
 } ct_backend_vt;
 
 /* Every backend struct begins with this header. */

@@ -43,7 +43,7 @@ int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *spec
 
 /* Loads a config and applies the common overrides that are non-NULL. */
 typedef struct ct_overrides {
-    const char *epochs, *batch_size, *lr, *device, *seed, *out, *amp, *grad_accum_steps;
+    const char *epochs, *batch_size, *lr, *device, *seed, *out, *amp, *grad_accum_steps, *graph;
 } ct_overrides;
 
 #endif

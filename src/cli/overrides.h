@@ -11,7 +11,8 @@
         {"lr", 1, &(ov).lr, NULL, NULL}, {"device", 1, &(ov).device, NULL, NULL},              \
         {"seed", 1, &(ov).seed, NULL, NULL}, {"out", 1, &(ov).out, NULL, NULL},                \
         {"amp", 1, &(ov).amp, NULL, NULL},                                                     \
-        {"grad-accum-steps", 1, &(ov).grad_accum_steps, NULL, NULL}
+        {"grad-accum-steps", 1, &(ov).grad_accum_steps, NULL, NULL},                           \
+        {"graph", 1, &(ov).graph, NULL, NULL}
 
 /* Loads path, then applies every non-NULL override. On error cfg is freed. */
 int ct_load_config_with(const char *path, const ct_overrides *ov, ct_config *cfg, ct_err *err);

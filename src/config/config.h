@@ -26,7 +26,7 @@
  *   data: {train_images: ..., train_labels: ..., test_images: ..., test_labels: ...,
  *          num_classes: 10, normalize: {mean: 0.5, std: 0.5}, shuffle: true}
  *   train: {epochs: 10, batch_size: 256, grad_accum_steps: 1, amp: off, seed: 42,
- *           out: runs/cnn}
+ *           out: runs/cnn, graph: auto}   # graph: auto | off (captured CUDA steps)
  *   device: auto                    # auto | cpu | cuda | cuda:N
  */
 #ifndef CT_CONFIG_H
@@ -71,6 +71,7 @@ typedef enum { CT_LOSS_CROSS_ENTROPY } ct_loss_kind;
 typedef enum { CT_OPT_SGD, CT_OPT_ADAM, CT_OPT_ADAMW } ct_opt_kind;
 typedef enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE } ct_sched_kind;
 typedef enum { CT_AMP_OFF, CT_AMP_FP16, CT_AMP_BF16 } ct_amp_mode;
+typedef enum { CT_GRAPH_AUTO, CT_GRAPH_OFF } ct_graph_mode;
 typedef enum { CT_DEVICE_AUTO, CT_DEVICE_CPU, CT_DEVICE_CUDA } ct_device_kind;
 
 typedef struct ct_optimizer_cfg {
@@ -106,6 +107,11 @@ typedef struct ct_train_cfg {
     int batch_size;       /* >= 1, default 64 */
     int grad_accum_steps; /* >= 1, default 1 */
     ct_amp_mode amp;      /* default off */
+    /* Captured training steps (train/step.h): auto (default) records one step as a
+     * CUDA graph and replays it when the step allows (CUDA, a full batch,
+     * grad_accum_steps 1, amp not fp16, no data parallelism, no --sync-debug);
+     * off always runs every call. No effect on the CPU. Same results either way. */
+    ct_graph_mode graph;
     uint64_t seed;        /* default 42 */
     char out[CT_PATH_MAX];/* output directory, default "runs/<name>" */
 } ct_train_cfg;
@@ -149,7 +155,8 @@ int ct_config_parse(const char *text, size_t len, const char *source,
 void ct_config_free(ct_config *cfg);
 
 /* Applies one command-line override. key is one of: epochs, batch-size, lr,
- * device, seed, out, amp, grad-accum-steps. Value errors are "--key: ..." lines. */
+ * device, seed, out, amp, grad-accum-steps, graph. Value errors are "--key: ..."
+ * lines. */
 int ct_config_override(ct_config *cfg, const char *key, const char *value, ct_err *err);
 
 /* Parses "auto", "cpu", "cuda", "cuda:N". */
@@ -160,6 +167,7 @@ const char *ct_layer_kind_name(ct_layer_kind k);   /* "conv2d", ... */
 const char *ct_opt_kind_name(ct_opt_kind k);       /* "sgd", "adam", "adamw" */
 const char *ct_sched_kind_name(ct_sched_kind k);   /* "constant", "step", "cosine" */
 const char *ct_amp_mode_name(ct_amp_mode m);       /* "off", "fp16", "bf16" */
+const char *ct_graph_mode_name(ct_graph_mode m);   /* "auto", "off" */
 /* "auto", "cpu", "cuda", "cuda:N" into buf. */
 const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n);
 

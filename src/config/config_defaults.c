@@ -35,7 +35,7 @@ static const ct_config ct_config_default = {
                  .warmup_epochs = 0, .min_lr = 0.0},
     .data = {.num_classes = 10, .mean = 0.0, .std = 1.0, .shuffle = true},
     .train = {.epochs = 10, .batch_size = 64, .grad_accum_steps = 1, .amp = CT_AMP_OFF,
-              .seed = 42, .out = "runs/config"},
+              .graph = CT_GRAPH_AUTO, .seed = 42, .out = "runs/config"},
     .device = {.kind = CT_DEVICE_AUTO, .index = -1},
     .text = NULL,
     .text_len = 0,

@@ -76,3 +76,12 @@ bool ct_scan_amp(const char *s, ct_amp_mode *out) {
     *out = (ct_amp_mode)m;
     return true;
 }
+
+bool ct_scan_graph(const char *s, ct_graph_mode *out) {
+    if (!s) return false;
+    int m = ct_name_lookup(s, ct_graph_mode_names, 2);
+    if (m < 0 && (strcmp(s, "false") == 0 || strcmp(s, "no") == 0)) m = CT_GRAPH_OFF;
+    if (m < 0) return false;
+    *out = (ct_graph_mode)m;
+    return true;
+}

@@ -202,9 +202,9 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
 
 /* ---- train ---------------------------------------------------------------- */
 
-enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT };
-static const char *const ct_train_keys[] = {"epochs", "batch_size", "grad_accum_steps",
-                                            "amp",    "seed",       "out"};
+enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH };
+static const char *const ct_train_keys[] = {"epochs", "batch_size", "grad_accum_steps", "amp",
+                                            "seed",   "out",        "graph"};
 
 /* off/fp16/bf16; "false" and "no" also mean off (YAML 1.1 reads bare off as one). */
 static int ct_walk_amp(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_amp_mode *out) {
@@ -217,6 +217,19 @@ static int ct_walk_amp(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_amp_mode *o
     char hint[256];
     ct_suggest(ct_node_text(node), ct_amp_mode_names, 3, "expected one of", hint, sizeof hint);
     return ct_node_error(ctx, node, "unknown train.amp '%.80s'%s", ct_node_text(node), hint);
+}
+
+/* auto/off; "false" and "no" also mean off. */
+static int ct_walk_graph(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_graph_mode *out) {
+    if (node->type != YAML_SCALAR_NODE || ct_node_is_null(node)) {
+        char got[128];
+        ct_node_describe(node, got, sizeof got);
+        return ct_node_error(ctx, node, "'train.graph' expects auto or off, got %s", got);
+    }
+    if (ct_scan_graph(ct_node_text(node), out)) return 0;
+    char hint[256];
+    ct_suggest(ct_node_text(node), ct_graph_mode_names, 2, "expected one of", hint, sizeof hint);
+    return ct_node_error(ctx, node, "unknown train.graph '%.80s'%s", ct_node_text(node), hint);
 }
 
 static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
@@ -233,6 +246,7 @@ static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
                                           INT32_MAX, &t->grad_accum_steps))
         return -1;
     if (v.val[T_AMP] && ct_walk_amp(ctx, v.val[T_AMP], &t->amp)) return -1;
+    if (v.val[T_GRAPH] && ct_walk_graph(ctx, v.val[T_GRAPH], &t->graph)) return -1;
     if (v.val[T_SEED] && ct_get_u64(ctx, v.val[T_SEED], "train.seed", &t->seed)) return -1;
     if (v.val[T_OUT]) {
         if (ct_get_string(ctx, v.val[T_OUT], "train.out", t->out, sizeof t->out)) return -1;

@@ -1,4 +1,6 @@
-/* profile.c: per-layer timing of training steps (see profile.h). */
+/* profile.c: per-layer timing of training steps (see profile.h). Steps are always
+ * run call by call, never as a captured step (train/step.h): each call is timed and
+ * synchronized on its own, which a recorded step would hide. */
 #include "train/profile.h"
 
 #include <stdlib.h>

@@ -10,12 +10,24 @@
  *   one optimizer step at lr with the gradients unscaled.
  * `rows` is the number of rows the loss is averaged over: the global batch's rows,
  * so that summing the shards' gradients over ranks gives the global mean.
+ *
+ * Captured steps (train.graph auto, backends with step_capture_begin: CUDA): when
+ * a step is eligible (update set, accumulate not set, rows == batch_size and a
+ * full batch loaded, grad_accum_steps 1, amp not fp16, no reduce_grads hook, no
+ * sync_debug), the first eligible step runs call by call (one-time library
+ * initialization then happens outside any capture), the second is recorded, and
+ * every eligible step from then on is one replay given its per-step values
+ * (dropout step, tag, loss gradient scale, optimizer scalars) in a ct_step_args.
+ * Other steps (the last, partial batch of an epoch) run call by call. Results are
+ * bit-identical either way. If recording or a replay fails, one notice line goes
+ * to `log` and this stepper runs call by call from then on; that is not an error.
  */
 #ifndef CT_STEP_H
 #define CT_STEP_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "config/config.h"
 #include "train/model.h"
@@ -30,6 +42,12 @@ typedef struct ct_stepper {
      * step (e.g. all-reduce of the flat gradient range across ranks). */
     int (*reduce_grads)(void *ctx, ct_err *err);
     void *reduce_ctx;
+    FILE *log;            /* the fallback notice; NULL: stderr */
+    /* Captured-step state (zero-initialized by the caller; owned by step.c). */
+    int graph_warm;       /* eligible steps run call by call before recording */
+    bool graph_ready;     /* the backend holds a recorded step */
+    bool graph_off;       /* recording or a replay failed: call by call from now on */
+    long long graph_replays; /* steps run as a replay */
 } ct_stepper;
 
 typedef struct ct_step_in {

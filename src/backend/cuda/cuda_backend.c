@@ -9,8 +9,8 @@
  * makes the one cudaMalloc arena (zeroed, so stale rows are always finite) and the
  * pinned staging buffer. After bind nothing is allocated. Metrics (loss sum,
  * confusion counts, first non-finite tag) are summed on the device and read only
- * by read_metrics. Mixed precision: the rounding emulation described in
- * cuda_internal.h (amp_round below, grads_nonfinite).
+ * by read_metrics. Mixed precision: the rounding of stored values described in
+ * cuda_internal.h (amp_round below, grads_nonfinite); captured steps: cuda_graph.c.
  */
 #include "backend/cuda/cuda_internal.h"
 #ifdef CT_HAVE_NCCL
@@ -129,7 +129,7 @@ static int dropout_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t st
     size_t n = batch_numel(b, nd);
     if (train)
         CT_KERNEL(err, ct_cuda_dropout(ct_cuda_in(b, nd->i), nd->act, n, b->o.seed, nd->i, step,
-                                       (float)nd->g->cfg.p, b->stream));
+                                       (float)nd->g->cfg.p, b->rec_args, b->stream));
     else
         CT_CUDART(err, cudaMemcpyAsync(nd->act, ct_cuda_in(b, nd->i), n * sizeof(float),
                                        cudaMemcpyDeviceToDevice, b->stream));
@@ -141,7 +141,8 @@ static int dropout_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint3
     (void)accumulate;
     if (nd->i == 0) return 0;
     CT_KERNEL(err, ct_cuda_dropout(nd->gact, ct_cuda_gin(b, nd->i), batch_numel(b, nd),
-                                   b->o.seed, nd->i, step, (float)nd->g->cfg.p, b->stream));
+                                   b->o.seed, nd->i, step, (float)nd->g->cfg.p, b->rec_args,
+                                   b->stream));
     return 0;
 }
 
@@ -165,6 +166,16 @@ static int check_opts(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
     return 0;
 }
 
+/* cuBLAS's own default workspace size: 32 MiB from Hopper (sm_90) on, 4 MiB before;
+ * the arena's copy keeps cuBLAS's algorithm choices those of its default pool. */
+static int blas_workspace_bytes(ct_cuda *b, ct_err *err) {
+    int major = 0;
+    CT_CUDART(err, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                          b->o.device_index));
+    b->blas_ws_bytes = (size_t)(major >= 9 ? 32 : 4) << 20;
+    return 0;
+}
+
 static int init_device(ct_cuda *b, ct_err *err) {
     CT_CUDART(err, cudaSetDevice(b->o.device_index));
     CT_CUDART(err, cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
@@ -175,7 +186,8 @@ static int init_device(ct_cuda *b, ct_err *err) {
     CT_CUDNN(err, cudnnSetStream(b->dnn, b->stream));
     for (int s = 0; s < CT_CUDA_STAGES; s++)
         CT_CUDART(err, cudaEventCreateWithFlags(&b->staged[s], cudaEventDisableTiming));
-    return 0;
+    if (ct_cuda_graph_init(b, err) != 0) return -1;
+    return blas_workspace_bytes(b, err);
 }
 
 static int add_region(ct_cuda *b, ct_region_kind kind, int layer, const char *name, size_t bytes,
@@ -237,11 +249,18 @@ static size_t metrics_bytes(const ct_cuda *b) {
 }
 
 static int add_tail_regions(ct_cuda *b, ct_err *err) {
-    if (b->o.training &&
-        add_region(b, CT_REGION_WORKSPACE, -1, "amp.flag", sizeof(unsigned), &b->r_flag, err) != 0)
-        return -1;
+    if (b->o.training) {
+        if (add_region(b, CT_REGION_WORKSPACE, -1, "amp.flag", sizeof(unsigned), &b->r_flag,
+                       err) != 0 ||
+            add_region(b, CT_REGION_WORKSPACE, -1, "step.args", sizeof(ct_cuda_step_args),
+                       &b->r_args, err) != 0)
+            return -1;
+    }
     if (add_region(b, CT_REGION_DATA, -1, "metrics", metrics_bytes(b), &b->r_metrics, err) != 0 ||
-        add_region(b, CT_REGION_WORKSPACE, -1, "cudnn.workspace", b->ws_bytes, &b->r_ws, err) != 0)
+        add_region(b, CT_REGION_WORKSPACE, -1, "cudnn.workspace", b->ws_bytes, &b->r_ws,
+                   err) != 0 ||
+        add_region(b, CT_REGION_WORKSPACE, -1, "cublas.workspace", b->blas_ws_bytes,
+                   &b->r_blas_ws, err) != 0)
         return -1;
     return add_region(b, CT_REGION_WORKSPACE, -1, "ones", (size_t)b->N * sizeof(float), &b->r_ones,
                       err);
@@ -258,7 +277,7 @@ static ct_cuda *new_cuda(const ct_graph *g, const ct_run_opts *o, ct_plan *plan)
     b->plan = plan;
     b->N = b->n = o->batch_size;
     b->r_x = b->r_y = b->r_params = b->r_grads = b->r_opt = b->r_metrics = b->r_ws = b->r_ones = -1;
-    b->r_flag = -1;
+    b->r_flag = b->r_blas_ws = b->r_args = -1;
     return b;
 }
 
@@ -299,6 +318,7 @@ static void bind_pointers(ct_cuda *b) {
     b->ws = region_ptr(b, b->r_ws);
     b->ones = region_ptr(b, b->r_ones);
     b->nonfinite_flag = region_ptr(b, b->r_flag);
+    b->args_dev = region_ptr(b, b->r_args);
     for (int i = 0; i < b->g->n_nodes; i++) {
         ct_cuda_node *nd = &b->nodes[i];
         nd->act = region_ptr(b, nd->r_act);
@@ -314,13 +334,17 @@ static int reset_metrics(ct_cuda *b, ct_err *err) {
 }
 
 /* Pinned staging: CT_CUDA_STAGES batch slots (x then y, 256-byte aligned), the
- * metrics copy after them and the nonfinite flag after that. Sets b->stage_bytes
- * and returns the total bytes. */
+ * metrics copy after them, the nonfinite flag after that, then (256-byte aligned)
+ * CT_CUDA_ARG_SLOTS step-argument slots of 256 bytes. Sets b->stage_bytes and
+ * b->args_pinned_off and returns the total bytes. */
 static size_t plan_pinned(ct_cuda *b) {
+    _Static_assert(sizeof(ct_cuda_step_args) <= 256, "a step-argument slot holds 256 bytes");
     size_t xb = (size_t)b->N * row_numel(b, -1) * sizeof(float);
     size_t slot = (xb + (size_t)b->N * sizeof(int32_t) + 255) / 256 * 256;
     b->stage_bytes = slot;
-    return slot * CT_CUDA_STAGES + metrics_bytes(b) + sizeof(unsigned);
+    size_t flags_end = slot * CT_CUDA_STAGES + metrics_bytes(b) + sizeof(unsigned);
+    b->args_pinned_off = (flags_end + 255) / 256 * 256;
+    return b->args_pinned_off + (size_t)CT_CUDA_ARG_SLOTS * 256;
 }
 
 static int bind_device(ct_cuda *b, const ct_plan *plan, ct_err *err) {
@@ -329,6 +353,7 @@ static int bind_device(ct_cuda *b, const ct_plan *plan, ct_err *err) {
     CT_CUDART(err, cudaMallocHost(&b->pinned, plan_pinned(b)));
     b->fplan = plan;
     bind_pointers(b);
+    CT_CUBLAS(err, cublasSetWorkspace(b->blas, region_ptr(b, b->r_blas_ws), b->blas_ws_bytes));
     CT_CUDART(err, cudaMemsetAsync(b->arena, 0, plan->total, b->stream));
     if (reset_metrics(b, err) != 0) return -1;
     CT_KERNEL(err, ct_cuda_fill(b->ones, 1.0f, (size_t)b->N, b->stream));
@@ -358,6 +383,7 @@ static void cuda_destroy(ct_backend *bb) {
     for (int i = 0; i < CT_MAX_LAYERS; i++) ct_cuda_node_release(&b->nodes[i]);
     for (int s = 0; s < CT_CUDA_STAGES; s++)
         if (b->staged[s]) cudaEventDestroy(b->staged[s]);
+    ct_cuda_graph_release(b);
     if (b->dnn) cudnnDestroy(b->dnn);
     if (b->blas) cublasDestroy(b->blas);
     if (b->pinned) cudaFreeHost(b->pinned);
@@ -452,7 +478,8 @@ static int cuda_loss(ct_backend *bb, bool train, float grad_scale, uint32_t tag,
         return ct_errorf(err, "cuda backend: loss(train) on a forward-only plan");
     const ct_cuda_node *last = &b->nodes[b->g->n_nodes - 1];
     int rc = ct_cuda_softmax_xent(last->act, b->y, b->N, b->n, K, train ? last->gact : NULL,
-                                  grad_scale, b->metrics, b->confusion, tag, b->stream);
+                                  grad_scale, b->metrics, b->confusion, tag, b->rec_args,
+                                  b->stream);
     if (rc != 0) {
         ct_cudart_failed(err, "ct_cuda_softmax_xent", (cudaError_t)rc);
         return ct_err_prefix(err, "cuda backend: loss");
@@ -501,13 +528,13 @@ static int run_optimizer(ct_cuda *b, const ct_opt_hyper *h, ct_err *err) {
         if (h->momentum != 0.0f && slots < 1)
             return ct_errorf(err, "sgd with momentum needs 1 optimizer state slot");
         CT_KERNEL(err, ct_cuda_sgd_step(b->params, b->grads, slots >= 1 ? b->opt : NULL, n, h,
-                                        b->stream));
+                                        b->rec_args, b->stream));
         return 0;
     }
     if (slots < 2)
         return ct_errorf(err, "adam/adamw need 2 optimizer state slots, got %d", slots);
     CT_KERNEL(err, ct_cuda_adam_step(b->params, b->grads, b->opt, b->opt + n, n, h,
-                                     b->o.optimizer == CT_OPT_ADAMW, b->stream));
+                                     b->o.optimizer == CT_OPT_ADAMW, b->rec_args, b->stream));
     return 0;
 }
 
@@ -695,4 +722,7 @@ const ct_backend_vt ct_backend_cuda = {
     .grad_from_host = cuda_grad_from_host,
     .sync = cuda_sync,
     .impl_name = cuda_impl_name,
+    .step_capture_begin = ct_cuda_step_capture_begin,
+    .step_capture_end = ct_cuda_step_capture_end,
+    .step_replay = ct_cuda_step_replay,
 };

@@ -2,19 +2,36 @@
  *
  * Shapes: x [N, C, H, W], w [O, C, K, K] (the flat OIHW parameters as a cuDNN
  * NCHW filter), b [O] as a [1, O, 1, 1] tensor, y [N, O, OH, OW]; cross-correlation
- * like PyTorch, symmetric padding, dilation 1. The math type is CUDNN_FMA_MATH
- * (fp32 FMA, never TF32). The three algorithms are chosen once in create() from
- * cuDNN's heuristics (cudnnGet*Algorithm_v7, best first): the first that succeeds,
- * runs in fp32 math and needs at most CT_CONV_MAX_WS bytes of workspace; the
- * workspace is one shared arena region sized to the largest choice. Backward
- * filter and bias write (beta 0) or add (beta 1, accumulate) into the grads.
+ * like PyTorch, symmetric padding, dilation 1. The math type (conv_math) is
+ * CUDNN_FMA_MATH with amp off (fp32 FMA, never TF32), CUDNN_TENSOR_OP_MATH with
+ * amp bf16 (TF32 tensor cores) and CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION with amp
+ * fp16 (fp16 tensor cores on converted fp32 data); cuda_internal.h says why. The
+ * three algorithms are chosen once in create() from cuDNN's heuristics
+ * (cudnnGet*Algorithm_v7, best first): the first that succeeds, needs at most
+ * CT_CONV_MAX_WS bytes of workspace and, by preference, is deterministic (so two
+ * runs, and a captured step and its calls, give the same bits) and reports the
+ * wanted math (fp32 math for amp off, the tensor-op math otherwise); failing
+ * those, a deterministic one, then any. The workspace is one shared
+ * arena region sized to the largest choice. Backward filter and bias write (beta
+ * 0) or add (beta 1, accumulate) into the grads.
  */
 #include "backend/cuda/cuda_internal.h"
 
 #define CT_CONV_MAX_WS ((size_t)512 << 20)
 
-static bool fp32_math(cudnnMathType_t m) {
-    return m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+/* The convolution math of the run's amp mode. */
+static cudnnMathType_t conv_math(const ct_cuda *b) {
+    switch (b->o.amp) {
+    case CT_AMP_BF16: return CUDNN_TENSOR_OP_MATH;
+    case CT_AMP_FP16: return CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    default: return CUDNN_FMA_MATH;
+    }
+}
+
+/* Whether a heuristic candidate's math is the one this run wants first. */
+static bool wanted_math(const ct_cuda *b, cudnnMathType_t m) {
+    if (b->o.amp == CT_AMP_OFF) return m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+    return m == conv_math(b);
 }
 
 /* One heuristic result, whatever the direction. */
@@ -22,18 +39,21 @@ typedef struct algo_cand {
     int algo;
     cudnnStatus_t status;
     cudnnMathType_t math;
+    bool deterministic;
 } algo_cand;
 
 /* Workspace bytes of algo in one direction. */
 typedef cudnnStatus_t (*ws_query)(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws);
 
-/* The first usable candidate (best first): a pass that wants fp32 math, then any. */
+/* The first usable candidate (best first) in three passes: deterministic with the
+ * run's math (wanted_math), deterministic, any. */
 static int pick(ct_cuda *b, const ct_cuda_node *nd, const algo_cand *c, int n, ws_query q,
                 int *out, const char *what, ct_err *err) {
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 3; pass++)
         for (int k = 0; k < n; k++) {
             size_t ws = 0;
-            if (c[k].status != CUDNN_STATUS_SUCCESS || (pass == 0 && !fp32_math(c[k].math)))
+            if (c[k].status != CUDNN_STATUS_SUCCESS || (pass < 2 && !c[k].deterministic) ||
+                (pass == 0 && !wanted_math(b, c[k].math)))
                 continue;
             if (q(b, nd, c[k].algo, &ws) != CUDNN_STATUS_SUCCESS || ws > CT_CONV_MAX_WS) continue;
             *out = c[k].algo;
@@ -45,9 +65,10 @@ static int pick(ct_cuda *b, const ct_cuda_node *nd, const algo_cand *c, int n, w
 }
 
 /* Copies cuDNN perf results (any of the three perf structs) into candidates. */
-#define TO_CANDS(perf, got, cands)                                  \
-    for (int k = 0; k < (got); k++)                                 \
-        (cands)[k] = (algo_cand){(int)(perf)[k].algo, (perf)[k].status, (perf)[k].mathType}
+#define TO_CANDS(perf, got, cands)                                                      \
+    for (int k = 0; k < (got); k++)                                                     \
+        (cands)[k] = (algo_cand){(int)(perf)[k].algo, (perf)[k].status, (perf)[k].mathType, \
+                                 (perf)[k].determinism == CUDNN_DETERMINISTIC}
 
 static cudnnStatus_t fwd_ws(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws) {
     return cudnnGetConvolutionForwardWorkspaceSize(b->dnn, nd->in_desc, nd->w_desc, nd->conv,
@@ -76,7 +97,7 @@ static int pick_fwd(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
                                                          perf));
     TO_CANDS(perf, got, c);
-    if (pick(b, nd, c, got, fwd_ws, &algo, "fp32 forward convolution", err) != 0) return -1;
+    if (pick(b, nd, c, got, fwd_ws, &algo, "forward convolution", err) != 0) return -1;
     nd->fwd_algo = (cudnnConvolutionFwdAlgo_t)algo;
     return 0;
 }
@@ -89,7 +110,7 @@ static int pick_bwd_data(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
                       b->dnn, nd->w_desc, nd->out_desc, nd->conv, nd->in_desc,
                       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
     TO_CANDS(perf, got, c);
-    if (pick(b, nd, c, got, bwd_data_ws, &algo, "fp32 backward-data convolution", err) != 0)
+    if (pick(b, nd, c, got, bwd_data_ws, &algo, "backward-data convolution", err) != 0)
         return -1;
     nd->bwd_data_algo = (cudnnConvolutionBwdDataAlgo_t)algo;
     return 0;
@@ -103,7 +124,7 @@ static int pick_bwd_filter(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
                       b->dnn, nd->in_desc, nd->out_desc, nd->conv, nd->w_desc,
                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
     TO_CANDS(perf, got, c);
-    if (pick(b, nd, c, got, bwd_filter_ws, &algo, "fp32 backward-filter convolution", err) != 0)
+    if (pick(b, nd, c, got, bwd_filter_ws, &algo, "backward-filter convolution", err) != 0)
         return -1;
     nd->bwd_filter_algo = (cudnnConvolutionBwdFilterAlgo_t)algo;
     return 0;
@@ -122,7 +143,7 @@ static int make_descs(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     CT_CUDNN(err, cudnnCreateConvolutionDescriptor(&nd->conv));
     CT_CUDNN(err, cudnnSetConvolution2dDescriptor(nd->conv, p, p, s, s, 1, 1,
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CT_CUDNN(err, cudnnSetConvolutionMathType(nd->conv, CUDNN_FMA_MATH));
+    CT_CUDNN(err, cudnnSetConvolutionMathType(nd->conv, conv_math(b)));
     int dn, dc, dh, dw;
     CT_CUDNN(err, cudnnGetConvolution2dForwardOutputDim(nd->conv, nd->in_desc, nd->w_desc, &dn,
                                                         &dc, &dh, &dw));

@@ -14,18 +14,40 @@
  * synchronizes the host except the host copies, read_metrics and sync (and, with
  * sync_debug, every call). Ops always run all N = batch_size rows; a partial batch
  * (n < N) zeroes the input rows [n, N), and loss() gives those rows zero gradient,
- * so they add nothing to the parameter gradients. TF32 is off: cuBLAS runs in
+ * so they add nothing to the parameter gradients. cuBLAS works in a workspace of
+ * the arena ("cublas.workspace", set with cublasSetWorkspace), never its own pool,
+ * so its calls can be captured. With amp off TF32 is off: cuBLAS runs in
  * CUBLAS_DEFAULT_MATH (no TF32) and cuDNN convolutions in CUDNN_FMA_MATH, so fp32
  * results match the CPU to fp32 rounding.
  *
- * Mixed precision (o.amp fp16 / bf16) is emulated as on the CPU: fp32 storage and
- * compute, with one rounding kernel (kernels/amp.cu) over each act[i] after
- * forward, each gact[i-1] after backward and gact[last] after loss() (skipped
- * after relu, flatten and max-pool forward, which cannot make new values), so values
- * are exactly those of fp16/bf16 storage; params, grads and optimizer state stay
- * fp32. grads_nonfinite reduces the grads into a 4-byte device flag and copies it
- * back: in fp16 mode the loss scaler costs one host sync per optimizer step.
- * (Tensor-core fp16/bf16 storage and compute are not implemented.)
+ * Mixed precision (o.amp fp16 / bf16): STORAGE is fp32 everywhere (activations,
+ * their gradients, params, grads, optimizer state; no memory is saved), and every
+ * stored activation holds a 16-bit value: one rounding kernel (kernels/amp.cu)
+ * runs over each act[i] after forward, each gact[i-1] after backward and
+ * gact[last] after loss() (skipped after relu, flatten and max-pool forward, which
+ * cannot make new values). COMPUTE is on tensor cores (cuda_linear.c, cuda_conv.c):
+ *   linear products  cublasGemmEx on fp32 matrices with CUBLAS_COMPUTE_32F_FAST_16BF
+ *                    (bf16) or _FAST_16F (fp16): inputs converted to 16 bits
+ *                    inside the GEMM, fp32 accumulation and output. The rounded
+ *                    activations and gradients convert exactly; the fp32 master
+ *                    weights are rounded inside the product (as autocast does).
+ *                    The bias (rank-1 product) and its gradient stay fp32.
+ *   convolutions     bf16: CUDNN_TENSOR_OP_MATH (TF32 tensor cores: bf16 values
+ *                    are exact in TF32, whose exponent range is fp32's, so no
+ *                    overflow or underflow a bf16 run would not have); fp16:
+ *                    CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (fp32 data converted
+ *                    to fp16 for the tensor cores; the stored values are fp16 by
+ *                    the contract above, the loss scaler guards the range).
+ * grads_nonfinite reduces the grads into a 4-byte device flag and copies it back:
+ * in fp16 mode the loss scaler costs one host sync per optimizer step.
+ *
+ * Captured steps (cuda_graph.c): between step_capture_begin and step_capture_end
+ * the stream is captured into a CUDA graph, and rec_args points at the device-side
+ * ct_cuda_step_args, which the dropout, loss and optimizer launchers then pass to
+ * their kernels (NULL otherwise: by-value arguments; the same kernels). A replay
+ * copies the step's values from a pinned slot into that struct, then launches
+ * the graph; nothing in the recorded calls depends on the host afterwards (alpha
+ * and beta are constants, every buffer is fixed at bind).
  */
 #ifndef CT_CUDA_INTERNAL_H
 #define CT_CUDA_INTERNAL_H
@@ -70,6 +92,7 @@ typedef struct ct_cuda_dataset {
 } ct_cuda_dataset;
 
 #define CT_CUDA_STAGES 2
+#define CT_CUDA_ARG_SLOTS 4 /* pinned step-argument slots for replays in flight */
 
 typedef struct ct_cuda {
     ct_backend base;
@@ -102,6 +125,23 @@ typedef struct ct_cuda {
     bool staged_used[CT_CUDA_STAGES];
     int next_stage;
     ct_cuda_dataset ds[2];
+    /* cuBLAS workspace (arena region r_blas_ws), set on the handle at bind. */
+    int r_blas_ws;
+    size_t blas_ws_bytes;
+    /* Captured steps (cuda_graph.c). args_dev: the device step arguments (training
+     * plans); rec_args: args_dev while recording, else NULL (what the launchers
+     * pass). Replays copy from pinned slots (after the nonfinite flag in `pinned`,
+     * at args_pinned_off), each guarded by an event like the batch stages. */
+    int r_args;
+    ct_cuda_step_args *args_dev;
+    const ct_cuda_step_args *rec_args;
+    size_t args_pinned_off;
+    cudaEvent_t args_copied[CT_CUDA_ARG_SLOTS];
+    bool args_used[CT_CUDA_ARG_SLOTS];
+    int next_args;
+    cudaGraph_t graph;          /* the recorded step, NULL when none */
+    cudaGraphExec_t graph_exec;
+    long long replays;          /* graph launches so far */
     ct_cuda_node nodes[CT_MAX_LAYERS];
 } ct_cuda;
 
@@ -149,5 +189,16 @@ int ct_cuda_set_rows(ct_cuda *b, int n, ct_err *err);
 /* With o.sync_debug: synchronizes and reports an asynchronous fault as
  * "<what>: <error>"; otherwise returns 0 at once. */
 int ct_cuda_debug_sync(ct_cuda *b, const char *what, ct_err *err);
+
+/* ---- captured steps (cuda_graph.c) ---------------------------------------------- */
+
+/* Creates the argument slots' events (init); frees the recorded graph and the events
+ * (destroy, NULL-safe). */
+int ct_cuda_graph_init(ct_cuda *b, ct_err *err);
+void ct_cuda_graph_release(ct_cuda *b);
+/* The vtable entries (backend.h). */
+int ct_cuda_step_capture_begin(ct_backend *bb, ct_err *err);
+int ct_cuda_step_capture_end(ct_backend *bb, bool keep, ct_err *err);
+int ct_cuda_step_replay(ct_backend *bb, const ct_step_args *a, ct_err *err);
 
 #endif
