@@ -17,7 +17,9 @@ for a in "$@"; do
   esac
 done
 
-packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libdnnl-dev libcmocka-dev)
+# openmpi: multi-process data parallelism (mpirun) and its tests.
+packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libdnnl-dev libcmocka-dev
+          libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

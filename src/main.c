@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "dist/dist.h"
 #include "ct_build_config.h"
 
 /* `ctrain bench` (cmd_bench.c); belongs in cli/cli.h with the other commands. */
@@ -10,7 +11,8 @@
 static const ct_command commands[] = {
     {"fit", "fit CONFIG [options]", "train a model described by a YAML file",
      "  --epochs N  --batch-size N  --lr X  --seed N  --device auto|cpu|cuda|cuda:N\n"
-     "  --out DIR  --amp off|fp16|bf16  --grad-accum-steps N   override the config\n"
+     "  --out DIR  --amp off|fp16|bf16  --grad-accum-steps N  --graph auto|off\n"
+     "                    override the config\n"
      "  --resume          continue from DIR/model.bin (weights, optimizer, epoch)\n"
      "  --init-from FILE  start from the weights of a compatible safetensors file\n"
      "  --sync-debug      synchronize after every layer (report faults at their layer)\n"
@@ -18,20 +20,22 @@ static const ct_command commands[] = {
      "  --memory          print the memory plan by region before training\n"
      "  --max-memory SIZE fail before training (with fixes) if the plan needs more (512M, 2G)\n"
      "  --fit-memory      instead of failing, shrink the batch and raise grad_accum_steps\n"
-     "  --profile         time every layer over 20 steps (--profile-steps N), print a table, exit\n",
-     ct_cmd_fit},
+     "  --profile         time every layer over 20 steps (--profile-steps N), print a table, exit\n"
+     "Data parallelism: mpirun -np N ctrain fit CONFIG trains on N ranks; train.batch_size\n"
+     "is the global batch, each rank takes its shard and gradients are summed (MPI/NCCL).\n",
+     ct_cmd_fit, true},
     {"eval", "eval --checkpoint FILE [options]", "evaluate a checkpoint (needs no YAML)",
      "  --data IMAGES LABELS  evaluate on these IDX files instead of the config's test set\n"
      "  --device D  --batch-size N\n",
-     ct_cmd_eval},
+     ct_cmd_eval, false},
     {"summary", "summary CONFIG [options]", "print the layer table and memory plan",
      "  --eval            show the forward-only (evaluation) plan\n"
      "  --max-memory SIZE say whether the plan fits, and the fixes when it does not\n"
      "  --batch-size N  --device D  (and the other fit overrides)\n",
-     ct_cmd_summary},
+     ct_cmd_summary, false},
     {"devices", "devices [--json]", "list CUDA devices and libraries, or say why there are none",
      "  --json            print one JSON object instead of text\n",
-     ct_cmd_devices},
+     ct_cmd_devices, false},
     {"bench", "bench matmul [options]", "time C = A x B on the CPU and the GPU",
      "  --n N             matrix size, 1..32768 (default 5000)\n"
      "  --dtype D         GPU input type: fp32, tf32, fp16, bf16 (default fp32; the CPU\n"
@@ -39,7 +43,7 @@ static const ct_command commands[] = {
      "  --repeats R       timed runs, median and min reported (default 10)\n"
      "  --warmup W        untimed runs first (default 2)\n"
      "  --json            print one JSON object instead of the table\n",
-     ct_cmd_bench},
+     ct_cmd_bench, false},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
@@ -90,14 +94,32 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(name);
     ct_err err = {{0}};
-    int rc = c->run(argc - 1, argv + 1, &err);
-    if (rc != CT_EXIT_OK && rc != CT_EXIT_INTERRUPTED && err.msg[0]) {
-        if (rc == CT_EXIT_USAGE)
-            fprintf(stderr, "ctrain: error: %s (see 'ctrain help %s')\n", err.msg, name);
-        else if (strstr(err.msg, ": error: "))
-            fprintf(stderr, "%s\n", err.msg);
-        else
-            fprintf(stderr, "ctrain: error: %s\n", err.msg);
+    int rc = ct_dist_init(&argc, &argv, &err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
+    const ct_dist *d = ct_dist_world();
+    if (rc == CT_EXIT_OK && d->size > 1 && !c->ranks) {
+        ct_errorf(&err, "ctrain %s runs in one process; it was launched as %d ranks", name,
+                  d->size);
+        ct_err mine = err;
+        ct_dist_agree(-1, &err); /* every rank refuses alike; each says why */
+        err = mine;
+        rc = CT_EXIT_USAGE;
+    } else if (rc == CT_EXIT_OK) {
+        rc = c->run(argc - 1, argv + 1, &err);
     }
+    if (rc != CT_EXIT_OK && rc != CT_EXIT_INTERRUPTED && err.msg[0]) {
+        char who[32] = "";
+        if (d->size > 1) snprintf(who, sizeof who, "rank %d: ", d->rank);
+        if (rc == CT_EXIT_USAGE)
+            fprintf(stderr, "ctrain: %serror: %s (see 'ctrain help %s')\n", who, err.msg, name);
+        else if (strstr(err.msg, ": error: "))
+            fprintf(stderr, "%s%s\n", who, err.msg);
+        else
+            fprintf(stderr, "ctrain: %serror: %s\n", who, err.msg);
+    }
+    /* A failure only this rank knows of: end the whole job rather than leave the
+     * other ranks waiting in a collective. */
+    if (rc != CT_EXIT_OK && rc != CT_EXIT_INTERRUPTED && d->size > 1 && !d->failure_agreed)
+        ct_dist_abort(rc);
+    ct_dist_finalize();
     return rc;
 }

@@ -287,6 +287,64 @@ static void test_create_rejects_bad_args(void **state) {
     assert_non_null(strstr(err.msg, "dataset"));
 }
 
+/* ct_shard_range: contiguous, covering, sizes within one of each other. */
+static void test_shard_range_partitions(void **state) {
+    (void)state;
+    for (int n = 0; n <= 70; n++)
+        for (int count = 1; count <= 9; count++) {
+            int next = 0, lo = n, hi = 0;
+            for (int r = 0; r < count; r++) {
+                int off, m;
+                ct_shard_range(n, r, count, &off, &m);
+                assert_int_equal(off, next);
+                next += m;
+                lo = m < lo ? m : lo;
+                hi = m > hi ? m : hi;
+            }
+            assert_int_equal(next, n);
+            assert_true(hi - lo <= 1);
+        }
+}
+
+/* Sharded loaders (3 ranks, same seed) deliver, batch by batch, exactly the
+ * rows of the unsharded loader's batch, in order, with n_global = its size. */
+static void test_shards_concatenate_to_the_batch(void **state) {
+    (void)state;
+    const int n = 1000, bs = 64, ranks = 3;
+    ct_dataset *ds = make_ds(n, 10);
+    ct_loader *whole = make_loader(ds, bs, true, 11), *part[3];
+    for (int r = 0; r < ranks; r++) {
+        part[r] = make_loader(ds, bs, true, 11);
+        ct_loader_set_shard(part[r], r, ranks);
+    }
+    for (int epoch = 0; epoch < 2; epoch++) {
+        ct_loader_start_epoch(whole, epoch);
+        for (int r = 0; r < ranks; r++) ct_loader_start_epoch(part[r], epoch);
+        ct_batch w, p;
+        int batches = 0;
+        while (ct_loader_next(whole, &w)) {
+            assert_int_equal(w.n_global, w.n);
+            int row = 0;
+            for (int r = 0; r < ranks; r++) {
+                assert_int_equal(ct_loader_next(part[r], &p), 1);
+                assert_int_equal(p.index, w.index);
+                assert_int_equal(p.n_global, w.n);
+                for (int i = 0; i < p.n; i++, row++) {
+                    assert_int_equal(sample_id(p.x + i * ROWS * COLS),
+                                     sample_id(w.x + row * ROWS * COLS));
+                    assert_int_equal(p.y[i], w.y[row]);
+                }
+            }
+            assert_int_equal(row, w.n);
+            batches++;
+        }
+        assert_int_equal(batches, (n + bs - 1) / bs);
+        for (int r = 0; r < ranks; r++) assert_int_equal(ct_loader_next(part[r], &p), 0);
+    }
+    ct_loader_destroy(whole);
+    for (int r = 0; r < ranks; r++) ct_loader_destroy(part[r]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partial_batches),
@@ -298,6 +356,8 @@ int main(void) {
         cmocka_unit_test(test_abandon_epoch),
         cmocka_unit_test(test_destroy_mid_epoch),
         cmocka_unit_test(test_create_rejects_bad_args),
+        cmocka_unit_test(test_shard_range_partitions),
+        cmocka_unit_test(test_shards_concatenate_to_the_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@ typedef struct ct_command {
     const char *summary;  /* one line */
     const char *help;     /* option lines */
     int (*run)(int argc, char **argv, ct_err *err); /* argv[0] is the command name */
+    bool ranks;           /* runs as several MPI ranks (dist/dist.h); others refuse */
 } ct_command;
 
 int ct_cmd_fit(int argc, char **argv, ct_err *err);

@@ -12,11 +12,17 @@
 #include "bench/json_out.h"
 #include "cli/cli.h"
 #include "ct_build_config.h"
+#include "dist/dist.h"
 #ifdef CT_HAVE_CUDA
 #include "backend/cuda_loader.h"
 #endif
 
 #define CT_MAX_LISTED_DEVICES 64
+#ifdef CT_HAVE_NCCL
+#define CT_NCCL_BUILT 1
+#else
+#define CT_NCCL_BUILT 0
+#endif
 
 typedef struct devices_state {
     bool usable;
@@ -41,6 +47,10 @@ static void cpu_json(ct_jw *w, const ct_cpu_info *c) {
 }
 
 #ifdef CT_HAVE_CUDA
+
+static int listed(int count) {
+    return count < CT_MAX_LISTED_DEVICES ? count : CT_MAX_LISTED_DEVICES;
+}
 
 /* The CUDA backend library's table, loaded by ct_cmd_devices (NULL: api_why). */
 static const ct_cuda_api *api;
@@ -105,6 +115,41 @@ static void device_json(ct_jw *w, int i) {
     ct_jw_close(w);
 }
 
+/* The peer-access (P2P) matrix between devices: row a, column b says whether a
+ * can reach b's memory directly (what NCCL's fast paths need). */
+static void peer_text(int count) {
+    if (count < 2 || !api->peer_access) return;
+    printf("Peer access (row reads column):\n        ");
+    for (int b = 0; b < listed(count); b++) printf(" cuda:%-2d", b);
+    printf("\n");
+    for (int a = 0; a < listed(count); a++) {
+        printf("  cuda:%-2d", a);
+        for (int b = 0; b < listed(count); b++) {
+            bool ok = false;
+            ct_err e = {{0}};
+            const char *v = a == b ? "-" : api->peer_access(a, b, &ok, &e) ? "?" : yes_no(ok);
+            printf(" %-7s", v);
+        }
+        printf("\n");
+    }
+}
+
+static void peer_json(ct_jw *w, int count) {
+    if (count < 2 || !api->peer_access) return;
+    ct_jw_array(w, "peer_access");
+    for (int a = 0; a < listed(count); a++) {
+        ct_jw_array(w, NULL);
+        for (int b = 0; b < listed(count); b++) {
+            bool ok = a == b;
+            ct_err e = {{0}};
+            if (a != b && api->peer_access(a, b, &ok, &e)) ok = false;
+            ct_jw_bool(w, NULL, ok);
+        }
+        ct_jw_close(w);
+    }
+    ct_jw_close(w);
+}
+
 /* Current device, or -1 when it cannot be read (then e says why). */
 static int current_device(ct_err *e) {
     int cur = -1;
@@ -112,9 +157,6 @@ static int current_device(ct_err *e) {
     return cur;
 }
 
-static int listed(int count) {
-    return count < CT_MAX_LISTED_DEVICES ? count : CT_MAX_LISTED_DEVICES;
-}
 
 static void cuda_text(const devices_state *s) {
     ct_cuda_versions v;
@@ -137,6 +179,7 @@ static void cuda_text(const devices_state *s) {
     if (cur >= 0) printf("Current device: cuda:%d\n", cur);
     else printf("Current device: unknown (%s)\n", e.msg);
     for (int i = 0; i < listed(s->count); i++) device_text(i);
+    peer_text(s->count);
     printf("Training devices: cpu (oneDNN), cuda (cuDNN, cuBLAS)\n");
 }
 
@@ -170,6 +213,7 @@ static void cuda_json(ct_jw *w, const devices_state *s) {
     ct_jw_array(w, "devices");
     for (int i = 0; s->usable && i < listed(s->count); i++) device_json(w, i);
     ct_jw_close(w);
+    if (s->usable) peer_json(w, s->count);
 }
 
 #else /* no CUDA in this build */
@@ -196,6 +240,10 @@ static void report_text(const devices_state *s) {
     if (!s->usable) printf("Reason: %s\n", s->why);
     printf("CUDA devices: %d\n", s->count);
     cuda_text(s);
+    char mpi[128];
+    ct_dist_library(mpi, sizeof mpi);
+    printf("Data parallelism: MPI %s; NCCL all-reduce %s\n", mpi,
+           CT_NCCL_BUILT ? "built" : "not built");
     cpu_text(&s->cpu);
 }
 
@@ -208,6 +256,12 @@ static int report_json(const devices_state *s, ct_err *err) {
     else ct_jw_str(&w, "reason", s->why);
     ct_jw_int(&w, "device_count", s->count);
     cuda_json(&w, s);
+    ct_jw_close(&w);
+    char mpi[128];
+    ct_dist_library(mpi, sizeof mpi);
+    ct_jw_object(&w, "data_parallel");
+    ct_jw_str(&w, "mpi", mpi);
+    ct_jw_bool(&w, "nccl_built", CT_NCCL_BUILT);
     ct_jw_close(&w);
     cpu_json(&w, &s->cpu);
     const char *text = ct_jw_finish(&w, err);

@@ -78,7 +78,7 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
         goto out;
     }
     if (ct_model_bind(m, err) != 0) goto out;
-    if (ct_batches_open(&bt, m, 1, &ds, false, 0, cfg.data.mean, cfg.data.std, err) != 0) goto out;
+    if (ct_batches_open(&bt, m, 1, &ds, false, 0, cfg.data.mean, cfg.data.std, NULL, err) != 0) goto out;
     if (ct_model_load_params(m, &ck, a->checkpoint, false, err) != 0) goto out;
     int K = cfg.data.num_classes;
     conf = calloc((size_t)K * K, sizeof *conf);

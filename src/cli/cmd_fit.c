@@ -6,6 +6,8 @@
 
 #include "cli/cli.h"
 #include "cli/overrides.h"
+#include "dist/dist.h"
+#include "dist/dist_train.h"
 #include "train/fit.h"
 #include "train/memory.h"
 
@@ -50,7 +52,8 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         nprof = (int)v;
     }
     ct_config cfg;
-    if (ct_load_config_with(pos[0], &ov, &cfg, err) != 0) return CT_EXIT_ERROR;
+    if (ct_dist_agree(ct_load_config_with(pos[0], &ov, &cfg, err), err) != 0)
+        return CT_EXIT_ERROR;
     ct_fit_opts o = {
         .resume = resume,
         .init_from = init_from,
@@ -64,13 +67,31 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         .out = stdout,
         .log = stderr,
     };
+    /* Data parallelism: rank 0 alone prints; the others report only errors. */
+    FILE *quiet = NULL;
+    if (ct_dist_world()->rank != 0) {
+        quiet = fopen("/dev/null", "w");
+        if (!quiet) {
+            ct_config_free(&cfg);
+            return ct_errorf(err, "/dev/null: cannot open"), CT_EXIT_ERROR;
+        }
+        o.out = o.log = quiet;
+        o.progress = false;
+    }
+    /* Every rank must train the same model: compare the configs first. */
+    if (ct_dist_check_same(ct_dist_config_hash(&cfg), "the config (YAML and overrides)", err) != 0) {
+        if (quiet) fclose(quiet);
+        ct_config_free(&cfg);
+        return CT_EXIT_ERROR;
+    }
     ct_fit_result res;
     rc = ct_fit(&cfg, &o, &res, err);
     ct_config_free(&cfg);
+    if (quiet) fclose(quiet);
     if (rc != 0) return CT_EXIT_ERROR;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    if (res.epochs_done > 0 && !nprof)
+    if (res.epochs_done > 0 && !nprof && ct_dist_world()->rank == 0)
         printf("Saved %s (epoch %d, val acc %.4f); peak RSS %.0f MiB\n", res.checkpoint,
                res.epochs_done, res.val_acc, ru.ru_maxrss / 1024.0);
     return res.interrupted ? CT_EXIT_INTERRUPTED : CT_EXIT_OK;

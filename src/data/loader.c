@@ -28,6 +28,7 @@
 struct ct_loader {
     const ct_dataset *ds;
     int batch_size, n_batches;
+    int shard_rank, shard_count; /* this loader delivers shard rank of count (0 of 1) */
     bool shuffle;
     uint64_t seed;
     float lut[256];   /* normalized value of each pixel byte */
@@ -45,16 +46,29 @@ struct ct_loader {
     int produced, consumed, released;
 };
 
+void ct_shard_range(int n_global, int rank, int count, int *offset, int *n) {
+    int base = n_global / count, extra = n_global % count;
+    *offset = rank * base + (rank < extra ? rank : extra);
+    *n = base + (rank < extra);
+}
+
+/* Rows of batch k over all shards. */
 static int batch_count(const ct_loader *l, int k) {
     int start = k * l->batch_size;
     int left = l->ds->count - start;
     return left < l->batch_size ? left : l->batch_size;
 }
 
+/* This loader's rows of batch k: epoch positions [k * batch_size + *offset, + *n). */
+static void shard_of(const ct_loader *l, int k, int *offset, int *n) {
+    ct_shard_range(batch_count(l, k), l->shard_rank, l->shard_count, offset, n);
+}
+
 /* Writes batch k (per the current perm) into slot k % 2. Runs without the lock. */
 static void fill_batch(ct_loader *l, int k) {
-    int n = batch_count(l, k), s = k % 2;
-    const int32_t *idx = l->perm + (size_t)k * l->batch_size;
+    int off, n, s = k % 2;
+    shard_of(l, k, &off, &n);
+    const int32_t *idx = l->perm + (size_t)k * l->batch_size + off;
     for (int i = 0; i < n; i++) {
         const uint8_t *src = l->ds->images + (size_t)idx[i] * l->sample_px;
         float *dst = l->x[s] + (size_t)i * l->sample_px;
@@ -164,6 +178,7 @@ int ct_loader_create(const ct_dataset *ds, int batch_size, bool shuffle, uint64_
     if (!l) return ct_errorf(err, "data loader: out of memory");
     l->ds = ds;
     l->batch_size = batch_size;
+    l->shard_count = 1;
     l->n_batches = (int)(((int64_t)ds->count + batch_size - 1) / batch_size);
     l->shuffle = shuffle;
     l->seed = seed;
@@ -177,6 +192,11 @@ int ct_loader_create(const ct_dataset *ds, int batch_size, bool shuffle, uint64_
     }
     *out = l;
     return 0;
+}
+
+void ct_loader_set_shard(ct_loader *l, int rank, int count) {
+    l->shard_rank = rank;
+    l->shard_count = count;
 }
 
 void ct_loader_start_epoch(ct_loader *l, int epoch) {
@@ -209,7 +229,9 @@ int ct_loader_next(ct_loader *l, ct_batch *b) {
 
     b->x = l->x[k % 2];
     b->y = l->y[k % 2];
-    b->n = batch_count(l, k);
+    int off;
+    shard_of(l, k, &off, &b->n);
+    b->n_global = batch_count(l, k);
     b->index = k;
     return 1;
 }

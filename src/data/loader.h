@@ -19,7 +19,9 @@
 typedef struct ct_batch {
     const float *x;   /* [n, 1, rows, cols] (NCHW, one channel) */
     const int32_t *y; /* [n] */
-    int n;            /* samples in this batch, 1..batch_size */
+    int n;            /* samples in this batch: 1..batch_size; with a shard (see
+                         ct_loader_set_shard) this rank's rows, possibly 0 */
+    int n_global;     /* rows of the whole batch (== n without a shard) */
     int index;        /* batch number within the epoch, from 0 */
 } ct_batch;
 
@@ -28,6 +30,17 @@ typedef struct ct_loader ct_loader;
 /* ds must outlive the loader. */
 int ct_loader_create(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t seed,
                      double mean, double std, ct_loader **out, ct_err *err);
+
+/* Data parallelism: from now on every batch delivers only shard `rank` of `count`
+ * of its rows (ct_shard_range), the DistributedSampler equivalent: every rank
+ * draws the same permutation and batch k covers the same positions on all ranks.
+ * Call before the first ct_loader_start_epoch. */
+void ct_loader_set_shard(ct_loader *l, int rank, int count);
+
+/* Rows [*offset, *offset + *n) of a batch of n_global rows that belong to shard
+ * `rank` of `count`: contiguous, sizes differing by at most one (earlier shards
+ * larger), empty when n_global < count for the last ones. */
+void ct_shard_range(int n_global, int rank, int count, int *offset, int *n);
 
 /* Starts epoch `epoch` (0-based): the permutation depends only on (seed, epoch). */
 void ct_loader_start_epoch(ct_loader *l, int epoch);

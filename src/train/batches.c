@@ -5,17 +5,27 @@
 #include <string.h>
 
 int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds, bool shuffle,
-                    uint64_t seed, double mean, double std, ct_err *err) {
+                    uint64_t seed, double mean, double std, const ct_shard *shard,
+                    ct_err *err) {
     memset(bt, 0, sizeof *bt);
     bt->m = m;
     bt->slot = slot;
     bt->ds = ds;
     bt->shuffle = shuffle;
     bt->seed = seed;
-    bt->batch = m->opts.batch_size;
+    bt->shard = shard ? *shard : (ct_shard){0, 1, m->opts.batch_size};
+    bt->batch = bt->shard.batch;
     bt->n_batches = (ds->count + bt->batch - 1) / bt->batch;
-    if (m->opts.dataset_count[slot] == 0)
-        return ct_loader_create(ds, bt->batch, shuffle, seed, mean, std, &bt->loader, err);
+    int largest = (bt->batch + bt->shard.count - 1) / bt->shard.count;
+    if (largest > m->opts.batch_size)
+        return ct_errorf(err, "model planned batches of %d rows, its shard of %d needs %d",
+                         m->opts.batch_size, bt->batch, largest);
+    if (m->opts.dataset_count[slot] == 0) {
+        if (ct_loader_create(ds, bt->batch, shuffle, seed, mean, std, &bt->loader, err) != 0)
+            return -1;
+        ct_loader_set_shard(bt->loader, bt->shard.rank, bt->shard.count);
+        return 0;
+    }
     if (m->opts.dataset_count[slot] != ds->count)
         return ct_errorf(err, "model planned %d samples for dataset slot %d, got %d",
                          m->opts.dataset_count[slot], slot, ds->count);
@@ -41,13 +51,17 @@ int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err) {
         if (!ct_loader_next(bt->loader, &b)) return 0;
         *n = b.n;
         *index = b.index;
+        bt->last_global = b.n_global;
+        if (b.n == 0) return 1;
         return vt->load_batch(bt->m->be, b.x, b.y, b.n, err) == 0 ? 1 : -1;
     }
     if (bt->next >= bt->n_batches) return 0;
-    int start = bt->next * bt->batch;
-    *n = bt->ds->count - start < bt->batch ? bt->ds->count - start : bt->batch;
+    int start = bt->next * bt->batch, off;
+    bt->last_global = bt->ds->count - start < bt->batch ? bt->ds->count - start : bt->batch;
+    ct_shard_range(bt->last_global, bt->shard.rank, bt->shard.count, &off, n);
     *index = bt->next++;
-    return vt->load_batch_range(bt->m->be, bt->slot, start, *n, err) == 0 ? 1 : -1;
+    if (*n == 0) return 1;
+    return vt->load_batch_range(bt->m->be, bt->slot, start + off, *n, err) == 0 ? 1 : -1;
 }
 
 void ct_batches_close(ct_batches *bt) {

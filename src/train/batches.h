@@ -19,6 +19,12 @@
 #include "data/loader.h"
 #include "train/model.h"
 
+/* Data parallelism: this process takes shard `rank` of `count` of every batch of
+ * `batch` rows (the global batch; the model plans for the largest shard). */
+typedef struct ct_shard {
+    int rank, count, batch;
+} ct_shard;
+
 typedef struct ct_batches {
     ct_model *m;
     int slot;              /* 0 training set, 1 evaluation set */
@@ -27,15 +33,18 @@ typedef struct ct_batches {
     uint64_t seed;
     ct_loader *loader;     /* host path; NULL on the device path */
     int32_t *order;        /* device path: the epoch's order, [count] */
-    int batch, n_batches, next;
+    ct_shard shard;        /* {0, 1, model batch} without data parallelism */
+    int batch, n_batches, next; /* batch: global rows per batch */
+    int last_global;       /* rows of the whole last batch (over all shards) */
 } ct_batches;
 
-/* ds must outlive bt; m must be bound. */
+/* ds must outlive bt; m must be bound. shard: NULL for a single process. */
 int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds, bool shuffle,
-                    uint64_t seed, double mean, double std, ct_err *err);
+                    uint64_t seed, double mean, double std, const ct_shard *shard, ct_err *err);
 int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err);
-/* Loads the next batch into the model: 1 with *n rows and *index, 0 at the end of
- * the epoch, -1 on error. */
+/* Loads the next batch into the model: 1 with *n rows (this shard's, possibly 0
+ * with data parallelism; bt->last_global has the whole batch's) and *index, 0 at
+ * the end of the epoch, -1 on error. */
 int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err);
 void ct_batches_close(ct_batches *bt);
 

@@ -9,6 +9,7 @@ int ct_evaluate(ct_batches *bt, ct_metrics *out, ct_err *err) {
     if (ct_batches_start_epoch(bt, 0, err) != 0) return -1;
     int n, index, rc;
     while ((rc = ct_batches_next(bt, &n, &index, err)) == 1) {
+        if (n == 0) continue; /* data parallelism: this rank's shard is empty */
         if (ct_model_forward(m, false, 0, err) != 0) return -1;
         if (vt->loss(m->be, false, 0.0f, (uint32_t)index, err) != 0) return -1;
     }

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "data/idx.h"
+#include "dist/dist_train.h"
 #include "train/batches.h"
 #include "train/evaluate.h"
 #include "train/init.h"
@@ -28,11 +29,12 @@
 #include "train/schedule.h"
 #include "train/step.h"
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t sigint_seen;
+static int stop_requested; /* the stop every rank agreed on (sync_stop) */
 
 static void on_sigint(int sig) {
     (void)sig;
-    stop_requested = 1;
+    sigint_seen = 1;
 }
 
 /* Everything the loop owns; released by fit_cleanup. */
@@ -44,11 +46,15 @@ typedef struct fit_state {
     uint32_t batch_tag;    /* batches started in this run (loss() tags) */
     ct_scaler scaler;      /* fp16 loss scaler (disabled otherwise) */
     ct_stepper stepper;    /* forward/backward/update of one batch */
+    const ct_dist *dist;   /* this process's rank in the job (rank 0 of 1 alone) */
+    ct_dist_grads reducer; /* gradient all-reduce (data parallelism) */
+    int train_batches_used;/* batches per epoch trained on (see drop_tail in setup) */
     char ckpt_path[CT_PATH_MAX + 32];
     char csv_path[CT_PATH_MAX + 32];
 } fit_state;
 
 static void fit_cleanup(fit_state *s) {
+    ct_dist_grads_close(&s->reducer);
     ct_batches_close(&s->train_batches);
     ct_batches_close(&s->test_batches);
     ct_model_destroy(s->model);
@@ -99,6 +105,7 @@ static void restore_scaler(const ct_checkpoint *ck, ct_scaler *sc) {
 static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     ct_model *m = s->model;
     const char *path = o->resume ? s->ckpt_path : o->init_from;
+    if (s->dist->rank != 0) path = NULL; /* rank 0 reads; share_progress sends */
     if (!path) {
         ct_init_params(&m->graph, cfg->train.seed, m->host);
         return m->device.vt->params_from_host(m->be, m->host, err);
@@ -134,8 +141,10 @@ static void warn_slow_layers(ct_model *m, FILE *log) {
 
 static int create_model(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
                         const ct_device_choice *dev, ct_err *err) {
-    ct_model_req req = {.training = true, .batch = cfg->train.batch_size,
-                        .sync_debug = o->sync_debug, .datasets = {&s->train, &s->test}};
+    int ranks = s->dist->size;
+    ct_model_req req = {.training = true, .batch = (cfg->train.batch_size + ranks - 1) / ranks,
+                        .rank = s->dist->rank, .sync_debug = o->sync_debug,
+                        .datasets = {&s->train, &s->test}};
     return ct_model_create(cfg, dev, &req, &s->model, err);
 }
 
@@ -171,12 +180,46 @@ static int check_memory(ct_config *cfg, const ct_fit_opts *o, fit_state *s,
                      ct_fmt_bytes(bud.available, b2, sizeof b2), bud.source);
 }
 
+/* The device this rank asks for: with several ranks on a machine, `cuda` and
+ * `auto` without an ordinal mean the local rank's GPU (modulo the GPU count). */
+static ct_device_cfg job_device(const ct_config *cfg, const ct_dist *d) {
+    ct_device_cfg req = cfg->device;
+    int count = 0;
+    char why[8];
+    if (d->size > 1 && req.kind != CT_DEVICE_CPU && req.index < 0 &&
+        ct_cuda_usable(&count, why, sizeof why) && count > 0)
+        req.index = d->local_rank % count;
+    return req;
+}
+
+/* After every rank set up on its own: the same backend everywhere, rank 0's
+ * weights, progress and scaler on every rank, and the gradient reduction. */
+static int join_ranks(const ct_fit_opts *o, fit_state *s, ct_err *err) {
+    if (s->dist->size == 1) return 0;
+    const char *be = s->model->device.vt->name;
+    if (ct_dist_check_same(strcmp(be, "cpu") == 0 ? 1 : 2, "the backend (cpu or cuda)", err) != 0)
+        return -1;
+    if (ct_dist_share_model(s->model, o->resume, err) != 0) return -1;
+    struct { int epoch, growth; long long step; double scale; } p = {
+        s->info.epoch, s->scaler.growth_tracker, s->info.step, s->scaler.scale};
+    if (ct_dist_broadcast(&p, sizeof p, err) != 0) return -1;
+    s->info.epoch = p.epoch;
+    s->info.step = p.step;
+    if (s->scaler.enabled) ct_scaler_restore(&s->scaler, p.scale, p.growth);
+    int rc = ct_dist_grads_open(&s->reducer, s->model, err);
+    if (ct_dist_agree(rc, err) != 0) return -1;
+    s->stepper.reduce_grads = ct_dist_grads_reduce;
+    s->stepper.reduce_ctx = &s->reducer;
+    return 0;
+}
+
 static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s/model.bin", cfg->train.out);
     snprintf(s->csv_path, sizeof s->csv_path, "%s/metrics.csv", cfg->train.out);
     if (load_data(cfg, s, err) != 0) return -1;
     ct_device_choice dev;
-    if (ct_device_select(&cfg->device, &dev, err) != 0) return -1;
+    ct_device_cfg want = job_device(cfg, s->dist);
+    if (ct_device_select(&want, &dev, err) != 0) return -1;
     if (dev.notice[0]) fprintf(o->log, "ctrain: %s\n", dev.notice);
     ct_scaler_init(&s->scaler, cfg->train.amp);
     if (create_model(cfg, o, s, &dev, err) != 0) return -1;
@@ -193,14 +236,24 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     }
     if (ct_model_bind(s->model, err) != 0) return -1;
     const ct_data_cfg *d = &cfg->data;
+    ct_shard shard = {s->dist->rank, s->dist->size, cfg->train.batch_size};
     if (ct_batches_open(&s->train_batches, s->model, 0, &s->train, d->shuffle, cfg->train.seed,
-                        d->mean, d->std, err) != 0)
+                        d->mean, d->std, &shard, err) != 0)
         return -1;
     if (ct_batches_open(&s->test_batches, s->model, 1, &s->test, false, cfg->train.seed, d->mean,
-                        d->std, err) != 0)
+                        d->std, &shard, err) != 0)
         return -1;
+    /* A last training batch smaller than the number of ranks would leave a rank
+     * without rows; it is skipped (one notice), like drop_last. */
+    int tail = s->train.count % cfg->train.batch_size;
+    s->train_batches_used = s->train_batches.n_batches;
+    if (tail != 0 && tail < s->dist->size) {
+        s->train_batches_used--;
+        fprintf(o->log, "ctrain: the last training batch (%d rows) is smaller than the %d ranks; "
+                "it is skipped every epoch\n", tail, s->dist->size);
+    }
     s->stepper = (ct_stepper){.m = s->model, .cfg = cfg, .scaler = &s->scaler,
-                              .opt_steps = &s->info.step};
+                              .opt_steps = &s->info.step, .log = o->log};
     return init_weights(cfg, o, s, err);
 }
 
@@ -227,6 +280,17 @@ static int check_finite(const ct_metrics *tm, int epoch, uint32_t epoch_tag0, lo
                      epoch + 1, batch, step);
 }
 
+/* Turns a Ctrl-C into stop_requested: at once in a single process; with several
+ * ranks only at points every rank reaches (at_common), where a Ctrl-C seen by
+ * any rank stops all of them at the same batch. */
+static int sync_stop(const ct_dist *d, bool at_common, ct_err *err) {
+    if (d->size > 1 && !at_common) return 0;
+    int stop = sigint_seen;
+    if (ct_dist_max_int(&stop, 1, err) != 0) return -1;
+    stop_requested = stop;
+    return 0;
+}
+
 /* Metrics are read from the device every this many batches (a host sync on GPUs),
  * and whenever the progress bar redraws. */
 enum { CHECK_EVERY = 32 };
@@ -237,7 +301,7 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     ct_model *m = s->model;
     const ct_backend_vt *vt = m->device.vt;
     int accum = cfg->train.grad_accum_steps;
-    int nb = s->train_batches.n_batches;
+    int nb = s->train_batches_used;
     int steps_per_epoch = (nb + accum - 1) / accum;
     ct_metrics zero = {0};
     if (vt->read_metrics(m->be, &zero, true, err) != 0) return -1;
@@ -249,21 +313,24 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     uint32_t tag0 = s->batch_tag;
     ct_scaler_start_epoch(&s->scaler);
     int micro = 0, step_in_epoch = 0, n, index, rc;
-    while ((rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1) {
-        ct_step_in in = {.rows = n, .accumulate = micro > 0, .tag = s->batch_tag++,
+    while ((rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1 && index < nb) {
+        ct_step_in in = {.rows = s->train_batches.last_global, .accumulate = micro > 0, .tag = s->batch_tag++,
                          .update = micro + 1 == accum || index == nb - 1};
         if (in.update) in.lr = ct_lr_at(cfg, epoch, step_in_epoch, steps_per_epoch);
         if (ct_step_run(&s->stepper, &in, err) != 0) return -1;
         micro = in.update ? 0 : micro + 1;
         step_in_epoch += in.update;
-        bool draw = ct_progress_due(&bar, index + 1);
-        if (draw || (index + 1) % CHECK_EVERY == 0) {
+        bool draw = ct_progress_due(&bar, index + 1); /* rank 0 only */
+        bool check = (index + 1) % CHECK_EVERY == 0;  /* every rank */
+        if (draw || check) {
             if (vt->read_metrics(m->be, tm, false, err) != 0) return -1;
-            if (check_finite(tm, epoch, tag0, s->info.step, err) != 0) return -1;
+            int bad = check_finite(tm, epoch, tag0, s->info.step, err);
+            if (s->dist->size == 1 ? bad != 0 : check && ct_dist_agree(bad, err) != 0) return -1;
             if (draw)
                 ct_progress_update(&bar, index + 1, tm->loss_sum / (double)tm->samples,
                                    (double)tm->correct / (double)tm->samples);
         }
+        if (sync_stop(s->dist, check, err) != 0) return -1;
         if (stop_requested) {
             ct_progress_finish(&bar);
             return 1;
@@ -272,14 +339,17 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     ct_progress_finish(&bar);
     if (rc < 0) return -1;
     if (vt->read_metrics(m->be, tm, true, err) != 0) return -1;
+    if (ct_dist_sum_metrics(tm, 0, err) != 0) return -1;
     return check_finite(tm, epoch, tag0, s->info.step, err);
 }
 
+/* Rank 0 writes the checkpoint; every rank learns whether it worked. */
 static int save(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     if (!o->save) return 0;
     s->info.amp_scale = s->scaler.enabled ? s->scaler.scale : 0.0;
     s->info.amp_growth_tracker = s->scaler.growth_tracker;
-    return ct_model_save(s->model, cfg, &s->info, s->ckpt_path, err);
+    int rc = s->dist->rank == 0 ? ct_model_save(s->model, cfg, &s->info, s->ckpt_path, err) : 0;
+    return ct_dist_agree(rc, err);
 }
 
 static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
@@ -299,6 +369,7 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         }
         double t_train = ct_now() - t0;
         if (ct_evaluate(&s->test_batches, &vm, err) != 0) return -1;
+        if (ct_dist_sum_metrics(&vm, 0, err) != 0) return -1;
         double t_epoch = ct_now() - t0;
         s->info.epoch = epoch + 1;
         s->info.train_loss = tm.loss_sum / (double)tm.samples;
@@ -313,12 +384,18 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         if (s->scaler.enabled)
             fprintf(o->out, " | scale %.0f, skipped %lld", s->scaler.scale,
                     s->scaler.skipped_epoch);
+        if (s->dist->size > 1)
+            fprintf(o->out, " | %d ranks, all-reduce %.2fs (%.0f%%)", s->dist->size,
+                    s->reducer.seconds, 100.0 * s->reducer.seconds / t_train);
+        s->reducer.seconds = 0;
         fputc('\n', o->out);
         fflush(o->out);
         if (save(cfg, o, s, err) != 0) return -1;
-        if (o->save && write_csv_row(s, t_epoch, sps, err) != 0) return -1;
+        if (o->save && s->dist->rank == 0 && write_csv_row(s, t_epoch, sps, err) != 0)
+            return -1;
         res->train_seconds = t_train;
         res->samples_per_sec = sps;
+        if (sync_stop(s->dist, true, err) != 0) return -1;
         if (stop_requested) {
             res->interrupted = true;
             break;
@@ -331,8 +408,14 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     memset(res, 0, sizeof *res);
     fit_state s;
     memset(&s, 0, sizeof s);
-    stop_requested = 0;
-    int rc = setup(cfg, o, &s, err);
+    stop_requested = sigint_seen = 0;
+    s.dist = ct_dist_world();
+    if (s.dist->size > 1 && o->profile_steps > 0) {
+        ct_errorf(err, "--profile runs in one process (launched as %d ranks)", s.dist->size);
+        return ct_dist_agree(-1, err);
+    }
+    int rc = ct_dist_agree(setup(cfg, o, &s, err), err);
+    if (rc == 0) rc = join_ranks(o, &s, err);
     if (rc == 0 && s.info.epoch >= cfg->train.epochs)
         fprintf(o->log, "ctrain: %s already holds %d epoch%s (train.epochs is %d); nothing to do\n",
                 s.ckpt_path, s.info.epoch, s.info.epoch == 1 ? "" : "s", cfg->train.epochs);
@@ -341,7 +424,8 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         fit_cleanup(&s);
         return rc;
     }
-    if (rc == 0 && o->save) rc = mkdir_p(cfg->train.out, err);
+    if (rc == 0 && o->save)
+        rc = ct_dist_agree(s.dist->rank == 0 ? mkdir_p(cfg->train.out, err) : 0, err);
     if (rc == 0) {
         struct sigaction sa, old;
         memset(&sa, 0, sizeof sa);

@@ -60,7 +60,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
         .opt_state_slots = req->training ? ct_opt_state_slots(&cfg->optimizer) : 0,
         .amp = cfg->train.amp,
         .device_index = dev->index,
-        .seed = cfg->train.seed,
+        .seed = cfg->train.seed + (uint64_t)req->rank * 0x9E3779B97F4A7C15ull,
         .sync_debug = req->sync_debug,
         .data_mean = (float)cfg->data.mean,
         .data_std = (float)cfg->data.std,

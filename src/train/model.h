@@ -35,6 +35,7 @@ typedef struct ct_model {
 typedef struct ct_model_req {
     bool training;      /* plan gradients and optimizer state */
     int batch;          /* rows per batch */
+    int rank;           /* data parallelism: this rank (dropout draws differ per rank) */
     bool sync_debug;
     /* Datasets to keep on the device when the backend can (slot 0 training, 1
      * evaluation; NULL: none). Only their sizes are used here. */

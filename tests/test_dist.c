@@ -1,0 +1,296 @@
+/* test_dist.c: data-parallel training on the CPU through the real launcher
+ * (`mpirun -np N ctrain fit ...`), against the same fit in one process, on 2048
+ * MNIST training and 500 test images:
+ *  - N ranks with global batch B reach the same weights as one process with
+ *    batch B (SGD with momentum: MLP, 2 and 3 ranks, the 3-rank shards uneven;
+ *    Adam: a small CNN), and report the same sharded-and-reduced metrics;
+ *  - rank 0 alone prints; its checkpoint evaluates in a single process with the
+ *    accuracy of the last epoch; --resume continues across ranks;
+ *  - failures: a rank that cannot read its data, configs that differ between
+ *    ranks, and a one-process command under mpirun end every rank with a message
+ *    naming the rank and the cause, never a hang (each run has a time limit).
+ * Skipped (exit 77) when the build has no MPI or mpirun is not installed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ct_build_config.h"
+#include "helpers.h"
+#include "io/checkpoint.h"
+
+static char dir[512];
+
+#define MPIRUN "timeout 120 mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1"
+
+/* Runs a shell command line (stdout and stderr captured together). */
+static char *sh(const char *cmdline, int *status) {
+    char cmd[8192], out[600];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(cmd, sizeof cmd, "cd %s && %s >%s 2>&1 </dev/null", dir, cmdline, out);
+    int st = system(cmd);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char *text = ct_test_read_file(out, NULL);
+    printf("$ %s\n%s", cmdline, text);
+    return text;
+}
+
+/* `ctrain fit cfg --out run` on np ranks (np 0: without mpirun). */
+static char *fit(int np, const char *cfg, const char *run, const char *more, int *status) {
+    char line[4096];
+    if (np == 0)
+        snprintf(line, sizeof line, "OMP_NUM_THREADS=1 %s/ctrain fit %s --out %s/%s --no-progress %s",
+                 ct_test_build_root(), cfg, dir, run, more);
+    else
+        snprintf(line, sizeof line, MPIRUN " -np %d %s/ctrain fit %s --out %s/%s --no-progress %s",
+                 np, ct_test_build_root(), cfg, dir, run, more);
+    return sh(line, status);
+}
+
+static int count(const char *text, const char *what) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+/* The "Epoch NN | Train ... | Val ..." parts of every epoch line, joined. */
+static void epoch_metrics(const char *text, char *out, size_t n) {
+    out[0] = 0;
+    for (const char *p = text; (p = strstr(p, "Epoch ")); p++) {
+        const char *val = strstr(p, "Val Loss:");
+        if (!val) break;
+        const char *end = strchr(val, '|');
+        size_t len = (size_t)((end ? end : val + strlen(val)) - p);
+        strncat(out, p, len < n - strlen(out) - 1 ? len : n - strlen(out) - 1);
+        p = val;
+    }
+}
+
+/* Largest |a - b| over every parameter tensor ("layers.*") of two checkpoints;
+ * *scale gets the largest |a|. */
+static double max_param_diff(const char *run_a, const char *run_b, double *scale) {
+    char pa[700], pb[700];
+    snprintf(pa, sizeof pa, "%s/%s/model.bin", dir, run_a);
+    snprintf(pb, sizeof pb, "%s/%s/model.bin", dir, run_b);
+    ct_checkpoint a, b;
+    ct_err err = {{0}};
+    assert_int_equal(ct_checkpoint_read(pa, &a, &err), 0);
+    assert_int_equal(ct_checkpoint_read(pb, &b, &err), 0);
+    double diff = 0;
+    int params = 0;
+    *scale = 0;
+    for (int i = 0; i < a.n_tensors; i++) {
+        if (strncmp(a.tensors[i].name, "layers.", 7) != 0) continue;
+        const ct_ckpt_tensor *t = ct_checkpoint_find(&b, a.tensors[i].name);
+        assert_non_null(t);
+        assert_int_equal(t->count, a.tensors[i].count);
+        for (size_t j = 0; j < t->count; j++) {
+            diff = fmax(diff, fabs((double)a.tensors[i].data[j] - t->data[j]));
+            *scale = fmax(*scale, fabs((double)a.tensors[i].data[j]));
+        }
+        params++;
+    }
+    assert_true(params >= 4);
+    ct_checkpoint_free(&a);
+    ct_checkpoint_free(&b);
+    return diff;
+}
+
+static const char *MLP = "    - flatten\n"
+                         "    - linear: {out_features: 64}\n"
+                         "    - relu\n"
+                         "    - linear: {out_features: 10}\n";
+
+static const char *CNN = "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+                         "    - relu\n"
+                         "    - maxpool2d: {kernel: 2}\n"
+                         "    - flatten\n"
+                         "    - linear: {out_features: 10}\n";
+
+static int setup(void **state) {
+    (void)state;
+    ct_test_mkdtemp(dir, sizeof dir);
+    ct_test_mnist_subset(dir, 2048, 500);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    ct_test_rmtree(dir);
+    return 0;
+}
+
+/* One process vs np ranks: same printed metrics, same weights. */
+static void check_same_as_one(const char *cfg, int np, const char *run1, double tol) {
+    char runn[32], m1[2048], mn[2048];
+    snprintf(runn, sizeof runn, "np%d", np);
+    int st;
+    char *one = fit(0, cfg, run1, "", &st);
+    assert_int_equal(st, 0);
+    char *many = fit(np, cfg, runn, "", &st);
+    assert_int_equal(st, 0);
+    /* rank 0 alone prints: one line per epoch, one Saved line */
+    assert_int_equal(count(many, "Epoch 0"), 2);
+    assert_int_equal(count(many, "Saved "), 1);
+    char ranks[32];
+    snprintf(ranks, sizeof ranks, "| %d ranks, all-reduce", np);
+    assert_int_equal(count(many, ranks), 2);
+    epoch_metrics(one, m1, sizeof m1);
+    epoch_metrics(many, mn, sizeof mn);
+    assert_true(strlen(m1) > 40);
+    assert_string_equal(m1, mn); /* losses and accuracies to 4 decimals */
+    double scale, diff = max_param_diff(run1, runn, &scale);
+    printf("np %d: max |w1 - wN| = %.3g (max |w| %.3g)\n", np, diff, scale);
+    assert_true(scale > 0.01);
+    assert_true(diff <= tol);
+    free(one);
+    free(many);
+}
+
+static void test_mlp_sgd_2_and_3_ranks(void **state) {
+    (void)state;
+    char cfg[1024];
+    ct_test_write_config(dir, "mlp", MLP,
+                         "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+                         "train: {epochs: 2, batch_size: 64, seed: 5}\ndevice: cpu\n",
+                         cfg, sizeof cfg);
+    check_same_as_one(cfg, 2, "one_mlp", 1e-5);
+    check_same_as_one(cfg, 3, "one_mlp", 1e-5); /* shards of 22, 21, 21 rows */
+}
+
+static void test_cnn_adam_2_ranks(void **state) {
+    (void)state;
+    char cfg[1024];
+    ct_test_write_config(dir, "cnn", CNN,
+                         "optimizer: {type: adam, lr: 0.001}\n"
+                         "train: {epochs: 2, batch_size: 100, seed: 3}\ndevice: cpu\n",
+                         cfg, sizeof cfg);
+    check_same_as_one(cfg, 2, "one_cnn", 1e-4);
+}
+
+/* The 2-rank checkpoint evaluates in one process with the last epoch's accuracy,
+ * and --resume continues it on 2 ranks. */
+static void test_checkpoint_eval_and_resume(void **state) {
+    (void)state;
+    char cfg[1024], line[2048];
+    ct_test_write_config(dir, "res", MLP,
+                         "optimizer: {type: adam, lr: 0.001}\n"
+                         "train: {epochs: 1, batch_size: 128, seed: 9}\ndevice: cpu\n",
+                         cfg, sizeof cfg);
+    int st;
+    char *out = fit(2, cfg, "res", "", &st);
+    assert_int_equal(st, 0);
+    double val = -1;
+    const char *p = strstr(out, "Val Loss:");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "Val Loss: %*f, Acc: %lf", &val), 1);
+    free(out);
+    snprintf(line, sizeof line, "%s/ctrain eval --checkpoint %s/res/model.bin", ct_test_build_root(),
+             dir);
+    out = sh(line, &st);
+    assert_int_equal(st, 0);
+    double acc = -1;
+    p = strstr(out, "Accuracy: ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "Accuracy: %lf", &acc), 1);
+    assert_true(fabs(acc - val) < 1e-4);
+    free(out);
+    out = fit(2, cfg, "res", "--resume --epochs 2", &st);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "Epoch 02"));
+    assert_null(strstr(out, "Epoch 01"));
+    free(out);
+}
+
+/* Rank 1 runs in a directory without the data (MPMD launch, same config text):
+ * both ranks exit non-zero, naming rank 1 and the file. */
+static void test_one_rank_without_data(void **state) {
+    (void)state;
+    char line[4096], a[700], b[700];
+    snprintf(a, sizeof a, "%s/node_a", dir);
+    snprintf(b, sizeof b, "%s/node_b", dir);
+    snprintf(line, sizeof line, "mkdir -p %s/data %s && cp %s/*.gz %s/data/", a, b, dir, a);
+    assert_int_equal(system(line), 0);
+    const char *yaml = "name: nodata\nmodel:\n  input: [1, 28, 28]\n  layers:\n    - flatten\n"
+                       "    - linear: {out_features: 10}\n"
+                       "data:\n  train_images: data/train-images.gz\n"
+                       "  train_labels: data/train-labels.gz\n  test_images: data/test-images.gz\n"
+                       "  test_labels: data/test-labels.gz\n"
+                       "train: {epochs: 1, batch_size: 64}\ndevice: cpu\n";
+    char pa[800], pb[800];
+    snprintf(pa, sizeof pa, "%s/c.yaml", a);
+    snprintf(pb, sizeof pb, "%s/c.yaml", b);
+    ct_test_write_file(pa, yaml, strlen(yaml));
+    ct_test_write_file(pb, yaml, strlen(yaml));
+    snprintf(line, sizeof line,
+             MPIRUN " -np 1 -wdir %s %s/ctrain fit c.yaml --out %s/nd : -np 1 -wdir %s "
+                    "%s/ctrain fit c.yaml --out %s/nd",
+             a, ct_test_build_root(), dir, b, ct_test_build_root(), dir);
+    int st;
+    char *out = sh(line, &st);
+    assert_int_not_equal(st, 0);
+    assert_int_not_equal(st, 124); /* not the time limit: no hang */
+    assert_non_null(strstr(out, "ctrain: rank 1: error: data/train-images.gz"));
+    assert_non_null(strstr(out, "ctrain: rank 0: error: stopped: rank 1 failed: data/train-images.gz"));
+    assert_null(strstr(out, "Epoch 01"));
+    free(out);
+}
+
+/* Different settings on the two ranks are refused before training. */
+static void test_config_mismatch(void **state) {
+    (void)state;
+    char cfg[1024], line[4096];
+    ct_test_write_config(dir, "mm", MLP, "train: {epochs: 1, batch_size: 64}\ndevice: cpu\n", cfg,
+                         sizeof cfg);
+    snprintf(line, sizeof line,
+             MPIRUN " -np 1 %s/ctrain fit %s --out %s/mm : -np 1 %s/ctrain fit %s --out %s/mm "
+                    "--lr 0.5",
+             ct_test_build_root(), cfg, dir, ct_test_build_root(), cfg, dir);
+    int st;
+    char *out = sh(line, &st);
+    assert_int_not_equal(st, 0);
+    assert_int_not_equal(st, 124);
+    assert_non_null(strstr(out, "differs between rank 0 and rank 1"));
+    assert_null(strstr(out, "Epoch 01"));
+    free(out);
+}
+
+static void test_single_process_command_refused(void **state) {
+    (void)state;
+    char line[1024];
+    snprintf(line, sizeof line, MPIRUN " -np 2 %s/ctrain devices", ct_test_build_root());
+    int st;
+    char *out = sh(line, &st);
+    assert_int_not_equal(st, 0);
+    assert_int_not_equal(st, 124);
+    assert_non_null(strstr(out, "ctrain devices runs in one process; it was launched as 2 ranks"));
+    free(out);
+}
+
+int main(void) {
+#ifndef CT_HAVE_MPI
+    printf("SKIP: this build has no MPI (meson option mpi)\n");
+    return 77;
+#else
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        printf("SKIP: mpirun not found (install openmpi-bin)\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mlp_sgd_2_and_3_ranks),
+        cmocka_unit_test(test_cnn_adam_2_ranks),
+        cmocka_unit_test(test_checkpoint_eval_and_resume),
+        cmocka_unit_test(test_one_rank_without_data),
+        cmocka_unit_test(test_config_mismatch),
+        cmocka_unit_test(test_single_process_command_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+#endif
+}
