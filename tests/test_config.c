@@ -467,10 +467,41 @@ static void test_error_yaml_syntax(void **state) {
 static void test_error_device(void **state) {
     (void)state;
     expect_error(BASE "device: gpu\n", "11:9",
-                 "invalid device 'gpu' (expected auto, cpu, cuda or cuda:N)");
+                 "invalid device 'gpu' (expected auto, cpu, cuda, cuda:N, cuda:all, cuda:N,M or cpu:N)");
     expect_error(BASE "device: cdua\n", "11:9", "invalid device 'cdua' (did you mean 'cuda'?)");
     expect_error(BASE "device: cuda:x\n", "11:9", "invalid device 'cuda:x'");
     expect_error(BASE "device: cuda:-1\n", "11:9", "invalid device 'cuda:-1'");
+    expect_error(BASE "device: cuda:0,0\n", "11:9", "cuda:0 is listed twice");
+    expect_error(BASE "device: cuda:0,\n", "11:9", "invalid device 'cuda:0,'");
+    expect_error(BASE "device: cpu:0\n", "11:9", "cpu:N takes N replicas, 1..16");
+    expect_error(BASE "device: cpu:17\n", "11:9", "cpu:N takes N replicas, 1..16");
+}
+
+/* Device lists: one process driving several devices. */
+static void test_device_lists(void **state) {
+    (void)state;
+    ct_device_cfg d;
+    ct_err err = {{0}};
+    char name[64];
+    assert_int_equal(ct_parse_device("cuda:all", &d, &err), 0);
+    assert_int_equal(d.kind, CT_DEVICE_CUDA);
+    assert_int_equal(d.n_list, -1);
+    assert_string_equal(ct_device_name(&d, name, sizeof name), "cuda:all");
+    assert_int_equal(ct_parse_device("cuda:2,0,3", &d, &err), 0);
+    assert_int_equal(d.n_list, 3);
+    assert_int_equal(d.list[0], 2);
+    assert_int_equal(d.list[2], 3);
+    assert_string_equal(ct_device_name(&d, name, sizeof name), "cuda:2,0,3");
+    assert_int_equal(ct_parse_device("cuda:1", &d, &err), 0); /* one ordinal: no list */
+    assert_int_equal(d.n_list, 0);
+    assert_int_equal(d.index, 1);
+    assert_int_equal(ct_parse_device("cpu:3", &d, &err), 0);
+    assert_int_equal(d.kind, CT_DEVICE_CPU);
+    assert_int_equal(d.n_list, 3);
+    assert_string_equal(ct_device_name(&d, name, sizeof name), "cpu:3");
+    assert_int_equal(ct_parse_device("cpu:1", &d, &err), 0); /* one replica: plain cpu */
+    assert_int_equal(d.n_list, 0);
+    assert_string_equal(ct_device_name(&d, name, sizeof name), "cpu");
 }
 
 static void test_error_optimizer_rules(void **state) {
@@ -574,7 +605,7 @@ static void test_override_errors(void **state) {
     expect_override_error("seed", "-1", "--seed: expected an integer in "
                           "[0, 18446744073709551615], got '-1'");
     expect_override_error("device", "tpu", "--device: invalid device 'tpu' (expected auto, "
-                          "cpu, cuda or cuda:N)");
+                          "cpu, cuda, cuda:N, cuda:all, cuda:N,M or cpu:N)");
     expect_override_error("amp", "fp8", "--amp: expected off, fp16 or bf16, got 'fp8'");
     expect_override_error("graph", "on", "--graph: expected auto or off, got 'on'");
     expect_override_error("out", "", "--out: expected a directory path, got ''");
@@ -703,6 +734,7 @@ int main(void) {
         cmocka_unit_test(test_error_duplicate_key),
         cmocka_unit_test(test_error_yaml_syntax),
         cmocka_unit_test(test_error_device),
+        cmocka_unit_test(test_device_lists),
         cmocka_unit_test(test_error_optimizer_rules),
         cmocka_unit_test(test_train_graph),
         cmocka_unit_test(test_overrides),

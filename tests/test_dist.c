@@ -1,5 +1,6 @@
-/* test_dist.c: data-parallel training on the CPU through the real launcher
- * (`mpirun -np N ctrain fit ...`), against the same fit in one process, on 2048
+/* test_dist.c: data-parallel training on the CPU, through the real launcher
+ * (`mpirun -np N ctrain fit ...`) and as replicas in one process (`--device
+ * cpu:N`, ranks that are threads), against the same fit in one process, on 2048
  * MNIST training and 500 test images:
  *  - N ranks with global batch B reach the same weights as one process with
  *    batch B (SGD with momentum: MLP, 2 and 3 ranks, the 3-rank shards uneven;
@@ -9,13 +10,15 @@
  *  - failures: a rank that cannot read its data, configs that differ between
  *    ranks, and a one-process command under mpirun end every rank with a message
  *    naming the rank and the cause, never a hang (each run has a time limit).
- * Skipped (exit 77) when the build has no MPI or mpirun is not installed. */
+ * The mpirun cases are skipped (visibly) when the build has no MPI or mpirun is
+ * not installed; the replica cases always run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +45,8 @@ static char *sh(const char *cmdline, int *status) {
     return text;
 }
 
-/* `ctrain fit cfg --out run` on np ranks (np 0: without mpirun). */
+/* `ctrain fit cfg --out run` on np ranks (np 0: without mpirun; replicas come
+ * from --device cpu:N in more). */
 static char *fit(int np, const char *cfg, const char *run, const char *more, int *status) {
     char line[4096];
     if (np == 0)
@@ -127,15 +131,18 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* One process vs np ranks: same printed metrics, same weights. */
-static void check_same_as_one(const char *cfg, int np, const char *run1, double tol) {
-    char runn[32], m1[2048], mn[2048];
-    snprintf(runn, sizeof runn, "np%d", np);
+/* One process vs np ranks (processes, or with threads: replicas in one
+ * process): same printed metrics, same weights. */
+static void check_same_as_one(const char *cfg, int np, bool threads, const char *run1, double tol) {
+    char runn[32], m1[2048], mn[2048], dev[32];
+    snprintf(runn, sizeof runn, "%s%d", threads ? "cpu" : "np", np);
+    snprintf(dev, sizeof dev, "--device cpu:%d", np);
     int st;
     char *one = fit(0, cfg, run1, "", &st);
     assert_int_equal(st, 0);
-    char *many = fit(np, cfg, runn, "", &st);
+    char *many = threads ? fit(0, cfg, runn, dev, &st) : fit(np, cfg, runn, "", &st);
     assert_int_equal(st, 0);
+    if (threads) assert_non_null(strstr(many, "replicas on cpu:"));
     /* rank 0 alone prints: one line per epoch, one Saved line */
     assert_int_equal(count(many, "Epoch 0"), 2);
     assert_int_equal(count(many, "Saved "), 1);
@@ -161,8 +168,8 @@ static void test_mlp_sgd_2_and_3_ranks(void **state) {
                          "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
                          "train: {epochs: 2, batch_size: 64, seed: 5}\ndevice: cpu\n",
                          cfg, sizeof cfg);
-    check_same_as_one(cfg, 2, "one_mlp", 1e-5);
-    check_same_as_one(cfg, 3, "one_mlp", 1e-5); /* shards of 22, 21, 21 rows */
+    check_same_as_one(cfg, 2, false, "one_mlp", 1e-5);
+    check_same_as_one(cfg, 3, false, "one_mlp", 1e-5); /* shards of 22, 21, 21 rows */
 }
 
 static void test_cnn_adam_2_ranks(void **state) {
@@ -172,7 +179,38 @@ static void test_cnn_adam_2_ranks(void **state) {
                          "optimizer: {type: adam, lr: 0.001}\n"
                          "train: {epochs: 2, batch_size: 100, seed: 3}\ndevice: cpu\n",
                          cfg, sizeof cfg);
-    check_same_as_one(cfg, 2, "one_cnn", 1e-4);
+    check_same_as_one(cfg, 2, false, "one_cnn", 1e-4);
+}
+
+/* The same through replicas in one process: threads as ranks. */
+static void test_cpu_replicas(void **state) {
+    (void)state;
+    char cfg[1024];
+    ct_test_write_config(dir, "rep", MLP,
+                         "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+                         "train: {epochs: 2, batch_size: 64, seed: 5}\ndevice: cpu\n",
+                         cfg, sizeof cfg);
+    check_same_as_one(cfg, 2, true, "one_rep", 1e-5);
+    check_same_as_one(cfg, 3, true, "one_rep", 1e-5);
+    ct_test_write_config(dir, "repcnn", CNN,
+                         "optimizer: {type: adam, lr: 0.001}\n"
+                         "train: {epochs: 2, batch_size: 100, seed: 3}\ndevice: cpu\n",
+                         cfg, sizeof cfg);
+    check_same_as_one(cfg, 2, true, "one_repcnn", 1e-4);
+}
+
+/* Replicas fail together: a --max-memory too small for every rank's plan. */
+static void test_cpu_replicas_fail_together(void **state) {
+    (void)state;
+    char cfg[1024];
+    ct_test_write_config(dir, "repfail", MLP, "train: {epochs: 1, batch_size: 64}\n", cfg,
+                         sizeof cfg);
+    int st;
+    char *out = fit(0, cfg, "repfail", "--device cpu:2 --max-memory 1K", &st);
+    assert_int_equal(st, 1);
+    assert_non_null(strstr(out, "out of memory before training"));
+    assert_null(strstr(out, "Epoch 01"));
+    free(out);
 }
 
 /* The 2-rank checkpoint evaluates in one process with the last epoch's accuracy,
@@ -275,13 +313,18 @@ static void test_single_process_command_refused(void **state) {
 }
 
 int main(void) {
+    const struct CMUnitTest threads[] = {
+        cmocka_unit_test(test_cpu_replicas),
+        cmocka_unit_test(test_cpu_replicas_fail_together),
+    };
+    int failed = cmocka_run_group_tests_name("replicas", threads, setup, teardown);
 #ifndef CT_HAVE_MPI
-    printf("SKIP: this build has no MPI (meson option mpi)\n");
-    return 77;
+    printf("SKIP: the mpirun cases: this build has no MPI (meson option mpi)\n");
+    return failed;
 #else
     if (system("command -v mpirun >/dev/null 2>&1") != 0) {
-        printf("SKIP: mpirun not found (install openmpi-bin)\n");
-        return 77;
+        printf("SKIP: the mpirun cases: mpirun not found (install openmpi-bin)\n");
+        return failed;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_sgd_2_and_3_ranks),
@@ -291,6 +334,6 @@ int main(void) {
         cmocka_unit_test(test_config_mismatch),
         cmocka_unit_test(test_single_process_command_refused),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return failed + cmocka_run_group_tests_name("mpirun", tests, setup, teardown);
 #endif
 }

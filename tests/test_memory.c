@@ -55,7 +55,7 @@ static void test_fix_is_the_largest_batch_that_fits(void **state) {
     (void)state;
     ct_config *cfg = load_cnn();
     ct_device_choice dev;
-    ct_device_cfg cpu = {CT_DEVICE_CPU, -1};
+    ct_device_cfg cpu = {.kind = CT_DEVICE_CPU, .index = -1};
     ct_err err = {{0}};
     assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);
     cfg->train.batch_size = 3000;
@@ -79,7 +79,7 @@ static void test_forward_only_plan_is_smaller(void **state) {
     (void)state;
     ct_config *cfg = load_cnn();
     ct_device_choice dev;
-    ct_device_cfg cpu = {CT_DEVICE_CPU, -1};
+    ct_device_cfg cpu = {.kind = CT_DEVICE_CPU, .index = -1};
     ct_err err = {{0}};
     assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);
     ct_model *train, *eval;

@@ -114,7 +114,7 @@ static void rig_open(rig *r, const char *extra) {
     if (ct_dataset_load(r->cfg.data.train_images, r->cfg.data.train_labels, 10, &r->ds, &err))
         fail_msg("%s", err.msg);
     ct_device_choice dev;
-    ct_device_cfg cpu = {CT_DEVICE_CPU, -1};
+    ct_device_cfg cpu = {.kind = CT_DEVICE_CPU, .index = -1};
     assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);
     ct_model_req req = {.training = true, .batch = r->cfg.train.batch_size};
     if (ct_model_create(&r->cfg, &dev, &req, &r->m, &err))
@@ -364,7 +364,7 @@ static void sgd_step_weights(int batch, int accum, float *out) {
         fail_msg("%s", err.msg);
     ds.count = 200; /* the first 200 samples, in order */
     ct_device_choice dev;
-    ct_device_cfg cpu = {CT_DEVICE_CPU, -1};
+    ct_device_cfg cpu = {.kind = CT_DEVICE_CPU, .index = -1};
     assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);
     ct_model *m;
     ct_model_req req = {.training = true, .batch = batch};
@@ -441,7 +441,7 @@ static float *train_with_layers(const char *name, const char *layers, size_t *n,
     if (ct_dataset_load(cfg.data.train_images, cfg.data.train_labels, 10, &ds, &err))
         fail_msg("%s", err.msg);
     ct_device_choice dev;
-    ct_device_cfg cpu = {CT_DEVICE_CPU, -1};
+    ct_device_cfg cpu = {.kind = CT_DEVICE_CPU, .index = -1};
     assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);
     rig r = {.cfg = cfg, .ds = ds};
     ct_model_req req = {.training = true, .batch = 100};

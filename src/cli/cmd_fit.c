@@ -85,7 +85,7 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         return CT_EXIT_ERROR;
     }
     ct_fit_result res;
-    rc = ct_fit(&cfg, &o, &res, err);
+    rc = cfg.device.n_list != 0 ? ct_fit_replicas(&cfg, &o, &res, err) : ct_fit(&cfg, &o, &res, err);
     ct_config_free(&cfg);
     if (quiet) fclose(quiet);
     if (rc != 0) return CT_EXIT_ERROR;

@@ -116,9 +116,16 @@ typedef struct ct_train_cfg {
     char out[CT_PATH_MAX];/* output directory, default "runs/<name>" */
 } ct_train_cfg;
 
+#define CT_MAX_REPLICAS 16
+
+/* One process driving several devices (data parallelism, one thread per device):
+ * "cuda:all" (every GPU), "cuda:0,1" (those ordinals), "cpu:N" (N CPU replicas,
+ * each with a share of the cores). */
 typedef struct ct_device_cfg {
     ct_device_kind kind; /* default auto */
     int index;           /* cuda:N, -1 when not given */
+    int n_list;          /* 0: one device; -1: cuda:all; else entries of list */
+    int list[CT_MAX_REPLICAS]; /* cuda ordinals (cpu:N: 0..N-1) */
 } ct_device_cfg;
 
 typedef struct ct_config {
@@ -159,7 +166,8 @@ void ct_config_free(ct_config *cfg);
  * lines. */
 int ct_config_override(ct_config *cfg, const char *key, const char *value, ct_err *err);
 
-/* Parses "auto", "cpu", "cuda", "cuda:N". */
+/* Parses "auto", "cpu", "cuda", "cuda:N", and the device lists "cuda:all",
+ * "cuda:N,M,...", "cpu:N" (ct_device_cfg). */
 int ct_parse_device(const char *s, ct_device_cfg *out, ct_err *err);
 
 /* Names for printing and for the reverse lookups the parser uses. */
@@ -168,7 +176,7 @@ const char *ct_opt_kind_name(ct_opt_kind k);       /* "sgd", "adam", "adamw" */
 const char *ct_sched_kind_name(ct_sched_kind k);   /* "constant", "step", "cosine" */
 const char *ct_amp_mode_name(ct_amp_mode m);       /* "off", "fp16", "bf16" */
 const char *ct_graph_mode_name(ct_graph_mode m);   /* "auto", "off" */
-/* "auto", "cpu", "cuda", "cuda:N" into buf. */
+/* "auto", "cpu", "cuda", "cuda:N", "cuda:all", "cuda:0,1", "cpu:2" into buf. */
 const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n);
 
 #endif

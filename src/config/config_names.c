@@ -57,10 +57,19 @@ const char *ct_graph_mode_name(ct_graph_mode m) {
 }
 
 const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n) {
-    if (d->kind == CT_DEVICE_CUDA && d->index >= 0)
+    if (d->kind == CT_DEVICE_CUDA && d->n_list < 0) {
+        snprintf(buf, n, "cuda:all");
+    } else if (d->kind == CT_DEVICE_CPU && d->n_list > 0) {
+        snprintf(buf, n, "cpu:%d", d->n_list);
+    } else if (d->kind == CT_DEVICE_CUDA && d->n_list > 0) {
+        size_t used = (size_t)snprintf(buf, n, "cuda:");
+        for (int i = 0; i < d->n_list && used < n; i++)
+            used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? "," : "", d->list[i]);
+    } else if (d->kind == CT_DEVICE_CUDA && d->index >= 0) {
         snprintf(buf, n, "cuda:%d", d->index);
-    else
+    } else {
         snprintf(buf, n, "%s", ct_name_or_unknown((int)d->kind, ct_device_words, 3));
+    }
     return buf;
 }
 
@@ -70,7 +79,21 @@ static int ct_device_error(const char *s, ct_err *err) {
     const char *near = ct_did_you_mean(s, ct_device_words, 3);
     if (near && (strlen(s) >= 4 || ct_edit_distance(s, near) == 0))
         return ct_errorf(err, "invalid device '%.100s' (did you mean '%s'?)", s, near);
-    return ct_errorf(err, "invalid device '%.100s' (expected auto, cpu, cuda or cuda:N)", s);
+    return ct_errorf(err, "invalid device '%.100s' (expected auto, cpu, cuda, cuda:N, cuda:all, cuda:N,M or cpu:N)", s);
+}
+
+/* "cpu:N": N CPU replicas, 1..CT_MAX_REPLICAS. */
+static int parse_cpu_replicas(const char *s, ct_device_cfg *out, ct_err *err) {
+    long long n;
+    if (s[4] == '-' || s[4] == '+' || ct_scan_ll(s + 4, &n) != CT_NUM_OK || n < 1 ||
+        n > CT_MAX_REPLICAS)
+        return ct_errorf(err, "invalid device '%.100s' (cpu:N takes N replicas, 1..%d)", s,
+                         CT_MAX_REPLICAS);
+    out->kind = CT_DEVICE_CPU;
+    out->index = -1;
+    out->n_list = n > 1 ? (int)n : 0;
+    for (int i = 0; i < out->n_list; i++) out->list[i] = i;
+    return 0;
 }
 
 int ct_parse_device(const char *s, ct_device_cfg *out, ct_err *err) {
@@ -79,13 +102,41 @@ int ct_parse_device(const char *s, ct_device_cfg *out, ct_err *err) {
     if (k >= 0) {
         out->kind = (ct_device_kind)k;
         out->index = -1;
+        out->n_list = 0;
         return 0;
     }
-    long long index;
-    if (strncmp(s, "cuda:", 5) != 0 || s[5] == '-' || s[5] == '+' ||
-        ct_scan_ll(s + 5, &index) != CT_NUM_OK || index < 0 || index > INT_MAX)
-        return ct_device_error(s, err);
+    out->n_list = 0;
+    if (strncmp(s, "cpu:", 4) == 0) return parse_cpu_replicas(s, out, err);
+    if (strncmp(s, "cuda:", 5) != 0) return ct_device_error(s, err);
     out->kind = CT_DEVICE_CUDA;
-    out->index = (int)index;
+    out->index = -1;
+    if (strcmp(s + 5, "all") == 0) {
+        out->n_list = -1;
+        return 0;
+    }
+    const char *p = s + 5;
+    for (;;) { /* N or N,M,... */
+        char num[24];
+        size_t len = strcspn(p, ",");
+        long long index;
+        if (len == 0 || len >= sizeof num || *p == '-' || *p == '+') return ct_device_error(s, err);
+        memcpy(num, p, len);
+        num[len] = 0;
+        if (ct_scan_ll(num, &index) != CT_NUM_OK || index < 0 || index > INT_MAX)
+            return ct_device_error(s, err);
+        for (int i = 0; i < out->n_list; i++)
+            if (out->list[i] == index)
+                return ct_errorf(err, "invalid device '%.100s': cuda:%lld is listed twice", s, index);
+        if (out->n_list == CT_MAX_REPLICAS)
+            return ct_errorf(err, "invalid device '%.100s': at most %d devices", s, CT_MAX_REPLICAS);
+        out->list[out->n_list++] = (int)index;
+        p += len;
+        if (!*p) break;
+        p++;
+    }
+    if (out->n_list == 1) { /* cuda:N */
+        out->index = out->list[0];
+        out->n_list = 0;
+    }
     return 0;
 }

@@ -24,22 +24,40 @@
 
 #include "common/error.h"
 
+#define CT_DIST_MAX_GROUP 16 /* ranks in one process */
+
+typedef struct ct_dist_group ct_dist_group;
+
 typedef struct ct_dist {
     int rank, size;             /* in the job; 0 of 1 in a single process */
     int local_rank, local_size; /* among the ranks on this machine */
     bool mpi;                   /* MPI_Init was called */
     bool failure_agreed;        /* the last error was agreed by every rank */
+    ct_dist_group *group;       /* ranks that are threads of this process, or NULL */
 } ct_dist;
 
-/* The process's job (valid after ct_dist_init; before it: rank 0 of 1). */
+/* The calling thread's rank in its job: a thread that entered a group
+ * (ct_dist_enter) is that group's rank; any other thread is the process's rank
+ * (valid after ct_dist_init; before it: rank 0 of 1). */
 const ct_dist *ct_dist_world(void);
+
+/* Ranks as threads of one process (one thread per device: `device: cuda:all`,
+ * `cuda:0,1`, `cpu:N`). The same collectives then run through shared memory and
+ * a barrier; sums add the ranks' values in rank order. A group cannot be
+ * combined with an MPI job of several ranks. */
+int ct_dist_group_create(int size, ct_dist_group **out, ct_err *err);
+void ct_dist_group_destroy(ct_dist_group *g);
+/* Makes the calling thread rank `rank` of g until ct_dist_leave. */
+void ct_dist_enter(ct_dist_group *g, int rank);
+void ct_dist_leave(void);
 
 /* Joins the job when launched by mpirun. Fails (one line) for a multi-rank
  * launch of a build without MPI. */
 int ct_dist_init(int *argc, char ***argv, ct_err *err);
 /* Leaves the job (MPI_Finalize); call once at exit on every path but abort. */
 void ct_dist_finalize(void);
-/* Ends every rank of the job at once with exit status code. */
+/* Ends every rank of the job at once with exit status code (for ranks that are
+ * threads: the process). */
 _Noreturn void ct_dist_abort(int code);
 
 /* The MPI library this build uses ("Open MPI v4.1.4, ..." first line), or

@@ -1,5 +1,6 @@
 /* dist_mpi.c: ct_dist on MPI (see dist.h); without MPI, a job of one. */
 #include "dist/dist.h"
+#include "dist/dist_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,13 @@
 
 static ct_dist world = {.rank = 0, .size = 1, .local_rank = 0, .local_size = 1};
 
-const ct_dist *ct_dist_world(void) { return &world; }
+const ct_dist *ct_dist_world(void) {
+    const ct_dist *d = ct_dist_current();
+    return d ? d : &world;
+}
+
+/* The group rank of the calling thread: the collectives below run there. */
+#define IN_GROUP(call)                                                                   do {                                                                                     ct_dist *g_ = ct_dist_current();                                                     if (g_) return call;                                                             } while (0)
 
 #ifdef CT_HAVE_MPI
 
@@ -74,6 +81,7 @@ _Noreturn void ct_dist_abort(int code) {
 }
 
 int ct_dist_agree(int rc, ct_err *err) {
+    IN_GROUP(ct_group_agree(g_, rc, err));
     if (world.size == 1) return rc;
     int mine = rc != 0 ? world.rank : world.size, first = world.size;
     CT_MPI(err, MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
@@ -88,6 +96,7 @@ int ct_dist_agree(int rc, ct_err *err) {
 }
 
 int ct_dist_check_same(uint64_t value, const char *what, ct_err *err) {
+    IN_GROUP(ct_group_check_same(g_, value, what, err));
     if (world.size == 1) return 0;
     uint64_t root = value;
     CT_MPI(err, MPI_Bcast(&root, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
@@ -100,6 +109,7 @@ int ct_dist_check_same(uint64_t value, const char *what, ct_err *err) {
 }
 
 int ct_dist_broadcast(void *buf, size_t bytes, ct_err *err) {
+    IN_GROUP(ct_group_broadcast(g_, buf, bytes));
     if (world.size == 1) return 0;
     for (size_t done = 0; done < bytes;) { /* MPI counts are int */
         size_t chunk = bytes - done < (1u << 30) ? bytes - done : (1u << 30);
@@ -110,6 +120,7 @@ int ct_dist_broadcast(void *buf, size_t bytes, ct_err *err) {
 }
 
 int ct_dist_sum_f32(float *v, size_t n, ct_err *err) {
+    IN_GROUP(ct_group_sum_f32(g_, v, n));
     if (world.size == 1) return 0;
     for (size_t done = 0; done < n;) {
         size_t chunk = n - done < (1u << 30) ? n - done : (1u << 30);
@@ -121,18 +132,21 @@ int ct_dist_sum_f32(float *v, size_t n, ct_err *err) {
 }
 
 int ct_dist_sum_f64(double *v, int n, ct_err *err) {
+    IN_GROUP(ct_group_sum_f64(g_, v, n));
     if (world.size == 1) return 0;
     CT_MPI(err, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     return 0;
 }
 
 int ct_dist_sum_i64(long long *v, int n, ct_err *err) {
+    IN_GROUP(ct_group_sum_i64(g_, v, n));
     if (world.size == 1) return 0;
     CT_MPI(err, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
     return 0;
 }
 
 int ct_dist_max_int(int *v, int n, ct_err *err) {
+    IN_GROUP(ct_group_max_int(g_, v, n));
     if (world.size == 1) return 0;
     CT_MPI(err, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     return 0;
@@ -171,37 +185,42 @@ _Noreturn void ct_dist_abort(int code) {
 }
 
 int ct_dist_agree(int rc, ct_err *err) {
-    (void)err;
+    IN_GROUP(ct_group_agree(g_, rc, err));
     return rc;
 }
 
 int ct_dist_check_same(uint64_t value, const char *what, ct_err *err) {
-    (void)value, (void)what, (void)err;
+    IN_GROUP(ct_group_check_same(g_, value, what, err));
     return 0;
 }
 
 int ct_dist_broadcast(void *buf, size_t bytes, ct_err *err) {
-    (void)buf, (void)bytes, (void)err;
+    (void)err;
+    IN_GROUP(ct_group_broadcast(g_, buf, bytes));
     return 0;
 }
 
 int ct_dist_sum_f32(float *v, size_t n, ct_err *err) {
-    (void)v, (void)n, (void)err;
+    (void)err;
+    IN_GROUP(ct_group_sum_f32(g_, v, n));
     return 0;
 }
 
 int ct_dist_sum_f64(double *v, int n, ct_err *err) {
-    (void)v, (void)n, (void)err;
+    (void)err;
+    IN_GROUP(ct_group_sum_f64(g_, v, n));
     return 0;
 }
 
 int ct_dist_sum_i64(long long *v, int n, ct_err *err) {
-    (void)v, (void)n, (void)err;
+    (void)err;
+    IN_GROUP(ct_group_sum_i64(g_, v, n));
     return 0;
 }
 
 int ct_dist_max_int(int *v, int n, ct_err *err) {
-    (void)v, (void)n, (void)err;
+    (void)err;
+    IN_GROUP(ct_group_max_int(g_, v, n));
     return 0;
 }
 

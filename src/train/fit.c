@@ -30,11 +30,27 @@
 #include "train/step.h"
 
 static volatile sig_atomic_t sigint_seen;
-static int stop_requested; /* the stop every rank agreed on (sync_stop) */
+/* The stop every rank agreed on (sync_stop); per thread, as ranks may be threads. */
+static _Thread_local int stop_requested;
 
 static void on_sigint(int sig) {
     (void)sig;
     sigint_seen = 1;
+}
+
+void ct_fit_catch_sigint(bool on) {
+    static struct sigaction old;
+    if (!on) {
+        sigaction(SIGINT, &old, NULL);
+        return;
+    }
+    sigint_seen = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills as usual */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
 }
 
 /* Everything the loop owns; released by fit_cleanup. */
@@ -408,7 +424,7 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     memset(res, 0, sizeof *res);
     fit_state s;
     memset(&s, 0, sizeof s);
-    stop_requested = sigint_seen = 0;
+    stop_requested = 0;
     s.dist = ct_dist_world();
     if (s.dist->size > 1 && o->profile_steps > 0) {
         ct_errorf(err, "--profile runs in one process (launched as %d ranks)", s.dist->size);
@@ -427,14 +443,10 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     if (rc == 0 && o->save)
         rc = ct_dist_agree(s.dist->rank == 0 ? mkdir_p(cfg->train.out, err) : 0, err);
     if (rc == 0) {
-        struct sigaction sa, old;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_sigint;
-        sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills as usual */
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old);
+        bool own = !s.dist->group; /* a group's launcher catches Ctrl-C for all */
+        if (own) ct_fit_catch_sigint(true);
         rc = run_epochs(cfg, o, &s, res, err);
-        sigaction(SIGINT, &old, NULL);
+        if (own) ct_fit_catch_sigint(false);
     }
     res->epochs_done = s.info.epoch;
     res->train_loss = s.info.train_loss;

@@ -39,7 +39,19 @@ typedef struct ct_fit_result {
     char checkpoint[CT_PATH_MAX + 32];
 } ct_fit_result;
 
-/* cfg's batch size and accumulation steps may be changed by --fit-memory. */
+/* cfg's batch size and accumulation steps may be changed by --fit-memory.
+ * Data parallelism (dist/dist.h): called by every rank, in its process or thread;
+ * train.batch_size is the global batch and each rank trains on its shard. */
 int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err);
+
+/* Ctrl-C handling: on = catch SIGINT (the loop stops after the current batch and
+ * saves), off = restore the previous handler. ct_fit does this itself, except
+ * for ranks that are threads (ct_fit_replicas catches it once for all). */
+void ct_fit_catch_sigint(bool on);
+
+/* One process driving the devices of cfg->device's list (cuda:all, cuda:0,1,
+ * cpu:N): one thread per device, each a rank of a thread group running ct_fit;
+ * CPU replicas share the OpenMP threads. Rank 0 prints and saves; res is its. */
+int ct_fit_replicas(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err);
 
 #endif
