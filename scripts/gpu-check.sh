@@ -11,6 +11,8 @@
 #      fp16 fit, a per-layer profile, and the out-of-memory advice
 #   6. captured steps: test_cuda_graph (train.graph auto and off give the same
 #      bits), and the step-3 fit again with --graph off, both epoch times shown
+#   7. data parallelism in one process: the step-3 fit with --device cuda:all
+#      (one replica thread per GPU, NCCL all-reduce when there are several)
 # and prints a short table last. Exit status: non-zero when any step failed.
 #
 #   scripts/gpu-check.sh [BUILD_DIR]       (default: build)
@@ -73,6 +75,7 @@ step profile_cuda "$build/ctrain" fit configs/cnn.yaml --device cuda --profile -
 step oom_advice "$build/ctrain" summary configs/cnn.yaml --device cuda --batch-size 65536 --max-memory 512M
 [ -x "$build/tests/test_cuda_graph" ] && step graph_tests "$build/tests/test_cuda_graph"
 step fit_cuda_nograph "$build/ctrain" fit configs/cnn.yaml --epochs 1 --device cuda --graph off --out "$tmp/cnn_nograph" --no-progress
+step fit_cuda_all "$build/ctrain" fit configs/cnn.yaml --epochs 1 --device cuda:all --out "$tmp/cnn_all" --no-progress
 
 fit_line=$(grep -m1 '^Epoch 01' "$tmp/fit_cuda.log" 2>/dev/null)
 cpu_acc=$(sed -n 's/.*Accuracy: \([0-9.]*\).*/\1/p' "$tmp/eval_cpu.log" 2>/dev/null)
@@ -81,7 +84,7 @@ echo
 echo "| check | result |"
 echo "|---|---|"
 for k in devices parity bench_tests fit_cuda eval_cpu matmul_fp32 matmul_bf16 amp_tests \
-         fit_cuda_fp16 profile_cuda oom_advice graph_tests fit_cuda_nograph; do
+         fit_cuda_fp16 profile_cuda oom_advice graph_tests fit_cuda_nograph fit_cuda_all; do
   [ -n "${result[$k]:-}" ] && echo "| $k | ${result[$k]} |"
 done
 echo "| device | ${gpu_name:-?} |"
@@ -93,6 +96,7 @@ epoch_time() { grep -m1 '^Epoch 01' "$1" 2>/dev/null | sed -n 's/.*| \([0-9.]*s,
 echo "| CNN epoch 1 on CUDA, train.graph auto / off | $(epoch_time "$tmp/fit_cuda.log") / $(epoch_time "$tmp/fit_cuda_nograph.log") |"
 grep -h 'captured training steps are off' "$tmp/fit_cuda.log" "$tmp/fit_cuda_nograph.log" 2>/dev/null |
   head -1 | sed 's/^/| graph notice | /; s/$/ |/'
+echo "| CNN epoch 1, --device cuda:all | $(grep -m1 '^Epoch 01' "$tmp/fit_cuda_all.log" 2>/dev/null) |"
 echo "| profiled step on CUDA | $(grep -m1 '^Profile:' "$tmp/profile_cuda.log" 2>/dev/null) |"
 for d in fp32 bf16; do
   echo "| matmul n=5000 $d | $(grep -i 'gflop' "$tmp/matmul_$d.log" 2>/dev/null | tr -s ' ' | paste -sd ';' -) |"

@@ -10,7 +10,8 @@
 
 static const ct_command commands[] = {
     {"fit", "fit CONFIG [options]", "train a model described by a YAML file",
-     "  --epochs N  --batch-size N  --lr X  --seed N  --device auto|cpu|cuda|cuda:N\n"
+     "  --epochs N  --batch-size N  --lr X  --seed N  --device D (auto, cpu, cuda, cuda:N;\n"
+     "  lists for data parallelism in one process: cuda:all, cuda:0,1, cpu:N)\n"
      "  --out DIR  --amp off|fp16|bf16  --grad-accum-steps N  --graph auto|off\n"
      "                    override the config\n"
      "  --resume          continue from DIR/model.bin (weights, optimizer, epoch)\n"

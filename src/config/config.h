@@ -27,7 +27,7 @@
  *          num_classes: 10, normalize: {mean: 0.5, std: 0.5}, shuffle: true}
  *   train: {epochs: 10, batch_size: 256, grad_accum_steps: 1, amp: off, seed: 42,
  *           out: runs/cnn, graph: auto}   # graph: auto | off (captured CUDA steps)
- *   device: auto                    # auto | cpu | cuda | cuda:N
+ *   device: auto                    # auto | cpu | cuda | cuda:N | cuda:all | cuda:0,1 | cpu:N
  */
 #ifndef CT_CONFIG_H
 #define CT_CONFIG_H
