@@ -62,6 +62,9 @@ harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
     h->cfg.n_layers = n;
     ct_err err = {{0}};
     if (ct_graph_build(&h->cfg, &h->g, &err) != 0) fail_msg("graph: %s", err.msg);
+    /* Every layer but the first is checked for its input gradient, as it would be
+     * behind a layer with parameters: ask the backend for all of them. */
+    for (int i = 1; i < n; i++) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
                      .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED};
     h->vt = parity_vt;

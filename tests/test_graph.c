@@ -77,6 +77,28 @@ static void test_cnn_shapes_and_params(void **state) {
     assert_true(g.nodes[3].fwd_flops == 2.0 * 64 * 14 * 14 * 32 * 9);
 }
 
+/* Input gradients are needed only behind a layer with parameters: none for the
+ * CNN's first conv, all after it; an MLP's flatten and first linear get none. */
+static void test_input_grad_flags(void **state) {
+    (void)state;
+    ct_config cfg;
+    cnn_config(&cfg);
+    ct_graph g;
+    ct_err err = {{0}};
+    assert_int_equal(ct_graph_build(&cfg, &g, &err), 0);
+    assert_false(g.nodes[0].input_grad);
+    for (int i = 1; i < g.n_nodes; i++) assert_true(g.nodes[i].input_grad);
+    ct_layer_cfg mlp[] = {L(CT_LAYER_FLATTEN, 0, 0, 0), L(CT_LAYER_LINEAR, 64, 0, 0),
+                          L(CT_LAYER_RELU, 0, 0, 0), L(CT_LAYER_LINEAR, 10, 0, 0)};
+    cfg.n_layers = 4;
+    memcpy(cfg.layers, mlp, sizeof mlp);
+    assert_int_equal(ct_graph_build(&cfg, &g, &err), 0);
+    assert_false(g.nodes[0].input_grad);
+    assert_false(g.nodes[1].input_grad);
+    assert_true(g.nodes[2].input_grad);
+    assert_true(g.nodes[3].input_grad);
+}
+
 static void test_no_bias(void **state) {
     (void)state;
     ct_config cfg;
@@ -157,6 +179,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_shapes_and_params),
         cmocka_unit_test(test_no_bias),
+        cmocka_unit_test(test_input_grad_flags),
         cmocka_unit_test(test_errors_name_layer),
         cmocka_unit_test(test_plan_alignment_and_totals),
         cmocka_unit_test(test_plan_full),

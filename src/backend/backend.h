@@ -12,7 +12,9 @@
  *
  * Contracts:
  *  - forward(i) reads act[i-1] and params, writes act[i] (and saved state).
- *  - backward(i) reads gact[i] (+ saved state), writes gact[i-1] unless i == 0, and
+ *  - backward(i) reads gact[i] (+ saved state), writes gact[i-1] when node i has
+ *    input_grad (graph.h: some earlier node has parameters; a backend may also
+ *    write it otherwise, nothing reads it then), and
  *    WRITES (accumulate == 0) or ADDS TO (accumulate != 0) the grads of node i.
  *  - loss() computes softmax cross-entropy of act[last] against the batch labels,
  *    adds loss sum and the confusion counts to the device-side metric

@@ -80,6 +80,11 @@ int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err) {
         cur = n->out;
     }
     g->n_nodes = cfg->n_layers;
+    bool params_before = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        g->nodes[i].input_grad = params_before;
+        params_before |= g->nodes[i].weight >= 0 || g->nodes[i].bias >= 0;
+    }
     find_spans(g);
     const ct_node *last = &g->nodes[g->n_nodes - 1];
     if (cfg->data.num_classes > 0 &&

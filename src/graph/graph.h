@@ -52,6 +52,9 @@ typedef struct ct_node {
     int bias;           /* index into graph.params, -1 if none */
     double fwd_flops;   /* per sample, multiply-add = 2 */
     int span;           /* checkpointed span this node belongs to, or -1 */
+    bool input_grad;    /* some earlier node has parameters, so backward must give
+                           the gradient of this node's input; false for node 0 and
+                           every node before the first with parameters */
 } ct_node;
 
 /* Activation checkpointing: a maximal run of consecutive layers with

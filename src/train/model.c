@@ -107,6 +107,7 @@ int ct_model_backward(ct_model *m, bool accumulate, uint32_t step, ct_err *err) 
     const ct_backend_vt *vt = m->device.vt;
     for (int i = m->graph.n_nodes - 1; i >= 0; i--) {
         const ct_node *n = &m->graph.nodes[i];
+        if (!n->input_grad && n->weight < 0 && n->bias < 0) continue; /* nothing to give */
         if (n->span >= 0 && m->graph.spans[n->span].last == i) /* recompute the span */
             for (int j = m->graph.spans[n->span].first; j < i; j++)
                 if (m->recompute[j] && vt->forward(m->be, j, true, step, err) != 0) return -1;

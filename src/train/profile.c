@@ -85,9 +85,12 @@ static void print_table(const ct_model *m, const prof *p, FILE *out) {
     int nr = 0;
     double per_sample_samples = (double)p->samples;
     for (int i = 0; i < g->n_nodes; i++) {
-        /* backward of conv/linear costs about twice the forward (data + weights) */
-        double f = ct_op(g->nodes[i].kind)->has_params ? g->nodes[i].fwd_flops * per_sample_samples
-                                                        : 0.0;
+        /* forward + backward of conv/linear: 3x the forward (backward computes the
+         * weight gradient and, behind a layer with parameters, the input gradient) */
+        double passes = g->nodes[i].input_grad ? 3.0 : 2.0;
+        double f = ct_op(g->nodes[i].kind)->has_params
+                       ? passes * g->nodes[i].fwd_flops * per_sample_samples
+                       : 0.0;
         rows[nr++] = (row){ct_op(g->nodes[i].kind)->name, i, p->fwd[i], p->bwd[i], f};
     }
     rows[nr++] = (row){"loss", -1, p->loss, 0, 0};
@@ -105,7 +108,7 @@ static void print_table(const ct_model *m, const prof *p, FILE *out) {
         if (x->layer >= 0) snprintf(idx, sizeof idx, "%d", x->layer);
         double t = x->fwd + x->bwd;
         char gf[16] = "";
-        if (x->flops > 0 && t > 0) snprintf(gf, sizeof gf, "%.1f", 3.0 * x->flops / t / 1e9);
+        if (x->flops > 0 && t > 0) snprintf(gf, sizeof gf, "%.1f", x->flops / t / 1e9);
         fprintf(out, "  %-3s %-10s %10.3f %10.3f %10.3f %6.1f%% %6ld %10s\n", idx, x->name,
                 x->fwd * ms, x->bwd * ms, t * ms, 100.0 * t / p->total,
                 x->layer >= 0 ? p->calls[x->layer] : p->steps, gf);
@@ -113,7 +116,8 @@ static void print_table(const ct_model *m, const prof *p, FILE *out) {
     fprintf(out, "Data wait: %.1f%% of the step%s\n", 100.0 * p->data / p->total,
             p->data / p->total > 0.1 ? " (the device waits for input: data loading is a bottleneck)"
                                      : "");
-    fprintf(out, "GFLOP/s (conv2d, linear) counts forward + backward as 3x the forward FLOPs.\n");
+    fprintf(out, "GFLOP/s (conv2d, linear) counts forward + backward as 3x the forward FLOPs "
+                 "(2x for a first layer, which needs no input gradient).\n");
 }
 
 int ct_profile_run(ct_model *m, ct_batches *bt, const ct_config *cfg, int warmup, int steps,

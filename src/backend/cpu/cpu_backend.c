@@ -44,7 +44,11 @@ static int layer_err(const ct_cpu *b, int i, ct_err *err) {
 /* ---- shared helpers ------------------------------------------------------------- */
 
 ct_cpu_tensor *ct_cpu_in(ct_cpu *b, int i) { return i == 0 ? &b->x : &b->nodes[i - 1].act; }
-ct_cpu_tensor *ct_cpu_gin(ct_cpu *b, int i) { return i == 0 ? NULL : &b->nodes[i - 1].gact; }
+ct_cpu_tensor *ct_cpu_gin(ct_cpu *b, int i) {
+    return ct_cpu_has_gin(b, i) ? &b->nodes[i - 1].gact : NULL;
+}
+
+bool ct_cpu_has_gin(const ct_cpu *b, int i) { return i > 0 && b->g->nodes[i].input_grad; }
 
 static int add_region(ct_cpu *b, ct_region_kind kind, int layer, const char *name, size_t bytes,
                       ct_err *err) {

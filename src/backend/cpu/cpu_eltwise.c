@@ -29,7 +29,7 @@ static int relu_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     CT_DNNL(err, dnnl_eltwise_forward_desc_init(&d, prop, dnnl_eltwise_relu_use_dst_for_bwd, md,
                                                 0.0f, 0.0f));
     if (ct_cpu_pick(&b->c, &nd->fwd, &d, 1, sizeof d, NULL, "relu forward", err) != 0) return -1;
-    if (!b->o.training || nd->i == 0) return 0;
+    if (!b->o.training || !ct_cpu_has_gin(b, nd->i)) return 0;
     CT_DNNL(err, dnnl_eltwise_backward_desc_init(&d, dnnl_eltwise_relu_use_dst_for_bwd, md, md,
                                                  0.0f, 0.0f));
     return ct_cpu_pick(&b->c, &nd->bwd, &d, 1, sizeof d, nd->fwd.pd, "relu backward", err);
@@ -39,7 +39,7 @@ static int relu_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     (void)err;
     ct_cpu_arg(&nd->fwd, DNNL_ARG_SRC, ct_cpu_in(b, nd->i)->mem);
     ct_cpu_arg(&nd->fwd, DNNL_ARG_DST, nd->act.mem);
-    if (!b->o.training || nd->i == 0) return 0;
+    if (!b->o.training || !ct_cpu_has_gin(b, nd->i)) return 0;
     ct_cpu_arg(&nd->bwd, DNNL_ARG_DST, nd->act.mem);
     ct_cpu_arg(&nd->bwd, DNNL_ARG_DIFF_DST, nd->gact.mem);
     ct_cpu_arg(&nd->bwd, DNNL_ARG_DIFF_SRC, ct_cpu_gin(b, nd->i)->mem);
@@ -56,7 +56,7 @@ static int relu_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
                          ct_err *err) {
     (void)accumulate;
     (void)step;
-    return nd->i == 0 ? 0 : ct_cpu_exec(&b->c, &nd->bwd, err);
+    return !ct_cpu_has_gin(b, nd->i) ? 0 : ct_cpu_exec(&b->c, &nd->bwd, err);
 }
 
 const ct_cpu_op ct_cpu_op_relu = {relu_create, relu_bind, relu_forward, relu_backward};

@@ -113,7 +113,10 @@ struct ct_cpu {
 
 /* act[i-1] / gact[i-1] (i == 0: the batch / NULL). */
 ct_cpu_tensor *ct_cpu_in(ct_cpu *b, int i);
+/* gact[i-1], or NULL when node i's backward gives no input gradient (node 0, and
+ * nodes before the first with parameters: graph.h input_grad). */
 ct_cpu_tensor *ct_cpu_gin(ct_cpu *b, int i);
+bool ct_cpu_has_gin(const ct_cpu *b, int i);
 /* Sets nd->act (and gact when training) to md, adding "layers.<i>.out"/".grad"
  * regions; alias_act / alias_grad: reuse the input's region instead (the node's own
  * region then has 0 bytes). */

@@ -197,7 +197,7 @@ static int pool_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_arg(&nd->fwd, DNNL_ARG_SRC, ct_cpu_in(b, nd->i)->mem);
     ct_cpu_arg(&nd->fwd, DNNL_ARG_DST, nd->act.mem);
     if (has_ws(b, nd)) ct_cpu_arg(&nd->fwd, DNNL_ARG_WORKSPACE, nd->ws.mem);
-    if (!b->o.training || nd->i == 0) return 0;
+    if (!b->o.training || !ct_cpu_has_gin(b, nd->i)) return 0;
     const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
     if (ct_cpu_xfer_bind(b, &nd->dsrc, gin, err) != 0) return -1;
     ct_cpu_arg(&nd->bwd, DNNL_ARG_DIFF_DST, nd->gact.mem);
@@ -220,7 +220,7 @@ static int pool_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
                          ct_err *err) {
     (void)accumulate;
     (void)step;
-    if (nd->i == 0) return 0;
+    if (!ct_cpu_has_gin(b, nd->i)) return 0;
     if (is_hand(nd)) {
         hand_backward(b, nd);
         return 0;

@@ -122,7 +122,7 @@ int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_e
     nd->wl.dw.region = nd->wl.db.region = -1;
     if (create_fwd(b, nd, dd, err) != 0) return -1;
     if (!b->o.training) return 0;
-    if (nd->i > 0 && create_bwd_data(b, nd, dd, err) != 0) return -1;
+    if (ct_cpu_has_gin(b, nd->i) && create_bwd_data(b, nd, dd, err) != 0) return -1;
     return create_bwd_weights(b, nd, dd, err);
 }
 
@@ -190,7 +190,7 @@ int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         return -1;
     bind_fwd_args(b, nd);
     if (!b->o.training) return 0;
-    if (nd->i > 0) {
+    if (ct_cpu_has_gin(b, nd->i)) {
         if (ct_cpu_xfer_bind(b, &w->w_bwd, &w->w_plain, err) != 0 ||
             ct_cpu_xfer_bind(b, &w->dsrc, ct_cpu_gin(b, nd->i), err) != 0)
             return -1;
@@ -263,6 +263,6 @@ static int backward_weights(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err 
 
 int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err) {
     (void)step;
-    if (nd->i > 0 && backward_data(b, nd, err) != 0) return -1;
+    if (ct_cpu_has_gin(b, nd->i) && backward_data(b, nd, err) != 0) return -1;
     return backward_weights(b, nd, accumulate, err);
 }
