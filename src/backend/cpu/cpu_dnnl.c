@@ -206,3 +206,29 @@ int ct_cpu_exec_args(ct_cpu_ctx *c, const ct_cpu_prim *p, const dnnl_exec_arg_t 
     CT_DNNL(err, dnnl_primitive_execute(p->prim, c->stream, n, args));
     return 0;
 }
+
+/* ---- channel-blocked layouts (ctrain's own loops) ---------------------------- */
+
+static const struct {
+    dnnl_format_tag_t tag;
+    int block;
+} hand_layouts[] = {{dnnl_abcd, 1}, {dnnl_aBcd8b, 8}, {dnnl_aBcd16b, 16}};
+
+int ct_cpu_md_channel_block(const dnnl_memory_desc_t *md) {
+    if (md->ndims != 4 || md->data_type != dnnl_f32) return 0;
+    if (ct_cpu_md_is_plain(md)) return 1;
+    for (size_t t = 1; t < sizeof hand_layouts / sizeof hand_layouts[0]; t++) {
+        dnnl_memory_desc_t want;
+        if (dnnl_memory_desc_init_by_tag(&want, 4, md->dims, dnnl_f32, hand_layouts[t].tag) ==
+                dnnl_success &&
+            ct_cpu_md_eq(&want, md))
+            return hand_layouts[t].block;
+    }
+    return 0;
+}
+
+dnnl_format_tag_t ct_cpu_channel_block_tag(int block) {
+    for (size_t t = 1; t < sizeof hand_layouts / sizeof hand_layouts[0]; t++)
+        if (hand_layouts[t].block == block) return hand_layouts[t].tag;
+    return dnnl_abcd;
+}

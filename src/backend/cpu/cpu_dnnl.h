@@ -74,6 +74,11 @@ bool ct_cpu_md_eq(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
 bool ct_cpu_md_is_plain(const dnnl_memory_desc_t *md);
 /* Number of logical elements (product of dims). */
 size_t ct_cpu_md_numel(const dnnl_memory_desc_t *md);
+/* Channel block of a 4-D f32 md in one of the layouts ctrain's own loops take:
+ * 1 dense nchw, 8 nChw8c, 16 nChw16c; 0 for any other. */
+int ct_cpu_md_channel_block(const dnnl_memory_desc_t *md);
+/* The format tag of such a block (1: nchw). */
+dnnl_format_tag_t ct_cpu_channel_block_tag(int block);
 /* Physical element offset of the element with logical row-major index j. */
 size_t ct_cpu_md_offset(const dnnl_memory_desc_t *md, size_t j);
 

@@ -47,38 +47,12 @@ static bool has_ws(const ct_cpu *b, const ct_cpu_node *nd) {
 
 /* ---- ctrain's max-pooling loops --------------------------------------------------- */
 
-static const struct {
-    dnnl_format_tag_t tag;
-    int block;
-} hand_layouts[] = {{dnnl_abcd, 1}, {dnnl_aBcd8b, 8}, {dnnl_aBcd16b, 16}};
-
-/* Channel block of md when it is one the loops take (dense nchw / nChw8c / nChw16c
- * f32), else 0. */
-static int hand_block(const dnnl_memory_desc_t *md) {
-    if (md->ndims != 4 || md->data_type != dnnl_f32) return 0;
-    if (ct_cpu_md_is_plain(md)) return 1;
-    for (size_t t = 1; t < sizeof hand_layouts / sizeof hand_layouts[0]; t++) {
-        dnnl_memory_desc_t want;
-        if (dnnl_memory_desc_init_by_tag(&want, 4, md->dims, dnnl_f32, hand_layouts[t].tag) ==
-                dnnl_success &&
-            ct_cpu_md_eq(&want, md))
-            return hand_layouts[t].block;
-    }
-    return 0;
-}
-
-static dnnl_format_tag_t hand_tag(int block) {
-    for (size_t t = 1; t < sizeof hand_layouts / sizeof hand_layouts[0]; t++)
-        if (hand_layouts[t].block == block) return hand_layouts[t].tag;
-    return dnnl_abcd;
-}
-
 /* Loop geometry of node nd over an input in layout src (block 0: not handled). */
 static void hand_geom(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory_desc_t *src,
                       ct_pool_geom *q) {
     const ct_node *g = nd->g;
     memset(q, 0, sizeof *q);
-    q->block = hand_block(src);
+    q->block = ct_cpu_md_channel_block(src);
     q->n_img = b->N;
     if (q->block > 0) {
         q->c_blocks = (g->in.c + q->block - 1) / q->block;
@@ -107,7 +81,7 @@ static bool hand_fits(ct_cpu *b, const ct_cpu_node *nd) {
 
 /* dst in the src layout, a uint8 argmax per output element when training. */
 static int hand_create(ct_cpu *b, ct_cpu_node *nd, const dnnl_dim_t dst4[4], ct_err *err) {
-    dnnl_format_tag_t tag = hand_tag(hand_block(&ct_cpu_in(b, nd->i)->md));
+    dnnl_format_tag_t tag = ct_cpu_channel_block_tag(ct_cpu_md_channel_block(&ct_cpu_in(b, nd->i)->md));
     dnnl_dims_t dst_dims = {dst4[0], dst4[1], dst4[2], dst4[3]}; /* the API reads DNNL_MAX_NDIMS */
     dnnl_memory_desc_t dst;
     CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, dnnl_f32, tag));
@@ -139,7 +113,7 @@ static void hand_backward(ct_cpu *b, ct_cpu_node *nd) {
 const char *ct_cpu_pool_impl(const ct_cpu_node *nd) {
     if (!is_hand(nd)) return ct_cpu_impl(&nd->fwd);
     bool avx2 = ct_pool_best_isa() == CT_POOL_ISA_AVX2;
-    switch (hand_block(&nd->act.md)) {
+    switch (ct_cpu_md_channel_block(&nd->act.md)) {
     case 1: return "ctrain:nchw"; /* portable loops only */
     case 8: return avx2 ? "ctrain:avx2:nChw8c" : "ctrain:portable:nChw8c";
     default: return avx2 ? "ctrain:avx2:nChw16c" : "ctrain:portable:nChw16c";
