@@ -19,6 +19,7 @@
 const ct_backend_vt *parity_vt;
 double parity_rel_tol = 1e-4;
 bool (*parity_skip)(void);
+bool parity_fuse;
 
 
 /* ---- graph building ------------------------------------------------------------ */
@@ -66,7 +67,8 @@ harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
      * behind a layer with parameters: ask the backend for all of them. */
     for (int i = 1; i < n; i++) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
-                     .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED};
+                     .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED,
+                     .fuse = parity_fuse};
     h->vt = parity_vt;
     ct_plan_init(&h->plan, h->vt->align); /* as ct_model_create does */
     if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);

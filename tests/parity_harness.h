@@ -33,6 +33,9 @@
 extern const ct_backend_vt *parity_vt; /* the backend open_opt() creates */
 extern double parity_rel_tol;          /* relative part of check_close's tolerance */
 extern bool (*parity_skip)(void);      /* when set and true, the per-op tests skip() */
+/* Backends opened from now on may fuse layers (ct_run_opts.fuse); off by default,
+ * since a fused layer's output is not its own (the per-layer checks need it). */
+extern bool parity_fuse;
 
 /* Layer configs (bias on by default). */
 ct_layer_cfg L(ct_layer_kind kind);

@@ -297,6 +297,46 @@ static void test_conv1_loops(void **state) {
     close_h(h);
 }
 
+/* ---- fusion ------------------------------------------------------------------------ */
+
+/* One training step of the tutorial's CNN layout (conv+relu, relu+max-pool,
+ * linear+relu all fusable) with and without fusion: the same logits, loss
+ * gradient and parameter gradients, bit for bit; and the fused backend does fuse. */
+static void test_fusion_same_bits(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        conv(16, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(32, true), L(CT_LAYER_RELU), linear(10, true)};
+    enum { N = 6, NL = 10 };
+    float *x = rand_f((size_t)N * 144, 1.0), *p = NULL, *out[2], *grads[2];
+    int32_t y[N] = {1, 2, 3, 4, 5, 6};
+    size_t np = 0;
+    for (int fused = 0; fused < 2; fused++) {
+        parity_fuse = fused;
+        harness *h = open_h(1, 12, 12, a, NL, N);
+        parity_fuse = false;
+        ct_cpu *cb = (ct_cpu *)(void *)h->b;
+        assert_int_equal(cb->nodes[0].wl.relu_post_op, fused);
+        assert_int_equal(cb->nodes[4].bwd_in_next, fused);
+        assert_int_equal(cb->nodes[7].wl.relu_post_op, fused);
+        np = h->g.n_param_floats;
+        if (!p) p = rand_params(&h->g); /* the same inputs and weights for both */
+        OK(h->vt->params_from_host(h->b, p, E));
+        OK(h->vt->load_batch(h->b, x, y, N, E));
+        for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        out[fused] = malloc((size_t)N * 10 * sizeof(float));
+        OK(h->vt->tensor_to_host(h->b, NL - 1, false, out[fused], E));
+        OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
+        for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, STEP, E));
+        grads[fused] = malloc(np * sizeof(float));
+        OK(h->vt->grads_to_host(h->b, grads[fused], E));
+        close_h(h);
+    }
+    assert_memory_equal(out[0], out[1], (size_t)N * 10 * sizeof(float));
+    assert_memory_equal(grads[0], grads[1], np * sizeof(float));
+    free(x), free(p), free(out[0]), free(out[1]), free(grads[0]), free(grads[1]);
+}
+
 /* ---- loss ------------------------------------------------------------------------ */
 
 static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, int N, int n) {
@@ -523,6 +563,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_fallback),
         cmocka_unit_test(test_maxpool_loops),
         cmocka_unit_test(test_conv1_loops),
+        cmocka_unit_test(test_fusion_same_bits),
         cmocka_unit_test(parity_test_relu),
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),

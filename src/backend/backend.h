@@ -63,6 +63,11 @@ typedef struct ct_run_opts {
     int device_index;   /* cuda ordinal; ignored by the CPU */
     uint64_t seed;      /* dropout stream key */
     bool sync_debug;    /* synchronize and check after every call (CUDA) */
+    /* May fuse neighbouring layers (CPU: a relu into the conv/linear before it and
+     * into the backward of the max-pool after it). Fused steps give the same
+     * values, but a fused layer's act / gact hold the later layer's result as soon
+     * as the earlier one ran: per-layer tests leave it off. */
+    bool fuse;
     /* Device-resident datasets (backends with dataset_upload only): samples of the
      * training (slot 0) and evaluation (slot 1) sets to plan room for; 0 = none.
      * Each sample is numel(input) uint8 pixels and one uint8 label. */

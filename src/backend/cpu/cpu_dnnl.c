@@ -28,6 +28,13 @@ int ct_cpu_ctx_init(ct_cpu_ctx *c, ct_err *err) {
     if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(c->attr_sum, po);
     dnnl_post_ops_destroy(po);
     if (st != dnnl_success) return ct_cpu_dnnl_fail(err, "dnnl_post_ops_append_sum", st);
+    CT_DNNL(err, dnnl_primitive_attr_create(&c->attr_relu));
+    CT_DNNL(err, dnnl_primitive_attr_set_scratchpad_mode(c->attr_relu, dnnl_scratchpad_mode_user));
+    CT_DNNL(err, dnnl_post_ops_create(&po));
+    st = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(c->attr_relu, po);
+    dnnl_post_ops_destroy(po);
+    if (st != dnnl_success) return ct_cpu_dnnl_fail(err, "dnnl_post_ops_append_eltwise", st);
     return 0;
 }
 
@@ -41,6 +48,7 @@ void ct_cpu_ctx_destroy(ct_cpu_ctx *c) {
     for (int i = 0; i < c->n_mems; i++) dnnl_memory_destroy(c->mems[i]);
     if (c->attr) dnnl_primitive_attr_destroy(c->attr);
     if (c->attr_sum) dnnl_primitive_attr_destroy(c->attr_sum);
+    if (c->attr_relu) dnnl_primitive_attr_destroy(c->attr_relu);
     if (c->stream) dnnl_stream_destroy(c->stream);
     if (c->eng) dnnl_engine_destroy(c->eng);
     memset(c, 0, sizeof *c);
@@ -163,12 +171,18 @@ static bool is_ref(const ct_cpu_prim *p) { return strncmp(ct_cpu_impl(p), "ref",
 
 int ct_cpu_pick(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n, size_t stride,
                 const_dnnl_primitive_desc_t hint, const char *what, ct_err *err) {
+    return ct_cpu_pick_attr(c, p, descs, n, stride, hint, c->attr, what, err);
+}
+
+int ct_cpu_pick_attr(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n, size_t stride,
+                     const_dnnl_primitive_desc_t hint, const_dnnl_primitive_attr_t attr,
+                     const char *what, ct_err *err) {
     ct_cpu_prim keep = {0};
     dnnl_status_t last = dnnl_unimplemented;
     for (int k = 0; k < n; k++) {
         ct_cpu_prim t = {0};
         const void *d = (const char *)descs + (size_t)k * stride;
-        last = dnnl_primitive_desc_create(&t.pd, d, c->attr, c->eng, hint);
+        last = dnnl_primitive_desc_create(&t.pd, d, attr, c->eng, hint);
         if (last != dnnl_success) continue;
         if (!is_ref(&t)) {
             if (keep.pd) dnnl_primitive_desc_destroy(keep.pd);

@@ -50,6 +50,7 @@ typedef struct ct_cpu_ctx {
     dnnl_stream_t stream;
     dnnl_primitive_attr_t attr;     /* scratchpad_mode user */
     dnnl_primitive_attr_t attr_sum; /* scratchpad_mode user + sum post-op (dst += src) */
+    dnnl_primitive_attr_t attr_relu; /* scratchpad_mode user + relu post-op (dst = max(dst, 0)) */
     ct_cpu_prim *prims[CT_CPU_MAX_PRIMS]; /* every pd created, for bind and destroy */
     int n_prims;
     dnnl_memory_t mems[CT_CPU_MAX_MEMS];  /* every memory object, for destroy */
@@ -94,6 +95,10 @@ int ct_cpu_mem(ct_cpu_ctx *c, const dnnl_memory_desc_t *md, void *ptr, dnnl_memo
  * kept. `what` names the primitive for errors. Registers p with the context. */
 int ct_cpu_pick(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n, size_t stride,
                 const_dnnl_primitive_desc_t hint, const char *what, ct_err *err);
+/* The same with these primitive attributes (c->attr_relu, ...) instead of c->attr. */
+int ct_cpu_pick_attr(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n, size_t stride,
+                     const_dnnl_primitive_desc_t hint, const_dnnl_primitive_attr_t attr,
+                     const char *what, ct_err *err);
 /* Reorder src_md -> dst_md (with sum: dst += src). Registers p. */
 int ct_cpu_reorder_pd(ct_cpu_ctx *c, ct_cpu_prim *p, const dnnl_memory_desc_t *src_md,
                       const dnnl_memory_desc_t *dst_md, bool sum, ct_err *err);

@@ -70,6 +70,7 @@ typedef struct ct_cpu_wl {
      * partial sums ("layers.<i>.conv1_part", part_threads of them). */
     bool own_bwd_w;
     ct_conv1_geom conv1;
+    bool relu_post_op;      /* the next node is a relu whose forward this one does */
     ct_cpu_tensor part;
     int part_threads;
 } ct_cpu_wl;
@@ -82,6 +83,12 @@ typedef struct ct_cpu_node {
     ct_cpu_prim fwd, bwd;    /* pools, relu */
     ct_cpu_tensor ws;        /* max-pool workspace */
     ct_cpu_xfer dsrc;        /* pools: diff_src layout -> gact[i-1] */
+    /* Fusion (ct_run_opts.fuse): a relu whose forward the conv/linear before it does
+     * as a post-op, or whose backward the max-pool after it does by zeroing dy where
+     * the pool's output is not positive (max(relu(x)) > 0 exactly where the relu
+     * passes the gradient at the argmax). */
+    bool fwd_in_prev, bwd_in_next;
+    bool masks_relu;         /* max-pool doing the previous relu's backward */
 } ct_cpu_node;
 
 typedef struct ct_cpu ct_cpu;

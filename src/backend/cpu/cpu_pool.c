@@ -157,12 +157,35 @@ static int create_bwd(ct_cpu *b, ct_cpu_node *nd, const pool_geom *q, ct_err *er
     return ct_cpu_xfer_plan(b, &nd->dsrc, nd->i, "dsrc", dsrc, &gin->md, false, err);
 }
 
+/* Fusion: a max-pool on ctrain's loops right after a relu (whose gradient runs in
+ * place) does that relu's backward too (cpu_internal.h). */
+static void fuse_relu_backward(ct_cpu *b, ct_cpu_node *nd) {
+    if (!b->o.fuse || !b->o.training || nd->i < 1 || !ct_cpu_has_gin(b, nd->i)) return;
+    ct_cpu_node *relu = &b->nodes[nd->i - 1];
+    if (relu->g->kind != CT_LAYER_RELU || !ct_cpu_has_gin(b, relu->i)) return;
+    nd->masks_relu = relu->bwd_in_next = true;
+}
+
 static int pool_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     pool_geom q;
     geom(nd, b->N, &q);
-    if (hand_fits(b, nd)) return hand_create(b, nd, q.dst, err);
+    if (hand_fits(b, nd)) {
+        if (hand_create(b, nd, q.dst, err) != 0) return -1;
+        fuse_relu_backward(b, nd);
+        return 0;
+    }
     if (create_fwd(b, nd, &q, err) != 0) return -1;
-    return b->o.training && nd->i > 0 ? create_bwd(b, nd, &q, err) : 0;
+    return b->o.training && ct_cpu_has_gin(b, nd->i) ? create_bwd(b, nd, &q, err) : 0;
+}
+
+/* The fused relu backward: dy (in place) where the pool's output is not positive
+ * becomes 0. Over the whole physical tensor (padding lanes hold 0 in both). */
+static void mask_dy(ct_cpu_node *nd) {
+    float *dy = nd->gact.ptr;
+    const float *y = nd->act.ptr;
+    long n = (long)(dnnl_memory_desc_get_size(&nd->act.md) / sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < n; j++) dy[j] = y[j] > 0.0f ? dy[j] : 0.0f;
 }
 
 static int pool_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -196,6 +219,7 @@ static int pool_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
     (void)step;
     if (!ct_cpu_has_gin(b, nd->i)) return 0;
     if (is_hand(nd)) {
+        if (nd->masks_relu) mask_dy(nd);
         hand_backward(b, nd);
         return 0;
     }

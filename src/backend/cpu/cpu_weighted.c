@@ -53,7 +53,16 @@ static int create_fwd(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_
     ct_cpu_wdesc d[4];
     for (int v = 0; v < dd->n_variants; v++)
         if (dd->fwd(nd, prop, v, &in->md, &d[v], err) != 0) return -1;
-    if (pick(b, &w->fwd, d, dd->n_variants, NULL, dd->prim_name, "forward", err) != 0) return -1;
+    /* Fusion: a relu right after this layer runs as the forward's post-op. */
+    char what[64];
+    snprintf(what, sizeof what, "%s forward", dd->prim_name);
+    const ct_graph *gr = b->g;
+    w->relu_post_op = b->o.fuse && nd->i + 1 < gr->n_nodes &&
+                      gr->nodes[nd->i + 1].kind == CT_LAYER_RELU &&
+                      ct_cpu_pick_attr(&b->c, &w->fwd, d, dd->n_variants, sizeof d[0], NULL,
+                                       b->c.attr_relu, what, err) == 0;
+    if (!w->relu_post_op && pick(b, &w->fwd, d, dd->n_variants, NULL, dd->prim_name, "forward", err) != 0)
+        return -1;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     if (!ct_cpu_md_eq(src, &in->md) &&
         ct_cpu_xfer_plan(b, &w->src, nd->i, "src", src, &in->md, true, err) != 0)
