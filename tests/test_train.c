@@ -491,15 +491,36 @@ static void test_activation_checkpointing_same_weights(void **state) {
         "    - dropout: {p: 0.25, checkpoint: true}\n"
         "    - relu: {checkpoint: true}\n"
         "    - linear: {out_features: 10}\n";
-    size_t na, nb, act_a, act_b;
+    /* A span that ends between a relu and its max-pool (whose fused backward then
+     * writes a gradient the span's conv keeps apart from its output): the same
+     * weights too. */
+    const char *split =
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1, checkpoint: true}\n"
+        "    - relu: {checkpoint: true}\n"
+        "    - maxpool2d: {kernel: 2}\n"
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+        "    - relu\n"
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+        "    - relu\n"
+        "    - maxpool2d: {kernel: 2}\n"
+        "    - flatten\n"
+        "    - linear: {out_features: 32}\n"
+        "    - dropout: {p: 0.25}\n"
+        "    - relu\n"
+        "    - linear: {out_features: 10}\n";
+    size_t na, nb, nc, act_a, act_b, act_c;
     float *a = train_with_layers("plain", plain, &na, &act_a);
     float *b = train_with_layers("ckpt", ckpt, &nb, &act_b);
+    float *c = train_with_layers("split", split, &nc, &act_c);
     printf("activations: %zu bytes without checkpointing, %zu with\n", act_a, act_b);
     assert_int_equal(na, nb);
+    assert_int_equal(na, nc);
     assert_memory_equal(a, b, na * sizeof(float)); /* recomputation is exact */
+    assert_memory_equal(a, c, na * sizeof(float));
     assert_true(act_b < act_a);
     free(a);
     free(b);
+    free(c);
 }
 
 int main(void) {

@@ -159,6 +159,28 @@ static int add_loss_regions(ct_cpu *b, ct_err *err) {
 
 static void cpu_destroy(ct_backend *bb);
 
+/* Fusion: the output of a conv/linear whose relu runs as its post-op and has its
+ * backward done by the max-pool after it (from the pool's own output) is read by
+ * nobody in backward, so the gradient of that output (which the relu passes on in
+ * place) can live in the output's storage: for the tutorial's CNN, 37 MiB less at
+ * batch 256. With activation checkpointing, only when the three layers are in one
+ * span (recomputed together at its last layer's backward, before the pool writes
+ * the gradient) or in none: the rule stays obviously safe. */
+static void grads_in_dead_outputs(ct_cpu *b) {
+    if (!b->o.training || !b->o.fuse) return;
+    for (int i = 0; i + 2 < b->g->n_nodes; i++) {
+        ct_cpu_node *w = &b->nodes[i], *relu = &b->nodes[i + 1], *pool = &b->nodes[i + 2];
+        if (!w->wl.relu_post_op || !relu->bwd_in_next || !pool->masks_relu) continue;
+        int sw = w->g->span, sr = relu->g->span, sp = pool->g->span;
+        if (!(sw < 0 && sr < 0 && sp < 0) && !(sw >= 0 && sw == sr && sr == sp)) continue;
+        if (w->gact.region < 0 || relu->gact.region != w->gact.region ||
+            relu->act.region != w->act.region)
+            continue;
+        b->plan->regions[w->gact.region].bytes = 0;
+        w->gact.region = relu->gact.region = w->act.region;
+    }
+}
+
 static int create_nodes(ct_cpu *b, ct_err *err) {
     for (int i = 0; i < b->g->n_nodes; i++) {
         ct_cpu_node *nd = &b->nodes[i];
@@ -167,6 +189,7 @@ static int create_nodes(ct_cpu *b, ct_err *err) {
         nd->ws.region = -1;
         if (cpu_ops[nd->g->kind]->create(b, nd, err) != 0) return layer_err(b, i, err);
     }
+    grads_in_dead_outputs(b);
     return 0;
 }
 
