@@ -322,6 +322,8 @@ static void test_fusion_same_bits(void **state) {
         /* the conv outputs, dead in backward once fused, hold their gradients */
         assert_int_equal(cb->nodes[0].gact.region == cb->nodes[0].act.region, fused);
         assert_int_equal(cb->nodes[3].gact.region == cb->nodes[3].act.region, fused);
+        /* and, never live at once, the two conv outputs share one storage */
+        assert_int_equal(cb->nodes[3].act.region == cb->nodes[0].act.region, fused);
         np = h->g.n_param_floats;
         if (!p) p = rand_params(&h->g); /* the same inputs and weights for both */
         OK(h->vt->params_from_host(h->b, p, E));

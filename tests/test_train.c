@@ -461,9 +461,17 @@ static float *train_with_layers(const char *name, const char *layers, size_t *n,
     return w;
 }
 
+/* Checkpointing two conv blocks and the head: the same weights, bit for bit, and a
+ * smaller plan. (A conv-relu-max-pool block alone saves nothing on the CPU: with
+ * fusion its conv output is dead in backward and already shares storage; the
+ * second block's span holds such a triple, whose fused gradient then lives in the
+ * span's shared buffer.) A span ending between a relu and its max-pool: the same
+ * weights too. */
 static void test_activation_checkpointing_same_weights(void **state) {
     (void)state;
     const char *plain =
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+        "    - relu\n"
         "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
         "    - relu\n"
         "    - maxpool2d: {kernel: 2}\n"
@@ -480,9 +488,11 @@ static void test_activation_checkpointing_same_weights(void **state) {
     const char *ckpt =
         "    - conv2d: {out_channels: 8, kernel: 3, padding: 1, checkpoint: true}\n"
         "    - relu: {checkpoint: true}\n"
-        "    - maxpool2d: {kernel: 2, checkpoint: true}\n"
-        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1, checkpoint: true}\n"
         "    - relu\n"
+        "    - maxpool2d: {kernel: 2}\n"
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1, checkpoint: true}\n"
+        "    - relu: {checkpoint: true}\n"
         "    - conv2d: {out_channels: 8, kernel: 3, padding: 1, checkpoint: true}\n"
         "    - relu: {checkpoint: true}\n"
         "    - maxpool2d: {kernel: 2, checkpoint: true}\n"
@@ -491,10 +501,9 @@ static void test_activation_checkpointing_same_weights(void **state) {
         "    - dropout: {p: 0.25, checkpoint: true}\n"
         "    - relu: {checkpoint: true}\n"
         "    - linear: {out_features: 10}\n";
-    /* A span that ends between a relu and its max-pool (whose fused backward then
-     * writes a gradient the span's conv keeps apart from its output): the same
-     * weights too. */
     const char *split =
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+        "    - relu\n"
         "    - conv2d: {out_channels: 8, kernel: 3, padding: 1, checkpoint: true}\n"
         "    - relu: {checkpoint: true}\n"
         "    - maxpool2d: {kernel: 2}\n"
