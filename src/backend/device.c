@@ -1,5 +1,7 @@
 /* device.c: device selection (see device.h). auto picks CUDA device 0 when a
- * usable device exists; cuda / cuda:N check the ordinal against the device count. */
+ * usable device exists (the request's ordinal instead when it has one: a rank of a
+ * multi-rank job takes its local rank's GPU); cuda / cuda:N check the ordinal
+ * against the device count. */
 #include "backend/device.h"
 
 #include <stdio.h>
@@ -51,7 +53,8 @@ int ct_device_select(const ct_device_cfg *req, ct_device_choice *out, ct_err *er
     char why[200];
     bool usable = ct_cuda_usable(&count, why, sizeof why);
     if (req->kind == CT_DEVICE_AUTO) {
-        if (usable) return set_cuda(out, 0);
+        /* an ordinal here comes from the job (fit.c's job_device: the local rank's GPU) */
+        if (usable) return set_cuda(out, req->index >= 0 && req->index < count ? req->index : 0);
         set_cpu(out);
         snprintf(out->notice, sizeof out->notice, "CUDA unavailable (%s); using the CPU", why);
         return 0;
