@@ -135,8 +135,8 @@ static run_out run(const char *extra, ct_graph_mode graph) {
     ct_model *m = NULL;
     OK(ct_model_create(&cfg, &dev, &req, &m, &err));
     OK(ct_model_bind(m, &err));
-    ct_init_params(&m->graph, cfg.train.seed, m->host);
-    OK(m->device.vt->params_from_host(m->be, m->host, &err));
+    ct_init_params(&m->graph, cfg.train.seed, ct_model_host(m, -1));
+    OK(m->device.vt->params_from_host(m->be, ct_model_host(m, -1), &err));
 
     ct_scaler scaler;
     ct_scaler_init(&scaler, cfg.train.amp);

@@ -120,8 +120,8 @@ static void rig_open(rig *r, const char *extra) {
     if (ct_model_create(&r->cfg, &dev, &req, &r->m, &err))
         fail_msg("%s", err.msg);
     if (ct_model_bind(r->m, &err)) fail_msg("%s", err.msg);
-    ct_init_params(&r->m->graph, r->cfg.train.seed, r->m->host);
-    assert_int_equal(dev.vt->params_from_host(r->m->be, r->m->host, &err), 0);
+    ct_init_params(&r->m->graph, r->cfg.train.seed, ct_model_host(r->m, -1));
+    assert_int_equal(dev.vt->params_from_host(r->m->be, ct_model_host(r->m, -1), &err), 0);
     assert_int_equal(ct_loader_create(&r->ds, r->cfg.train.batch_size, true, r->cfg.train.seed,
                                       0.5, 0.5, &r->loader, &err), 0);
 }
@@ -370,8 +370,8 @@ static void sgd_step_weights(int batch, int accum, float *out) {
     ct_model_req req = {.training = true, .batch = batch};
     if (ct_model_create(&cfg, &dev, &req, &m, &err) || ct_model_bind(m, &err))
         fail_msg("%s", err.msg);
-    ct_init_params(&m->graph, 7, m->host);
-    assert_int_equal(dev.vt->params_from_host(m->be, m->host, &err), 0);
+    ct_init_params(&m->graph, 7, ct_model_host(m, -1));
+    assert_int_equal(dev.vt->params_from_host(m->be, ct_model_host(m, -1), &err), 0);
     ct_loader *l;
     assert_int_equal(ct_loader_create(&ds, batch, false, 1, 0.5, 0.5, &l, &err), 0);
     ct_loader_start_epoch(l, 0);
@@ -447,8 +447,8 @@ static float *train_with_layers(const char *name, const char *layers, size_t *n,
     ct_model_req req = {.training = true, .batch = 100};
     if (ct_model_create(&r.cfg, &dev, &req, &r.m, &err) || ct_model_bind(r.m, &err))
         fail_msg("%s", err.msg);
-    ct_init_params(&r.m->graph, 5, r.m->host);
-    assert_int_equal(dev.vt->params_from_host(r.m->be, r.m->host, &err), 0);
+    ct_init_params(&r.m->graph, 5, ct_model_host(r.m, -1));
+    assert_int_equal(dev.vt->params_from_host(r.m->be, ct_model_host(r.m, -1), &err), 0);
     assert_int_equal(ct_loader_create(&r.ds, 100, true, 5, 0.5, 0.5, &r.loader, &err), 0);
     long long t = 0;
     rig_epoch(&r, 0, &t);

@@ -154,12 +154,19 @@ typedef struct ct_backend_vt {
     int (*read_metrics)(ct_backend *b, ct_metrics *m, bool reset, ct_err *err);
 
     /* Flat arrays in PyTorch layout: params, grads (training plans only), and
-     * optimizer state slot s. Synchronize. */
+     * optimizer state slot s. Synchronize. A pointer from host_view may be passed
+     * as dst / src: nothing is copied then, and from_host notes the change. */
     int (*params_to_host)(ct_backend *b, float *dst, ct_err *err);
     int (*params_from_host)(ct_backend *b, const float *src, ct_err *err);
     int (*grads_to_host)(ct_backend *b, float *dst, ct_err *err);
     int (*opt_state_to_host)(ct_backend *b, int slot, float *dst, ct_err *err);
     int (*opt_state_from_host)(ct_backend *b, int slot, const float *src, ct_err *err);
+    /* Optional (backends whose memory is the host's): the flat params (slot -1) or
+     * optimizer state slot s in the backend's own memory, after bind, so that init,
+     * checkpoints and broadcasts need no host copy; NULL if the slot does not
+     * exist. Writes through it must be followed by params_from_host /
+     * opt_state_from_host with the same pointer. */
+    float *(*host_view)(ct_backend *b, int slot);
 
     /* For tests and debugging: act[node] (grad == false) or gact[node] (grad ==
      * true) as plain NCHW floats [n_rows, numel(node.out)] of the last batch;

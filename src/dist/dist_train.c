@@ -68,16 +68,17 @@ int ct_dist_share_model(ct_model *m, bool with_opt_state, ct_err *err) {
     int slots = with_opt_state ? m->opts.opt_state_slots : 0;
     int rc = 0;
     if (ct_dist_world()->rank == 0) {
-        rc = vt->params_to_host(m->be, m->host, err);
+        rc = vt->params_to_host(m->be, ct_model_host(m, -1), err);
         for (int s = 0; rc == 0 && s < slots; s++)
-            rc = vt->opt_state_to_host(m->be, s, m->host + n * (size_t)(1 + s), err);
+            rc = vt->opt_state_to_host(m->be, s, ct_model_host(m, s), err);
     }
     if (ct_dist_agree(rc, err) != 0) return -1;
-    if (ct_dist_broadcast(m->host, n * (size_t)(1 + slots) * sizeof(float), err) != 0) return -1;
+    for (int s = -1; s < slots; s++)
+        if (ct_dist_broadcast(ct_model_host(m, s), n * sizeof(float), err) != 0) return -1;
     if (ct_dist_world()->rank != 0) {
-        rc = vt->params_from_host(m->be, m->host, err);
+        rc = vt->params_from_host(m->be, ct_model_host(m, -1), err);
         for (int s = 0; rc == 0 && s < slots; s++)
-            rc = vt->opt_state_from_host(m->be, s, m->host + n * (size_t)(1 + s), err);
+            rc = vt->opt_state_from_host(m->be, s, ct_model_host(m, s), err);
     }
     return ct_dist_agree(rc, err);
 }

@@ -123,8 +123,9 @@ static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
     const char *path = o->resume ? s->ckpt_path : o->init_from;
     if (s->dist->rank != 0) path = NULL; /* rank 0 reads; share_progress sends */
     if (!path) {
-        ct_init_params(&m->graph, cfg->train.seed, m->host);
-        return m->device.vt->params_from_host(m->be, m->host, err);
+        float *params = ct_model_host(m, -1);
+        ct_init_params(&m->graph, cfg->train.seed, params);
+        return m->device.vt->params_from_host(m->be, params, err);
     }
     ct_checkpoint ck;
     if (ct_checkpoint_read(path, &ck, err) != 0) return -1;

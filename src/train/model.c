@@ -82,13 +82,20 @@ fail:
 
 int ct_model_bind(ct_model *m, ct_err *err) {
     size_t n = m->graph.n_param_floats * (size_t)(1 + m->opts.opt_state_slots);
-    m->host = malloc((n ? n : 1) * sizeof(float));
-    if (!m->host)
-        return ct_errorf(err, "out of host memory (%zu bytes for the parameter mirror)",
-                         n * sizeof(float));
+    if (!m->device.vt->host_view) { /* a mirror only where the device memory is not the host's */
+        m->host = malloc((n ? n : 1) * sizeof(float));
+        if (!m->host)
+            return ct_errorf(err, "out of host memory (%zu bytes for the parameter mirror)",
+                             n * sizeof(float));
+    }
     if (m->device.vt->bind(m->be, &m->plan, err) != 0) return -1;
     m->bound = true;
     return 0;
+}
+
+float *ct_model_host(ct_model *m, int slot) {
+    if (m->device.vt->host_view) return m->device.vt->host_view(m->be, slot);
+    return m->host + m->graph.n_param_floats * (size_t)(1 + slot);
 }
 
 void ct_model_destroy(ct_model *m) {

@@ -26,7 +26,8 @@ typedef struct ct_model {
     ct_device_choice device;
     ct_optimizer_cfg optimizer;
     ct_backend *be;
-    float *host;        /* [n_param_floats * (1 + opt_state_slots)], after bind */
+    float *host;        /* [n_param_floats * (1 + opt_state_slots)], after bind, when
+                           the backend has no host_view (else NULL): ct_model_host */
     bool recompute[CT_MAX_LAYERS]; /* checkpointed: forward again in backward (graph.h) */
     bool bound;
 } ct_model;
@@ -45,6 +46,11 @@ typedef struct ct_model_req {
 int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_model_req *req,
                     ct_model **out, ct_err *err);
 int ct_model_bind(ct_model *m, ct_err *err);
+
+/* The params (slot -1) or optimizer state slot s as a flat host array (after bind):
+ * the backend's own memory when it has host_view (CPU), else the host mirror. Pass
+ * it to params_to_host / params_from_host (or the opt_state pair) around use. */
+float *ct_model_host(ct_model *m, int slot);
 void ct_model_destroy(ct_model *m);
 
 /* Forward through every node; backward through every node (last to first). */

@@ -50,13 +50,14 @@ static int load_flat(const ct_model *m, const ct_checkpoint *ck, const char *pat
 int ct_model_load_params(ct_model *m, const ct_checkpoint *ck, const char *path,
                          bool with_opt_state, ct_err *err) {
     const ct_backend_vt *vt = m->device.vt;
-    if (load_flat(m, ck, path, "", m->host, err) != 0) return -1;
-    if (vt->params_from_host(m->be, m->host, err) != 0) return -1;
+    float *params = ct_model_host(m, -1);
+    if (load_flat(m, ck, path, "", params, err) != 0) return -1;
+    if (vt->params_from_host(m->be, params, err) != 0) return -1;
     if (!with_opt_state) return 0;
     for (int s = 0; s < m->opts.opt_state_slots; s++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "optimizer.%s.", ct_opt_slot_name(&m->optimizer, s));
-        float *slot = m->host + m->graph.n_param_floats * (size_t)(1 + s);
+        float *slot = ct_model_host(m, s);
         if (load_flat(m, ck, path, prefix, slot, err) != 0) return -1;
         if (vt->opt_state_from_host(m->be, s, slot, err) != 0) return -1;
     }
@@ -79,11 +80,9 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
                   const char *path, ct_err *err) {
     const ct_backend_vt *vt = m->device.vt;
     int slots = m->opts.opt_state_slots, np = m->graph.n_params;
-    if (vt->params_to_host(m->be, m->host, err) != 0) return -1;
+    if (vt->params_to_host(m->be, ct_model_host(m, -1), err) != 0) return -1;
     for (int s = 0; s < slots; s++)
-        if (vt->opt_state_to_host(m->be, s, m->host + m->graph.n_param_floats * (size_t)(1 + s),
-                                  err) != 0)
-            return -1;
+        if (vt->opt_state_to_host(m->be, s, ct_model_host(m, s), err) != 0) return -1;
     int nt = np * (1 + slots);
     ct_ckpt_tensor *t = calloc((size_t)(nt ? nt : 1), sizeof *t);
     char (*names)[160] = calloc((size_t)(nt ? nt : 1), sizeof *names);
@@ -92,12 +91,11 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         free(names);
         return ct_errorf(err, "%s: out of host memory while saving", path);
     }
-    add_tensors(m, "", m->host, t, names);
+    add_tensors(m, "", ct_model_host(m, -1), t, names);
     for (int s = 0; s < slots; s++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "optimizer.%s.", ct_opt_slot_name(&m->optimizer, s));
-        add_tensors(m, prefix, m->host + m->graph.n_param_floats * (size_t)(1 + s),
-                    t + np * (1 + s), names + np * (1 + s));
+        add_tensors(m, prefix, ct_model_host(m, s), t + np * (1 + s), names + np * (1 + s));
     }
     char v[10][48];
     snprintf(v[0], sizeof v[0], "%d", info->epoch);

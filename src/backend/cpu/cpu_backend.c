@@ -498,16 +498,21 @@ static float *cpu_grads_host(ct_backend *bb) { return as_cpu(bb)->grads; }
 
 static size_t param_bytes(const ct_cpu *b) { return b->g->n_param_floats * sizeof(float); }
 
+/* dst = src unless they are the same memory (host_view). */
+static void copy_unless_same(float *dst, const float *src, size_t bytes) {
+    if (dst != src) memcpy(dst, src, bytes);
+}
+
 static int cpu_params_to_host(ct_backend *bb, float *dst, ct_err *err) {
     (void)err;
-    memcpy(dst, as_cpu(bb)->params, param_bytes(as_cpu(bb)));
+    copy_unless_same(dst, as_cpu(bb)->params, param_bytes(as_cpu(bb)));
     return 0;
 }
 
 static int cpu_params_from_host(ct_backend *bb, const float *src, ct_err *err) {
     (void)err;
     ct_cpu *b = as_cpu(bb);
-    memcpy(b->params, src, param_bytes(b));
+    copy_unless_same(b->params, src, param_bytes(b));
     mark_weights_dirty(b);
     return 0;
 }
@@ -531,15 +536,22 @@ static float *opt_slot(ct_cpu *b, int slot, ct_err *err) {
 static int cpu_opt_state_to_host(ct_backend *bb, int slot, float *dst, ct_err *err) {
     float *s = opt_slot(as_cpu(bb), slot, err);
     if (!s) return -1;
-    memcpy(dst, s, param_bytes(as_cpu(bb)));
+    copy_unless_same(dst, s, param_bytes(as_cpu(bb)));
     return 0;
 }
 
 static int cpu_opt_state_from_host(ct_backend *bb, int slot, const float *src, ct_err *err) {
     float *s = opt_slot(as_cpu(bb), slot, err);
     if (!s) return -1;
-    memcpy(s, src, param_bytes(as_cpu(bb)));
+    copy_unless_same(s, src, param_bytes(as_cpu(bb)));
     return 0;
+}
+
+static float *cpu_host_view(ct_backend *bb, int slot) {
+    ct_cpu *b = as_cpu(bb);
+    if (slot < 0) return b->params;
+    return slot < b->o.opt_state_slots && b->opt ? b->opt + (size_t)slot * b->g->n_param_floats
+                                                 : NULL;
 }
 
 static ct_cpu_tensor *host_tensor(ct_cpu *b, int node, bool grad, ct_err *err) {
@@ -623,6 +635,7 @@ const ct_backend_vt ct_backend_cpu = {
     .grads_to_host = cpu_grads_to_host,
     .opt_state_to_host = cpu_opt_state_to_host,
     .opt_state_from_host = cpu_opt_state_from_host,
+    .host_view = cpu_host_view,
     .tensor_to_host = cpu_tensor_to_host,
     .grad_from_host = cpu_grad_from_host,
     .sync = cpu_sync,
