@@ -68,7 +68,7 @@ harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
     for (int i = 1; i < n; i++) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
                      .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED,
-                     .fuse = parity_fuse};
+                     .fuse = parity_fuse, .accumulate = true};
     h->vt = parity_vt;
     ct_plan_init(&h->plan, h->vt->align); /* as ct_model_create does */
     if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);

@@ -66,7 +66,9 @@ static void test_fix_is_the_largest_batch_that_fits(void **state) {
     printf("batch 3000 needs %zu bytes; fix: batch %d x %d steps, %zu bytes\n",
            arena_at(cfg, &dev, true, 3000), fix.batch, fix.accum, fix.arena);
     assert_true(fix.arena <= limit);
+    cfg->train.grad_accum_steps = fix.accum; /* the fixed run accumulates */
     assert_int_equal(fix.arena, arena_at(cfg, &dev, true, fix.batch));
+    cfg->train.grad_accum_steps = 1;
     assert_true((long long)fix.batch * fix.accum >= 3000);
     assert_true(arena_at(cfg, &dev, true, 2 * fix.batch) > limit); /* no much larger fits */
     if (3000 % fix.batch == 0) assert_int_equal(fix.batch * fix.accum, 3000);

@@ -363,6 +363,7 @@ static void sgd_step_weights(int batch, int accum, float *out) {
     if (ct_dataset_load(cfg.data.train_images, cfg.data.train_labels, 10, &ds, &err))
         fail_msg("%s", err.msg);
     ds.count = 200; /* the first 200 samples, in order */
+    cfg.train.grad_accum_steps = accum; /* plans the backend's accumulation scratch */
     ct_device_choice dev;
     ct_device_cfg cpu = {.kind = CT_DEVICE_CPU, .index = -1};
     assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);

@@ -68,6 +68,9 @@ typedef struct ct_run_opts {
      * values, but a fused layer's act / gact hold the later layer's result as soon
      * as the earlier one ran: per-layer tests leave it off. */
     bool fuse;
+    /* backward may be called with accumulate (train.grad_accum_steps > 1); a
+     * backend may need scratch for that, which it then plans only when set */
+    bool accumulate;
     /* Device-resident datasets (backends with dataset_upload only): samples of the
      * training (slot 0) and evaluation (slot 1) sets to plan room for; 0 = none.
      * Each sample is numel(input) uint8 pixels and one uint8 label. */

@@ -99,12 +99,19 @@ static size_t plan_bytes(const ct_config *cfg, const ct_device_choice *dev, bool
     return total;
 }
 
-int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool training,
+int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, bool training,
                        size_t available, ct_memory_fix *fix, ct_err *err) {
+    /* the fix accumulates gradients: plan with that (backends may need scratch) */
+    ct_config *cfg = malloc(sizeof *cfg);
+    if (!cfg) return ct_errorf(err, "out of host memory");
+    *cfg = *cfg_in; /* shares cfg_in's text, read only */
+    if (cfg->train.grad_accum_steps < 2) cfg->train.grad_accum_steps = 2;
     int lo = 1, hi = cfg->train.batch_size - 1; /* the current batch does not fit */
     size_t at1 = plan_bytes(cfg, dev, training, 1);
-    if (at1 == 0 || at1 > available)
+    if (at1 == 0 || at1 > available) {
+        free(cfg);
         return ct_errorf(err, "even batch size 1 needs more than the available memory");
+    }
     while (lo < hi) { /* largest batch in [lo, hi] that fits; lo always fits */
         int mid = lo + (hi - lo + 1) / 2;
         size_t t = plan_bytes(cfg, dev, training, mid);
@@ -115,7 +122,7 @@ int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool t
     }
     /* Prefer a batch that divides the effective batch exactly (within a factor
      * of 2 of the largest that fits); else round the accumulation steps up. */
-    long long effective = (long long)cfg->train.batch_size * cfg->train.grad_accum_steps;
+    long long effective = (long long)cfg_in->train.batch_size * cfg_in->train.grad_accum_steps;
     int batch = lo;
     for (int d = lo; d >= (lo + 1) / 2; d--)
         if (effective % d == 0) {
@@ -125,6 +132,7 @@ int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool t
     fix->batch = batch;
     fix->accum = (int)((effective + batch - 1) / batch);
     fix->arena = plan_bytes(cfg, dev, training, batch);
+    free(cfg);
     return 0;
 }
 

@@ -145,14 +145,16 @@ static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs 
         ct_cpu_xfer_plan(b, &w->wddst, nd->i, "bwd_ddst", wddst, &nd->act.md, true, err) != 0)
         return -1;
     w->dw.md = *ct_cpu_pd_md(&w->bwd_w, dnnl_query_diff_weights_md);
-    if (ct_cpu_add_ws(b, &w->dw, nd->i, "dw", err) != 0) return -1;
     w->dw_is_plain = ct_cpu_md_eq(&w->dw.md, &w->w_plain.md);
+    /* dW scratch: for oneDNN's layout when it differs, and for accumulation */
+    if ((!w->dw_is_plain || b->o.accumulate) && ct_cpu_add_ws(b, &w->dw, nd->i, "dw", err) != 0)
+        return -1;
     if (!w->dw_is_plain &&
         (ct_cpu_reorder_pd(&b->c, &w->dw_set, &w->dw.md, &w->w_plain.md, false, err) != 0 ||
          ct_cpu_reorder_pd(&b->c, &w->dw_add, &w->dw.md, &w->w_plain.md, true, err) != 0))
         return -1;
     w->db.region = -1;
-    if (nd->g->bias < 0) return 0;
+    if (nd->g->bias < 0 || !b->o.accumulate) return 0;
     w->db.md = w->b_plain.md;
     return ct_cpu_add_ws(b, &w->db, nd->i, "db", err);
 }
@@ -211,10 +213,14 @@ static void bind_bwd_weights_args(ct_cpu *b, ct_cpu_node *nd) {
     for (int k = 0; k < w->bwd_w.nargs; k++) w->acc_args[k] = w->bwd_w.args[k];
     w->n_acc_args = w->bwd_w.nargs;
     ct_cpu_arg(&w->bwd_w, DNNL_ARG_DIFF_WEIGHTS, w->dw_is_plain ? w->dw_plain.mem : w->dw.mem);
+    if (nd->g->bias >= 0) ct_cpu_arg(&w->bwd_w, DNNL_ARG_DIFF_BIAS, w->db_plain.mem);
+    if (!b->o.accumulate) { /* no scratch planned: backward_weights refuses to accumulate */
+        w->n_acc_args = 0;
+        return;
+    }
     w->acc_args[w->n_acc_args++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, w->dw.mem};
-    if (nd->g->bias < 0) return;
-    ct_cpu_arg(&w->bwd_w, DNNL_ARG_DIFF_BIAS, w->db_plain.mem);
-    w->acc_args[w->n_acc_args++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, w->db.mem};
+    if (nd->g->bias >= 0)
+        w->acc_args[w->n_acc_args++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, w->db.mem};
 }
 
 static void bind_reorder(ct_cpu_prim *r, dnnl_memory_t src, dnnl_memory_t dst) {
@@ -301,6 +307,9 @@ static int backward_weights(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err 
         if (ct_cpu_exec(&b->c, &w->bwd_w, err) != 0) return -1;
         return w->dw_is_plain ? 0 : ct_cpu_exec(&b->c, &w->dw_set, err);
     }
+    if (!b->o.accumulate)
+        return ct_errorf(err, "backward with accumulation on a plan made without it "
+                              "(ct_run_opts.accumulate)");
     if (ct_cpu_exec_args(&b->c, &w->bwd_w, w->acc_args, w->n_acc_args, err) != 0) return -1;
     if (w->dw_is_plain)
         add_into(w->dw_plain.ptr, w->dw.ptr, ct_cpu_md_numel(&w->w_plain.md));
