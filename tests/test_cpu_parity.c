@@ -403,6 +403,8 @@ static void test_accumulate(void **state) {
     harness *h = open_h(3, 6, 6, a, 4, 4);
     for (int k = 1; k < 4; k += 2) {
         parity_out o = parity_n(h, k, 4, true);
+        /* a second micro-batch: the same rows forward again, the same dy back */
+        for (int i = 0; i <= k; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
         OK(h->vt->backward(h->b, k, true, STEP, E));
         float *g2 = malloc(h->g.n_param_floats * sizeof *g2);
         OK(h->vt->grads_to_host(h->b, g2, E));

@@ -12,6 +12,8 @@
  *
  * Contracts:
  *  - forward(i) reads act[i-1] and params, writes act[i] (and saved state).
+ *  - backward(i) is valid once after each forward(i) (it may reuse storage that
+ *    only the forward fills).
  *  - backward(i) reads gact[i] (+ saved state), writes gact[i-1] when node i has
  *    input_grad (graph.h: some earlier node has parameters; a backend may also
  *    write it otherwise, nothing reads it then), and

@@ -165,7 +165,17 @@ int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_e
     if (create_fwd(b, nd, dd, err) != 0) return -1;
     if (!b->o.training) return 0;
     if (ct_cpu_has_gin(b, nd->i) && create_bwd_data(b, nd, dd, err) != 0) return -1;
-    return create_bwd_weights(b, nd, dd, err);
+    if (create_bwd_weights(b, nd, dd, err) != 0) return -1;
+    /* Backward runs the weights pass first, the last reader of the forward's src
+     * copy; the data pass's diff_src copy then reuses that storage (the CNN's
+     * first linear: 3 MiB). */
+    ct_cpu_wl *w = &nd->wl;
+    if (w->src.on && w->dsrc.on &&
+        b->plan->regions[w->dsrc.t.region].bytes == b->plan->regions[w->src.t.region].bytes) {
+        b->plan->regions[w->dsrc.t.region].bytes = 0;
+        w->dsrc.t.region = w->src.t.region;
+    }
+    return 0;
 }
 
 /* ---- bind ---------------------------------------------------------------------- */
@@ -319,8 +329,9 @@ static int backward_weights(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err 
     return 0;
 }
 
+/* Weights before data: see the src / dsrc sharing in ct_cpu_wl_create. */
 int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err) {
     (void)step;
-    if (ct_cpu_has_gin(b, nd->i) && backward_data(b, nd, err) != 0) return -1;
-    return backward_weights(b, nd, accumulate, err);
+    if (backward_weights(b, nd, accumulate, err) != 0) return -1;
+    return ct_cpu_has_gin(b, nd->i) ? backward_data(b, nd, err) : 0;
 }
