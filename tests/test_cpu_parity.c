@@ -240,60 +240,72 @@ static void test_maxpool_loops(void **state) {
     kernel_case(3, 32, 8, 28, 2, 2, 0, false); /* the tutorial's first pool */
 }
 
-/* ---- ctrain's conv1 backward-weights loops ------------------------------------------ */
+/* ---- ctrain's conv backward-weights loops ------------------------------------------ */
 
-/* ct_conv1_bwd_weights (portable and, where the CPU has it, AVX2) against the double
- * reference: dy random in the given channel block layout, with garbage in the lanes
- * past OC; add = true starts from nonzero dw/db and must add to them. */
-static void conv1_case(int N, int OC, int block, int H, int K, int P, bool add, int threads) {
+/* ct_convw_bwd_weights (portable and, where the CPU has it, AVX2) against the double
+ * reference: x and dy random in the given channel-block layouts, with garbage in the
+ * lanes past IC / OC; add = true starts from nonzero dw/db and must add to them. */
+static void convw_case(int N, int IC, int xb, int OC, int db_, int H, int K, int P, bool add,
+                       int threads) {
     for (int portable = 0; portable < 2; portable++) {
-        ct_conv1_geom q = {.n = N, .oc = OC, .h = H, .w = H + 1, .k = K, .p = P,
-                           .block = block, .portable = portable};
-        assert_true(ct_conv1_geom_ok(&q));
+        ct_convw_geom q = {.n = N, .ic = IC, .oc = OC, .h = H, .w = H + 1, .k = K, .p = P,
+                           .x_block = xb, .dy_block = db_, .portable = portable};
+        assert_true(ct_convw_geom_ok(&q));
         int W = q.w, OH = H + 2 * P - K + 1, OW = W + 2 * P - K + 1;
-        int blocks = (OC + block - 1) / block;
-        size_t plane = (size_t)OH * OW;
-        float *x = rand_f((size_t)N * H * W, 1.0);
-        float *dy = rand_f((size_t)N * blocks * block * plane, 1.0); /* pad lanes: garbage */
-        double *xd = to_d(x, (size_t)N * H * W);
-        double *dyd = calloc((size_t)N * OC * plane, sizeof *dyd);
-        for (int n = 0; n < N; n++)
+        int xblocks = (IC + xb - 1) / xb, dblocks = (OC + db_ - 1) / db_;
+        size_t xplane = (size_t)H * W, dplane = (size_t)OH * OW;
+        float *x = rand_f((size_t)N * xblocks * xb * xplane, 1.0);   /* pad lanes: garbage */
+        float *dy = rand_f((size_t)N * dblocks * db_ * dplane, 1.0);
+        double *xd = calloc((size_t)N * IC * xplane, sizeof *xd);
+        double *dyd = calloc((size_t)N * OC * dplane, sizeof *dyd);
+        for (int n = 0; n < N; n++) {
+            for (int c = 0; c < IC; c++)
+                for (size_t p = 0; p < xplane; p++)
+                    xd[((size_t)n * IC + c) * xplane + p] =
+                        x[(((size_t)n * xblocks + c / xb) * xplane + p) * xb + c % xb];
             for (int c = 0; c < OC; c++)
-                for (size_t p = 0; p < plane; p++)
-                    dyd[((size_t)n * OC + c) * plane + p] =
-                        dy[(((size_t)n * blocks + c / block) * plane + p) * block + c % block];
-        double *wd = calloc((size_t)OC * K * K, sizeof *wd), *dx = calloc((size_t)N * H * W, sizeof *dx);
-        double *dwr = calloc((size_t)OC * K * K, sizeof *dwr), *dbr = calloc((size_t)OC, sizeof *dbr);
-        ct_ref_conv2d_backward(xd, N, 1, H, W, wd, OC, K, 1, P, dyd, dx, dwr, dbr);
-        float *dw = rand_f((size_t)OC * K * K, 1.0), *db = rand_f((size_t)OC, 1.0);
-        for (int i = 0; add && i < OC * K * K; i++) dwr[i] += dw[i];
+                for (size_t p = 0; p < dplane; p++)
+                    dyd[((size_t)n * OC + c) * dplane + p] =
+                        dy[(((size_t)n * dblocks + c / db_) * dplane + p) * db_ + c % db_];
+        }
+        size_t nw = (size_t)OC * IC * K * K;
+        double *wd = calloc(nw, sizeof *wd), *dx = calloc((size_t)N * IC * xplane, sizeof *dx);
+        double *dwr = calloc(nw, sizeof *dwr), *dbr = calloc((size_t)OC, sizeof *dbr);
+        ct_ref_conv2d_backward(xd, N, IC, H, W, wd, OC, K, 1, P, dyd, dx, dwr, dbr);
+        float *dw = rand_f(nw, 1.0), *db = rand_f((size_t)OC, 1.0);
+        for (size_t i = 0; add && i < nw; i++) dwr[i] += dw[i];
         for (int i = 0; add && i < OC; i++) dbr[i] += db[i];
-        float *part = malloc(ct_conv1_part_floats(&q) * (size_t)threads * sizeof *part);
-        ct_conv1_bwd_weights(&q, x, dy, dw, db, add, part, threads);
-        char what[96];
-        snprintf(what, sizeof what, "conv1 %s dw (block %d, K %d, P %d)", ct_conv1_isa(&q), block, K, P);
-        check_close(dw, dwr, (size_t)OC * K * K, what);
-        snprintf(what, sizeof what, "conv1 %s db (block %d, K %d, P %d)", ct_conv1_isa(&q), block, K, P);
+        float *part = malloc(ct_convw_part_floats(&q) * (size_t)threads * sizeof *part);
+        ct_convw_bwd_weights(&q, x, dy, dw, db, add, part, threads);
+        char what[128];
+        snprintf(what, sizeof what, "convw %s dw (IC %d/%d, OC %d/%d, K %d, P %d)", ct_convw_isa(&q),
+                 IC, xb, OC, db_, K, P);
+        check_close(dw, dwr, nw, what);
+        snprintf(what, sizeof what, "convw %s db (IC %d/%d, OC %d/%d, K %d, P %d)", ct_convw_isa(&q),
+                 IC, xb, OC, db_, K, P);
         check_close(db, dbr, (size_t)OC, what);
         free(x), free(dy), free(xd), free(dyd), free(wd), free(dx), free(dwr), free(dbr);
         free(dw), free(db), free(part);
     }
 }
 
-static void test_conv1_loops(void **state) {
+static void test_convw_loops(void **state) {
     (void)state;
-    ct_conv1_geom fast = {.n = 1, .oc = 8, .h = 8, .w = 8, .k = 3, .p = 1, .block = 8};
-    printf("conv1 loops: %s\n", ct_conv1_isa(&fast));
-    conv1_case(3, 32, 8, 28, 3, 1, false, 2);  /* the tutorial's conv1, nChw8c */
-    conv1_case(5, 20, 8, 9, 3, 1, true, 2);    /* 4 pad lanes, accumulate, 5 images on 2 threads */
-    conv1_case(2, 24, 16, 7, 3, 0, false, 3);  /* nChw16c: a half-empty second block */
-    conv1_case(2, 5, 1, 8, 5, 2, true, 1);     /* nchw, K 5 (portable loops) */
-    conv1_case(1, 8, 8, 6, 7, 3, false, 4);    /* more threads than images */
-    /* the backend takes these loops for the tutorial's first conv (whose parity
-     * against the reference parity_test_conv checks) */
-    ct_layer_cfg e[] = {conv(32, 3, 1, 1, true)};
-    harness *h = open_h(1, 28, 28, e, 1, 4);
+    ct_convw_geom fast = {.n = 1, .ic = 8, .oc = 8, .h = 8, .w = 8, .k = 3, .p = 1,
+                          .x_block = 8, .dy_block = 8};
+    printf("conv backward-weights loops: %s\n", ct_convw_isa(&fast));
+    convw_case(3, 1, 1, 32, 8, 28, 3, 1, false, 2);  /* the tutorial's conv1: nchw x, nChw8c dy */
+    convw_case(2, 32, 8, 64, 8, 14, 3, 1, false, 2); /* the tutorial's conv2, nChw8c both */
+    convw_case(5, 1, 1, 20, 8, 9, 3, 1, true, 2);    /* 4 pad lanes, accumulate, 5 images on 2 threads */
+    convw_case(2, 12, 16, 24, 16, 7, 3, 0, false, 3); /* nChw16c: half-empty blocks */
+    convw_case(2, 3, 1, 5, 1, 8, 5, 2, true, 1);     /* nchw both, K 5 (portable loops) */
+    convw_case(1, 5, 8, 8, 8, 6, 7, 3, false, 4);    /* more threads than images */
+    /* the backend takes these loops for a first conv on one channel (whose parity
+     * against the reference parity_test_conv checks), and oneDNN's for more */
+    ct_layer_cfg e[] = {conv(32, 3, 1, 1, true), conv(64, 3, 1, 1, true)};
+    harness *h = open_h(1, 14, 14, e, 2, 4);
     assert_true(((ct_cpu *)(void *)h->b)->nodes[0].wl.own_bwd_w);
+    assert_false(((ct_cpu *)(void *)h->b)->nodes[1].wl.own_bwd_w);
     close_h(h);
 }
 
@@ -569,7 +581,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_ties),
         cmocka_unit_test(test_maxpool_fallback),
         cmocka_unit_test(test_maxpool_loops),
-        cmocka_unit_test(test_conv1_loops),
+        cmocka_unit_test(test_convw_loops),
         cmocka_unit_test(test_fusion_same_bits),
         cmocka_unit_test(parity_test_relu),
         cmocka_unit_test(parity_test_flatten_linear),

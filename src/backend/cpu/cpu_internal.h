@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_conv1_kernel.h"
+#include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_dnnl.h"
 
 /* A tensor in the arena: layout and region (ids from the plan). */
@@ -65,11 +65,11 @@ typedef struct ct_cpu_wl {
     dnnl_exec_arg_t acc_args[CT_CPU_MAX_ARGS]; /* bwd_w writing into dw/db scratch */
     int n_acc_args;
     bool fwd_dirty, bwd_dirty;
-    /* ctrain's own backward-weights for a 1-input-channel stride-1 conv
-     * (cpu_conv1_kernel.h) instead of bwd_w: its geometry and the per-thread
-     * partial sums ("layers.<i>.conv1_part", part_threads of them). */
+    /* ctrain's own backward-weights for a stride-1 conv (cpu_convw_kernel.h)
+     * instead of bwd_w: its geometry and the per-thread partial sums
+     * ("layers.<i>.convw_part", part_threads of them). */
     bool own_bwd_w;
-    ct_conv1_geom conv1;
+    ct_convw_geom convw;
     bool relu_post_op;      /* the next node is a relu whose forward this one does */
     ct_cpu_tensor part;
     int part_threads;

@@ -98,37 +98,39 @@ static int create_bwd_data(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd
     return 0;
 }
 
-/* ctrain's loops take the weight gradient of a conv with one input channel, stride 1,
- * a plain input and diff_dst in nchw / nChw8c / nChw16c (cpu_conv1_kernel.h), about
- * 5x faster than oneDNN's with its reorder. CT_CPU_NO_CONV1=1 in the environment
- * keeps oneDNN's, for side-by-side measurements. */
-static bool own_conv1(ct_cpu *b, ct_cpu_node *nd, ct_conv1_geom *q) {
+/* ctrain's loops take the weight gradient of a stride-1 conv with one input channel
+ * whose diff_dst is in nchw / nChw8c / nChw16c (cpu_convw_kernel.h): for the
+ * tutorial's conv1 on AVX2 about 5x faster than oneDNN's with its reorder. With more
+ * input channels they only match oneDNN (conv2 at batch 256: 18.2 against ~19 ms),
+ * so oneDNN keeps those. CT_CPU_NO_CONVW=1 in the environment keeps oneDNN's for all,
+ * for side-by-side measurements. */
+static bool own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
     const ct_node *g = nd->g;
     memset(q, 0, sizeof *q);
-    const char *off = getenv("CT_CPU_NO_CONV1");
-    if (g->kind != CT_LAYER_CONV2D || g->in.c != 1 || g->cfg.stride != 1 ||
+    const char *off = getenv("CT_CPU_NO_CONVW");
+    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 ||
         (off && *off && strcmp(off, "0") != 0))
         return false;
-    if (!ct_cpu_md_is_plain(&ct_cpu_in(b, nd->i)->md)) return false;
-    *q = (ct_conv1_geom){.n = b->N, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
+    *q = (ct_convw_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                          .k = g->cfg.kernel, .p = g->cfg.padding,
-                         .block = ct_cpu_md_channel_block(&nd->act.md)};
-    return ct_conv1_geom_ok(q);
+                         .x_block = ct_cpu_md_channel_block(&ct_cpu_in(b, nd->i)->md),
+                         .dy_block = ct_cpu_md_channel_block(&nd->act.md)};
+    return q->ic == 1 && ct_convw_geom_ok(q);
 }
 
 static int create_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     w->own_bwd_w = true;
     w->part_threads = omp_get_max_threads();
-    dnnl_dim_t n = (dnnl_dim_t)(ct_conv1_part_floats(&w->conv1) * (size_t)w->part_threads);
+    dnnl_dim_t n = (dnnl_dim_t)(ct_convw_part_floats(&w->convw) * (size_t)w->part_threads);
     if (ct_cpu_md_plain(&w->part.md, 1, &n, err) != 0) return -1;
-    return ct_cpu_add_ws(b, &w->part, nd->i, "conv1_part", err);
+    return ct_cpu_add_ws(b, &w->part, nd->i, "convw_part", err);
 }
 
 static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd,
                               ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
-    if (own_conv1(b, nd, &w->conv1)) return create_own_bwd_weights(b, nd, err);
+    if (own_convw(b, nd, &w->convw)) return create_own_bwd_weights(b, nd, err);
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     ct_cpu_wdesc d[CT_CPU_BWD_W_VARIANTS];
     for (int v = 0; v < CT_CPU_BWD_W_VARIANTS; v++)
@@ -304,9 +306,9 @@ static void add_into(float *dst, const float *src, size_t n) {
 static int backward_weights(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     if (w->own_bwd_w) {
-        ct_conv1_geom q = w->conv1;
+        ct_convw_geom q = w->convw;
         q.n = b->n; /* rows of this batch */
-        ct_conv1_bwd_weights(&q, ct_cpu_in(b, nd->i)->ptr, nd->gact.ptr, w->dw_plain.ptr,
+        ct_convw_bwd_weights(&q, ct_cpu_in(b, nd->i)->ptr, nd->gact.ptr, w->dw_plain.ptr,
                              nd->g->bias >= 0 ? w->db_plain.ptr : NULL, accumulate, w->part.ptr,
                              w->part_threads);
         return 0;

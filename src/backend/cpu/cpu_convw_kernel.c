@@ -1,0 +1,203 @@
+/* cpu_convw_kernel.c: weight gradients of stride-1 convolutions (see
+ * cpu_convw_kernel.h).
+ *
+ * Per image: the image is copied with its zero border into padded per-channel
+ * planes (so no bounds tests remain); then for every group of 8 output channels and
+ * every input channel, one sweep over the output pixels adds dy(pixel) *
+ * x(pixel + tap) into K*K accumulators (and, for the first input channel, dy into
+ * the bias accumulator). The image's dy tile of one group (OH*OW*8 floats) and the
+ * padded planes stay in cache across the input channels. The AVX2 body (dy block 8
+ * or 16, K = 3) keeps the 10 accumulators in registers; the portable body does the
+ * same arithmetic in C for any layout and K. Partial sums:
+ * dw part[((group * IC + ic) * K*K + tap) * 8 + lane], db part[groups * 8 * IC*K*K + oc].
+ */
+#include "backend/cpu/cpu_convw_kernel.h"
+
+#include <omp.h>
+#include <string.h>
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define HAVE_AVX2 1
+#define AVX2_TARGET __attribute__((target("avx2,fma")))
+#else
+#define HAVE_AVX2 0
+#endif
+
+static int out_h(const ct_convw_geom *g) { return g->h + 2 * g->p - g->k + 1; }
+static int out_w(const ct_convw_geom *g) { return g->w + 2 * g->p - g->k + 1; }
+static int groups(const ct_convw_geom *g) { return (g->oc + 7) / 8; }
+static int blocks(int c, int block) { return (c + block - 1) / block; }
+static int plane(const ct_convw_geom *g) { return (g->h + 2 * g->p) * (g->w + 2 * g->p); }
+static bool block_ok(int b) { return b == 1 || b == 8 || b == 16; }
+
+bool ct_convw_geom_ok(const ct_convw_geom *g) {
+    return g->n >= 1 && g->ic >= 1 && g->oc >= 1 && g->h >= 1 && g->w >= 1 && g->k >= 1 &&
+           g->k <= CT_CONVW_MAX_KERNEL && g->p >= 0 && g->p < g->k && out_h(g) >= 1 &&
+           out_w(g) >= 1 && block_ok(g->x_block) && block_ok(g->dy_block) &&
+           (long)g->ic * plane(g) <= CT_CONVW_MAX_PADDED;
+}
+
+size_t ct_convw_part_floats(const ct_convw_geom *g) {
+    return (size_t)groups(g) * 8 * ((size_t)g->ic * (size_t)(g->k * g->k) + 1);
+}
+
+static bool use_avx2(const ct_convw_geom *g) {
+#if HAVE_AVX2
+    return !g->portable && g->k == 3 && g->dy_block >= 8 && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma");
+#else
+    (void)g;
+    return false;
+#endif
+}
+
+const char *ct_convw_isa(const ct_convw_geom *g) { return use_avx2(g) ? "avx2" : "portable"; }
+
+/* Image x (its layout) into xp [ic][(h + 2p)][(w + 2p)] with zero borders. */
+static void pad_image(const ct_convw_geom *g, const float *x, float *xp) {
+    int wp = g->w + 2 * g->p, B = g->x_block;
+    size_t pl = (size_t)plane(g);
+    memset(xp, 0, (size_t)g->ic * pl * sizeof *xp);
+    for (int c = 0; c < g->ic; c++) {
+        const float *xc = x + (size_t)(c / B) * (size_t)g->h * (size_t)g->w * (size_t)B + c % B;
+        float *dst = xp + (size_t)c * pl + (size_t)g->p * (size_t)wp + (size_t)g->p;
+        for (int r = 0; r < g->h; r++)
+            for (int q = 0; q < g->w; q++)
+                dst[(size_t)r * (size_t)wp + (size_t)q] = xc[((size_t)r * (size_t)g->w + (size_t)q) * (size_t)B];
+    }
+}
+
+static void image_portable(const ct_convw_geom *g, const float *xp, const float *dyi, float *part) {
+    int kk = g->k * g->k, oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p, B = g->dy_block;
+    size_t dplane = (size_t)oh * (size_t)ow, pl = (size_t)plane(g);
+    float *pb = part + (size_t)groups(g) * 8 * (size_t)g->ic * (size_t)kk;
+    for (int c = 0; c < g->oc; c++) {
+        const float *dc = dyi + (size_t)(c / B) * dplane * (size_t)B + c % B;
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++) pb[c] += dc[((size_t)y * (size_t)ow + (size_t)x) * (size_t)B];
+        for (int i = 0; i < g->ic; i++) {
+            float *pw = part + ((size_t)(c / 8) * (size_t)g->ic + (size_t)i) * (size_t)kk * 8 + c % 8;
+            const float *xi = xp + (size_t)i * pl;
+            for (int y = 0; y < oh; y++)
+                for (int x = 0; x < ow; x++) {
+                    float d = dc[((size_t)y * (size_t)ow + (size_t)x) * (size_t)B];
+                    for (int ky = 0; ky < g->k; ky++)
+                        for (int kx = 0; kx < g->k; kx++)
+                            pw[(size_t)(ky * g->k + kx) * 8] += d * xi[(y + ky) * wp + x + kx];
+                }
+        }
+    }
+}
+
+#if HAVE_AVX2
+/* dy block 8 or 16, K = 3: per group of 8 output channels and input channel, one
+ * sweep over the output pixels with 9 accumulators in registers. */
+AVX2_TARGET static void image_avx2_k3(const ct_convw_geom *g, const float *xp, const float *dyi,
+                                      float *part) {
+    int oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p, per_block = g->dy_block / 8;
+    size_t dplane = (size_t)oh * (size_t)ow, pl = (size_t)plane(g);
+    float *pb = part + (size_t)groups(g) * 8 * (size_t)g->ic * 9;
+    for (int grp = 0; grp < groups(g); grp++) {
+        const float *d0 = dyi + (size_t)(grp / per_block) * dplane * (size_t)g->dy_block +
+                          (size_t)(grp % per_block) * 8;
+        /* the bias in its own sweep, unless there is one input channel (then in the
+         * same sweep: one pass over dy) */
+        __m256 ab = _mm256_loadu_ps(pb + (size_t)grp * 8);
+        for (size_t q = 0; g->ic > 1 && q < dplane; q++)
+            ab = _mm256_add_ps(ab, _mm256_loadu_ps(d0 + q * (size_t)g->dy_block));
+        for (int i = 0; i < g->ic; i++) {
+            float *pw = part + ((size_t)grp * (size_t)g->ic + (size_t)i) * 9 * 8;
+            const float *xi = xp + (size_t)i * pl;
+            /* nine named accumulators: an array would be kept in memory */
+            __m256 a0 = _mm256_loadu_ps(pw), a1 = _mm256_loadu_ps(pw + 8),
+                   a2 = _mm256_loadu_ps(pw + 16), a3 = _mm256_loadu_ps(pw + 24),
+                   a4 = _mm256_loadu_ps(pw + 32), a5 = _mm256_loadu_ps(pw + 40),
+                   a6 = _mm256_loadu_ps(pw + 48), a7 = _mm256_loadu_ps(pw + 56),
+                   a8 = _mm256_loadu_ps(pw + 64);
+            const float *d = d0;
+            for (int y = 0; y < oh; y++) {
+                const float *r0 = xi + (size_t)y * (size_t)wp, *r1 = r0 + wp, *r2 = r1 + wp;
+                for (int x = 0; x < ow; x++, d += g->dy_block) {
+                    __m256 v = _mm256_loadu_ps(d);
+                    if (g->ic == 1) ab = _mm256_add_ps(ab, v);
+                    a0 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r0 + x), a0);
+                    a1 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r0 + x + 1), a1);
+                    a2 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r0 + x + 2), a2);
+                    a3 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r1 + x), a3);
+                    a4 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r1 + x + 1), a4);
+                    a5 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r1 + x + 2), a5);
+                    a6 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r2 + x), a6);
+                    a7 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r2 + x + 1), a7);
+                    a8 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r2 + x + 2), a8);
+                }
+            }
+            _mm256_storeu_ps(pw, a0);
+            _mm256_storeu_ps(pw + 8, a1);
+            _mm256_storeu_ps(pw + 16, a2);
+            _mm256_storeu_ps(pw + 24, a3);
+            _mm256_storeu_ps(pw + 32, a4);
+            _mm256_storeu_ps(pw + 40, a5);
+            _mm256_storeu_ps(pw + 48, a6);
+            _mm256_storeu_ps(pw + 56, a7);
+            _mm256_storeu_ps(pw + 64, a8);
+        }
+        _mm256_storeu_ps(pb + (size_t)grp * 8, ab);
+    }
+}
+#endif
+
+/* The partials of nt threads into dw / db (thread order). */
+static void reduce(const ct_convw_geom *g, const float *part, int nt, float *dw, float *db,
+                   bool add) {
+    size_t pf = ct_convw_part_floats(g);
+    int kk = g->k * g->k;
+    for (int c = 0; c < g->oc; c++) {
+        for (int i = 0; i < g->ic; i++)
+            for (int tap = 0; tap < kk; tap++) {
+                size_t at = (((size_t)(c / 8) * (size_t)g->ic + (size_t)i) * (size_t)kk + (size_t)tap) * 8 +
+                            (size_t)(c % 8);
+                float s = 0.0f;
+                for (int u = 0; u < nt; u++) s += part[(size_t)u * pf + at];
+                float *o = dw + ((size_t)c * (size_t)g->ic + (size_t)i) * (size_t)kk + (size_t)tap;
+                *o = add ? *o + s : s;
+            }
+        if (!db) continue;
+        size_t at = (size_t)groups(g) * 8 * (size_t)g->ic * (size_t)kk + (size_t)c;
+        float s = 0.0f;
+        for (int u = 0; u < nt; u++) s += part[(size_t)u * pf + at];
+        db[c] = add ? db[c] + s : s;
+    }
+}
+
+void ct_convw_bwd_weights(const ct_convw_geom *g, const float *x, const float *dy, float *dw,
+                          float *db, bool add, float *part, int part_threads) {
+    size_t pf = ct_convw_part_floats(g);
+    size_t img_x = (size_t)blocks(g->ic, g->x_block) * (size_t)g->x_block * (size_t)g->h * (size_t)g->w;
+    size_t img_dy = (size_t)blocks(g->oc, g->dy_block) * (size_t)g->dy_block * (size_t)out_h(g) *
+                    (size_t)out_w(g);
+    bool avx2 = use_avx2(g);
+    int threads = part_threads < 1 ? 1 : part_threads;
+    if (threads > g->n) threads = g->n;
+    int used = 1;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        float *mine = part + (size_t)t * pf;
+        float xp[CT_CONVW_MAX_PADDED];
+        memset(mine, 0, pf * sizeof *mine);
+        for (int n = (int)((long)g->n * t / nt); n < (int)((long)g->n * (t + 1) / nt); n++) {
+            pad_image(g, x + (size_t)n * img_x, xp);
+#if HAVE_AVX2
+            if (avx2) {
+                image_avx2_k3(g, xp, dy + (size_t)n * img_dy, mine);
+                continue;
+            }
+#endif
+            image_portable(g, xp, dy + (size_t)n * img_dy, mine);
+        }
+        if (t == 0) used = nt;
+    }
+    (void)avx2;
+    reduce(g, part, used, dw, db, add);
+}

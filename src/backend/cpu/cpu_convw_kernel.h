@@ -1,0 +1,46 @@
+/* cpu_convw_kernel.h: ctrain's own weight and bias gradients for stride-1
+ * convolutions with 3x3 (AVX2) or any small square kernel (portable), where
+ * oneDNN 2.6 on AVX2 is slow for a first conv with one input channel (~16 GFLOP/s
+ * after a reorder of diff_dst). Any number of input channels is handled (tests
+ * cover it); with many, the AVX2 loops reach about oneDNN's ~100 GFLOP/s.
+ *
+ *   dw[oc][ic][kh][kw] = sum over n, oh, ow of dy(n, oc, oh, ow) * x(n, ic, oh + kh - p, ow + kw - p)
+ *   db[oc]             = sum over n, oh, ow of dy(n, oc, oh, ow)
+ *
+ * x: [N][ic_blocks][H][W][x_block], x_block 1 (nchw), 8 or 16, zero outside the
+ * image; dy: [N][oc_blocks][OH][OW][dy_block], dy_block 1, 8 or 16 (oneDNN's nchw /
+ * nChw8c / nChw16c; channel lanes past IC / OC are ignored); dw: plain [OC][IC][K][K]
+ * (PyTorch's OIHW); db may be NULL. add: += instead of =. OpenMP over images: thread
+ * t sums its contiguous share of the images into partial buffer t
+ * (ct_convw_part_floats floats each, at most part_threads threads), then the
+ * partials are added in thread order, so the same thread count gives the same bits
+ * on every run. Allocates nothing.
+ */
+#ifndef CT_CPU_CONVW_KERNEL_H
+#define CT_CPU_CONVW_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CT_CONVW_MAX_KERNEL 7
+#define CT_CONVW_MAX_PADDED 16384 /* ic * (H + 2p) * (W + 2p) floats of one padded image */
+
+typedef struct ct_convw_geom {
+    int n, ic, oc;   /* images, input channels, output channels */
+    int h, w, k, p;  /* input size, square kernel, zero padding (stride 1) */
+    int x_block;     /* x's channel block: 1, 8 or 16 */
+    int dy_block;    /* dy's channel block: 1, 8 or 16 */
+    bool portable;   /* force the portable loops (tests) */
+} ct_convw_geom;
+
+/* True when the loops take g. */
+bool ct_convw_geom_ok(const ct_convw_geom *g);
+/* Floats of one thread's partial sums. */
+size_t ct_convw_part_floats(const ct_convw_geom *g);
+/* "avx2" or "portable": the loops ct_convw_bwd_weights runs for g. */
+const char *ct_convw_isa(const ct_convw_geom *g);
+
+void ct_convw_bwd_weights(const ct_convw_geom *g, const float *x, const float *dy, float *dw,
+                          float *db, bool add, float *part, int part_threads);
+
+#endif
