@@ -373,3 +373,100 @@ void parity_test_dropout(void **state) {
         close_h(h);
     }
 }
+
+/* ---- loss and metrics; one Adam step -------------------------------------------- */
+
+/* Loss gradient, loss sum, counts and confusion of the last node's logits against the
+ * double reference, on n of N rows. */
+static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, int N, int n) {
+    harness *h = open_h(C, H, W, layers, nl, N);
+    int K = h->g.num_classes, last = h->g.n_nodes - 1;
+    float *x = rand_f((size_t)N * C * H * W, 2.0), *p = rand_params(&h->g);
+    int32_t *y = malloc((size_t)N * sizeof *y);
+    for (int i = 0; i < N; i++) y[i] = (int32_t)((urand() + 1.0) * 0.5 * K) % K;
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, y, n, E));
+    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    float *z = malloc((size_t)n * K * sizeof *z), *dz = malloc((size_t)n * K * sizeof *dz);
+    OK(h->vt->tensor_to_host(h->b, last, false, z, E));
+    float scale = 0.5f / (float)n;
+    OK(h->vt->loss(h->b, true, scale, 0, E));
+    OK(h->vt->tensor_to_host(h->b, last, true, dz, E));
+    double *zd = to_d(z, (size_t)n * K), *dzr = malloc((size_t)n * K * sizeof *dzr);
+    double mean = ct_ref_softmax_xent(zd, n, K, y, dzr);
+    for (int i = 0; i < n * K; i++) dzr[i] *= 0.5; /* ref dz is d(mean); ours * 0.5 */
+    check_close(dz, dzr, (size_t)n * K, "loss gradient");
+    long long *conf = calloc((size_t)K * K, sizeof *conf);
+    ct_metrics m = {.confusion = conf};
+    OK(h->vt->read_metrics(h->b, &m, true, E));
+    if (!(fabs(m.loss_sum - mean * n) <= 1e-4 * (1.0 + fabs(mean * n))))
+        fail_msg("loss sum %.9g, want %.9g (N %d, n %d, K %d)", m.loss_sum, mean * n, N, n, K);
+    assert_int_equal(m.samples, n);
+    long long want_correct = 0;
+    for (int r = 0; r < n; r++) {
+        int arg = 0;
+        for (int c = 1; c < K; c++)
+            if (z[r * K + c] > z[r * K + arg]) arg = c;
+        want_correct += arg == y[r];
+        conf[(size_t)y[r] * K + arg]--; /* cancels the backend's counts */
+    }
+    for (int i = 0; i < K * K; i++) assert_int_equal(conf[i], 0);
+    assert_int_equal(m.correct, want_correct);
+    OK(h->vt->read_metrics(h->b, &m, false, E)); /* reset zeroed it */
+    assert_true(m.loss_sum == 0.0 && m.samples == 0);
+    free(x), free(p), free(y), free(z), free(dz), free(zd), free(dzr), free(conf);
+    close_h(h);
+}
+
+void parity_test_loss(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(7, true)};
+    check_loss(a, 2, 1, 1, 12, 10, 10);
+    check_loss(a, 2, 1, 1, 12, 10, 6); /* partial batch */
+    /* Logits straight from a blocked 4-D conv output ([N,10,1,1], flattened). */
+    ct_layer_cfg b[] = {conv(10, 3, 1, 0, true), L(CT_LAYER_FLATTEN)};
+    check_loss(b, 2, 3, 3, 3, 9, 9);
+}
+
+/* One Adam step (L2 decay, grad_scale) against torch.optim.Adam written out. */
+void parity_test_adam_step(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    ct_layer_cfg a[] = {L(CT_LAYER_RELU), conv(4, 3, 1, 1, true), L(CT_LAYER_FLATTEN),
+                        linear(3, true)};
+    harness *h = open_opt(2, 5, 5, a, 4, 3, true, CT_OPT_ADAM, 2);
+    size_t n = h->g.n_param_floats;
+    parity_out o1 = parity_n(h, 1, 3, true);
+    parity_out o3 = parity_n(h, 3, 3, true);
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g), *m = rand_f(n, 0.1),
+          *v = rand_f(n, 0.01);
+    for (size_t j = 0; j < n; j++) v[j] = fabsf(v[j]);
+    OK(h->vt->params_to_host(h->b, w, E));
+    OK(h->vt->grads_to_host(h->b, g, E));
+    OK(h->vt->opt_state_from_host(h->b, 0, m, E));
+    OK(h->vt->opt_state_from_host(h->b, 1, v, E));
+    ct_opt_hyper hy = {.lr = 0.01f, .weight_decay = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f,
+                       .eps = 1e-8f, .omb1 = (float)(1.0 - 0.9),
+                       .omb2 = (float)(1.0 - 0.999), .bc1 = 1.0f - 0.9f * 0.9f, .bc2 = 1.0f - 0.999f * 0.999f,
+                       .grad_scale = 0.5f};
+    OK(h->vt->optimizer_step(h->b, &hy, E));
+    float *w2 = malloc(n * sizeof *w2), *m2 = malloc(n * sizeof *m2), *v2 = malloc(n * sizeof *v2);
+    OK(h->vt->params_to_host(h->b, w2, E));
+    OK(h->vt->opt_state_to_host(h->b, 0, m2, E));
+    OK(h->vt->opt_state_to_host(h->b, 1, v2, E));
+    for (size_t j = 0; j < n; j++) { /* torch.optim.Adam with L2 decay, written out */
+        double gj = (double)g[j] * 0.5 + 0.1 * w[j];
+        double mj = 0.9 * m[j] + 0.1 * gj, vj = 0.999 * v[j] + 0.001 * gj * gj;
+        double wj = w[j] - (0.01 / hy.bc1) * mj / (sqrt(vj) / sqrt(hy.bc2) + 1e-8);
+        if (!(fabs(m2[j] - mj) <= 1e-6 + 1e-5 * fabs(mj)))
+            fail_msg("adam m[%zu]: got %.8g want %.8g (g %.8g w %.8g m %.8g)", j, m2[j], mj, g[j], w[j], m[j]);
+        assert_true(fabs(v2[j] - vj) <= 1e-9 + 1e-5 * fabs(vj));
+        assert_true(fabs(w2[j] - wj) <= 1e-6 + 1e-5 * fabs(wj));
+    }
+    /* The step changed the weights: a forward must now use the new ones. */
+    assert_true(memcmp(w, w2, n * sizeof *w) != 0);
+    free(w), free(g), free(m), free(v), free(w2), free(m2), free(v2);
+    free(o1.grads), free(o1.y), free(o3.grads), free(o3.y);
+    close_h(h);
+}

@@ -96,5 +96,8 @@ void parity_test_relu(void **state);
 void parity_test_flatten_linear(void **state);
 void parity_test_linear(void **state);
 void parity_test_dropout(void **state);
+/* Softmax cross-entropy, its gradient and the metric accumulators; one Adam step. */
+void parity_test_loss(void **state);
+void parity_test_adam_step(void **state);
 
 #endif

@@ -20,7 +20,11 @@ const ct_dist *ct_dist_world(void) {
 }
 
 /* The group rank of the calling thread: the collectives below run there. */
-#define IN_GROUP(call)                                                                   do {                                                                                     ct_dist *g_ = ct_dist_current();                                                     if (g_) return call;                                                             } while (0)
+#define IN_GROUP(call)                                                               \
+    do {                                                                             \
+        ct_dist *g_ = ct_dist_current();                                             \
+        if (g_) return call;                                                         \
+    } while (0)
 
 #ifdef CT_HAVE_MPI
 
