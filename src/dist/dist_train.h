@@ -6,7 +6,8 @@
  * gradient of the whole global batch before the same optimizer step. CPU
  * backends sum with MPI_Allreduce on the host-visible grads; CUDA backends with
  * NCCL on their stream (the NCCL id is made by rank 0 and broadcast over MPI).
- * The time spent is accumulated for the epoch line ("communication share").
+ * The time spent is accumulated for the epoch line ("communication share"); on GPUs
+ * the NCCL call is only queued on the backend's stream, so it counts the queuing.
  */
 #ifndef CT_DIST_TRAIN_H
 #define CT_DIST_TRAIN_H
@@ -21,7 +22,8 @@
 typedef struct ct_dist_grads {
     ct_model *m;
     void *nccl_comm;    /* CUDA models: the job's communicator */
-    double seconds;     /* time inside reductions since the caller last zeroed it */
+    double seconds;     /* time inside reductions since the caller last zeroed it; on
+                           GPUs only the time to queue them (no per-step sync) */
     long long calls;
 } ct_dist_grads;
 
