@@ -73,7 +73,8 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         quiet = fopen("/dev/null", "w");
         if (!quiet) {
             ct_config_free(&cfg);
-            return ct_errorf(err, "/dev/null: cannot open"), CT_EXIT_ERROR;
+            ct_errorf(err, "/dev/null: cannot open");
+            return CT_EXIT_ERROR;
         }
         o.out = o.log = quiet;
         o.progress = false;

@@ -64,7 +64,8 @@ typedef struct fit_state {
     ct_stepper stepper;    /* forward/backward/update of one batch */
     const ct_dist *dist;   /* this process's rank in the job (rank 0 of 1 alone) */
     ct_dist_grads reducer; /* gradient all-reduce (data parallelism) */
-    int train_batches_used;/* batches per epoch trained on (see drop_tail in setup) */
+    int train_batches_used;/* batches per epoch trained on (a tail smaller than the
+                              rank count is dropped: setup) */
     char ckpt_path[CT_PATH_MAX + 32];
     char csv_path[CT_PATH_MAX + 32];
 } fit_state;
@@ -121,7 +122,7 @@ static void restore_scaler(const ct_checkpoint *ck, ct_scaler *sc) {
 static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     ct_model *m = s->model;
     const char *path = o->resume ? s->ckpt_path : o->init_from;
-    if (s->dist->rank != 0) path = NULL; /* rank 0 reads; share_progress sends */
+    if (s->dist->rank != 0) path = NULL; /* rank 0 reads; join_ranks sends it on */
     if (!path) {
         float *params = ct_model_host(m, -1);
         ct_init_params(&m->graph, cfg->train.seed, params);

@@ -178,8 +178,9 @@ static void grads_in_dead_outputs(ct_cpu *b) {
     if (!b->o.training || !b->o.fuse) return;
     int first = -1; /* region shared by the dead outputs (no checkpointing only) */
     for (int i = 0; i + 2 < b->g->n_nodes; i++) {
-        ct_cpu_node *w = &b->nodes[i], *relu = &b->nodes[i + 1], *pool = &b->nodes[i + 2];
-        if (!w->wl.relu_post_op || !relu->bwd_in_next || !pool->masks_relu) continue;
+        /* relu->bwd_in_next: node i + 2 is a max-pool doing the relu's backward */
+        ct_cpu_node *w = &b->nodes[i], *relu = &b->nodes[i + 1];
+        if (!w->wl.relu_post_op || !relu->bwd_in_next) continue;
         if (w->gact.region < 0 || relu->gact.region != w->gact.region ||
             relu->act.region != w->act.region)
             continue;

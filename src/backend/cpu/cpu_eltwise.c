@@ -23,7 +23,6 @@ static bool in_place(ct_cpu *b, ct_cpu_node *nd) {
 
 static int relu_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     const dnnl_memory_desc_t *md = &ct_cpu_in(b, nd->i)->md;
-    nd->fwd_in_prev = nd->i > 0 && b->nodes[nd->i - 1].wl.relu_post_op;
     if (ct_cpu_add_act(b, nd, md, in_place(b, nd), nd->i > 0, err) != 0) return -1;
     dnnl_prop_kind_t prop = b->o.training ? dnnl_forward_training : dnnl_forward_inference;
     dnnl_eltwise_desc_t d;
@@ -50,7 +49,8 @@ static int relu_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 static int relu_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
     (void)train;
     (void)step;
-    return nd->fwd_in_prev ? 0 : ct_cpu_exec(&b->c, &nd->fwd, err);
+    bool done_by_prev = nd->i > 0 && b->nodes[nd->i - 1].wl.relu_post_op;
+    return done_by_prev ? 0 : ct_cpu_exec(&b->c, &nd->fwd, err);
 }
 
 static int relu_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,

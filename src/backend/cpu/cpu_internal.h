@@ -83,12 +83,11 @@ typedef struct ct_cpu_node {
     ct_cpu_prim fwd, bwd;    /* pools, relu */
     ct_cpu_tensor ws;        /* max-pool workspace */
     ct_cpu_xfer dsrc;        /* pools: diff_src layout -> gact[i-1] */
-    /* Fusion (ct_run_opts.fuse): a relu whose forward the conv/linear before it does
-     * as a post-op, or whose backward the max-pool after it does by zeroing dy where
-     * the pool's output is not positive (max(relu(x)) > 0 exactly where the relu
-     * passes the gradient at the argmax). */
-    bool fwd_in_prev, bwd_in_next;
-    bool masks_relu;         /* max-pool doing the previous relu's backward */
+    /* Fusion (ct_run_opts.fuse): a relu whose backward the max-pool after it does by
+     * zeroing dy where the pool's output is not positive (max(relu(x)) > 0 exactly
+     * where the relu passes the gradient at the argmax). A relu whose forward the
+     * layer before it does is marked on that layer (wl.relu_post_op). */
+    bool bwd_in_next;
 } ct_cpu_node;
 
 typedef struct ct_cpu ct_cpu;

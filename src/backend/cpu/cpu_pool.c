@@ -163,7 +163,7 @@ static void fuse_relu_backward(ct_cpu *b, ct_cpu_node *nd) {
     if (!b->o.fuse || !b->o.training || nd->i < 1 || !ct_cpu_has_gin(b, nd->i)) return;
     ct_cpu_node *relu = &b->nodes[nd->i - 1];
     if (relu->g->kind != CT_LAYER_RELU || !ct_cpu_has_gin(b, relu->i)) return;
-    nd->masks_relu = relu->bwd_in_next = true;
+    relu->bwd_in_next = true;
 }
 
 static int pool_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -219,7 +219,7 @@ static int pool_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
     (void)step;
     if (!ct_cpu_has_gin(b, nd->i)) return 0;
     if (is_hand(nd)) {
-        if (nd->masks_relu) mask_dy(nd);
+        if (b->nodes[nd->i - 1].bwd_in_next) mask_dy(nd); /* has_gin: nd->i > 0 */
         hand_backward(b, nd);
         return 0;
     }
