@@ -432,6 +432,18 @@ static void test_dropout_matches_elementwise(void **state) {
     free(x); free(y);
 }
 
+/* The four-at-a-time form the CPU backend uses gives the per-element multipliers. */
+static void test_dropout_scale4_matches_scale(void **state) {
+    (void)state;
+    float p = 0.3f;
+    for (uint64_t blk = 0; blk < 2000; blk += 7) {
+        float s4[4];
+        ct_dropout_scale4(12345, 3, 77, blk, p, s4);
+        for (int l = 0; l < 4; l++)
+            assert_true(s4[l] == ct_dropout_scale(12345, 3, 77, blk * 4 + (uint64_t)l, p));
+    }
+}
+
 static long kept_count(const double *y, long n) {
     long k = 0;
     for (long i = 0; i < n; i++) k += y[i] != 0.0;
@@ -547,6 +559,7 @@ int main(void) {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_dropout_gradcheck),
         cmocka_unit_test(test_dropout_matches_elementwise),
+        cmocka_unit_test(test_dropout_scale4_matches_scale),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_dropout_determinism),
         cmocka_unit_test(test_softmax_xent_gradcheck),

@@ -36,6 +36,20 @@ CT_HD float ct_dropout_scale(uint64_t seed, int layer, uint32_t step, uint64_t i
     return u >= p ? 1.0f / (1.0f - p) : 0.0f;
 }
 
+/* The multipliers of elements 4*blk .. 4*blk+3 from one Philox evaluation; equal to
+ * ct_dropout_scale at each of those indices (the fast path for CPU loops). */
+CT_HD void ct_dropout_scale4(uint64_t seed, int layer, uint32_t step, uint64_t blk, float p,
+                             float out[4]) {
+    ct_u32x4 c;
+    c.v[0] = (uint32_t)blk;
+    c.v[1] = (uint32_t)(blk >> 32);
+    c.v[2] = ct_dropout_stream(layer);
+    c.v[3] = step;
+    ct_u32x4 r = ct_philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
+    float keep = 1.0f / (1.0f - p);
+    for (int l = 0; l < 4; l++) out[l] = ct_u32_to_unit(r.v[l]) >= p ? keep : 0.0f;
+}
+
 /* ---- softmax cross-entropy --------------------------------------------------- */
 
 /* z: [K] logits of one sample, y: its label. Writes dz[K] (may be NULL for eval) and

@@ -83,10 +83,15 @@ static void apply_mask(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory
     float p = (float)nd->g->cfg.p;
     uint64_t seed = b->o.seed;
     int layer = nd->i;
+    long blocks = (long)((n + 3) / 4);
 #pragma omp parallel for schedule(static)
-    for (long j = 0; j < (long)n; j++) {
-        size_t off = plain ? (size_t)j : ct_cpu_md_offset(md, (size_t)j);
-        dst[off] = src[off] * ct_dropout_scale(seed, layer, step, (uint64_t)j, p);
+    for (long blk = 0; blk < blocks; blk++) {
+        float scale[4];
+        ct_dropout_scale4(seed, layer, step, (uint64_t)blk, p, scale);
+        for (size_t l = 0, j = (size_t)blk * 4; l < 4 && j < n; l++, j++) {
+            size_t off = plain ? j : ct_cpu_md_offset(md, j);
+            dst[off] = src[off] * scale[l];
+        }
     }
 }
 
