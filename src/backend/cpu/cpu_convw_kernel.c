@@ -6,7 +6,8 @@
  * every input channel, one sweep over the output pixels adds dy(pixel) *
  * x(pixel + tap) into K*K accumulators (and, for the first input channel, dy into
  * the bias accumulator). The image's dy tile of one group (OH*OW*8 floats) and the
- * padded planes stay in cache across the input channels. The AVX2 body (dy block 8
+ * padded planes stay in cache across the input channels. With a pool's gradient
+ * instead of dy, each group's tile is first rebuilt in a per-thread buffer. The AVX2 body (dy block 8
  * or 16, K = 3) keeps the 10 accumulators in registers; the portable body does the
  * same arithmetic in C for any layout and K. Partial sums:
  * dw part[((group * IC + ic) * K*K + tap) * 8 + lane], db part[groups * 8 * IC*K*K + oc].
@@ -54,34 +55,41 @@ static bool use_avx2(const ct_convw_geom *g) {
 
 const char *ct_convw_isa(const ct_convw_geom *g) { return use_avx2(g) ? "avx2" : "portable"; }
 
-/* Image x (its layout) into xp [ic][(h + 2p)][(w + 2p)] with zero borders. */
-static void pad_image(const ct_convw_geom *g, const float *x, float *xp) {
-    int wp = g->w + 2 * g->p, B = g->x_block;
-    size_t pl = (size_t)plane(g);
-    memset(xp, 0, (size_t)g->ic * pl * sizeof *xp);
-    for (int c = 0; c < g->ic; c++) {
-        const float *xc = x + (size_t)(c / B) * (size_t)g->h * (size_t)g->w * (size_t)B + c % B;
-        float *dst = xp + (size_t)c * pl + (size_t)g->p * (size_t)wp + (size_t)g->p;
-        for (int r = 0; r < g->h; r++)
-            for (int q = 0; q < g->w; q++)
-                dst[(size_t)r * (size_t)wp + (size_t)q] = xc[((size_t)r * (size_t)g->w + (size_t)q) * (size_t)B];
+void ct_conv_pad_image(int ic, int h, int w, int p, int x_block, const float *x, float *xp) {
+    int wp = w + 2 * p, B = x_block;
+    size_t pl = (size_t)(h + 2 * p) * (size_t)wp;
+    memset(xp, 0, (size_t)ic * pl * sizeof *xp);
+    for (int c = 0; c < ic; c++) {
+        const float *xc = x + (size_t)(c / B) * (size_t)h * (size_t)w * (size_t)B + c % B;
+        float *dst = xp + (size_t)c * pl + (size_t)p * (size_t)wp + (size_t)p;
+        for (int r = 0; r < h; r++)
+            for (int q = 0; q < w; q++)
+                dst[(size_t)r * (size_t)wp + (size_t)q] = xc[((size_t)r * (size_t)w + (size_t)q) * (size_t)B];
     }
 }
 
-static void image_portable(const ct_convw_geom *g, const float *xp, const float *dyi, float *part) {
-    int kk = g->k * g->k, oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p, B = g->dy_block;
-    size_t dplane = (size_t)oh * (size_t)ow, pl = (size_t)plane(g);
+static void pad_image(const ct_convw_geom *g, const float *x, float *xp) {
+    ct_conv_pad_image(g->ic, g->h, g->w, g->p, g->x_block, x, xp);
+}
+
+/* One group of 8 output channels over one image, any K: lane l's dy is at dl[l]
+ * (NULL past OC), consecutive pixels ds floats apart. */
+static void group_portable(const ct_convw_geom *g, const float *xp, const float *const dl[8],
+                           size_t ds, int grp, float *part) {
+    int kk = g->k * g->k, oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p;
+    size_t pl = (size_t)plane(g);
     float *pb = part + (size_t)groups(g) * 8 * (size_t)g->ic * (size_t)kk;
-    for (int c = 0; c < g->oc; c++) {
-        const float *dc = dyi + (size_t)(c / B) * dplane * (size_t)B + c % B;
+    for (int l = 0; l < 8 && dl[l]; l++) {
+        int c = grp * 8 + l;
+        const float *dc = dl[l];
         for (int y = 0; y < oh; y++)
-            for (int x = 0; x < ow; x++) pb[c] += dc[((size_t)y * (size_t)ow + (size_t)x) * (size_t)B];
+            for (int x = 0; x < ow; x++) pb[c] += dc[((size_t)y * (size_t)ow + (size_t)x) * ds];
         for (int i = 0; i < g->ic; i++) {
-            float *pw = part + ((size_t)(c / 8) * (size_t)g->ic + (size_t)i) * (size_t)kk * 8 + c % 8;
+            float *pw = part + ((size_t)grp * (size_t)g->ic + (size_t)i) * (size_t)kk * 8 + (size_t)l;
             const float *xi = xp + (size_t)i * pl;
             for (int y = 0; y < oh; y++)
                 for (int x = 0; x < ow; x++) {
-                    float d = dc[((size_t)y * (size_t)ow + (size_t)x) * (size_t)B];
+                    float d = dc[((size_t)y * (size_t)ow + (size_t)x) * ds];
                     for (int ky = 0; ky < g->k; ky++)
                         for (int kx = 0; kx < g->k; kx++)
                             pw[(size_t)(ky * g->k + kx) * 8] += d * xi[(y + ky) * wp + x + kx];
@@ -91,61 +99,124 @@ static void image_portable(const ct_convw_geom *g, const float *xp, const float 
 }
 
 #if HAVE_AVX2
-/* dy block 8 or 16, K = 3: per group of 8 output channels and input channel, one
- * sweep over the output pixels with 9 accumulators in registers. */
-AVX2_TARGET static void image_avx2_k3(const ct_convw_geom *g, const float *xp, const float *dyi,
-                                      float *part) {
-    int oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p, per_block = g->dy_block / 8;
+/* K = 3, one group of 8 output channels over one image: dy's 8 lanes of a pixel
+ * are contiguous from d0, consecutive pixels ds floats apart. Per input channel,
+ * one sweep over the output pixels with 9 accumulators in registers. */
+AVX2_TARGET static void group_avx2_k3(const ct_convw_geom *g, const float *xp, const float *d0,
+                                      size_t ds, int grp, float *part) {
+    int oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p;
     size_t dplane = (size_t)oh * (size_t)ow, pl = (size_t)plane(g);
     float *pb = part + (size_t)groups(g) * 8 * (size_t)g->ic * 9;
-    for (int grp = 0; grp < groups(g); grp++) {
-        const float *d0 = dyi + (size_t)(grp / per_block) * dplane * (size_t)g->dy_block +
-                          (size_t)(grp % per_block) * 8;
-        /* the bias in its own sweep, unless there is one input channel (then in the
-         * same sweep: one pass over dy) */
-        __m256 ab = _mm256_loadu_ps(pb + (size_t)grp * 8);
-        for (size_t q = 0; g->ic > 1 && q < dplane; q++)
-            ab = _mm256_add_ps(ab, _mm256_loadu_ps(d0 + q * (size_t)g->dy_block));
-        for (int i = 0; i < g->ic; i++) {
-            float *pw = part + ((size_t)grp * (size_t)g->ic + (size_t)i) * 9 * 8;
-            const float *xi = xp + (size_t)i * pl;
-            /* nine named accumulators: an array would be kept in memory */
-            __m256 a0 = _mm256_loadu_ps(pw), a1 = _mm256_loadu_ps(pw + 8),
-                   a2 = _mm256_loadu_ps(pw + 16), a3 = _mm256_loadu_ps(pw + 24),
-                   a4 = _mm256_loadu_ps(pw + 32), a5 = _mm256_loadu_ps(pw + 40),
-                   a6 = _mm256_loadu_ps(pw + 48), a7 = _mm256_loadu_ps(pw + 56),
-                   a8 = _mm256_loadu_ps(pw + 64);
-            const float *d = d0;
-            for (int y = 0; y < oh; y++) {
-                const float *r0 = xi + (size_t)y * (size_t)wp, *r1 = r0 + wp, *r2 = r1 + wp;
-                for (int x = 0; x < ow; x++, d += g->dy_block) {
-                    __m256 v = _mm256_loadu_ps(d);
-                    if (g->ic == 1) ab = _mm256_add_ps(ab, v);
-                    a0 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r0 + x), a0);
-                    a1 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r0 + x + 1), a1);
-                    a2 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r0 + x + 2), a2);
-                    a3 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r1 + x), a3);
-                    a4 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r1 + x + 1), a4);
-                    a5 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r1 + x + 2), a5);
-                    a6 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r2 + x), a6);
-                    a7 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r2 + x + 1), a7);
-                    a8 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r2 + x + 2), a8);
-                }
+    /* the bias in its own sweep, unless there is one input channel (then in the
+     * same sweep: one pass over dy) */
+    __m256 ab = _mm256_loadu_ps(pb + (size_t)grp * 8);
+    for (size_t q = 0; g->ic > 1 && q < dplane; q++)
+        ab = _mm256_add_ps(ab, _mm256_loadu_ps(d0 + q * ds));
+    for (int i = 0; i < g->ic; i++) {
+        float *pw = part + ((size_t)grp * (size_t)g->ic + (size_t)i) * 9 * 8;
+        const float *xi = xp + (size_t)i * pl;
+        /* nine named accumulators: an array would be kept in memory */
+        __m256 a0 = _mm256_loadu_ps(pw), a1 = _mm256_loadu_ps(pw + 8),
+               a2 = _mm256_loadu_ps(pw + 16), a3 = _mm256_loadu_ps(pw + 24),
+               a4 = _mm256_loadu_ps(pw + 32), a5 = _mm256_loadu_ps(pw + 40),
+               a6 = _mm256_loadu_ps(pw + 48), a7 = _mm256_loadu_ps(pw + 56),
+               a8 = _mm256_loadu_ps(pw + 64);
+        const float *d = d0;
+        for (int y = 0; y < oh; y++) {
+            const float *r0 = xi + (size_t)y * (size_t)wp, *r1 = r0 + wp, *r2 = r1 + wp;
+            for (int x = 0; x < ow; x++, d += ds) {
+                __m256 v = _mm256_loadu_ps(d);
+                if (g->ic == 1) ab = _mm256_add_ps(ab, v);
+                a0 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r0 + x), a0);
+                a1 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r0 + x + 1), a1);
+                a2 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r0 + x + 2), a2);
+                a3 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r1 + x), a3);
+                a4 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r1 + x + 1), a4);
+                a5 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r1 + x + 2), a5);
+                a6 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r2 + x), a6);
+                a7 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r2 + x + 1), a7);
+                a8 = _mm256_fmadd_ps(v, _mm256_broadcast_ss(r2 + x + 2), a8);
             }
-            _mm256_storeu_ps(pw, a0);
-            _mm256_storeu_ps(pw + 8, a1);
-            _mm256_storeu_ps(pw + 16, a2);
-            _mm256_storeu_ps(pw + 24, a3);
-            _mm256_storeu_ps(pw + 32, a4);
-            _mm256_storeu_ps(pw + 40, a5);
-            _mm256_storeu_ps(pw + 48, a6);
-            _mm256_storeu_ps(pw + 56, a7);
-            _mm256_storeu_ps(pw + 64, a8);
         }
-        _mm256_storeu_ps(pb + (size_t)grp * 8, ab);
+        _mm256_storeu_ps(pw, a0);
+        _mm256_storeu_ps(pw + 8, a1);
+        _mm256_storeu_ps(pw + 16, a2);
+        _mm256_storeu_ps(pw + 24, a3);
+        _mm256_storeu_ps(pw + 32, a4);
+        _mm256_storeu_ps(pw + 40, a5);
+        _mm256_storeu_ps(pw + 48, a6);
+        _mm256_storeu_ps(pw + 56, a7);
+        _mm256_storeu_ps(pw + 64, a8);
     }
+    _mm256_storeu_ps(pb + (size_t)grp * 8, ab);
 }
 #endif
+
+/* One group's dy of one image as the sweeps read it: from d0 with pixel stride ds
+ * (group_avx2_k3), or lane by lane (group_portable). */
+static void run_group(const ct_convw_geom *g, bool avx2, const float *xp, const float *d0,
+                      size_t ds, int grp, float *part) {
+#if HAVE_AVX2
+    if (avx2) {
+        group_avx2_k3(g, xp, d0, ds, grp, part);
+        return;
+    }
+#endif
+    (void)avx2;
+    const float *dl[8] = {0};
+    for (int l = 0; l < 8 && grp * 8 + l < g->oc; l++) dl[l] = d0 + l;
+    group_portable(g, xp, dl, ds, grp, part);
+}
+
+/* Image dyi in its own layout: groups of 8 channels inside blocks of dy_block. */
+static void image_dense(const ct_convw_geom *g, bool avx2, const float *xp, const float *dyi,
+                        float *part) {
+    int B = g->dy_block;
+    size_t dplane = (size_t)out_h(g) * (size_t)out_w(g);
+    if (B == 1) { /* plain nchw: lanes are whole planes apart (portable loops only) */
+        for (int grp = 0; grp < groups(g); grp++) {
+            const float *dl[8] = {0};
+            for (int l = 0; l < 8 && grp * 8 + l < g->oc; l++)
+                dl[l] = dyi + (size_t)(grp * 8 + l) * dplane;
+            group_portable(g, xp, dl, 1, grp, part);
+        }
+        return;
+    }
+    int per_block = B / 8;
+    for (int grp = 0; grp < groups(g); grp++)
+        run_group(g, avx2, xp,
+                  dyi + (size_t)(grp / per_block) * dplane * (size_t)B + (size_t)(grp % per_block) * 8,
+                  (size_t)B, grp, part);
+}
+
+/* tile [OH][OW][8] = the conv's dy of one group of one image, rebuilt from the
+ * pooled plane (dy, y, idx: [OH/2][OW/2][8]). */
+static void expand_pooled(const ct_convw_geom *g, const float *dy, const float *y,
+                          const uint8_t *idx, float *tile) {
+    int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2;
+    memset(tile, 0, (size_t)oh * (size_t)ow * 8 * sizeof *tile);
+    for (int py = 0; py < ph; py++)
+        for (int px = 0; px < pw; px++) {
+            size_t o = ((size_t)py * (size_t)pw + (size_t)px) * 8;
+            for (int l = 0; l < 8; l++) {
+                int a = idx[o + l];
+                if (a > 3 || !(y[o + l] > 0.0f)) continue;
+                size_t at = ((size_t)(2 * py + a / 2) * (size_t)ow + (size_t)(2 * px + a % 2)) * 8;
+                tile[at + (size_t)l] = dy[o + l];
+            }
+        }
+}
+
+/* Image n rebuilt from the pool's planes, group by group, through a tile. */
+static void image_pooled(const ct_convw_geom *g, bool avx2, const float *xp,
+                         const ct_convw_pooled *pp, int n, float *tile, float *part) {
+    size_t pplane = (size_t)(out_h(g) / 2) * (size_t)(out_w(g) / 2) * 8;
+    for (int grp = 0; grp < groups(g); grp++) {
+        size_t o = ((size_t)n * (size_t)groups(g) + (size_t)grp) * pplane;
+        expand_pooled(g, pp->dy + o, pp->y + o, pp->idx + o, tile);
+        run_group(g, avx2, xp, tile, 8, grp, part);
+    }
+}
 
 /* The partials of nt threads into dw / db (thread order). */
 static void reduce(const ct_convw_geom *g, const float *part, int nt, float *dw, float *db,
@@ -170,8 +241,10 @@ static void reduce(const ct_convw_geom *g, const float *part, int nt, float *dw,
     }
 }
 
-void ct_convw_bwd_weights(const ct_convw_geom *g, const float *x, const float *dy, float *dw,
-                          float *db, bool add, float *part, int part_threads) {
+/* dy dense (pp NULL) or rebuilt from a pool's planes (pp). */
+static void bwd_weights(const ct_convw_geom *g, const float *x, const float *dy,
+                        const ct_convw_pooled *pp, float *dw, float *db, bool add, float *part,
+                        int part_threads) {
     size_t pf = ct_convw_part_floats(g);
     size_t img_x = (size_t)blocks(g->ic, g->x_block) * (size_t)g->x_block * (size_t)g->h * (size_t)g->w;
     size_t img_dy = (size_t)blocks(g->oc, g->dy_block) * (size_t)g->dy_block * (size_t)out_h(g) *
@@ -184,20 +257,32 @@ void ct_convw_bwd_weights(const ct_convw_geom *g, const float *x, const float *d
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         float *mine = part + (size_t)t * pf;
-        float xp[CT_CONVW_MAX_PADDED];
+        float xp[CT_CONVW_MAX_PADDED], tile[pp ? CT_CONVW_MAX_TILE : 1];
         memset(mine, 0, pf * sizeof *mine);
         for (int n = (int)((long)g->n * t / nt); n < (int)((long)g->n * (t + 1) / nt); n++) {
             pad_image(g, x + (size_t)n * img_x, xp);
-#if HAVE_AVX2
-            if (avx2) {
-                image_avx2_k3(g, xp, dy + (size_t)n * img_dy, mine);
-                continue;
-            }
-#endif
-            image_portable(g, xp, dy + (size_t)n * img_dy, mine);
+            if (pp)
+                image_pooled(g, avx2, xp, pp, n, tile, mine);
+            else
+                image_dense(g, avx2, xp, dy + (size_t)n * img_dy, mine);
         }
         if (t == 0) used = nt;
     }
-    (void)avx2;
     reduce(g, part, used, dw, db, add);
+}
+
+void ct_convw_bwd_weights(const ct_convw_geom *g, const float *x, const float *dy, float *dw,
+                          float *db, bool add, float *part, int part_threads) {
+    bwd_weights(g, x, dy, NULL, dw, db, add, part, part_threads);
+}
+
+bool ct_convw_pooled_ok(const ct_convw_geom *g) {
+    return ct_convw_geom_ok(g) && g->dy_block == 8 && out_h(g) >= 2 && out_w(g) >= 2 &&
+           (long)out_h(g) * out_w(g) * 8 <= CT_CONVW_MAX_TILE;
+}
+
+void ct_convw_bwd_weights_pooled(const ct_convw_geom *g, const float *x,
+                                 const ct_convw_pooled *pooled, float *dw, float *db, bool add,
+                                 float *part, int part_threads) {
+    bwd_weights(g, x, NULL, pooled, dw, db, add, part, part_threads);
 }

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CT_CONVW_MAX_KERNEL 7
 #define CT_CONVW_MAX_PADDED 16384 /* ic * (H + 2p) * (W + 2p) floats of one padded image */
@@ -39,6 +40,31 @@ bool ct_convw_geom_ok(const ct_convw_geom *g);
 size_t ct_convw_part_floats(const ct_convw_geom *g);
 /* "avx2" or "portable": the loops ct_convw_bwd_weights runs for g. */
 const char *ct_convw_isa(const ct_convw_geom *g);
+
+/* The gradient of a 2x2 stride-2 max-pool over relu(conv) (the pooled output of
+ * cpu_convf_kernel.h), from which the conv's dy is rebuilt: dy(n, oc, 2py + a / 2,
+ * 2px + a % 2) = dy_pool(n, oc, py, px) where a = idx(n, oc, py, px) and
+ * y(n, oc, py, px) > 0, else 0 (and 0 in a last odd row or column). All three are
+ * [N][ceil(OC / 8)][OH / 2][OW / 2][8]. The sums run in the same order as over that
+ * dy stored densely, so both give the same bits. */
+typedef struct ct_convw_pooled {
+    const float *dy;    /* gradient of the pool's output */
+    const float *y;     /* the pool's output */
+    const uint8_t *idx; /* its argmax, 0..3 in row-major window order */
+} ct_convw_pooled;
+
+#define CT_CONVW_MAX_TILE 16384 /* OH * OW * 8 floats of one rebuilt dy tile */
+
+/* True when ct_convw_bwd_weights_pooled takes g (dy_block 8, tile within
+ * CT_CONVW_MAX_TILE). */
+bool ct_convw_pooled_ok(const ct_convw_geom *g);
+void ct_convw_bwd_weights_pooled(const ct_convw_geom *g, const float *x,
+                                 const ct_convw_pooled *pooled, float *dw, float *db, bool add,
+                                 float *part, int part_threads);
+
+/* Image x [ic_blocks][h][w][x_block] into xp [ic][h + 2p][w + 2p] with zero borders
+ * (shared with the forward loops, cpu_convf_kernel.c). */
+void ct_conv_pad_image(int ic, int h, int w, int p, int x_block, const float *x, float *xp);
 
 void ct_convw_bwd_weights(const ct_convw_geom *g, const float *x, const float *dy, float *dw,
                           float *db, bool add, float *part, int part_threads);

@@ -1,0 +1,52 @@
+/* cpu_convf_kernel.h: ctrain's own forward for stride-1 convolutions with few input
+ * channels (a first conv over images), optionally with the relu after it and a 2x2
+ * stride-2 max-pool after that relu done in the same pass, so that the full-size
+ * conv output is never stored.
+ *
+ *   y(n, oc, oh, ow) = b[oc] + sum over ic, kh, kw of w[oc][ic][kh][kw] * x(n, ic, oh + kh - p, ow + kw - p)
+ *
+ * Every output value is computed the same way in the AVX2 and portable loops and in
+ * the pooled pass: acc = b, then acc = fma(w, x, acc) over ic, kh, kw in that order;
+ * relu is acc > 0 ? acc : 0. So the AVX2 and portable loops give the same bits, and
+ * the pooled pass gives exactly what the max-pool loops (cpu_pool_kernel.h) give over
+ * the stored output.
+ *
+ * x: [N][ic_blocks][H][W][x_block] (x_block 1, 8 or 16), zero outside the image.
+ * w: plain [OC][IC][K][K] (PyTorch's OIHW); b: [OC] or NULL (zero).
+ * Unpooled y: [N][ceil(OC / 8)][OH][OW][8] (oneDNN's nChw8c), lanes past OC are 0.
+ * Pooled (needs relu): y [N][ceil(OC / 8)][OH / 2][OW / 2][8] holds the max over each
+ * 2x2 window (floor mode) and idx (same layout, may be NULL) its position
+ * ky * 2 + kx, the first maximum in row-major window order on ties.
+ * OpenMP over images; allocates nothing.
+ */
+#ifndef CT_CPU_CONVF_KERNEL_H
+#define CT_CPU_CONVF_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CT_CONVF_MAX_WEIGHTS 8192 /* OC (padded to 8) * IC * K * K */
+
+typedef struct ct_convf_geom {
+    int n, ic, oc;  /* images, input channels, output channels */
+    int h, w, k, p; /* input size, square kernel, zero padding (stride 1) */
+    int x_block;    /* x's channel block: 1, 8 or 16 */
+    bool relu;      /* y = max(y, 0) */
+    bool pool;      /* then a 2x2 stride-2 max-pool (requires relu) */
+    bool portable;  /* force the portable loops (tests) */
+} ct_convf_geom;
+
+/* True when the loops take g (padded image within cpu_convw_kernel.h's
+ * CT_CONVW_MAX_PADDED, K <= CT_CONVW_MAX_KERNEL, weights within
+ * CT_CONVF_MAX_WEIGHTS, a pooled output of at least 1x1). */
+bool ct_convf_geom_ok(const ct_convf_geom *g);
+/* "avx2" or "portable": the loops ct_convf_forward runs for g. */
+const char *ct_convf_isa(const ct_convf_geom *g);
+/* Output size of the conv itself (before any pooling). */
+int ct_convf_out_h(const ct_convf_geom *g);
+int ct_convf_out_w(const ct_convf_geom *g);
+
+void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, const float *b,
+                      float *y, uint8_t *idx);
+
+#endif

@@ -1,0 +1,215 @@
+/* test_conv_kernels.c: ctrain's own convolution loops of the CPU backend.
+ *
+ * - ct_convf_forward (cpu_convf_kernel.h) against the double reference conv, with
+ *   and without relu, on the portable and (where the CPU has it) AVX2 loops, which
+ *   must also agree bit for bit; its pooled pass against the max-pool loops run
+ *   over its own unpooled output: the same bits and the same argmax.
+ * - ct_convw_bwd_weights_pooled (cpu_convw_kernel.h) against ct_convw_bwd_weights
+ *   over the dy that max-pool backward and the relu mask give: the same bits.
+ * Odd sizes (a last row and column the pool drops), output channels that leave
+ * empty lanes, padding 0..2, K 3 (AVX2) and 5 (portable only).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_convf_kernel.h"
+#include "backend/cpu/cpu_convw_kernel.h"
+#include "backend/cpu/cpu_pool_kernel.h"
+#include "ops/ref_ops.h"
+#include "parity_harness.h"
+
+typedef struct conv_case {
+    int n, ic, oc, h, w, k, p;
+} conv_case;
+
+static ct_convf_geom fgeom(const conv_case *c, bool relu, bool pool, bool portable) {
+    return (ct_convf_geom){.n = c->n, .ic = c->ic, .oc = c->oc, .h = c->h, .w = c->w,
+                           .k = c->k, .p = c->p, .x_block = 1, .relu = relu, .pool = pool,
+                           .portable = portable};
+}
+
+static size_t groups8(int oc) { return (size_t)(oc + 7) / 8; }
+
+/* Dense conv output (nChw8c) of case c on the given loops. */
+static float *conv_dense(const conv_case *c, const float *x, const float *w, const float *b,
+                         bool relu, bool portable) {
+    ct_convf_geom g = fgeom(c, relu, false, portable);
+    assert_true(ct_convf_geom_ok(&g));
+    size_t n = (size_t)c->n * groups8(c->oc) * 8 * (size_t)ct_convf_out_h(&g) * (size_t)ct_convf_out_w(&g);
+    float *y = rand_f(n, 9.0); /* junk: every element must be written */
+    ct_convf_forward(&g, x, w, b, y, NULL);
+    return y;
+}
+
+/* Forward against the reference, both loop kinds, and AVX2 == portable bits. */
+static void forward_case(const conv_case *c) {
+    size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
+    float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *b = rand_f((size_t)c->oc, 0.5);
+    ct_convf_geom g = fgeom(c, false, false, false);
+    int oh = ct_convf_out_h(&g), ow = ct_convf_out_w(&g);
+    size_t plane = (size_t)oh * ow, ny = (size_t)c->n * c->oc * plane;
+    double *xd = to_d(x, nx), *wd = to_d(w, nw), *bd = to_d(b, (size_t)c->oc);
+    double *ref = malloc(ny * sizeof *ref);
+    ct_ref_conv2d_forward(xd, c->n, c->ic, c->h, c->w, wd, bd, c->oc, c->k, 1, c->p, ref);
+    for (int relu = 0; relu < 2; relu++) {
+        float *fast = conv_dense(c, x, w, b, relu, false);
+        float *port = conv_dense(c, x, w, b, relu, true);
+        size_t n8 = (size_t)c->n * groups8(c->oc) * 8 * plane;
+        assert_memory_equal(fast, port, n8 * sizeof *fast);
+        float *got = malloc(ny * sizeof *got);
+        double *want = malloc(ny * sizeof *want);
+        for (int n = 0; n < c->n; n++)
+            for (int o = 0; o < (int)groups8(c->oc) * 8; o++)
+                for (size_t q = 0; q < plane; q++) {
+                    float v = fast[(((size_t)n * groups8(c->oc) + (size_t)o / 8) * plane + q) * 8 + (size_t)o % 8];
+                    if (o >= c->oc) { /* empty lanes hold 0 */
+                        assert_true(v == 0.0f);
+                        continue;
+                    }
+                    size_t at = ((size_t)n * c->oc + (size_t)o) * plane + q;
+                    got[at] = v;
+                    want[at] = relu && ref[at] < 0.0 ? 0.0 : ref[at];
+                }
+        char what[96];
+        snprintf(what, sizeof what, "convf %s (IC %d, OC %d, %dx%d, K %d, P %d, relu %d)",
+                 ct_convf_isa(&g), c->ic, c->oc, c->h, c->w, c->k, c->p, relu);
+        check_close(got, want, ny, what);
+        free(fast), free(port), free(got), free(want);
+    }
+    free(x), free(w), free(b), free(xd), free(wd), free(bd), free(ref);
+}
+
+/* The pooled pass against the pool loops over the relu'd dense output. */
+static void pooled_forward_case(const conv_case *c, bool portable) {
+    size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
+    float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *b = rand_f((size_t)c->oc, 0.1);
+    ct_convf_geom g = fgeom(c, true, true, portable);
+    assert_true(ct_convf_geom_ok(&g));
+    int oh = ct_convf_out_h(&g), ow = ct_convf_out_w(&g);
+    size_t np = (size_t)c->n * groups8(c->oc) * 8 * (size_t)(oh / 2) * (size_t)(ow / 2);
+    float *dense = conv_dense(c, x, w, b, true, portable);
+    ct_pool_geom q = {.n_img = c->n, .c_blocks = (int)groups8(c->oc), .block = 8,
+                      .c_last = c->oc - ((int)groups8(c->oc) - 1) * 8, .h = oh, .w = ow,
+                      .oh = oh / 2, .ow = ow / 2, .k = 2, .s = 2, .p = 0,
+                      .isa = ct_pool_best_isa()};
+    assert_true(ct_pool_geom_ok(&q));
+    float *y_ref = malloc(np * sizeof *y_ref), *y = rand_f(np, 9.0);
+    uint8_t *i_ref = malloc(np), *idx = malloc(np);
+    memset(idx, 77, np);
+    ct_pool_max_forward(&q, dense, y_ref, i_ref);
+    ct_convf_forward(&g, x, w, b, y, idx);
+    for (size_t j = 0; j < np; j++) {
+        if ((int)(j % 8) >= q.c_last && (j / 8 / ((size_t)q.oh * q.ow)) % groups8(c->oc) ==
+                                            groups8(c->oc) - 1)
+            continue; /* empty lanes: the pool loops mark them differently */
+        if (y[j] != y_ref[j] || idx[j] != i_ref[j])
+            fail_msg("pooled %s [%zu]: %.9g/%d, pool loops %.9g/%d", ct_convf_isa(&g), j, y[j],
+                     idx[j], y_ref[j], i_ref[j]);
+    }
+    free(x), free(w), free(b), free(dense), free(y_ref), free(y), free(i_ref), free(idx);
+}
+
+/* Pooled backward-weights against the dense one over the rebuilt dy. */
+static void pooled_backward_case(const conv_case *c, bool portable, bool add, int threads) {
+    size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
+    float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *b = rand_f((size_t)c->oc, 0.1);
+    ct_convf_geom fg = fgeom(c, true, true, portable);
+    int oh = ct_convf_out_h(&fg), ow = ct_convf_out_w(&fg), G = (int)groups8(c->oc);
+    size_t np = (size_t)c->n * G * 8 * (size_t)(oh / 2) * (size_t)(ow / 2);
+    size_t nd = (size_t)c->n * G * 8 * (size_t)oh * (size_t)ow;
+    float *y = malloc(np * sizeof *y), *dpool = rand_f(np, 1.0);
+    uint8_t *idx = malloc(np);
+    ct_convf_forward(&fg, x, w, b, y, idx);
+    /* the dense dy: pool backward, then the relu mask (pool output > 0) */
+    ct_pool_geom q = {.n_img = c->n, .c_blocks = G, .block = 8, .c_last = c->oc - (G - 1) * 8,
+                      .h = oh, .w = ow, .oh = oh / 2, .ow = ow / 2, .k = 2, .s = 2, .p = 0,
+                      .isa = ct_pool_best_isa()};
+    float *masked = malloc(np * sizeof *masked), *dy = malloc(nd * sizeof *dy);
+    for (size_t j = 0; j < np; j++) masked[j] = y[j] > 0.0f ? dpool[j] : 0.0f;
+    ct_pool_max_backward(&q, masked, idx, dy);
+    ct_convw_geom wg = {.n = c->n, .ic = c->ic, .oc = c->oc, .h = c->h, .w = c->w, .k = c->k,
+                        .p = c->p, .x_block = 1, .dy_block = 8, .portable = portable};
+    assert_true(ct_convw_pooled_ok(&wg));
+    float *dw[2], *db[2], *start = rand_f(nw + (size_t)c->oc, 1.0);
+    float *part = malloc(ct_convw_part_floats(&wg) * (size_t)threads * sizeof *part);
+    ct_convw_pooled pp = {.dy = dpool, .y = y, .idx = idx};
+    for (int k = 0; k < 2; k++) {
+        dw[k] = malloc(nw * sizeof *dw[k]);
+        db[k] = malloc((size_t)c->oc * sizeof *db[k]);
+        memcpy(dw[k], start, nw * sizeof *start);
+        memcpy(db[k], start + nw, (size_t)c->oc * sizeof *start);
+        if (k == 0)
+            ct_convw_bwd_weights(&wg, x, dy, dw[k], db[k], add, part, threads);
+        else
+            ct_convw_bwd_weights_pooled(&wg, x, &pp, dw[k], db[k], add, part, threads);
+    }
+    assert_memory_equal(dw[0], dw[1], nw * sizeof *dw[0]);
+    assert_memory_equal(db[0], db[1], (size_t)c->oc * sizeof *db[0]);
+    free(x), free(w), free(b), free(y), free(dpool), free(idx), free(masked), free(dy);
+    free(dw[0]), free(dw[1]), free(db[0]), free(db[1]), free(start), free(part);
+}
+
+static const conv_case cases[] = {
+    {3, 1, 32, 28, 28, 3, 1}, /* the tutorial's conv1 */
+    {2, 1, 20, 9, 11, 3, 1},  /* odd sizes, 4 empty lanes */
+    {2, 3, 8, 8, 7, 3, 0},    /* three input channels, no padding */
+    {1, 2, 16, 10, 10, 5, 2}, /* K 5: portable loops only */
+};
+
+static void test_convf_forward(void **state) {
+    (void)state;
+    ct_convf_geom g = fgeom(&cases[0], false, false, false);
+    print_message("conv forward loops: %s\n", ct_convf_isa(&g));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) forward_case(&cases[i]);
+}
+
+static void test_convf_pooled_forward(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int portable = 0; portable < 2; portable++) pooled_forward_case(&cases[i], portable);
+}
+
+static void test_convw_pooled_backward(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int portable = 0; portable < 2; portable++)
+            pooled_backward_case(&cases[i], portable, i % 2 == 1, 1 + (int)i % 3);
+}
+
+/* Ties: a zero image and zero weights make every window a four-way tie at 0 (argmax
+ * 0, output 0, no gradient); a constant positive bias ties at the bias. */
+static void test_convf_pooled_ties(void **state) {
+    (void)state;
+    conv_case c = {2, 1, 8, 6, 6, 3, 1};
+    for (int portable = 0; portable < 2; portable++) {
+        ct_convf_geom g = fgeom(&c, true, true, portable);
+        size_t np = (size_t)2 * 8 * 9;
+        float x[72] = {0}, w[72] = {0}, b[8] = {1, 1, 1, 1, -1, -1, -1, -1};
+        float y[2 * 8 * 9];
+        uint8_t idx[2 * 8 * 9];
+        ct_convf_forward(&g, x, w, b, y, idx);
+        for (size_t j = 0; j < np; j++) {
+            assert_int_equal(idx[j], 0);
+            assert_true(y[j] == (j % 8 < 4 ? 1.0f : 0.0f));
+        }
+    }
+}
+
+int main(void) {
+    parity_rel_tol = 1e-4;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_convf_forward),
+        cmocka_unit_test(test_convf_pooled_forward),
+        cmocka_unit_test(test_convf_pooled_ties),
+        cmocka_unit_test(test_convw_pooled_backward),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
