@@ -312,39 +312,52 @@ static void test_convw_loops(void **state) {
 /* ---- fusion ------------------------------------------------------------------------ */
 
 /* One training step of the tutorial's CNN layout (conv+relu, relu+max-pool,
- * linear+relu all fusable) with and without fusion: the same logits, loss
- * gradient and parameter gradients, bit for bit; and the fused backend does fuse. */
-static void test_fusion_same_bits(void **state) {
-    (void)state;
+ * linear+relu all fusable) on C input channels with and without fusion: the same
+ * logits, loss gradient and parameter gradients, bit for bit, on a full batch and
+ * then on a partial one accumulated on top; and the fused backend does fuse. With
+ * C = 1 the first conv-relu-pool is a block on ctrain's loops (cpu_conv_block.c),
+ * one pass when fused; with C = 2 all three layers run on their own. */
+static void fusion_same_bits(int C) {
     ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
                         conv(16, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
                         L(CT_LAYER_FLATTEN), linear(32, true), L(CT_LAYER_RELU), linear(10, true)};
     enum { N = 6, NL = 10 };
-    float *x = rand_f((size_t)N * 144, 1.0), *p = NULL, *out[2], *grads[2];
+    float *x = rand_f((size_t)N * C * 144, 1.0), *p = NULL, *out[2], *grads[2];
     int32_t y[N] = {1, 2, 3, 4, 5, 6};
     size_t np = 0;
+    bool block = C == 1;
     for (int fused = 0; fused < 2; fused++) {
         parity_fuse = fused;
-        harness *h = open_h(1, 12, 12, a, NL, N);
+        harness *h = open_opt(C, 12, 12, a, NL, N, true, CT_OPT_SGD, 0);
         parity_fuse = false;
         ct_cpu *cb = (ct_cpu *)(void *)h->b;
+        assert_int_equal(cb->nodes[0].wl.own_fwd, block); /* fused or not: the same loops */
+        assert_int_equal(cb->nodes[0].wl.pool_fused, block && fused);
+        assert_int_equal(cb->nodes[1].fused_away, block && fused);
+        assert_int_equal(cb->nodes[2].fused_away, block && fused);
         assert_int_equal(cb->nodes[0].wl.relu_post_op, fused);
         assert_int_equal(cb->nodes[4].bwd_in_next, fused);
         assert_int_equal(cb->nodes[7].wl.relu_post_op, fused);
         /* the conv outputs, dead in backward once fused, hold their gradients */
-        assert_int_equal(cb->nodes[0].gact.region == cb->nodes[0].act.region, fused);
         assert_int_equal(cb->nodes[3].gact.region == cb->nodes[3].act.region, fused);
-        /* and, never live at once, the two conv outputs share one storage */
-        assert_int_equal(cb->nodes[3].act.region == cb->nodes[0].act.region, fused);
+        if (block) { /* the block's conv output is not stored at all */
+            assert_int_equal(cb->nodes[0].act.region < 0, fused);
+            assert_int_equal(cb->nodes[0].gact.region < 0, fused);
+        } else { /* and, never live at once, the two conv outputs share one storage */
+            assert_int_equal(cb->nodes[0].gact.region == cb->nodes[0].act.region, fused);
+            assert_int_equal(cb->nodes[3].act.region == cb->nodes[0].act.region, fused);
+        }
         np = h->g.n_param_floats;
         if (!p) p = rand_params(&h->g); /* the same inputs and weights for both */
         OK(h->vt->params_from_host(h->b, p, E));
-        OK(h->vt->load_batch(h->b, x, y, N, E));
-        for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
         out[fused] = malloc((size_t)N * 10 * sizeof(float));
-        OK(h->vt->tensor_to_host(h->b, NL - 1, false, out[fused], E));
-        OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
-        for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, STEP, E));
+        for (int pass = 0; pass < 2; pass++) { /* 6 rows, then 4 rows accumulated */
+            OK(h->vt->load_batch(h->b, x, y, pass ? 4 : N, E));
+            for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+            if (!pass) OK(h->vt->tensor_to_host(h->b, NL - 1, false, out[fused], E));
+            OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
+            for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, pass, STEP, E));
+        }
         grads[fused] = malloc(np * sizeof(float));
         OK(h->vt->grads_to_host(h->b, grads[fused], E));
         close_h(h);
@@ -352,6 +365,35 @@ static void test_fusion_same_bits(void **state) {
     assert_memory_equal(out[0], out[1], (size_t)N * 10 * sizeof(float));
     assert_memory_equal(grads[0], grads[1], np * sizeof(float));
     free(x), free(p), free(out[0]), free(out[1]), free(grads[0]), free(grads[1]);
+}
+
+static void test_fusion_same_bits(void **state) {
+    (void)state;
+    fusion_same_bits(1);
+    fusion_same_bits(2);
+}
+
+/* The block's conv unfused (ctrain's forward and backward-weights loops, output
+ * stored), and the pool after it, against the reference; a fused plan refuses to
+ * hand out the conv's output, which it never stores. */
+static void test_conv_block(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {conv(20, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
+    harness *h = open_h(1, 11, 9, a, 3, 3); /* odd sizes: the pool drops a row and a column */
+    assert_true(((ct_cpu *)(void *)h->b)->nodes[0].wl.own_fwd);
+    for (int k = 0; k < 3; k += 2) {
+        parity_out o = parity_n(h, k, 3, true);
+        free(o.grads), free(o.y);
+    }
+    close_h(h);
+    parity_fuse = true;
+    h = open_h(1, 11, 9, a, 3, 3);
+    parity_fuse = false;
+    float buf[3 * 20 * 99];
+    ct_err e = {{0}};
+    assert_int_not_equal(h->vt->tensor_to_host(h->b, 0, false, buf, &e), 0);
+    assert_non_null(strstr(e.msg, "not stored"));
+    close_h(h);
 }
 
 /* ---- loss ------------------------------------------------------------------------ */
@@ -493,6 +535,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_loops),
         cmocka_unit_test(test_convw_loops),
         cmocka_unit_test(test_fusion_same_bits),
+        cmocka_unit_test(test_conv_block),
         cmocka_unit_test(parity_test_relu),
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),

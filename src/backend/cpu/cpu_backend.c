@@ -560,12 +560,21 @@ static ct_cpu_tensor *host_tensor(ct_cpu *b, int node, bool grad, ct_err *err) {
         ct_errorf(err, "cpu backend: node %d out of range", node);
         return NULL;
     }
-    if (!grad) return node < 0 ? &b->x : &b->nodes[node].act;
-    if (node < 0 || !b->o.training) {
+    ct_cpu_tensor *t = NULL;
+    if (!grad) {
+        t = node < 0 ? &b->x : &b->nodes[node].act;
+    } else if (node < 0 || !b->o.training) {
         ct_errorf(err, "cpu backend: no gradient tensor for node %d in this plan", node);
         return NULL;
+    } else {
+        t = &b->nodes[node].gact;
     }
-    return &b->nodes[node].gact;
+    if (t->region < 0) { /* a fused block's inner tensor (cpu_conv_block.c) */
+        ct_errorf(err, "cpu backend: node %d's %s is not stored (fused into one pass)", node,
+                  grad ? "gradient" : "output");
+        return NULL;
+    }
+    return t;
 }
 
 /* Elements of the first `rows` rows, row-major NCHW, against t's layout. */
@@ -606,6 +615,7 @@ static const char *cpu_impl_name(ct_backend *bb, int node) {
     ct_cpu *b = as_cpu(bb);
     if (node < 0 || node >= b->g->n_nodes) return "";
     const ct_cpu_node *nd = &b->nodes[node];
+    if (nd->fused_away || nd->wl.own_fwd) return ct_cpu_block_impl(b, nd);
     switch (nd->g->kind) {
     case CT_LAYER_CONV2D:
     case CT_LAYER_LINEAR: return ct_cpu_impl(&nd->wl.fwd);

@@ -91,9 +91,26 @@ static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *sr
 
 const ct_cpu_wl_descs ct_cpu_conv_descs = {conv_fwd, conv_bwd_d, conv_bwd_w, 2, "convolution"};
 
+/* The head conv of a conv-relu-maxpool block runs on ctrain's loops
+ * (cpu_conv_block.c), every other conv on oneDNN (cpu_weighted.c). */
 static int conv_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    if (ct_cpu_block_head(b, nd)) return ct_cpu_block_create(b, nd, err);
     return ct_cpu_wl_create(b, nd, &ct_cpu_conv_descs, err);
 }
 
-const ct_cpu_op ct_cpu_op_conv = {conv_create, ct_cpu_wl_bind, ct_cpu_wl_forward,
-                                  ct_cpu_wl_backward};
+static int conv_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    return nd->wl.own_fwd ? ct_cpu_block_bind(b, nd, err) : ct_cpu_wl_bind(b, nd, err);
+}
+
+static int conv_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
+    return nd->wl.own_fwd ? ct_cpu_block_forward(b, nd, train, step, err)
+                          : ct_cpu_wl_forward(b, nd, train, step, err);
+}
+
+static int conv_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
+                         ct_err *err) {
+    return nd->wl.own_fwd ? ct_cpu_block_backward(b, nd, accumulate, step, err)
+                          : ct_cpu_wl_backward(b, nd, accumulate, step, err);
+}
+
+const ct_cpu_op ct_cpu_op_conv = {conv_create, conv_bind, conv_forward, conv_backward};

@@ -5,8 +5,9 @@
  * bias bq[group][8] (lanes past OC zero). Per image, the input is copied with its
  * zero border into padded planes (ct_conv_pad_image), so no bounds tests remain;
  * then each group of 8 output channels is one vector per pixel. The AVX2 body
- * (K = 3) computes four pixels at a time: four accumulator chains the core runs in
- * parallel, each pixel's sum in the fixed order. The portable body (any K) does the
+ * (K = 3) computes a 2x4 block of pixels at a time: eight accumulator chains the core
+ * runs in parallel (two windows of the fused pool), each pixel's sum in the fixed
+ * order. The portable body (any K) does the
  * same arithmetic lane by lane with fmaf, so its bits equal the AVX2 body's.
  */
 #include "backend/cpu/cpu_convf_kernel.h"
@@ -145,6 +146,28 @@ AVX2_INLINE __m256 px_k3(const float *wg, __m256 bias, const float *xp, size_t p
     return acc;
 }
 
+/* Pixels (y + r, x + j), r < 2, j < 4, into out[4 * r + j]: px_k3's arithmetic for
+ * each, as eight independent chains (enough to keep both FMA pipes busy). */
+AVX2_INLINE void block_2x4_k3(const float *wg, __m256 bias, const float *xp, size_t pl, int wp,
+                              int ic, int y, int x, __m256 out[8]) {
+    __m256 acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = bias;
+    for (int i = 0; i < ic; i++) {
+        const float *r = xp + (size_t)i * pl + (size_t)y * (size_t)wp + (size_t)x;
+        const float *w = wg + (size_t)i * 72;
+        for (int ky = 0; ky < 3; ky++)
+            for (int kx = 0; kx < 3; kx++) {
+                __m256 wv = _mm256_loadu_ps(w + (ky * 3 + kx) * 8);
+                const float *r0 = r + (size_t)ky * (size_t)wp + kx, *r1 = r0 + wp;
+                for (int j = 0; j < 4; j++) {
+                    acc[j] = _mm256_fmadd_ps(wv, _mm256_broadcast_ss(r0 + j), acc[j]);
+                    acc[4 + j] = _mm256_fmadd_ps(wv, _mm256_broadcast_ss(r1 + j), acc[4 + j]);
+                }
+            }
+    }
+    for (int j = 0; j < 8; j++) out[j] = acc[j];
+}
+
 /* acc > 0 ? acc : 0, lane by lane (relu1's rule, NaN included). */
 AVX2_INLINE __m256 relu8(__m256 v) {
     return _mm256_and_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ), v);
@@ -162,54 +185,86 @@ AVX2_INLINE void take_max(__m256 *best, __m256 *arg, __m256 v, int a) {
     *arg = _mm256_blendv_ps(*arg, _mm256_castsi256_ps(_mm256_set1_epi32(a)), m);
 }
 
-AVX2_TARGET static void image_avx2_k3(const ct_convf_geom *g, const float *xp, const float *wq,
-                                      const float *bq, float *yi, uint8_t *ii) {
+/* One pooled output pixel (py, px) from its window's four values. */
+AVX2_INLINE void pool_store(__m256 v0, __m256 v1, __m256 v2, __m256 v3, float *y, uint8_t *ii) {
+    __m256 best = relu8(v0), arg = _mm256_setzero_ps();
+    take_max(&best, &arg, relu8(v1), 1);
+    take_max(&best, &arg, relu8(v2), 2);
+    take_max(&best, &arg, relu8(v3), 3);
+    _mm256_storeu_ps(y, best);
+    if (ii) store_idx8(ii, _mm256_castps_si256(arg));
+}
+
+/* Pooled plane of one group: two windows (a 2x4 block of pixels) at a time. */
+AVX2_INLINE void pooled_plane_k3(const ct_convf_geom *g, const float *xp, const float *wg,
+                                 __m256 bias, float *yg, uint8_t *ig) {
+    int ph = ct_convf_out_h(g) / 2, pw = ct_convf_out_w(g) / 2, wp = g->w + 2 * g->p, ic = g->ic;
+    size_t pl = plane(g);
+    for (int py = 0; py < ph; py++) {
+        int px = 0;
+        for (; px + 2 <= pw; px += 2) {
+            __m256 v[8];
+            block_2x4_k3(wg, bias, xp, pl, wp, ic, 2 * py, 2 * px, v);
+            size_t o = ((size_t)py * (size_t)pw + (size_t)px) * 8;
+            pool_store(v[0], v[1], v[4], v[5], yg + o, ig ? ig + o : NULL);
+            pool_store(v[2], v[3], v[6], v[7], yg + o + 8, ig ? ig + o + 8 : NULL);
+        }
+        for (; px < pw; px++) {
+            int y = 2 * py, x = 2 * px;
+            size_t o = ((size_t)py * (size_t)pw + (size_t)px) * 8;
+            pool_store(px_k3(wg, bias, xp, pl, wp, ic, y, x), px_k3(wg, bias, xp, pl, wp, ic, y, x + 1),
+                       px_k3(wg, bias, xp, pl, wp, ic, y + 1, x),
+                       px_k3(wg, bias, xp, pl, wp, ic, y + 1, x + 1), yg + o, ig ? ig + o : NULL);
+        }
+    }
+}
+
+AVX2_INLINE void store_px(float *at, __m256 v, bool relu) {
+    _mm256_storeu_ps(at, relu ? relu8(v) : v);
+}
+
+/* Unpooled plane of one group: 2x4 blocks, then the last odd row and the columns
+ * past the last multiple of 4 pixel by pixel. */
+AVX2_INLINE void dense_plane_k3(const ct_convf_geom *g, const float *xp, const float *wg,
+                                __m256 bias, float *yg) {
     int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g), wp = g->w + 2 * g->p, ic = g->ic;
-    int ph = oh / 2, pw = ow / 2;
     size_t pl = plane(g);
     bool relu = g->relu;
+    int y = 0;
+    for (; y + 2 <= oh; y += 2) {
+        float *r0 = yg + (size_t)y * (size_t)ow * 8, *r1 = r0 + (size_t)ow * 8;
+        int x = 0;
+        for (; x + 4 <= ow; x += 4) {
+            __m256 v[8];
+            block_2x4_k3(wg, bias, xp, pl, wp, ic, y, x, v);
+            for (int j = 0; j < 4; j++) {
+                store_px(r0 + (size_t)(x + j) * 8, v[j], relu);
+                store_px(r1 + (size_t)(x + j) * 8, v[4 + j], relu);
+            }
+        }
+        for (; x < ow; x++) {
+            store_px(r0 + (size_t)x * 8, px_k3(wg, bias, xp, pl, wp, ic, y, x), relu);
+            store_px(r1 + (size_t)x * 8, px_k3(wg, bias, xp, pl, wp, ic, y + 1, x), relu);
+        }
+    }
+    for (; y < oh; y++)
+        for (int x = 0; x < ow; x++)
+            store_px(yg + ((size_t)y * (size_t)ow + (size_t)x) * 8,
+                     px_k3(wg, bias, xp, pl, wp, ic, y, x), relu);
+}
+
+AVX2_TARGET static void image_avx2_k3(const ct_convf_geom *g, const float *xp, const float *wq,
+                                      const float *bq, float *yi, uint8_t *ii) {
+    int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g);
+    size_t pooled = (size_t)(oh / 2) * (size_t)(ow / 2) * 8, dense = (size_t)oh * (size_t)ow * 8;
     for (int grp = 0; grp < groups(g); grp++) {
-        const float *wg = wq + (size_t)grp * (size_t)ic * 72;
+        const float *wg = wq + (size_t)grp * (size_t)g->ic * 72;
         __m256 bias = _mm256_loadu_ps(bq + grp * 8);
-        if (g->pool) {
-            size_t o0 = (size_t)grp * (size_t)ph * (size_t)pw * 8;
-            for (int py = 0; py < ph; py++)
-                for (int px = 0; px < pw; px++) {
-                    int y = 2 * py, x = 2 * px;
-                    __m256 v0 = relu8(px_k3(wg, bias, xp, pl, wp, ic, y, x));
-                    __m256 v1 = relu8(px_k3(wg, bias, xp, pl, wp, ic, y, x + 1));
-                    __m256 v2 = relu8(px_k3(wg, bias, xp, pl, wp, ic, y + 1, x));
-                    __m256 v3 = relu8(px_k3(wg, bias, xp, pl, wp, ic, y + 1, x + 1));
-                    __m256 best = v0, arg = _mm256_setzero_ps();
-                    take_max(&best, &arg, v1, 1);
-                    take_max(&best, &arg, v2, 2);
-                    take_max(&best, &arg, v3, 3);
-                    size_t o = o0 + ((size_t)py * (size_t)pw + (size_t)px) * 8;
-                    _mm256_storeu_ps(yi + o, best);
-                    if (ii) store_idx8(ii + o, _mm256_castps_si256(arg));
-                }
-            continue;
-        }
-        float *yg = yi + (size_t)grp * (size_t)oh * (size_t)ow * 8;
-        for (int y = 0; y < oh; y++) {
-            float *row = yg + (size_t)y * (size_t)ow * 8;
-            int x = 0;
-            for (; x + 4 <= ow; x += 4) {
-                __m256 v0 = px_k3(wg, bias, xp, pl, wp, ic, y, x);
-                __m256 v1 = px_k3(wg, bias, xp, pl, wp, ic, y, x + 1);
-                __m256 v2 = px_k3(wg, bias, xp, pl, wp, ic, y, x + 2);
-                __m256 v3 = px_k3(wg, bias, xp, pl, wp, ic, y, x + 3);
-                if (relu) v0 = relu8(v0), v1 = relu8(v1), v2 = relu8(v2), v3 = relu8(v3);
-                _mm256_storeu_ps(row + (size_t)x * 8, v0);
-                _mm256_storeu_ps(row + (size_t)x * 8 + 8, v1);
-                _mm256_storeu_ps(row + (size_t)x * 8 + 16, v2);
-                _mm256_storeu_ps(row + (size_t)x * 8 + 24, v3);
-            }
-            for (; x < ow; x++) {
-                __m256 v = px_k3(wg, bias, xp, pl, wp, ic, y, x);
-                _mm256_storeu_ps(row + (size_t)x * 8, relu ? relu8(v) : v);
-            }
-        }
+        if (g->pool)
+            pooled_plane_k3(g, xp, wg, bias, yi + (size_t)grp * pooled,
+                            ii ? ii + (size_t)grp * pooled : NULL);
+        else
+            dense_plane_k3(g, xp, wg, bias, yi + (size_t)grp * dense);
     }
 }
 #endif

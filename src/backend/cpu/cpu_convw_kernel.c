@@ -207,13 +207,50 @@ static void expand_pooled(const ct_convw_geom *g, const float *dy, const float *
         }
 }
 
+#if HAVE_AVX2
+/* expand_pooled with 8 lanes at a time: each window pixel gets dy where its position
+ * is the argmax and y > 0, else +0 (as max-pool backward writes it). */
+AVX2_TARGET static void expand_pooled_avx2(const ct_convw_geom *g, const float *dy,
+                                           const float *y, const uint8_t *idx, float *tile) {
+    int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2;
+    __m256 zero = _mm256_setzero_ps();
+    for (int py = 0; py < ph; py++) {
+        float *t0 = tile + (size_t)(2 * py) * (size_t)ow * 8, *t1 = t0 + (size_t)ow * 8;
+        for (int px = 0; px < pw; px++) {
+            size_t o = ((size_t)py * (size_t)pw + (size_t)px) * 8;
+            __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(idx + o)));
+            __m256 d = _mm256_and_ps(_mm256_cmp_ps(_mm256_loadu_ps(y + o), zero, _CMP_GT_OQ),
+                                     _mm256_loadu_ps(dy + o));
+            __m256 m0 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_set1_epi32(0)));
+            __m256 m1 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_set1_epi32(1)));
+            __m256 m2 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_set1_epi32(2)));
+            __m256 m3 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_set1_epi32(3)));
+            _mm256_storeu_ps(t0 + (size_t)(2 * px) * 8, _mm256_and_ps(m0, d));
+            _mm256_storeu_ps(t0 + (size_t)(2 * px + 1) * 8, _mm256_and_ps(m1, d));
+            _mm256_storeu_ps(t1 + (size_t)(2 * px) * 8, _mm256_and_ps(m2, d));
+            _mm256_storeu_ps(t1 + (size_t)(2 * px + 1) * 8, _mm256_and_ps(m3, d));
+        }
+        if (ow % 2) { /* the last odd column: no window */
+            _mm256_storeu_ps(t0 + (size_t)(ow - 1) * 8, zero);
+            _mm256_storeu_ps(t1 + (size_t)(ow - 1) * 8, zero);
+        }
+    }
+    if (oh % 2) memset(tile + (size_t)(oh - 1) * (size_t)ow * 8, 0, (size_t)ow * 8 * sizeof *tile);
+}
+#endif
+
 /* Image n rebuilt from the pool's planes, group by group, through a tile. */
 static void image_pooled(const ct_convw_geom *g, bool avx2, const float *xp,
                          const ct_convw_pooled *pp, int n, float *tile, float *part) {
     size_t pplane = (size_t)(out_h(g) / 2) * (size_t)(out_w(g) / 2) * 8;
     for (int grp = 0; grp < groups(g); grp++) {
         size_t o = ((size_t)n * (size_t)groups(g) + (size_t)grp) * pplane;
-        expand_pooled(g, pp->dy + o, pp->y + o, pp->idx + o, tile);
+#if HAVE_AVX2
+        if (avx2)
+            expand_pooled_avx2(g, pp->dy + o, pp->y + o, pp->idx + o, tile);
+        else
+#endif
+            expand_pooled(g, pp->dy + o, pp->y + o, pp->idx + o, tile);
         run_group(g, avx2, xp, tile, 8, grp, part);
     }
 }

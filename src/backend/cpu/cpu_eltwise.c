@@ -57,7 +57,8 @@ static int relu_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
                          ct_err *err) {
     (void)accumulate;
     (void)step;
-    return !ct_cpu_has_gin(b, nd->i) || nd->bwd_in_next ? 0 : ct_cpu_exec(&b->c, &nd->bwd, err);
+    bool done_elsewhere = nd->bwd_in_next || nd->fused_away;
+    return !ct_cpu_has_gin(b, nd->i) || done_elsewhere ? 0 : ct_cpu_exec(&b->c, &nd->bwd, err);
 }
 
 const ct_cpu_op ct_cpu_op_relu = {relu_create, relu_bind, relu_forward, relu_backward};

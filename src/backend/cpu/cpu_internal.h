@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_convf_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_dnnl.h"
 
@@ -71,6 +72,11 @@ typedef struct ct_cpu_wl {
     bool own_bwd_w;
     ct_convw_geom convw;
     bool relu_post_op;      /* the next node is a relu whose forward this one does */
+    /* The head conv of a conv-relu-maxpool block on ctrain's forward loops
+     * (cpu_conv_block.c): own_fwd; pool_fused when the relu and the pool run in the
+     * same pass (the conv and relu outputs then have no storage). */
+    bool own_fwd, pool_fused;
+    ct_convf_geom convf;
     ct_cpu_tensor part;
     int part_threads;
 } ct_cpu_wl;
@@ -88,6 +94,9 @@ typedef struct ct_cpu_node {
      * where the relu passes the gradient at the argmax). A relu whose forward the
      * layer before it does is marked on that layer (wl.relu_post_op). */
     bool bwd_in_next;
+    /* The relu and max-pool of a fused block: the conv before them does their
+     * forward and backward (wl.pool_fused), their own calls do nothing. */
+    bool fused_away;
 } ct_cpu_node;
 
 typedef struct ct_cpu ct_cpu;
@@ -172,6 +181,27 @@ int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_e
 int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_wl_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err);
 int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err);
+
+/* Pieces of the above for conv paths that run ctrain's loops (cpu_conv_block.c):
+ * plain views of the weight (dims of w_md) and bias in the flat params and grads;
+ * whether the own backward-weights loops take the conv (fills q; honours
+ * CT_CPU_NO_CONVW); planning their per-thread partial sums (wl.convw set); binding
+ * the views and scratch tensors. */
+int ct_cpu_wl_param_views(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *w_md,
+                          ct_err *err);
+bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q);
+int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+int ct_cpu_wl_bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
+
+/* cpu_conv_block.c: whether conv node nd heads a block that runs on ctrain's loops,
+ * and that block's conv (create also marks the relu and pool fused_away when fused). */
+bool ct_cpu_block_head(const ct_cpu *b, const ct_cpu_node *nd);
+int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+int ct_cpu_block_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+int ct_cpu_block_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err);
+int ct_cpu_block_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
+                          ct_err *err);
+const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd);
 
 /* Candidate descriptors of the two weighted kinds. */
 extern const ct_cpu_wl_descs ct_cpu_conv_descs, ct_cpu_linear_descs;

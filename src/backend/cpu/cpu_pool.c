@@ -111,6 +111,7 @@ static void hand_backward(ct_cpu *b, ct_cpu_node *nd) {
 }
 
 const char *ct_cpu_pool_impl(const ct_cpu_node *nd) {
+    if (nd->fused_away) return "ctrain:fused into the conv";
     if (!is_hand(nd)) return ct_cpu_impl(&nd->fwd);
     bool avx2 = ct_pool_best_isa() == CT_POOL_ISA_AVX2;
     switch (ct_cpu_md_channel_block(&nd->act.md)) {
@@ -171,9 +172,11 @@ static int pool_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     geom(nd, b->N, &q);
     if (hand_fits(b, nd)) {
         if (hand_create(b, nd, q.dst, err) != 0) return -1;
-        fuse_relu_backward(b, nd);
+        if (!nd->fused_away) fuse_relu_backward(b, nd);
         return 0;
     }
+    /* the fused conv writes dst and argmax in the loops' layout */
+    if (nd->fused_away) return ct_errorf(err, "a fused max-pool off ctrain's loops");
     if (create_fwd(b, nd, &q, err) != 0) return -1;
     return b->o.training && ct_cpu_has_gin(b, nd->i) ? create_bwd(b, nd, &q, err) : 0;
 }
@@ -206,6 +209,7 @@ static int pool_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 static int pool_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
     (void)train;
     (void)step;
+    if (nd->fused_away) return 0; /* done by the conv (cpu_conv_block.c) */
     if (is_hand(nd)) {
         hand_forward(b, nd);
         return 0;
@@ -217,7 +221,7 @@ static int pool_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
                          ct_err *err) {
     (void)accumulate;
     (void)step;
-    if (!ct_cpu_has_gin(b, nd->i)) return 0;
+    if (!ct_cpu_has_gin(b, nd->i) || nd->fused_away) return 0;
     if (is_hand(nd)) {
         if (b->nodes[nd->i - 1].bwd_in_next) mask_dy(nd); /* has_gin: nd->i > 0 */
         hand_backward(b, nd);

@@ -26,9 +26,8 @@ static int pick(ct_cpu *b, ct_cpu_prim *p, ct_cpu_wdesc *d, int n,
     return ct_cpu_pick(&b->c, p, d, n, sizeof d[0], hint, what, err);
 }
 
-/* Plain views of the node's weight (as the forward desc shapes it) and bias. */
-static int plan_param_views(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *w_md,
-                            ct_err *err) {
+int ct_cpu_wl_param_views(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *w_md,
+                          ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     if (ct_cpu_md_plain(&w->w_plain.md, w_md->ndims, w_md->dims, err) != 0) return -1;
     w->w_plain.region = b->r_params;
@@ -68,7 +67,7 @@ static int create_fwd(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_
         ct_cpu_xfer_plan(b, &w->src, nd->i, "src", src, &in->md, true, err) != 0)
         return -1;
     const dnnl_memory_desc_t *wmd = ct_cpu_pd_md(&w->fwd, dnnl_query_weights_md);
-    if (plan_param_views(b, nd, wmd, err) != 0) return -1;
+    if (ct_cpu_wl_param_views(b, nd, wmd, err) != 0) return -1;
     if (!ct_cpu_md_eq(wmd, &w->w_plain.md) &&
         ct_cpu_xfer_plan(b, &w->w_fwd, nd->i, "w_fwd", wmd, &w->w_plain.md, true, err) != 0)
         return -1;
@@ -104,7 +103,7 @@ static int create_bwd_data(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd
  * input channels they only match oneDNN (conv2 at batch 256: 18.2 against ~19 ms),
  * so oneDNN keeps those. CT_CPU_NO_CONVW=1 in the environment keeps oneDNN's for all,
  * for side-by-side measurements. */
-static bool own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
+bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
     const ct_node *g = nd->g;
     memset(q, 0, sizeof *q);
     const char *off = getenv("CT_CPU_NO_CONVW");
@@ -118,7 +117,7 @@ static bool own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
     return q->ic == 1 && ct_convw_geom_ok(q);
 }
 
-static int create_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     w->own_bwd_w = true;
     w->part_threads = omp_get_max_threads();
@@ -130,7 +129,7 @@ static int create_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd,
                               ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
-    if (own_convw(b, nd, &w->convw)) return create_own_bwd_weights(b, nd, err);
+    if (ct_cpu_wl_own_convw(b, nd, &w->convw)) return ct_cpu_wl_own_bwd_weights(b, nd, err);
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     ct_cpu_wdesc d[CT_CPU_BWD_W_VARIANTS];
     for (int v = 0; v < CT_CPU_BWD_W_VARIANTS; v++)
@@ -182,7 +181,7 @@ int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_e
 
 /* ---- bind ---------------------------------------------------------------------- */
 
-static int bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err) {
+int ct_cpu_wl_bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err) {
     ct_cpu_tensor *t[] = {&w->w_plain, &w->b_plain, &w->dw_plain, &w->db_plain, &w->dw, &w->db};
     for (int k = 0; k < 6; k++)
         if (ct_cpu_bind_tensor(b, t[k], err) != 0) return -1;
@@ -242,7 +241,7 @@ static void bind_reorder(ct_cpu_prim *r, dnnl_memory_t src, dnnl_memory_t dst) {
 
 int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
-    if (bind_views(b, w, err) != 0) return -1;
+    if (ct_cpu_wl_bind_views(b, w, err) != 0) return -1;
     if (ct_cpu_xfer_bind(b, &w->src, ct_cpu_in(b, nd->i), err) != 0 ||
         ct_cpu_xfer_bind(b, &w->w_fwd, &w->w_plain, err) != 0)
         return -1;
