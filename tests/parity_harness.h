@@ -100,4 +100,9 @@ void parity_test_dropout(void **state);
 void parity_test_loss(void **state);
 void parity_test_adam_step(void **state);
 
+/* dataset_upload / dataset_order / load_batch_range against the host loader: two
+ * shuffled epochs of a small uint8 dataset, batch by batch the same x (bit for
+ * bit), labels and loss; out-of-range rows and a missing slot are refused. */
+void parity_test_dataset(void **state);
+
 #endif

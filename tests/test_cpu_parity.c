@@ -544,6 +544,7 @@ int main(void) {
         cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_partial_batch),
         cmocka_unit_test(parity_test_adam_step),
+        cmocka_unit_test(parity_test_dataset),
         cmocka_unit_test(test_params_roundtrip_and_impl),
         cmocka_unit_test(test_time_tutorial_step),
     };

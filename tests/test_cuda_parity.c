@@ -34,7 +34,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "data/loader.h"
 #include "kernels/kernels.h"
 
 
@@ -184,87 +183,6 @@ static void test_philox_matches_curand(void **state) {
     cudaFree(dev);
 }
 
-/* ---- device-resident dataset against the host loader ---------------------------------- */
-
-static void fill_dataset(ct_dataset *ds, int count, int rows, int cols, int K) {
-    memset(ds, 0, sizeof *ds);
-    ds->count = count, ds->rows = rows, ds->cols = cols, ds->num_classes = K;
-    ds->images = malloc((size_t)count * rows * cols);
-    ds->labels = malloc((size_t)count);
-    assert_true(ds->images && ds->labels);
-    for (size_t i = 0; i < (size_t)count * rows * cols; i++)
-        ds->images[i] = (uint8_t)((urand() + 1.0) * 127.9);
-    for (int i = 0; i < count; i++) ds->labels[i] = (uint8_t)(i * 7 % K);
-}
-
-/* One batch each way on the same backend: same x (exactly), same labels (through
- * identical confusion counts) and the same loss. */
-static void compare_batch(harness *h, const ct_batch *bt, int start, float *xd) {
-    int last = h->g.n_nodes - 1, K = h->g.num_classes;
-    size_t row = ct_shape_numel(h->g.input);
-    long long ca[100] = {0}, cb[100] = {0};
-    ct_metrics ma = {.confusion = ca}, mb = {.confusion = cb};
-    OK(h->vt->load_batch_range(h->b, 0, start, bt->n, E));
-    OK(h->vt->tensor_to_host(h->b, -1, false, xd, E));
-    assert_memory_equal(xd, bt->x, (size_t)bt->n * row * sizeof *xd);
-    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
-    OK(h->vt->loss(h->b, false, 1.0f, 0, E));
-    OK(h->vt->read_metrics(h->b, &ma, true, E));
-    OK(h->vt->load_batch(h->b, bt->x, bt->y, bt->n, E));
-    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
-    OK(h->vt->loss(h->b, false, 1.0f, 0, E));
-    OK(h->vt->read_metrics(h->b, &mb, true, E));
-    assert_memory_equal(ca, cb, (size_t)K * K * sizeof *ca);
-    assert_true(fabs(ma.loss_sum - mb.loss_sum) <= 1e-9 * (1.0 + fabs(mb.loss_sum)));
-}
-
-static void test_device_dataset(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
-    enum { COUNT = 37, ROWS = 4, COLS = 5, K = 10, BATCH = 8 };
-    ct_dataset ds;
-    fill_dataset(&ds, COUNT, ROWS, COLS, K);
-    harness *h = calloc(1, sizeof *h);
-    assert_non_null(h);
-    snprintf(h->cfg.source, sizeof h->cfg.source, "test");
-    h->cfg.input_c = 1, h->cfg.input_h = ROWS, h->cfg.input_w = COLS;
-    h->cfg.layers[0] = L(CT_LAYER_FLATTEN), h->cfg.layers[1] = linear(K, true);
-    h->cfg.n_layers = 2;
-    ct_err e = {{0}};
-    if (ct_graph_build(&h->cfg, &h->g, &e) != 0) fail_msg("graph: %s", e.msg);
-    ct_run_opts o = {.batch_size = BATCH, .training = false, .seed = SEED,
-                     .dataset_count = {COUNT, 0}, .data_mean = 0.1307f, .data_std = 0.3081f};
-    ct_plan_init(&h->plan, 64); /* create raises it to the backend's 256 */
-    h->vt = &ct_backend_cuda;
-    if (h->vt->create(&h->g, &o, &h->plan, &h->b, &e) != 0) fail_msg("create: %s", e.msg);
-    ct_plan_finalize(&h->plan);
-    if (h->vt->bind(h->b, &h->plan, &e) != 0) fail_msg("bind: %s", e.msg);
-    float *p = rand_params(&h->g), *xd = malloc(BATCH * ROWS * COLS * sizeof *xd);
-    int32_t order[COUNT];
-    OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->dataset_upload(h->b, 0, ds.images, ds.labels, COUNT, E));
-    ct_loader *ld = NULL;
-    if (ct_loader_create(&ds, BATCH, true, SEED, 0.1307, 0.3081, &ld, &e) != 0)
-        fail_msg("loader: %s", e.msg);
-    for (int epoch = 0; epoch < 2; epoch++) {
-        ct_epoch_order(SEED, epoch, true, COUNT, order);
-        OK(h->vt->dataset_order(h->b, 0, order, COUNT, E));
-        ct_loader_start_epoch(ld, epoch);
-        ct_batch bt;
-        int start = 0;
-        while (ct_loader_next(ld, &bt)) {
-            compare_batch(h, &bt, start, xd);
-            start += bt.n;
-        }
-        assert_int_equal(start, COUNT);
-    }
-    assert_int_equal(h->vt->load_batch_range(h->b, 0, COUNT - 2, 3, &e), -1); /* past the end */
-    assert_int_equal(h->vt->load_batch_range(h->b, 1, 0, 1, &e), -1);         /* no slot 1 */
-    ct_loader_destroy(ld);
-    free(p), free(xd), free(ds.images), free(ds.labels);
-    close_h(h);
-}
-
 /* ---- a few training steps: CPU and CUDA from the same init ----------------------------- */
 
 static void train_steps(harness *h, const float *p0, const float *x, const int32_t *y, int steps,
@@ -405,7 +323,7 @@ int main(void) {
         cmocka_unit_test(parity_test_adam_step),
         cmocka_unit_test(test_params_roundtrip_and_impl),
         cmocka_unit_test(test_philox_matches_curand),
-        cmocka_unit_test(test_device_dataset),
+        cmocka_unit_test(parity_test_dataset),
         cmocka_unit_test(test_cpu_vs_cuda_training),
         cmocka_unit_test(test_sync_debug_step),
     };

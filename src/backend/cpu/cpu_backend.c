@@ -5,7 +5,7 @@
  * the regions to the plan; bind() makes the one 64-byte-aligned arena, the memory
  * objects and the primitives with their fixed argument arrays. After bind no call
  * of this backend allocates (the host copies gather/scatter through the layout
- * with ct_cpu_md_offset instead of reorders). Partial batches run the batch_size
+ * with ct_cpu_md_offset instead of reorders). Batches: cpu_data.c. Partial batches run the batch_size
  * primitives; only the first n rows count in loss/metrics and the others get zero
  * gradient. Per-op code lives in the cpu_*.c files behind the ops table below.
  *
@@ -224,7 +224,8 @@ static int cpu_create(const ct_graph *g, const ct_run_opts *o, ct_plan *plan, ct
     b->N = b->n = o->batch_size;
     b->nonfinite_tag = -1;
     if (ct_cpu_ctx_init(&b->c, err) != 0 || add_model_regions(b, err) != 0 ||
-        add_batch_regions(b, err) != 0 || create_nodes(b, err) != 0 ||
+        add_batch_regions(b, err) != 0 || ct_cpu_add_dataset_regions(b, err) != 0 ||
+        create_nodes(b, err) != 0 ||
         add_loss_regions(b, err) != 0) {
         ct_err_prefix(err, "cpu backend");
         cpu_destroy(&b->base);
@@ -248,6 +249,7 @@ static void bind_pointers(ct_cpu *b) {
     b->confusion = region_ptr(b, b->r_conf);
     b->pred = region_ptr(b, b->r_pred);
     b->logits = b->fplan->regions[b->r_logits].bytes ? region_ptr(b, b->r_logits) : NULL;
+    ct_cpu_bind_datasets(b);
 }
 
 static int bind_all(ct_cpu *b, ct_err *err) {
@@ -290,17 +292,6 @@ static void cpu_destroy(ct_backend *bb) {
 }
 
 /* ---- batch, forward, backward --------------------------------------------------- */
-
-static int cpu_load_batch(ct_backend *bb, const float *x, const int32_t *y, int n, ct_err *err) {
-    ct_cpu *b = as_cpu(bb);
-    if (n < 1 || n > b->N)
-        return ct_errorf(err, "cpu backend: batch of %d rows (plan holds 1..%d)", n, b->N);
-    size_t row = ct_shape_numel(b->g->input);
-    memcpy(b->x.ptr, x, (size_t)n * row * sizeof(float));
-    memcpy(b->y, y, (size_t)n * sizeof(int32_t));
-    b->n = n;
-    return 0;
-}
 
 static int check_node(const ct_cpu *b, int node, ct_err *err) {
     if (node < 0 || node >= b->g->n_nodes)
@@ -632,7 +623,10 @@ const ct_backend_vt ct_backend_cpu = {
     .create = cpu_create,
     .bind = cpu_bind,
     .destroy = cpu_destroy,
-    .load_batch = cpu_load_batch,
+    .load_batch = ct_cpu_load_batch,
+    .dataset_upload = ct_cpu_dataset_upload,
+    .dataset_order = ct_cpu_dataset_order,
+    .load_batch_range = ct_cpu_load_batch_range,
     .forward = cpu_forward,
     .loss = cpu_loss,
     .backward = cpu_backward,

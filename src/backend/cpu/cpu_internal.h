@@ -101,6 +101,15 @@ typedef struct ct_cpu_node {
 
 typedef struct ct_cpu ct_cpu;
 
+/* A uint8 dataset the backend gathers batches from (cpu_data.c): the caller's
+ * arrays and this epoch's order (a plan region). */
+typedef struct ct_cpu_dataset {
+    const uint8_t *images, *labels;
+    int32_t *order;
+    int r_order; /* region, -1 when the plan has no such slot */
+    bool ordered;
+} ct_cpu_dataset;
+
 /* One row per layer kind. create: descriptors, act/gact descs and regions;
  * bind: memory objects and argument arrays. */
 typedef struct ct_cpu_op {
@@ -129,6 +138,8 @@ struct ct_cpu {
     int64_t nonfinite_tag;  /* first loss() tag with a non-finite loss, -1 if none */
     float *logits;          /* [2][N*K] plain z, dz when act[last] is blocked, else NULL */
     int32_t *pred;          /* [N] */
+    ct_cpu_dataset ds[2];   /* training (0) and evaluation (1) sets */
+    float lut[256];         /* normalized value of each pixel byte */
     ct_cpu_node nodes[CT_MAX_LAYERS];
 };
 
@@ -156,6 +167,16 @@ int ct_cpu_xfer_plan(ct_cpu *b, ct_cpu_xfer *xf, int layer, const char *suffix,
                      bool into_t, ct_err *err);
 /* Binds t and the reorder's arguments against `other` (no-op when !xf->on). */
 int ct_cpu_xfer_bind(ct_cpu *b, ct_cpu_xfer *xf, const ct_cpu_tensor *other, ct_err *err);
+
+/* ---- batches (cpu_data.c) -------------------------------------------------------- */
+
+int ct_cpu_add_dataset_regions(ct_cpu *b, ct_err *err);
+void ct_cpu_bind_datasets(ct_cpu *b);
+int ct_cpu_load_batch(ct_backend *b, const float *x, const int32_t *y, int n, ct_err *err);
+int ct_cpu_dataset_upload(ct_backend *b, int slot, const uint8_t *images, const uint8_t *labels,
+                          int count, ct_err *err);
+int ct_cpu_dataset_order(ct_backend *b, int slot, const int32_t *order, int count, ct_err *err);
+int ct_cpu_load_batch_range(ct_backend *b, int slot, int start, int n, ct_err *err);
 
 /* ---- op rows --------------------------------------------------------------------- */
 
