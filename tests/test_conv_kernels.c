@@ -6,6 +6,9 @@
  *   over its own unpooled output: the same bits and the same argmax.
  * - ct_convw_bwd_weights_pooled (cpu_convw_kernel.h) against ct_convw_bwd_weights
  *   over the dy that max-pool backward and the relu mask give: the same bits.
+ * - ct_convpg_backward (cpu_convpg_kernel.h) on a dense random dy against the double
+ *   reference conv backward (dx, dw, db), AVX2 and portable bits equal; and from
+ *   the pool's planes equal to it on the dense dy pool backward gives.
  * Odd sizes (a last row and column the pool drops), output channels that leave
  * empty lanes, padding 0..2, K 3 (AVX2) and 5 (portable only).
  */
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_convf_kernel.h"
+#include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_pool_kernel.h"
 #include "ops/ref_ops.h"
@@ -203,6 +207,149 @@ static void test_convf_pooled_ties(void **state) {
     }
 }
 
+/* ---- conv backward from a pool's gradient ------------------------------------------ */
+
+typedef struct pg_case {
+    int n, ic, oc, h, w, k, p;
+} pg_case;
+
+/* nChw8c copy of plain [N][C][H][W] (lanes past C: junk when junk != 0). */
+static float *to_blocked(const float *plain, int N, int C, int H, int W, float junk) {
+    int CB = (C + 7) / 8;
+    size_t plane = (size_t)H * W;
+    float *b = malloc((size_t)N * CB * 8 * plane * sizeof *b);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < CB * 8; c++)
+            for (size_t q = 0; q < plane; q++)
+                b[(((size_t)n * CB + c / 8) * plane + q) * 8 + c % 8] =
+                    c < C ? plain[((size_t)n * C + c) * plane + q] : junk * (float)(q % 7);
+    return b;
+}
+
+static ct_convpg_geom pg_geom(const pg_case *c, bool portable) {
+    return (ct_convpg_geom){.n = c->n, .ic = c->ic, .oc = c->oc, .h = c->h, .w = c->w,
+                            .k = c->k, .p = c->p, .portable = portable};
+}
+
+/* Runs the kernel; returns dx (nChw8c), dw, db through the pointers (malloc'd). */
+static void pg_run(const pg_case *c, bool portable, const float *x8, const float *w,
+                   const ct_convpg_dy *dy, bool add, const float *start, float **dx, float **dw,
+                   float **db, int threads) {
+    ct_convpg_geom g = pg_geom(c, portable);
+    assert_true(ct_convpg_geom_ok(&g));
+    size_t nw = (size_t)c->oc * c->ic * c->k * c->k;
+    size_t nx = (size_t)c->n * (size_t)((c->ic + 7) / 8) * 8 * c->h * c->w;
+    *dx = rand_f(nx, 9.0); /* junk: all of it must be written */
+    *dw = malloc(nw * sizeof **dw);
+    *db = malloc((size_t)c->oc * sizeof **db);
+    memcpy(*dw, start, nw * sizeof *start);
+    memcpy(*db, start + nw, (size_t)c->oc * sizeof *start);
+    float *wpack = malloc(ct_convpg_wpack_floats(&g) * sizeof *wpack);
+    float *part = malloc(ct_convpg_part_floats(&g) * (size_t)threads * sizeof *part);
+    ct_convpg_backward(&g, x8, w, dy, *dx, *dw, *db, add, wpack, part, threads);
+    free(wpack), free(part);
+}
+
+/* A dense random dy (every pixel nonzero) against the reference backward. */
+static void pg_dense_case(const pg_case *c, bool add) {
+    int OH = c->h + 2 * c->p - c->k + 1, OW = c->w + 2 * c->p - c->k + 1;
+    size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
+    size_t ny = (size_t)c->n * c->oc * OH * OW;
+    float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *dy = rand_f(ny, 1.0);
+    float *start = rand_f(nw + (size_t)c->oc, 1.0);
+    float *x8 = to_blocked(x, c->n, c->ic, c->h, c->w, 3.0f);
+    float *dy8 = to_blocked(dy, c->n, c->oc, OH, OW, 0.0f);
+    double *xd = to_d(x, nx), *wd = to_d(w, nw), *dyd = to_d(dy, ny);
+    double *dxr = malloc(nx * sizeof *dxr), *dwr = malloc(nw * sizeof *dwr);
+    double *dbr = malloc((size_t)c->oc * sizeof *dbr);
+    ct_ref_conv2d_backward(xd, c->n, c->ic, c->h, c->w, wd, c->oc, c->k, 1, c->p, dyd, dxr, dwr, dbr);
+    for (size_t i = 0; add && i < nw; i++) dwr[i] += start[i];
+    for (int i = 0; add && i < c->oc; i++) dbr[i] += start[nw + (size_t)i];
+    ct_convpg_dy src = {.dense = dy8};
+    float *dx[2], *dw[2], *db[2];
+    for (int portable = 0; portable < 2; portable++)
+        pg_run(c, portable, x8, w, &src, add, start, &dx[portable], &dw[portable], &db[portable], 2);
+    size_t nx8 = (size_t)c->n * (size_t)((c->ic + 7) / 8) * 8 * c->h * c->w;
+    assert_memory_equal(dx[0], dx[1], nx8 * sizeof(float));
+    assert_memory_equal(dw[0], dw[1], nw * sizeof(float));
+    assert_memory_equal(db[0], db[1], (size_t)c->oc * sizeof(float));
+    float *dxp = malloc(nx * sizeof *dxp); /* plain view of dx; lanes past IC are 0 */
+    int CB = (c->ic + 7) / 8;
+    size_t plane = (size_t)c->h * c->w;
+    for (int n = 0; n < c->n; n++)
+        for (int ch = 0; ch < CB * 8; ch++)
+            for (size_t q = 0; q < plane; q++) {
+                float v = dx[0][(((size_t)n * CB + ch / 8) * plane + q) * 8 + ch % 8];
+                if (ch < c->ic)
+                    dxp[((size_t)n * c->ic + ch) * plane + q] = v;
+                else
+                    assert_true(v == 0.0f);
+            }
+    char what[96];
+    snprintf(what, sizeof what, "convpg %s (IC %d, OC %d, %dx%d, K %d, P %d)",
+             ct_convpg_isa(&(ct_convpg_geom){.k = c->k}), c->ic, c->oc, c->h, c->w, c->k, c->p);
+    check_close(dxp, dxr, nx, what);
+    check_close(dw[0], dwr, nw, what);
+    check_close(db[0], dbr, (size_t)c->oc, what);
+    for (int k = 0; k < 2; k++) free(dx[k]), free(dw[k]), free(db[k]);
+    free(x), free(w), free(dy), free(start), free(x8), free(dy8), free(xd), free(wd), free(dyd);
+    free(dxr), free(dwr), free(dbr), free(dxp);
+}
+
+/* From the pool's planes against the dense dy pool backward and the relu mask
+ * give: the same bits. */
+static void pg_pooled_case(const pg_case *c, bool portable, bool add, int threads) {
+    int OH = c->h + 2 * c->p - c->k + 1, OW = c->w + 2 * c->p - c->k + 1, G = (c->oc + 7) / 8;
+    size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
+    size_t np = (size_t)c->n * G * 8 * (size_t)(OH / 2) * (size_t)(OW / 2);
+    size_t nd = (size_t)c->n * G * 8 * (size_t)OH * (size_t)OW;
+    float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *conv = rand_f(nd, 1.0);
+    float *start = rand_f(nw + (size_t)c->oc, 1.0), *x8 = to_blocked(x, c->n, c->ic, c->h, c->w, 0.0f);
+    for (size_t j = 0; j < nd; j++) conv[j] = conv[j] > 0.0f ? conv[j] : 0.0f; /* relu'd */
+    ct_pool_geom q = {.n_img = c->n, .c_blocks = G, .block = 8, .c_last = c->oc - (G - 1) * 8,
+                      .h = OH, .w = OW, .oh = OH / 2, .ow = OW / 2, .k = 2, .s = 2, .p = 0,
+                      .isa = ct_pool_best_isa()};
+    float *y = malloc(np * sizeof *y), *dpool = rand_f(np, 1.0), *masked = malloc(np * sizeof *masked);
+    float *dense = malloc(nd * sizeof *dense);
+    uint8_t *idx = malloc(np);
+    ct_pool_max_forward(&q, conv, y, idx);
+    for (size_t j = 0; j < np; j++) masked[j] = y[j] > 0.0f ? dpool[j] : 0.0f;
+    ct_pool_max_backward(&q, masked, idx, dense);
+    ct_convpg_dy from_dense = {.dense = dense}, from_pool = {.dy = dpool, .y = y, .idx = idx};
+    float *dx[2], *dw[2], *db[2];
+    pg_run(c, portable, x8, w, &from_dense, add, start, &dx[0], &dw[0], &db[0], threads);
+    pg_run(c, portable, x8, w, &from_pool, add, start, &dx[1], &dw[1], &db[1], threads);
+    size_t nx8 = (size_t)c->n * (size_t)((c->ic + 7) / 8) * 8 * c->h * c->w;
+    assert_memory_equal(dx[0], dx[1], nx8 * sizeof(float));
+    assert_memory_equal(dw[0], dw[1], nw * sizeof(float));
+    assert_memory_equal(db[0], db[1], (size_t)c->oc * sizeof(float));
+    for (int k = 0; k < 2; k++) free(dx[k]), free(dw[k]), free(db[k]);
+    free(x), free(w), free(conv), free(start), free(x8), free(y), free(dpool), free(masked);
+    free(dense), free(idx);
+}
+
+static const pg_case pg_cases[] = {
+    {3, 32, 64, 14, 14, 3, 1}, /* the tutorial's conv2 */
+    {2, 5, 12, 9, 7, 3, 1},    /* odd sizes, partial blocks on both sides */
+    {2, 8, 8, 8, 8, 3, 0},     /* no padding */
+    {1, 3, 9, 10, 11, 5, 2},   /* K 5 */
+};
+
+static void test_convpg_dense(void **state) {
+    (void)state;
+    ct_convpg_geom g = pg_geom(&pg_cases[0], false);
+    print_message("conv backward from pool loops: %s\n", ct_convpg_isa(&g));
+    for (size_t i = 0; i < sizeof pg_cases / sizeof pg_cases[0]; i++)
+        pg_dense_case(&pg_cases[i], i % 2 == 1);
+}
+
+static void test_convpg_pooled(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof pg_cases / sizeof pg_cases[0]; i++)
+        for (int portable = 0; portable < 2; portable++)
+            pg_pooled_case(&pg_cases[i], portable, i % 2 == 0, 1 + (int)i % 3);
+}
+
 int main(void) {
     parity_rel_tol = 1e-4;
     const struct CMUnitTest tests[] = {
@@ -210,6 +357,8 @@ int main(void) {
         cmocka_unit_test(test_convf_pooled_forward),
         cmocka_unit_test(test_convf_pooled_ties),
         cmocka_unit_test(test_convw_pooled_backward),
+        cmocka_unit_test(test_convpg_dense),
+        cmocka_unit_test(test_convpg_pooled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -315,36 +315,43 @@ static void test_convw_loops(void **state) {
  * linear+relu all fusable) on C input channels with and without fusion: the same
  * logits, loss gradient and parameter gradients, bit for bit, on a full batch and
  * then on a partial one accumulated on top; and the fused backend does fuse. With
- * C = 1 the first conv-relu-pool is a block on ctrain's loops (cpu_conv_block.c),
- * one pass when fused; with C = 2 all three layers run on their own. */
+ * C = 1 and 2x2 pools, the first conv-relu-pool is a block on ctrain's loops
+ * (cpu_conv_block.c), one pass when fused, and the second conv takes its backward
+ * from the pool's gradient. With C = 2 and 3x3 pools, the relus run as post-ops and
+ * inside the pools' backward, and the dead conv outputs hold their gradients. */
 static void fusion_same_bits(int C) {
-    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
-                        conv(16, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+    int pk = C == 1 ? 2 : 3, pp = C == 1 ? 0 : 1;
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, pk, 2, pp),
+                        conv(16, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, pk, 2, pp),
                         L(CT_LAYER_FLATTEN), linear(32, true), L(CT_LAYER_RELU), linear(10, true)};
     enum { N = 6, NL = 10 };
     float *x = rand_f((size_t)N * C * 144, 1.0), *p = NULL, *out[2], *grads[2];
     int32_t y[N] = {1, 2, 3, 4, 5, 6};
     size_t np = 0;
-    bool block = C == 1;
+    bool own = C == 1;
     for (int fused = 0; fused < 2; fused++) {
         parity_fuse = fused;
         harness *h = open_opt(C, 12, 12, a, NL, N, true, CT_OPT_SGD, 0);
         parity_fuse = false;
         ct_cpu *cb = (ct_cpu *)(void *)h->b;
-        assert_int_equal(cb->nodes[0].wl.own_fwd, block); /* fused or not: the same loops */
-        assert_int_equal(cb->nodes[0].wl.pool_fused, block && fused);
-        assert_int_equal(cb->nodes[1].fused_away, block && fused);
-        assert_int_equal(cb->nodes[2].fused_away, block && fused);
+        /* fused or not, the same loops */
+        assert_int_equal(cb->nodes[0].wl.own_fwd, own);
+        assert_int_equal(cb->nodes[3].wl.pool_grad, own);
+        assert_int_equal(cb->nodes[0].wl.pool_fused, own && fused);
+        assert_int_equal(cb->nodes[1].fused_away, own && fused);
+        assert_int_equal(cb->nodes[2].fused_away, own && fused);
+        assert_int_equal(cb->nodes[5].bwd_in_prev, own && fused);
         assert_int_equal(cb->nodes[0].wl.relu_post_op, fused);
         assert_int_equal(cb->nodes[4].bwd_in_next, fused);
         assert_int_equal(cb->nodes[7].wl.relu_post_op, fused);
-        /* the conv outputs, dead in backward once fused, hold their gradients */
-        assert_int_equal(cb->nodes[3].gact.region == cb->nodes[3].act.region, fused);
-        if (block) { /* the block's conv output is not stored at all */
+        if (own) { /* the block's conv output and conv2's gradient are not stored */
             assert_int_equal(cb->nodes[0].act.region < 0, fused);
             assert_int_equal(cb->nodes[0].gact.region < 0, fused);
-        } else { /* and, never live at once, the two conv outputs share one storage */
+            assert_int_equal(cb->nodes[3].gact.region < 0, fused);
+        } else { /* the conv outputs, dead in backward once fused, hold their
+                  * gradients, and never live at once, they share one storage */
             assert_int_equal(cb->nodes[0].gact.region == cb->nodes[0].act.region, fused);
+            assert_int_equal(cb->nodes[3].gact.region == cb->nodes[3].act.region, fused);
             assert_int_equal(cb->nodes[3].act.region == cb->nodes[0].act.region, fused);
         }
         np = h->g.n_param_floats;
@@ -374,8 +381,9 @@ static void test_fusion_same_bits(void **state) {
 }
 
 /* The block's conv unfused (ctrain's forward and backward-weights loops, output
- * stored), and the pool after it, against the reference; a fused plan refuses to
- * hand out the conv's output, which it never stores. */
+ * stored), and the pool after it, against the reference; the same for a conv with
+ * its backward from the pool; a fused plan refuses to hand out the block conv's
+ * output, which it never stores. */
 static void test_conv_block(void **state) {
     (void)state;
     ct_layer_cfg a[] = {conv(20, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
@@ -385,6 +393,15 @@ static void test_conv_block(void **state) {
         parity_out o = parity_n(h, k, 3, true);
         free(o.grads), free(o.y);
     }
+    close_h(h);
+    /* a conv with a relu and a 2x2 pool after it takes its backward (weights and
+     * input gradient) on ctrain's loops: unfused, over a dense dy (here random) */
+    ct_layer_cfg c[] = {conv(12, 3, 1, 1, true), conv(20, 3, 1, 1, true), L(CT_LAYER_RELU),
+                        pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
+    h = open_h(1, 11, 9, c, 4, 3);
+    assert_true(((ct_cpu *)(void *)h->b)->nodes[1].wl.pool_grad);
+    parity_out o = parity_n(h, 1, 3, true);
+    free(o.grads), free(o.y);
     close_h(h);
     parity_fuse = true;
     h = open_h(1, 11, 9, a, 3, 3);

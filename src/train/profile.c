@@ -117,7 +117,8 @@ static void print_table(const ct_model *m, const prof *p, FILE *out) {
             p->data / p->total > 0.1 ? " (the device waits for input: data loading is a bottleneck)"
                                      : "");
     fprintf(out, "GFLOP/s (conv2d, linear) counts forward + backward as 3x the forward FLOPs "
-                 "(2x for a first layer, which needs no input gradient).\n");
+                 "(2x for a first layer, which needs no input gradient): dense-equivalent, "
+                 "since a conv whose backward runs from a max-pool's gradient does less.\n");
 }
 
 int ct_profile_run(ct_model *m, ct_batches *bt, const ct_config *cfg, int warmup, int steps,

@@ -1,5 +1,7 @@
-/* cpu_conv_block.c: a conv -> relu -> 2x2 max-pool block whose conv reads one input
- * channel and needs no input gradient (the tutorial's conv1) on ctrain's own loops.
+/* cpu_conv_block.c: conv -> relu -> 2x2 max-pool blocks on ctrain's own loops: a
+ * block whose conv reads one input channel and needs no input gradient (the
+ * tutorial's conv1) in one forward pass, below; and the backward of any such block's
+ * conv from the pool's gradient (the tutorial's conv2), at the end of the file.
  *
  * Its conv always runs ctrain's forward (cpu_convf_kernel.h) and backward-weights
  * (cpu_convw_kernel.h) loops, fused or not, so fusing changes no bits:
@@ -22,6 +24,7 @@
  */
 #include "backend/cpu/cpu_internal.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,4 +144,84 @@ const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd) {
     bool avx2 = strcmp(ct_convf_isa(&nd->wl.convf), "avx2") == 0;
     if (nd->wl.pool_fused) return avx2 ? "ctrain:avx2:conv+relu+maxpool" : "ctrain:portable:conv+relu+maxpool";
     return avx2 ? "ctrain:avx2" : "ctrain:portable";
+}
+
+/* ---- backward from the pool (wl.pool_grad) ---------------------------------------- */
+
+/* A conv on oneDNN's forward (relu as its post-op or not) whose output a relu and a
+ * 2x2 stride-2 max-pool on ctrain's loops take next: its dy has at most one nonzero
+ * per window and channel, and cpu_convpg_kernel.h's loops take the weight and input
+ * gradients over those only (the tutorial's conv2: ~32 ms of oneDNN backward at
+ * batch 256 against ~8 ms). Fused, they read the pool's gradient, output and argmax
+ * (the pool's and relu's backward then do nothing and the conv's gact has no
+ * storage); unfused, the conv's dense gact, in the same order: the same bits. Needs
+ * the forward's src and the input gradient in nChw8c. Checkpointed spans do not
+ * interfere: the forward is oneDNN's as ever, and what the backward reads (the
+ * conv's input, the pool's output, argmax and gradient) is kept or recomputed
+ * before the conv's backward like any layer's input. */
+bool ct_cpu_pool_grad_fits(ct_cpu *b, const ct_cpu_node *nd) {
+    const ct_graph *gr = b->g;
+    const ct_node *g = nd->g;
+    int i = nd->i;
+    if (!b->o.training || g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || nd->wl.own_fwd ||
+        i + 2 >= gr->n_nodes)
+        return false;
+    const ct_node *relu = &gr->nodes[i + 1], *pool = &gr->nodes[i + 2];
+    if (relu->kind != CT_LAYER_RELU || pool->kind != CT_LAYER_MAXPOOL2D ||
+        pool->cfg.kernel != 2 || pool->cfg.stride != 2 || pool->cfg.padding != 0)
+        return false;
+    const char *off = getenv("CT_CPU_NO_CONVW");
+    if (off && *off && strcmp(off, "0") != 0) return false;
+    const ct_cpu_wl *w = &nd->wl;
+    const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
+    if (ct_cpu_md_channel_block(src) != 8 || ct_cpu_md_channel_block(&nd->act.md) != 8) return false;
+    const ct_cpu_tensor *gin = ct_cpu_gin(b, i);
+    if (gin && (ct_cpu_md_channel_block(&gin->md) != 8 || !ct_cpu_md_eq(&gin->md, src)))
+        return false;
+    ct_convpg_geom q = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
+                        .k = g->cfg.kernel, .p = g->cfg.padding};
+    return ct_convpg_geom_ok(&q);
+}
+
+int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    const ct_node *g = nd->g;
+    ct_cpu_wl *w = &nd->wl;
+    w->pool_grad = true;
+    w->convpg = (ct_convpg_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h,
+                                 .w = g->in.w, .k = g->cfg.kernel, .p = g->cfg.padding};
+    w->part_threads = omp_get_max_threads();
+    dnnl_dim_t np = (dnnl_dim_t)ct_convpg_wpack_floats(&w->convpg);
+    dnnl_dim_t nq = (dnnl_dim_t)(ct_convpg_part_floats(&w->convpg) * (size_t)w->part_threads);
+    if (ct_cpu_md_plain(&w->wpack.md, 1, &np, err) != 0 ||
+        ct_cpu_add_ws(b, &w->wpack, nd->i, "convpg_w", err) != 0 ||
+        ct_cpu_md_plain(&w->part.md, 1, &nq, err) != 0 ||
+        ct_cpu_add_ws(b, &w->part, nd->i, "convpg_part", err) != 0)
+        return -1;
+    if (b->o.fuse) { /* the pool hands its gradient straight to this conv */
+        drop_storage(b, &nd->gact);
+        b->nodes[nd->i + 2].bwd_in_prev = true;
+    }
+    return 0;
+}
+
+int ct_cpu_pool_grad_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    if (ct_cpu_bind_tensor(b, &nd->wl.wpack, err) != 0) return -1;
+    return ct_cpu_bind_tensor(b, &nd->wl.part, err);
+}
+
+int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err *err) {
+    (void)err;
+    ct_cpu_wl *w = &nd->wl;
+    const float *x = w->src.on ? w->src.t.ptr : ct_cpu_in(b, nd->i)->ptr;
+    ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
+    const ct_cpu_node *pool = &b->nodes[nd->i + 2];
+    ct_convpg_dy dy = {.dense = nd->gact.ptr};
+    if (pool->bwd_in_prev)
+        dy = (ct_convpg_dy){.dy = pool->gact.ptr, .y = pool->act.ptr,
+                            .idx = (const uint8_t *)(const void *)pool->ws.ptr};
+    /* all batch_size rows: the rows past this batch get their zero input gradient */
+    ct_convpg_backward(&w->convpg, x, w->w_plain.ptr, &dy, gin ? gin->ptr : NULL,
+                       w->dw_plain.ptr, nd->g->bias >= 0 ? w->db_plain.ptr : NULL, accumulate,
+                       w->wpack.ptr, w->part.ptr, w->part_threads);
+    return 0;
 }

@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_convf_kernel.h"
+#include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_dnnl.h"
 
@@ -77,6 +78,13 @@ typedef struct ct_cpu_wl {
      * same pass (the conv and relu outputs then have no storage). */
     bool own_fwd, pool_fused;
     ct_convf_geom convf;
+    /* A conv followed by a relu and a 2x2 max-pool whose backward (weights and
+     * data) runs on ctrain's loops over the nonzeros of its dy only
+     * (cpu_convpg_kernel.h): from the pool's gradient when fused, else from its own
+     * dense gact. wpack: its packed weights. */
+    bool pool_grad;
+    ct_convpg_geom convpg;
+    ct_cpu_tensor wpack;
     ct_cpu_tensor part;
     int part_threads;
 } ct_cpu_wl;
@@ -97,6 +105,8 @@ typedef struct ct_cpu_node {
     /* The relu and max-pool of a fused block: the conv before them does their
      * forward and backward (wl.pool_fused), their own calls do nothing. */
     bool fused_away;
+    /* A max-pool whose backward the conv two before does (wl.pool_grad, fused). */
+    bool bwd_in_prev;
 } ct_cpu_node;
 
 typedef struct ct_cpu ct_cpu;
@@ -223,6 +233,13 @@ int ct_cpu_block_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, 
 int ct_cpu_block_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
                           ct_err *err);
 const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd);
+/* Backward from the pool (wl.pool_grad) of a conv on oneDNN's forward: whether it
+ * applies (after the forward's create), its create (instead of oneDNN's backward
+ * primitives), bind and backward. */
+bool ct_cpu_pool_grad_fits(ct_cpu *b, const ct_cpu_node *nd);
+int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+int ct_cpu_pool_grad_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err *err);
 
 /* Candidate descriptors of the two weighted kinds. */
 extern const ct_cpu_wl_descs ct_cpu_conv_descs, ct_cpu_linear_descs;

@@ -175,8 +175,9 @@ static int pool_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         if (!nd->fused_away) fuse_relu_backward(b, nd);
         return 0;
     }
-    /* the fused conv writes dst and argmax in the loops' layout */
-    if (nd->fused_away) return ct_errorf(err, "a fused max-pool off ctrain's loops");
+    /* the fused conv writes (or reads) dst and argmax in the loops' layout */
+    if (nd->fused_away || nd->bwd_in_prev)
+        return ct_errorf(err, "a fused max-pool off ctrain's loops");
     if (create_fwd(b, nd, &q, err) != 0) return -1;
     return b->o.training && ct_cpu_has_gin(b, nd->i) ? create_bwd(b, nd, &q, err) : 0;
 }
@@ -221,7 +222,7 @@ static int pool_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
                          ct_err *err) {
     (void)accumulate;
     (void)step;
-    if (!ct_cpu_has_gin(b, nd->i) || nd->fused_away) return 0;
+    if (!ct_cpu_has_gin(b, nd->i) || nd->fused_away || nd->bwd_in_prev) return 0;
     if (is_hand(nd)) {
         if (b->nodes[nd->i - 1].bwd_in_next) mask_dy(nd); /* has_gin: nd->i > 0 */
         hand_backward(b, nd);

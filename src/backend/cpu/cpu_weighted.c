@@ -162,9 +162,10 @@ static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs 
 
 int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_err *err) {
     nd->wl.fwd_dirty = nd->wl.bwd_dirty = true;
-    nd->wl.dw.region = nd->wl.db.region = nd->wl.part.region = -1;
+    nd->wl.dw.region = nd->wl.db.region = nd->wl.part.region = nd->wl.wpack.region = -1;
     if (create_fwd(b, nd, dd, err) != 0) return -1;
     if (!b->o.training) return 0;
+    if (ct_cpu_pool_grad_fits(b, nd)) return ct_cpu_pool_grad_create(b, nd, err);
     if (ct_cpu_has_gin(b, nd->i) && create_bwd_data(b, nd, dd, err) != 0) return -1;
     if (create_bwd_weights(b, nd, dd, err) != 0) return -1;
     /* Backward runs the weights pass first, the last reader of the forward's src
@@ -247,6 +248,7 @@ int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         return -1;
     bind_fwd_args(b, nd);
     if (!b->o.training) return 0;
+    if (w->pool_grad) return ct_cpu_pool_grad_bind(b, nd, err);
     if (ct_cpu_has_gin(b, nd->i)) {
         if (ct_cpu_xfer_bind(b, &w->w_bwd, &w->w_plain, err) != 0 ||
             ct_cpu_xfer_bind(b, &w->dsrc, ct_cpu_gin(b, nd->i), err) != 0)
@@ -333,6 +335,7 @@ static int backward_weights(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err 
 /* Weights before data: see the src / dsrc sharing in ct_cpu_wl_create. */
 int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err) {
     (void)step;
+    if (nd->wl.pool_grad) return ct_cpu_pool_grad_backward(b, nd, accumulate, err);
     if (backward_weights(b, nd, accumulate, err) != 0) return -1;
     return ct_cpu_has_gin(b, nd->i) ? backward_data(b, nd, err) : 0;
 }

@@ -1,0 +1,304 @@
+/* cpu_convpg_kernel.c: conv backward from a max-pool's gradient (see
+ * cpu_convpg_kernel.h).
+ *
+ * Per image: x is copied with its zero border into padded planes xp
+ * [ic_blocks][H + 2p][W + 2p][8] and dx accumulates into a zeroed padded dxp of the
+ * same shape (so no bounds tests remain; the border is dropped when dxp is copied
+ * out). Per output channel k, the nonzeros of k's dy are first listed (value, and
+ * the padded-plane offset of the conv output pixel, which is where its window of
+ * taps starts); then per block of 8 input channels one sweep over the list adds
+ * g * x into K*K accumulators of 8 lanes and g * w into dxp. The weights are
+ * packed once per call as [OC][K*K][IC rounded up to 8] (lanes past IC zero). The
+ * portable body is plain C over 8 lanes for any K; K = 3 on AVX2 keeps the nine
+ * accumulators and the nine weight vectors in registers. Products and sums round
+ * separately in both (no fused multiply-add), so both give the same bits.
+ */
+#include "backend/cpu/cpu_convpg_kernel.h"
+
+#include <omp.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define KK_MAX (CT_CONVPG_MAX_KERNEL * CT_CONVPG_MAX_KERNEL)
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define HAVE_AVX2 1
+#define AVX2_TARGET __attribute__((target("avx2")))
+#else
+#define HAVE_AVX2 0
+#endif
+
+static int out_h(const ct_convpg_geom *g) { return g->h + 2 * g->p - g->k + 1; }
+static int out_w(const ct_convpg_geom *g) { return g->w + 2 * g->p - g->k + 1; }
+static int blocks8(int c) { return (c + 7) / 8; }
+static size_t padded_plane(const ct_convpg_geom *g) {
+    return (size_t)(g->h + 2 * g->p) * (size_t)(g->w + 2 * g->p);
+}
+
+bool ct_convpg_geom_ok(const ct_convpg_geom *g) {
+    return g->n >= 1 && g->ic >= 1 && g->oc >= 1 && g->h >= 1 && g->w >= 1 && g->k >= 1 &&
+           g->k <= CT_CONVPG_MAX_KERNEL && g->p >= 0 && g->p < g->k && out_h(g) >= 2 &&
+           out_w(g) >= 2 && (long)out_h(g) * out_w(g) <= CT_CONVPG_MAX_PIXELS &&
+           (long)blocks8(g->ic) * 8 * (long)padded_plane(g) <= CT_CONVPG_MAX_PADDED;
+}
+
+size_t ct_convpg_wpack_floats(const ct_convpg_geom *g) {
+    return (size_t)g->oc * (size_t)(g->k * g->k) * (size_t)blocks8(g->ic) * 8;
+}
+
+size_t ct_convpg_part_floats(const ct_convpg_geom *g) {
+    return ct_convpg_wpack_floats(g) + (size_t)g->oc;
+}
+
+static bool use_avx2(const ct_convpg_geom *g) {
+#if HAVE_AVX2
+    return !g->portable && g->k == 3 && __builtin_cpu_supports("avx2");
+#else
+    (void)g;
+    return false;
+#endif
+}
+
+const char *ct_convpg_isa(const ct_convpg_geom *g) { return use_avx2(g) ? "avx2" : "portable"; }
+
+/* w [OC][IC][K*K] -> wq [OC][K*K][icp]. */
+static void pack(const ct_convpg_geom *g, const float *w, float *wq) {
+    int kk = g->k * g->k, icp = blocks8(g->ic) * 8;
+    memset(wq, 0, ct_convpg_wpack_floats(g) * sizeof *wq);
+    for (int k = 0; k < g->oc; k++)
+        for (int c = 0; c < g->ic; c++)
+            for (int t = 0; t < kk; t++)
+                wq[((size_t)k * (size_t)kk + (size_t)t) * (size_t)icp + (size_t)c] =
+                    w[((size_t)k * (size_t)g->ic + (size_t)c) * (size_t)kk + (size_t)t];
+}
+
+/* Image x [icb][H][W][8] -> xp [icb][H + 2p][W + 2p][8], zero border. */
+static void pad_image(const ct_convpg_geom *g, const float *x, float *xp) {
+    int wp = g->w + 2 * g->p, icb = blocks8(g->ic);
+    size_t pl = padded_plane(g);
+    memset(xp, 0, (size_t)icb * pl * 8 * sizeof *xp);
+    for (int cb = 0; cb < icb; cb++)
+        for (int r = 0; r < g->h; r++)
+            memcpy(xp + ((size_t)cb * pl + (size_t)(r + g->p) * (size_t)wp + (size_t)g->p) * 8,
+                   x + (((size_t)cb * (size_t)g->h + (size_t)r) * (size_t)g->w) * 8,
+                   (size_t)g->w * 8 * sizeof *x);
+}
+
+/* dxp's interior -> dx image [icb][H][W][8]. */
+static void unpad_image(const ct_convpg_geom *g, const float *dxp, float *dx) {
+    int wp = g->w + 2 * g->p, icb = blocks8(g->ic);
+    size_t pl = padded_plane(g);
+    for (int cb = 0; cb < icb; cb++)
+        for (int r = 0; r < g->h; r++)
+            memcpy(dx + (((size_t)cb * (size_t)g->h + (size_t)r) * (size_t)g->w) * 8,
+                   dxp + ((size_t)cb * pl + (size_t)(r + g->p) * (size_t)wp + (size_t)g->p) * 8,
+                   (size_t)g->w * 8 * sizeof *dx);
+}
+
+/* The nonzeros of channel k of image n in the header's order: values eg and the
+ * padded offsets oy * wp + ox of their output pixels eo. Returns their count. */
+static int list_nonzeros(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k, float *eg,
+                         int32_t *eo) {
+    int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2, wp = g->w + 2 * g->p;
+    size_t plane_blk = (size_t)n * (size_t)blocks8(g->oc) + (size_t)(k / 8);
+    int c = 0;
+    if (!s->dense) {
+        size_t base = plane_blk * (size_t)ph * (size_t)pw * 8 + (size_t)(k % 8);
+        for (int py = 0; py < ph; py++)
+            for (int px = 0; px < pw; px++) {
+                size_t j = base + ((size_t)py * (size_t)pw + (size_t)px) * 8;
+                int a = s->idx[j];
+                if (!(s->y[j] > 0.0f) || s->dy[j] == 0.0f || a > 3) continue;
+                eg[c] = s->dy[j];
+                eo[c++] = (2 * py + a / 2) * wp + 2 * px + a % 2;
+            }
+        return c;
+    }
+    const float *d = s->dense + plane_blk * (size_t)oh * (size_t)ow * 8 + (size_t)(k % 8);
+    for (int py = 0; py < ph; py++)
+        for (int px = 0; px < pw; px++)
+            for (int a = 0; a < 4; a++) {
+                int oy = 2 * py + a / 2, ox = 2 * px + a % 2;
+                float v = d[((size_t)oy * (size_t)ow + (size_t)ox) * 8];
+                if (v == 0.0f) continue;
+                eg[c] = v;
+                eo[c++] = oy * wp + ox;
+            }
+    for (int oy = 0; oy < oh; oy++) /* a last odd row or column */
+        for (int ox = oy < 2 * ph ? 2 * pw : 0; ox < ow; ox++) {
+            float v = d[((size_t)oy * (size_t)ow + (size_t)ox) * 8];
+            if (v == 0.0f) continue;
+            eg[c] = v;
+            eo[c++] = oy * wp + ox;
+        }
+    return c;
+}
+
+/* One output channel over one image: dW accumulators of one input block in acc
+ * (from and back to pdw [K*K][icp]), dxp += g * w. */
+INLINE void channel(const ct_convpg_geom *g, const int K, const float *xp, float *dxp,
+                    const float *wk, float *pdw, int ne, const float *eg, const int32_t *eo) {
+    int kk = K * K, icb = blocks8(g->ic), icp = icb * 8, wp = g->w + 2 * g->p;
+    size_t pl = padded_plane(g);
+    for (int cb = 0; cb < icb; cb++) {
+        float acc[KK_MAX][8];
+        for (int t = 0; t < kk; t++)
+            for (int l = 0; l < 8; l++) acc[t][l] = pdw[(size_t)t * (size_t)icp + (size_t)cb * 8 + (size_t)l];
+        const float *xc = xp + (size_t)cb * pl * 8;
+        float *dc = dxp ? dxp + (size_t)cb * pl * 8 : NULL;
+        const float *wc = wk + (size_t)cb * 8;
+        for (int e = 0; e < ne; e++) {
+            float gv = eg[e];
+            const float *xe = xc + (size_t)eo[e] * 8;
+            for (int ky = 0; ky < K; ky++)
+                for (int kx = 0; kx < K; kx++) {
+                    int t = ky * K + kx;
+                    size_t o = ((size_t)ky * (size_t)wp + (size_t)kx) * 8;
+                    for (int l = 0; l < 8; l++) acc[t][l] += gv * xe[o + (size_t)l];
+                }
+            if (!dc) continue;
+            float *de = dc + (size_t)eo[e] * 8;
+            for (int ky = 0; ky < K; ky++)
+                for (int kx = 0; kx < K; kx++) {
+                    const float *wt = wc + (size_t)(ky * K + kx) * (size_t)icp;
+                    float *d = de + ((size_t)ky * (size_t)wp + (size_t)kx) * 8;
+                    for (int l = 0; l < 8; l++) d[l] += gv * wt[l];
+                }
+        }
+        for (int t = 0; t < kk; t++)
+            for (int l = 0; l < 8; l++) pdw[(size_t)t * (size_t)icp + (size_t)cb * 8 + (size_t)l] = acc[t][l];
+    }
+}
+
+#if HAVE_AVX2
+#include <immintrin.h>
+/* channel() for K = 3 with the nine dW accumulators in registers; the same
+ * operations (a product, then a sum) in the same order. */
+AVX2_TARGET static void channel_k3_avx2(const ct_convpg_geom *g, const float *xp, float *dxp,
+                                        const float *wk, float *pdw, int ne, const float *eg,
+                                        const int32_t *eo) {
+    int icb = blocks8(g->ic), icp = icb * 8, wp = g->w + 2 * g->p;
+    size_t pl = padded_plane(g);
+    for (int cb = 0; cb < icb; cb++) {
+        float *pc = pdw + (size_t)cb * 8;
+        __m256 a0 = _mm256_loadu_ps(pc), a1 = _mm256_loadu_ps(pc + icp),
+               a2 = _mm256_loadu_ps(pc + 2 * icp), a3 = _mm256_loadu_ps(pc + 3 * icp),
+               a4 = _mm256_loadu_ps(pc + 4 * icp), a5 = _mm256_loadu_ps(pc + 5 * icp),
+               a6 = _mm256_loadu_ps(pc + 6 * icp), a7 = _mm256_loadu_ps(pc + 7 * icp),
+               a8 = _mm256_loadu_ps(pc + 8 * icp);
+        const float *xc = xp + (size_t)cb * pl * 8;
+        float *dc = dxp ? dxp + (size_t)cb * pl * 8 : NULL;
+        const float *wc = wk + (size_t)cb * 8;
+        __m256 w0 = _mm256_loadu_ps(wc), w1 = _mm256_loadu_ps(wc + icp),
+               w2 = _mm256_loadu_ps(wc + 2 * icp), w3 = _mm256_loadu_ps(wc + 3 * icp),
+               w4 = _mm256_loadu_ps(wc + 4 * icp), w5 = _mm256_loadu_ps(wc + 5 * icp),
+               w6 = _mm256_loadu_ps(wc + 6 * icp), w7 = _mm256_loadu_ps(wc + 7 * icp),
+               w8 = _mm256_loadu_ps(wc + 8 * icp);
+        size_t r1 = (size_t)wp * 8, r2 = 2 * r1;
+#define ACC(a, off) a = _mm256_add_ps(a, _mm256_mul_ps(gv, _mm256_loadu_ps(xe + (off))))
+#define DX(wv, off) _mm256_storeu_ps(de + (off), _mm256_add_ps(_mm256_loadu_ps(de + (off)), _mm256_mul_ps(gv, wv)))
+        for (int e = 0; e < ne; e++) {
+            __m256 gv = _mm256_set1_ps(eg[e]);
+            const float *xe = xc + (size_t)eo[e] * 8;
+            ACC(a0, 0); ACC(a1, 8); ACC(a2, 16);
+            ACC(a3, r1); ACC(a4, r1 + 8); ACC(a5, r1 + 16);
+            ACC(a6, r2); ACC(a7, r2 + 8); ACC(a8, r2 + 16);
+            if (!dc) continue;
+            float *de = dc + (size_t)eo[e] * 8;
+            DX(w0, 0); DX(w1, 8); DX(w2, 16);
+            DX(w3, r1); DX(w4, r1 + 8); DX(w5, r1 + 16);
+            DX(w6, r2); DX(w7, r2 + 8); DX(w8, r2 + 16);
+        }
+#undef ACC
+#undef DX
+        _mm256_storeu_ps(pc, a0);
+        _mm256_storeu_ps(pc + icp, a1);
+        _mm256_storeu_ps(pc + 2 * icp, a2);
+        _mm256_storeu_ps(pc + 3 * icp, a3);
+        _mm256_storeu_ps(pc + 4 * icp, a4);
+        _mm256_storeu_ps(pc + 5 * icp, a5);
+        _mm256_storeu_ps(pc + 6 * icp, a6);
+        _mm256_storeu_ps(pc + 7 * icp, a7);
+        _mm256_storeu_ps(pc + 8 * icp, a8);
+    }
+}
+#endif
+
+typedef void (*channel_fn)(const ct_convpg_geom *, const float *, float *, const float *, float *,
+                           int, const float *, const int32_t *);
+
+static void channel_any(const ct_convpg_geom *g, const float *xp, float *dxp, const float *wk,
+                        float *pdw, int ne, const float *eg, const int32_t *eo) {
+    channel(g, g->k, xp, dxp, wk, pdw, ne, eg, eo);
+}
+
+/* Image n: every output channel into part (dW [OC][K*K][icp], then dB [OC]). */
+static void image(const ct_convpg_geom *g, channel_fn ch, const float *xp, float *dxp,
+                  const float *wq, const ct_convpg_dy *s, int n, float *part) {
+    int kk = g->k * g->k, icp = blocks8(g->ic) * 8;
+    float eg[CT_CONVPG_MAX_PIXELS];
+    int32_t eo[CT_CONVPG_MAX_PIXELS];
+    float *pdb = part + ct_convpg_wpack_floats(g);
+    for (int k = 0; k < g->oc; k++) {
+        int ne = list_nonzeros(g, s, n, k, eg, eo);
+        for (int e = 0; e < ne; e++) pdb[k] += eg[e];
+        size_t at = (size_t)k * (size_t)kk * (size_t)icp;
+        ch(g, xp, dxp, wq + at, part + at, ne, eg, eo);
+    }
+}
+
+static channel_fn pick(const ct_convpg_geom *g) {
+#if HAVE_AVX2
+    if (use_avx2(g) && g->k == 3) return channel_k3_avx2;
+#endif
+    return channel_any;
+}
+
+/* The partials of nt threads into dw / db (thread order). */
+static void reduce(const ct_convpg_geom *g, const float *part, int nt, float *dw, float *db,
+                   bool add) {
+    size_t pf = ct_convpg_part_floats(g), wf = ct_convpg_wpack_floats(g);
+    int kk = g->k * g->k, icp = blocks8(g->ic) * 8;
+    for (int k = 0; k < g->oc; k++) {
+        for (int c = 0; c < g->ic; c++)
+            for (int t = 0; t < kk; t++) {
+                size_t at = ((size_t)k * (size_t)kk + (size_t)t) * (size_t)icp + (size_t)c;
+                float s = 0.0f;
+                for (int u = 0; u < nt; u++) s += part[(size_t)u * pf + at];
+                float *o = dw + ((size_t)k * (size_t)g->ic + (size_t)c) * (size_t)kk + (size_t)t;
+                *o = add ? *o + s : s;
+            }
+        if (!db) continue;
+        float s = 0.0f;
+        for (int u = 0; u < nt; u++) s += part[(size_t)u * pf + wf + (size_t)k];
+        db[k] = add ? db[k] + s : s;
+    }
+}
+
+void ct_convpg_backward(const ct_convpg_geom *g, const float *x, const float *w,
+                        const ct_convpg_dy *dy, float *dx, float *dw, float *db, bool add,
+                        float *wpack, float *part, int part_threads) {
+    pack(g, w, wpack);
+    channel_fn ch = pick(g);
+    size_t pf = ct_convpg_part_floats(g), pl = padded_plane(g);
+    size_t img = (size_t)blocks8(g->ic) * 8 * (size_t)g->h * (size_t)g->w;
+    int threads = part_threads < 1 ? 1 : part_threads;
+    if (threads > g->n) threads = g->n;
+    int used = 1;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        float *mine = part + (size_t)t * pf;
+        float xp[CT_CONVPG_MAX_PADDED], dxp[CT_CONVPG_MAX_PADDED];
+        size_t padded = (size_t)blocks8(g->ic) * 8 * pl;
+        memset(mine, 0, pf * sizeof *mine);
+        for (int n = (int)((long)g->n * t / nt); n < (int)((long)g->n * (t + 1) / nt); n++) {
+            pad_image(g, x + (size_t)n * img, xp);
+            if (dx) memset(dxp, 0, padded * sizeof *dxp);
+            image(g, ch, xp, dx ? dxp : NULL, wpack, dy, n, mine);
+            if (dx) unpad_image(g, dxp, dx + (size_t)n * img);
+        }
+        if (t == 0) used = nt;
+    }
+    reduce(g, part, used, dw, db, add);
+}

@@ -1,0 +1,63 @@
+/* cpu_convpg_kernel.h: backward of a stride-1 convolution whose output goes through
+ * a relu and a 2x2 stride-2 max-pool, from the pool's gradient ("pg"). The conv's
+ * dy is then nonzero at most once per 2x2 window and channel (at the window's
+ * argmax, where the pool's output is positive), so the weight gradient and the
+ * input gradient are sums over those nonzeros only: a quarter of the dense
+ * convolutions' arithmetic, or less.
+ *
+ * For each image, each output channel k and each nonzero g of k's dy, in the order
+ * below, at conv output pixel (oy, ox):
+ *   db[k] += g
+ *   dw[k][ic][ky][kx] += g * x(ic, oy + ky - p, ox + kx - p)
+ *   dx(ic, oy + ky - p, ox + kx - p) += g * w[k][ic][ky][kx]      (inside the image)
+ * Order: windows (py, px) in row-major order, a window's four pixels in row-major
+ * order, then the pixels of a last odd row or column (no window covers them).
+ *
+ * dy comes either from the pool (pooled: dy, y, idx as [N][ceil(OC/8)][OH/2][OW/2][8],
+ * g = dy where y > 0, at window position idx) or dense ([N][ceil(OC/8)][OH][OW][8],
+ * every nonzero taken). The dense dy that max-pool backward and the relu mask
+ * write has its nonzeros exactly there, so both sources give the same bits: the
+ * layers fused or not train alike.
+ *
+ * x, dx: [N][ceil(IC/8)][H][W][8] (nChw8c); dx is written (never added), its lanes
+ * past IC get 0; dx may be NULL (no input gradient). w, dw: plain [OC][IC][K][K]
+ * (PyTorch's OIHW); db [OC] or NULL; add: dw/db += instead of =. Products and sums
+ * are separate roundings (no fused multiply-add), so the AVX2 and portable loops
+ * give the same bits. Threads take contiguous shares of the images, each summing
+ * into its partial buffer; the partials are added in thread order. Scratch:
+ * wpack (ct_convpg_wpack_floats), part (ct_convpg_part_floats per thread).
+ */
+#ifndef CT_CPU_CONVPG_KERNEL_H
+#define CT_CPU_CONVPG_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CT_CONVPG_MAX_KERNEL 7
+#define CT_CONVPG_MAX_PADDED 16384 /* ceil(IC/8) * 8 * (H + 2p) * (W + 2p) floats */
+#define CT_CONVPG_MAX_PIXELS 4096  /* OH * OW */
+
+typedef struct ct_convpg_geom {
+    int n, ic, oc;  /* images, input channels, output channels */
+    int h, w, k, p; /* input size, square kernel, zero padding (stride 1) */
+    bool portable;  /* force the portable loops (tests) */
+} ct_convpg_geom;
+
+typedef struct ct_convpg_dy {
+    const float *dense;     /* the conv's dy, or NULL: */
+    const float *dy, *y;    /* the pool's gradient and output */
+    const uint8_t *idx;     /* the pool's argmax, 0..3 */
+} ct_convpg_dy;
+
+bool ct_convpg_geom_ok(const ct_convpg_geom *g);
+size_t ct_convpg_wpack_floats(const ct_convpg_geom *g);
+size_t ct_convpg_part_floats(const ct_convpg_geom *g);
+/* "avx2" or "portable": the loops ct_convpg_backward runs for g. */
+const char *ct_convpg_isa(const ct_convpg_geom *g);
+
+void ct_convpg_backward(const ct_convpg_geom *g, const float *x, const float *w,
+                        const ct_convpg_dy *dy, float *dx, float *dw, float *db, bool add,
+                        float *wpack, float *part, int part_threads);
+
+#endif
