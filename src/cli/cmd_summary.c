@@ -17,7 +17,7 @@ static size_t layer_bytes(const ct_plan *p, int layer, ct_region_kind kind) {
 static void print_table(const ct_model *m, const ct_config *cfg) {
     const ct_graph *g = &m->graph;
     char s1[32], b1[32], b2[32];
-    double flops = 0;
+    double flops = 0, train_flops = 0;
     printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n\n", cfg->name,
            g->n_nodes, g->n_param_floats, ct_shape_str(g->input, s1, sizeof s1),
            m->opts.batch_size, m->device.name);
@@ -35,9 +35,11 @@ static void print_table(const ct_model *m, const ct_config *cfg) {
                ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_WORKSPACE), b2, sizeof b2),
                impl ? impl : "");
         flops += n->fwd_flops;
+        /* forward, weight gradient, and the input gradient where one is computed */
+        if (ct_op(n->kind)->has_params) train_flops += n->fwd_flops * (n->input_grad ? 3.0 : 2.0);
     }
     printf("\n  forward: %.2f MFLOP per sample; training step ~%.2f GFLOP at batch %d\n\n",
-           flops / 1e6, 3.0 * flops * m->opts.batch_size / 1e9, m->opts.batch_size);
+           flops / 1e6, train_flops * m->opts.batch_size / 1e9, m->opts.batch_size);
 }
 
 /* With --max-memory: whether the plan fits, and the fixes when it does not. */
