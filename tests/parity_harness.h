@@ -100,6 +100,12 @@ void parity_test_dropout(void **state);
 void parity_test_loss(void **state);
 void parity_test_adam_step(void **state);
 
+/* A partial batch on parity_vt: node 3 (the output) and node 0 against the
+ * reference on fewer rows than planned, after a full batch left stale rows; and
+ * per-row outputs equal to the full batch's, bit for bit when row_tol is 0, else
+ * within row_tol relative. */
+void parity_partial_batch(float row_tol);
+
 /* dataset_upload / dataset_order / load_batch_range against the host loader: two
  * shuffled epochs of a small uint8 dataset, batch by batch the same x (bit for
  * bit), labels and loss; out-of-range rows and a missing slot are refused. */

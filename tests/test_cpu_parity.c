@@ -442,28 +442,7 @@ static void test_accumulate(void **state) {
 
 static void test_partial_batch(void **state) {
     (void)state;
-    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
-                        L(CT_LAYER_FLATTEN), linear(5, true)};
-    harness *h = open_h(2, 6, 6, a, 4, 8);
-    /* Fill every row first so the rows past n hold stale, non-zero data. */
-    parity_out full = parity_n(h, 3, 8, true);
-    parity_out part = parity_n(h, 3, 5, true); /* grads vs the 5-row reference */
-    free(full.grads), free(full.y), free(part.grads), free(part.y);
-    parity_out c = parity_n(h, 0, 3, true);
-    free(c.grads), free(c.y);
-    /* Same rows, same results: per-row outputs of a partial batch equal the full one. */
-    float *x = rand_f(8 * 72, 1.0), *p = rand_params(&h->g);
-    int32_t lab[8] = {0};
-    float *y8 = malloc(8 * 5 * sizeof *y8), *y3 = malloc(3 * 5 * sizeof *y3);
-    OK(h->vt->params_from_host(h->b, p, E));
-    for (int pass = 0; pass < 2; pass++) {
-        OK(h->vt->load_batch(h->b, x, lab, pass ? 3 : 8, E));
-        for (int i = 0; i < 4; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
-        OK(h->vt->tensor_to_host(h->b, 3, false, pass ? y3 : y8, E));
-    }
-    assert_memory_equal(y3, y8, 3 * 5 * sizeof *y3);
-    free(x), free(p), free(y8), free(y3);
-    close_h(h);
+    parity_partial_batch(0.0f); /* the same kernels on the same rows: the same bits */
 }
 
 /* ---- optimizer, host copies, implementation names --------------------------------- */

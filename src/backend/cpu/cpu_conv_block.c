@@ -40,20 +40,28 @@ static bool fits_loops(const ct_cpu *b, const ct_cpu_node *nd, ct_convf_geom *f)
     return ct_convw_pooled_ok(&q);
 }
 
+bool ct_cpu_own_conv_loops_off(void) {
+    const char *off = getenv("CT_CPU_NO_CONVW");
+    return off && *off && strcmp(off, "0") != 0;
+}
+
+/* Node i + 1 is a relu and node i + 2 a max-pool of kernel 2, stride 2, padding 0. */
+static bool relu_pool2_follows(const ct_graph *gr, int i) {
+    if (i + 2 >= gr->n_nodes) return false;
+    const ct_node *relu = &gr->nodes[i + 1], *pool = &gr->nodes[i + 2];
+    return relu->kind == CT_LAYER_RELU && pool->kind == CT_LAYER_MAXPOOL2D &&
+           pool->cfg.kernel == 2 && pool->cfg.stride == 2 && pool->cfg.padding == 0;
+}
+
 bool ct_cpu_block_head(const ct_cpu *b, const ct_cpu_node *nd) {
     const ct_graph *gr = b->g;
     const ct_node *g = nd->g;
     int i = nd->i;
     if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || g->in.c != 1 ||
-        ct_cpu_has_gin(b, i) || b->o.amp != CT_AMP_OFF || i + 2 >= gr->n_nodes)
+        ct_cpu_has_gin(b, i) || b->o.amp != CT_AMP_OFF || !relu_pool2_follows(gr, i) ||
+        ct_cpu_own_conv_loops_off())
         return false;
-    const ct_node *relu = &gr->nodes[i + 1], *pool = &gr->nodes[i + 2];
-    if (relu->kind != CT_LAYER_RELU || pool->kind != CT_LAYER_MAXPOOL2D ||
-        pool->cfg.kernel != 2 || pool->cfg.stride != 2 || pool->cfg.padding != 0)
-        return false;
-    if (g->span >= 0 || relu->span >= 0 || pool->span >= 0) return false;
-    const char *off = getenv("CT_CPU_NO_CONVW");
-    if (off && *off && strcmp(off, "0") != 0) return false;
+    if (g->span >= 0 || gr->nodes[i + 1].span >= 0 || gr->nodes[i + 2].span >= 0) return false;
     ct_convf_geom f;
     return fits_loops(b, nd, &f);
 }
@@ -164,20 +172,13 @@ bool ct_cpu_pool_grad_fits(ct_cpu *b, const ct_cpu_node *nd) {
     const ct_node *g = nd->g;
     int i = nd->i;
     if (!b->o.training || g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || nd->wl.own_fwd ||
-        i + 2 >= gr->n_nodes)
+        !relu_pool2_follows(gr, i) || ct_cpu_own_conv_loops_off())
         return false;
-    const ct_node *relu = &gr->nodes[i + 1], *pool = &gr->nodes[i + 2];
-    if (relu->kind != CT_LAYER_RELU || pool->kind != CT_LAYER_MAXPOOL2D ||
-        pool->cfg.kernel != 2 || pool->cfg.stride != 2 || pool->cfg.padding != 0)
-        return false;
-    const char *off = getenv("CT_CPU_NO_CONVW");
-    if (off && *off && strcmp(off, "0") != 0) return false;
     const ct_cpu_wl *w = &nd->wl;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     if (ct_cpu_md_channel_block(src) != 8 || ct_cpu_md_channel_block(&nd->act.md) != 8) return false;
     const ct_cpu_tensor *gin = ct_cpu_gin(b, i);
-    if (gin && (ct_cpu_md_channel_block(&gin->md) != 8 || !ct_cpu_md_eq(&gin->md, src)))
-        return false;
+    if (gin && !ct_cpu_md_eq(&gin->md, src)) return false; /* so nChw8c too */
     ct_convpg_geom q = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                         .k = g->cfg.kernel, .p = g->cfg.padding};
     return ct_convpg_geom_ok(&q);

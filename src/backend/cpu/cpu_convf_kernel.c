@@ -12,19 +12,11 @@
  */
 #include "backend/cpu/cpu_convf_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
+#include "backend/cpu/cpu_simd.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#define HAVE_AVX2 1
-#define AVX2_TARGET __attribute__((target("avx2,fma")))
-#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
-#else
-#define HAVE_AVX2 0
-#endif
 
 int ct_convf_out_h(const ct_convf_geom *g) { return g->h + 2 * g->p - g->k + 1; }
 int ct_convf_out_w(const ct_convf_geom *g) { return g->w + 2 * g->p - g->k + 1; }
@@ -46,13 +38,7 @@ bool ct_convf_geom_ok(const ct_convf_geom *g) {
 }
 
 static bool use_avx2(const ct_convf_geom *g) {
-#if HAVE_AVX2
-    return !g->portable && g->k == 3 && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma");
-#else
-    (void)g;
-    return false;
-#endif
+    return !g->portable && g->k == 3 && ct_cpu_has_avx2_fma();
 }
 
 const char *ct_convf_isa(const ct_convf_geom *g) { return use_avx2(g) ? "avx2" : "portable"; }
@@ -125,10 +111,10 @@ static void image_portable(const ct_convf_geom *g, const float *xp, const float 
 
 /* ---- AVX2 body (K = 3) --------------------------------------------------------------- */
 
-#if HAVE_AVX2
+#if CT_SIMD_X86
 /* Pixel (y, x) of the group with weights wg [ic][9][8]. */
-AVX2_INLINE __m256 px_k3(const float *wg, __m256 bias, const float *xp, size_t pl, int wp,
-                         int ic, int y, int x) {
+CT_INLINE_AVX2_FMA __m256 px_k3(const float *wg, __m256 bias, const float *xp, size_t pl, int wp,
+                                int ic, int y, int x) {
     __m256 acc = bias;
     for (int i = 0; i < ic; i++) {
         const float *r0 = xp + (size_t)i * pl + (size_t)y * (size_t)wp + (size_t)x;
@@ -148,8 +134,8 @@ AVX2_INLINE __m256 px_k3(const float *wg, __m256 bias, const float *xp, size_t p
 
 /* Pixels (y + r, x + j), r < 2, j < 4, into out[4 * r + j]: px_k3's arithmetic for
  * each, as eight independent chains (enough to keep both FMA pipes busy). */
-AVX2_INLINE void block_2x4_k3(const float *wg, __m256 bias, const float *xp, size_t pl, int wp,
-                              int ic, int y, int x, __m256 out[8]) {
+CT_INLINE_AVX2_FMA void block_2x4_k3(const float *wg, __m256 bias, const float *xp, size_t pl,
+                                     int wp, int ic, int y, int x, __m256 out[8]) {
     __m256 acc[8];
     for (int j = 0; j < 8; j++) acc[j] = bias;
     for (int i = 0; i < ic; i++) {
@@ -169,35 +155,31 @@ AVX2_INLINE void block_2x4_k3(const float *wg, __m256 bias, const float *xp, siz
 }
 
 /* acc > 0 ? acc : 0, lane by lane (relu1's rule, NaN included). */
-AVX2_INLINE __m256 relu8(__m256 v) {
+CT_INLINE_AVX2_FMA __m256 relu8(__m256 v) {
     return _mm256_and_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ), v);
 }
 
-AVX2_INLINE void store_idx8(uint8_t *dst, __m256i a) {
-    __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-    _mm_storel_epi64((__m128i *)(void *)dst, _mm_packus_epi16(w16, w16));
-}
-
 /* best / arg of the window so far against candidate v at window position a. */
-AVX2_INLINE void take_max(__m256 *best, __m256 *arg, __m256 v, int a) {
+CT_INLINE_AVX2_FMA void take_max(__m256 *best, __m256 *arg, __m256 v, int a) {
     __m256 m = _mm256_cmp_ps(v, *best, _CMP_GT_OQ); /* strictly greater: ties keep the first */
     *best = _mm256_blendv_ps(*best, v, m);
     *arg = _mm256_blendv_ps(*arg, _mm256_castsi256_ps(_mm256_set1_epi32(a)), m);
 }
 
 /* One pooled output pixel (py, px) from its window's four values. */
-AVX2_INLINE void pool_store(__m256 v0, __m256 v1, __m256 v2, __m256 v3, float *y, uint8_t *ii) {
+CT_INLINE_AVX2_FMA void pool_store(__m256 v0, __m256 v1, __m256 v2, __m256 v3, float *y,
+                                   uint8_t *ii) {
     __m256 best = relu8(v0), arg = _mm256_setzero_ps();
     take_max(&best, &arg, relu8(v1), 1);
     take_max(&best, &arg, relu8(v2), 2);
     take_max(&best, &arg, relu8(v3), 3);
     _mm256_storeu_ps(y, best);
-    if (ii) store_idx8(ii, _mm256_castps_si256(arg));
+    if (ii) ct_store_u8x8(ii, _mm256_castps_si256(arg));
 }
 
 /* Pooled plane of one group: two windows (a 2x4 block of pixels) at a time. */
-AVX2_INLINE void pooled_plane_k3(const ct_convf_geom *g, const float *xp, const float *wg,
-                                 __m256 bias, float *yg, uint8_t *ig) {
+CT_INLINE_AVX2_FMA void pooled_plane_k3(const ct_convf_geom *g, const float *xp, const float *wg,
+                                        __m256 bias, float *yg, uint8_t *ig) {
     int ph = ct_convf_out_h(g) / 2, pw = ct_convf_out_w(g) / 2, wp = g->w + 2 * g->p, ic = g->ic;
     size_t pl = plane(g);
     for (int py = 0; py < ph; py++) {
@@ -219,14 +201,14 @@ AVX2_INLINE void pooled_plane_k3(const ct_convf_geom *g, const float *xp, const 
     }
 }
 
-AVX2_INLINE void store_px(float *at, __m256 v, bool relu) {
+CT_INLINE_AVX2_FMA void store_px(float *at, __m256 v, bool relu) {
     _mm256_storeu_ps(at, relu ? relu8(v) : v);
 }
 
 /* Unpooled plane of one group: 2x4 blocks, then the last odd row and the columns
  * past the last multiple of 4 pixel by pixel. */
-AVX2_INLINE void dense_plane_k3(const ct_convf_geom *g, const float *xp, const float *wg,
-                                __m256 bias, float *yg) {
+CT_INLINE_AVX2_FMA void dense_plane_k3(const ct_convf_geom *g, const float *xp, const float *wg,
+                                       __m256 bias, float *yg) {
     int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g), wp = g->w + 2 * g->p, ic = g->ic;
     size_t pl = plane(g);
     bool relu = g->relu;
@@ -253,8 +235,9 @@ AVX2_INLINE void dense_plane_k3(const ct_convf_geom *g, const float *xp, const f
                      px_k3(wg, bias, xp, pl, wp, ic, y, x), relu);
 }
 
-AVX2_TARGET static void image_avx2_k3(const ct_convf_geom *g, const float *xp, const float *wq,
-                                      const float *bq, float *yi, uint8_t *ii) {
+CT_TARGET_AVX2_FMA static void image_avx2_k3(const ct_convf_geom *g, const float *xp,
+                                             const float *wq, const float *bq, float *yi,
+                                             uint8_t *ii) {
     int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g);
     size_t pooled = (size_t)(oh / 2) * (size_t)(ow / 2) * 8, dense = (size_t)oh * (size_t)ow * 8;
     for (int grp = 0; grp < groups(g); grp++) {
@@ -286,7 +269,7 @@ void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, co
         ct_conv_pad_image(g->ic, g->h, g->w, g->p, g->x_block, x + (size_t)n * img_x, xp);
         float *yi = y + (size_t)n * img_y;
         uint8_t *ii = idx && g->pool ? idx + (size_t)n * img_y : NULL;
-#if HAVE_AVX2
+#if CT_SIMD_X86
         if (avx2) {
             image_avx2_k3(g, xp, wq, bq, yi, ii);
             continue;

@@ -14,19 +14,13 @@
  * separately in both (no fused multiply-add), so both give the same bits.
  */
 #include "backend/cpu/cpu_convpg_kernel.h"
+#include "backend/cpu/cpu_simd.h"
 
 #include <omp.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
 #define KK_MAX (CT_CONVPG_MAX_KERNEL * CT_CONVPG_MAX_KERNEL)
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define HAVE_AVX2 1
-#define AVX2_TARGET __attribute__((target("avx2")))
-#else
-#define HAVE_AVX2 0
-#endif
 
 static int out_h(const ct_convpg_geom *g) { return g->h + 2 * g->p - g->k + 1; }
 static int out_w(const ct_convpg_geom *g) { return g->w + 2 * g->p - g->k + 1; }
@@ -51,12 +45,7 @@ size_t ct_convpg_part_floats(const ct_convpg_geom *g) {
 }
 
 static bool use_avx2(const ct_convpg_geom *g) {
-#if HAVE_AVX2
-    return !g->portable && g->k == 3 && __builtin_cpu_supports("avx2");
-#else
-    (void)g;
-    return false;
-#endif
+    return !g->portable && g->k == 3 && ct_cpu_has_avx2();
 }
 
 const char *ct_convpg_isa(const ct_convpg_geom *g) { return use_avx2(g) ? "avx2" : "portable"; }
@@ -170,13 +159,12 @@ INLINE void channel(const ct_convpg_geom *g, const int K, const float *xp, float
     }
 }
 
-#if HAVE_AVX2
-#include <immintrin.h>
+#if CT_SIMD_X86
 /* channel() for K = 3 with the nine dW accumulators in registers; the same
  * operations (a product, then a sum) in the same order. */
-AVX2_TARGET static void channel_k3_avx2(const ct_convpg_geom *g, const float *xp, float *dxp,
-                                        const float *wk, float *pdw, int ne, const float *eg,
-                                        const int32_t *eo) {
+CT_TARGET_AVX2 static void channel_k3_avx2(const ct_convpg_geom *g, const float *xp, float *dxp,
+                                           const float *wk, float *pdw, int ne, const float *eg,
+                                           const int32_t *eo) {
     int icb = blocks8(g->ic), icp = icb * 8, wp = g->w + 2 * g->p;
     size_t pl = padded_plane(g);
     for (int cb = 0; cb < icb; cb++) {
@@ -248,8 +236,8 @@ static void image(const ct_convpg_geom *g, channel_fn ch, const float *xp, float
 }
 
 static channel_fn pick(const ct_convpg_geom *g) {
-#if HAVE_AVX2
-    if (use_avx2(g) && g->k == 3) return channel_k3_avx2;
+#if CT_SIMD_X86
+    if (use_avx2(g)) return channel_k3_avx2;
 #endif
     return channel_any;
 }

@@ -13,17 +13,10 @@
  * dw part[((group * IC + ic) * K*K + tap) * 8 + lane], db part[groups * 8 * IC*K*K + oc].
  */
 #include "backend/cpu/cpu_convw_kernel.h"
+#include "backend/cpu/cpu_simd.h"
 
 #include <omp.h>
 #include <string.h>
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#define HAVE_AVX2 1
-#define AVX2_TARGET __attribute__((target("avx2,fma")))
-#else
-#define HAVE_AVX2 0
-#endif
 
 static int out_h(const ct_convw_geom *g) { return g->h + 2 * g->p - g->k + 1; }
 static int out_w(const ct_convw_geom *g) { return g->w + 2 * g->p - g->k + 1; }
@@ -44,13 +37,7 @@ size_t ct_convw_part_floats(const ct_convw_geom *g) {
 }
 
 static bool use_avx2(const ct_convw_geom *g) {
-#if HAVE_AVX2
-    return !g->portable && g->k == 3 && g->dy_block >= 8 && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma");
-#else
-    (void)g;
-    return false;
-#endif
+    return !g->portable && g->k == 3 && g->dy_block >= 8 && ct_cpu_has_avx2_fma();
 }
 
 const char *ct_convw_isa(const ct_convw_geom *g) { return use_avx2(g) ? "avx2" : "portable"; }
@@ -98,12 +85,12 @@ static void group_portable(const ct_convw_geom *g, const float *xp, const float 
     }
 }
 
-#if HAVE_AVX2
+#if CT_SIMD_X86
 /* K = 3, one group of 8 output channels over one image: dy's 8 lanes of a pixel
  * are contiguous from d0, consecutive pixels ds floats apart. Per input channel,
  * one sweep over the output pixels with 9 accumulators in registers. */
-AVX2_TARGET static void group_avx2_k3(const ct_convw_geom *g, const float *xp, const float *d0,
-                                      size_t ds, int grp, float *part) {
+CT_TARGET_AVX2_FMA static void group_avx2_k3(const ct_convw_geom *g, const float *xp,
+                                             const float *d0, size_t ds, int grp, float *part) {
     int oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p;
     size_t dplane = (size_t)oh * (size_t)ow, pl = (size_t)plane(g);
     float *pb = part + (size_t)groups(g) * 8 * (size_t)g->ic * 9;
@@ -156,7 +143,7 @@ AVX2_TARGET static void group_avx2_k3(const ct_convw_geom *g, const float *xp, c
  * (group_avx2_k3), or lane by lane (group_portable). */
 static void run_group(const ct_convw_geom *g, bool avx2, const float *xp, const float *d0,
                       size_t ds, int grp, float *part) {
-#if HAVE_AVX2
+#if CT_SIMD_X86
     if (avx2) {
         group_avx2_k3(g, xp, d0, ds, grp, part);
         return;
@@ -207,11 +194,11 @@ static void expand_pooled(const ct_convw_geom *g, const float *dy, const float *
         }
 }
 
-#if HAVE_AVX2
+#if CT_SIMD_X86
 /* expand_pooled with 8 lanes at a time: each window pixel gets dy where its position
  * is the argmax and y > 0, else +0 (as max-pool backward writes it). */
-AVX2_TARGET static void expand_pooled_avx2(const ct_convw_geom *g, const float *dy,
-                                           const float *y, const uint8_t *idx, float *tile) {
+CT_TARGET_AVX2_FMA static void expand_pooled_avx2(const ct_convw_geom *g, const float *dy,
+                                                  const float *y, const uint8_t *idx, float *tile) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2;
     __m256 zero = _mm256_setzero_ps();
     for (int py = 0; py < ph; py++) {
@@ -245,7 +232,7 @@ static void image_pooled(const ct_convw_geom *g, bool avx2, const float *xp,
     size_t pplane = (size_t)(out_h(g) / 2) * (size_t)(out_w(g) / 2) * 8;
     for (int grp = 0; grp < groups(g); grp++) {
         size_t o = ((size_t)n * (size_t)groups(g) + (size_t)grp) * pplane;
-#if HAVE_AVX2
+#if CT_SIMD_X86
         if (avx2)
             expand_pooled_avx2(g, pp->dy + o, pp->y + o, pp->idx + o, tile);
         else

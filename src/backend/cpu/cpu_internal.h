@@ -224,6 +224,9 @@ bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q);
 int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_wl_bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
 
+/* True when CT_CPU_NO_CONVW is set (and not "0"): every conv then runs on oneDNN,
+ * for side-by-side measurements. */
+bool ct_cpu_own_conv_loops_off(void);
 /* cpu_conv_block.c: whether conv node nd heads a block that runs on ctrain's loops,
  * and that block's conv (create also marks the relu and pool fused_away when fused). */
 bool ct_cpu_block_head(const ct_cpu *b, const ct_cpu_node *nd);

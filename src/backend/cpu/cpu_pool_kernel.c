@@ -14,6 +14,7 @@
  * plane and accumulates in output order, as the reference does.
  */
 #include "backend/cpu/cpu_pool_kernel.h"
+#include "backend/cpu/cpu_simd.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -22,19 +23,8 @@
 #define MAX_BLOCK 16
 #define INLINE static inline __attribute__((always_inline))
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define HAVE_AVX2_BODIES 1
-#define AVX2_TARGET __attribute__((target("avx2")))
-#else
-#define HAVE_AVX2_BODIES 0
-#define AVX2_TARGET
-#endif
-
 ct_pool_isa ct_pool_best_isa(void) {
-#if HAVE_AVX2_BODIES
-    if (__builtin_cpu_supports("avx2")) return CT_POOL_ISA_AVX2;
-#endif
-    return CT_POOL_ISA_PORTABLE;
+    return ct_cpu_has_avx2() ? CT_POOL_ISA_AVX2 : CT_POOL_ISA_PORTABLE;
 }
 
 static int floor_out(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
@@ -162,19 +152,9 @@ INLINE void bwd_plane(const ct_pool_geom *g, const float *restrict dy,
 
 /* ---- AVX2 bodies (block 8 and 16: NV vectors of 8 channels) -------------------------- */
 
-#if HAVE_AVX2_BODIES
-#include <immintrin.h>
-
-#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2")))
-
-/* Stores the 8 int32 indices of a as uint8. */
-AVX2_INLINE void store_idx8(uint8_t *dst, __m256i a) {
-    __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-    _mm_storel_epi64((__m128i *)(void *)dst, _mm_packus_epi16(w16, w16));
-}
-
-AVX2_INLINE void fwd_window_avx2(const ct_pool_geom *g, const float *x, float *y,
-                                 uint8_t *idx, int oh, int ow, const int NV) {
+#if CT_SIMD_X86
+CT_INLINE_AVX2 void fwd_window_avx2(const ct_pool_geom *g, const float *x, float *y,
+                                    uint8_t *idx, int oh, int ow, const int NV) {
     const int K = g->k, W = g->w, B = 8 * NV;
     int ky0, ky1, kx0, kx1, h0 = oh * g->s - g->p, w0 = ow * g->s - g->p;
     clip(oh, g->s, g->p, K, g->h, &ky0, &ky1);
@@ -202,12 +182,12 @@ AVX2_INLINE void fwd_window_avx2(const ct_pool_geom *g, const float *x, float *y
         }
     for (int v = 0; v < NV; v++) {
         _mm256_storeu_ps(y + 8 * v, best[v]);
-        if (idx) store_idx8(idx + 8 * v, _mm256_castps_si256(arg[v]));
+        if (idx) ct_store_u8x8(idx + 8 * v, _mm256_castps_si256(arg[v]));
     }
 }
 
-AVX2_INLINE void fwd_plane_avx2(const ct_pool_geom *g, const float *x, float *y, uint8_t *idx,
-                                const int NV) {
+CT_INLINE_AVX2 void fwd_plane_avx2(const ct_pool_geom *g, const float *x, float *y, uint8_t *idx,
+                                   const int NV) {
     for (int oh = 0; oh < g->oh; oh++)
         for (int ow = 0; ow < g->ow; ow++) {
             size_t o = ((size_t)oh * g->ow + ow) * 8 * NV;
@@ -215,8 +195,8 @@ AVX2_INLINE void fwd_plane_avx2(const ct_pool_geom *g, const float *x, float *y,
         }
 }
 
-AVX2_INLINE void bwd_window_avx2(const ct_pool_geom *g, const float *d, const uint8_t *io,
-                                 float *dx, int oh, int ow, bool assign, const int NV) {
+CT_INLINE_AVX2 void bwd_window_avx2(const ct_pool_geom *g, const float *d, const uint8_t *io,
+                                    float *dx, int oh, int ow, bool assign, const int NV) {
     const int K = g->k, W = g->w, B = 8 * NV;
     int ky0, ky1, kx0, kx1, h0 = oh * g->s - g->p, w0 = ow * g->s - g->p;
     clip(oh, g->s, g->p, K, g->h, &ky0, &ky1);
@@ -240,8 +220,8 @@ AVX2_INLINE void bwd_window_avx2(const ct_pool_geom *g, const float *d, const ui
         }
 }
 
-AVX2_INLINE void bwd_plane_avx2(const ct_pool_geom *g, const float *dy, const uint8_t *idx,
-                                float *dx, const int NV) {
+CT_INLINE_AVX2 void bwd_plane_avx2(const ct_pool_geom *g, const float *dy, const uint8_t *idx,
+                                   float *dx, const int NV) {
     bool direct = g->s >= g->k;
     if (!direct) memset(dx, 0, (size_t)g->h * g->w * 8 * NV * sizeof *dx);
     for (int oh = 0; oh < g->oh; oh++)
@@ -271,9 +251,9 @@ typedef void (*bwd_fn)(const ct_pool_geom *, const float *, const uint8_t *, flo
 INSTANCES(1, fwd_plane, bwd_plane, , 1)
 INSTANCES(8, fwd_plane, bwd_plane, , 8)
 INSTANCES(16, fwd_plane, bwd_plane, , 16)
-#if HAVE_AVX2_BODIES
-INSTANCES(8_avx2, fwd_plane_avx2, bwd_plane_avx2, AVX2_TARGET, 1)
-INSTANCES(16_avx2, fwd_plane_avx2, bwd_plane_avx2, AVX2_TARGET, 2)
+#if CT_SIMD_X86
+INSTANCES(8_avx2, fwd_plane_avx2, bwd_plane_avx2, CT_TARGET_AVX2, 1)
+INSTANCES(16_avx2, fwd_plane_avx2, bwd_plane_avx2, CT_TARGET_AVX2, 2)
 #else
 #define fwd_8_avx2 fwd_8
 #define bwd_8_avx2 bwd_8

@@ -16,7 +16,6 @@
 
 #include <omp.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static int pick(ct_cpu *b, ct_cpu_prim *p, ct_cpu_wdesc *d, int n,
@@ -106,9 +105,7 @@ static int create_bwd_data(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd
 bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
     const ct_node *g = nd->g;
     memset(q, 0, sizeof *q);
-    const char *off = getenv("CT_CPU_NO_CONVW");
-    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 ||
-        (off && *off && strcmp(off, "0") != 0))
+    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || ct_cpu_own_conv_loops_off())
         return false;
     *q = (ct_convw_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                          .k = g->cfg.kernel, .p = g->cfg.padding,

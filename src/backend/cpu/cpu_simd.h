@@ -1,0 +1,53 @@
+/* cpu_simd.h: what ctrain's own CPU loops share to run AVX2 bodies picked at run
+ * time, so that the build needs no -march flag: whether the compiler can emit them
+ * (CT_SIMD_X86), their target attributes, the run-time checks, and small helpers.
+ *
+ * CT_TARGET_AVX2 enables AVX2 only; CT_TARGET_AVX2_FMA also FMA, for bodies that
+ * call _mm256_fmadd_ps. (The build is ISO C, so -ffp-contract=off: the compiler
+ * never fuses a product and a sum on its own, which loops that must give their
+ * portable twin's bits rely on.)
+ */
+#ifndef CT_CPU_SIMD_H
+#define CT_CPU_SIMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define CT_SIMD_X86 1
+#include <immintrin.h>
+#define CT_TARGET_AVX2 __attribute__((target("avx2")))
+#define CT_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+#define CT_INLINE_AVX2 static inline __attribute__((always_inline, target("avx2")))
+#define CT_INLINE_AVX2_FMA static inline __attribute__((always_inline, target("avx2,fma")))
+#else
+#define CT_SIMD_X86 0
+#define CT_TARGET_AVX2
+#define CT_TARGET_AVX2_FMA
+#endif
+
+static inline bool ct_cpu_has_avx2(void) {
+#if CT_SIMD_X86
+    return __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
+static inline bool ct_cpu_has_avx2_fma(void) {
+#if CT_SIMD_X86
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+#if CT_SIMD_X86
+/* Stores the 8 int32 lanes of a (each 0..255) as 8 bytes. */
+CT_INLINE_AVX2 void ct_store_u8x8(uint8_t *dst, __m256i a) {
+    __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    _mm_storel_epi64((__m128i *)(void *)dst, _mm_packus_epi16(w16, w16));
+}
+#endif
+
+#endif
