@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_isa.h"
 #include "cli/cli.h"
 #include "dist/dist.h"
 #include "ct_build_config.h"
@@ -95,6 +96,10 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(name);
     ct_err err = {{0}};
+    if (ct_loops_isa_check_env(&err) != 0) {
+        fprintf(stderr, "ctrain: error: %s\n", err.msg);
+        return CT_EXIT_USAGE;
+    }
     int rc = ct_dist_init(&argc, &argv, &err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
     const ct_dist *d = ct_dist_world();
     if (rc == CT_EXIT_OK && d->size > 1 && !c->ranks) {

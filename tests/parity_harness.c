@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_isa.h"
 #include "data/idx.h"
 #include "data/loader.h"
 #include "ops/elementwise.h"
@@ -22,7 +23,18 @@ const ct_backend_vt *parity_vt;
 double parity_rel_tol = 1e-4;
 bool (*parity_skip)(void);
 bool parity_fuse;
+ct_cpu_loops parity_cpu_loops;
 
+
+void parity_print_loops_isa(void) {
+    bool lowers;
+    ct_loops_isa_cap(&lowers);
+    if (ct_loops_isa_effective() == CT_LOOPS_ISA_AVX2)
+        printf("ctrain's CPU loops: avx2 (compared with their portable bodies)\n");
+    else
+        printf("ctrain's CPU loops: portable only (%s): their AVX2 bodies do NOT run here\n",
+               lowers ? "CTRAIN_MAX_CPU_ISA caps them" : "this CPU has no AVX2 with FMA");
+}
 
 /* ---- graph building ------------------------------------------------------------ */
 
@@ -55,8 +67,8 @@ ct_layer_cfg dropout(double p) {
     return c;
 }
 
-harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
-                         bool training, ct_opt_kind opt, int slots) {
+static harness *open_any(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
+                         bool training, ct_opt_kind opt, int slots, bool all_input_grads) {
     harness *h = calloc(1, sizeof *h);
     assert_non_null(h);
     snprintf(h->cfg.source, sizeof h->cfg.source, "test");
@@ -67,10 +79,10 @@ harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
     if (ct_graph_build(&h->cfg, &h->g, &err) != 0) fail_msg("graph: %s", err.msg);
     /* Every layer but the first is checked for its input gradient, as it would be
      * behind a layer with parameters: ask the backend for all of them. */
-    for (int i = 1; i < n; i++) h->g.nodes[i].input_grad = true;
+    for (int i = 1; i < n && all_input_grads; i++) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
                      .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED,
-                     .fuse = parity_fuse, .accumulate = true};
+                     .fuse = parity_fuse, .cpu_loops = parity_cpu_loops, .accumulate = true};
     h->vt = parity_vt;
     ct_plan_init(&h->plan, h->vt->align); /* as ct_model_create does */
     if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
@@ -78,6 +90,15 @@ harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
     if (h->vt->bind(h->b, &h->plan, &err) != 0) fail_msg("bind: %s", err.msg);
     h->N = N;
     return h;
+}
+
+harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N, bool training,
+                  ct_opt_kind opt, int slots) {
+    return open_any(C, H, W, layers, n, N, training, opt, slots, true);
+}
+
+harness *open_as_built(int C, int H, int W, const ct_layer_cfg *layers, int n, int N) {
+    return open_any(C, H, W, layers, n, N, true, CT_OPT_SGD, 0, false);
 }
 
 harness *open_h(int C, int H, int W, const ct_layer_cfg *layers, int n, int N) {
@@ -93,6 +114,7 @@ void close_h(harness *h) {
 /* ---- data ------------------------------------------------------------------------ */
 
 static uint64_t rng_state = 88172645463325252ull;
+void parity_seed(uint64_t s) { rng_state = s ? s : 88172645463325252ull; }
 double urand(void) { /* [-1, 1) */
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
@@ -237,7 +259,7 @@ parity_out parity_n(harness *h, int k, int n, bool train) {
     snprintf(what, sizeof what, "layer %d (%s) forward", k, ct_op(nd->kind)->name);
     check_close(y, yr, (size_t)n * out_row, what);
 
-    parity_out out = {NULL, y};
+    parity_out out = {NULL, y, NULL};
     if (train) {
         float *dy = rand_f((size_t)n * out_row, 1.0);
         OK(h->vt->grad_from_host(h->b, k, dy, E));
@@ -247,11 +269,10 @@ parity_out parity_n(harness *h, int k, int n, bool train) {
         double *dpr = calloc(g->n_param_floats + 1, sizeof *dpr);
         ref_backward(g, k, xd, pd, n, dyd, dxr, dpr);
         if (k > 0) {
-            float *dx = malloc((size_t)n * in_row * sizeof *dx);
-            OK(h->vt->tensor_to_host(h->b, k - 1, true, dx, E));
+            out.dx = malloc((size_t)n * in_row * sizeof *out.dx);
+            OK(h->vt->tensor_to_host(h->b, k - 1, true, out.dx, E));
             snprintf(what, sizeof what, "layer %d (%s) input gradient", k, ct_op(nd->kind)->name);
-            check_close(dx, dxr, (size_t)n * in_row, what);
-            free(dx);
+            check_close(out.dx, dxr, (size_t)n * in_row, what);
         }
         out.grads = malloc((g->n_param_floats + 1) * sizeof *out.grads);
         OK(h->vt->grads_to_host(h->b, out.grads, E));
@@ -268,10 +289,15 @@ parity_out parity_n(harness *h, int k, int n, bool train) {
     return out;
 }
 
+void parity_out_free(parity_out *o) {
+    free(o->grads), free(o->y), free(o->dx);
+    o->grads = o->y = o->dx = NULL;
+}
+
 void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N, int k) {
     harness *h = open_h(C, H, W, layers, n_layers, N);
     parity_out o = parity_n(h, k, N, true);
-    free(o.grads), free(o.y);
+    parity_out_free(&o);
     close_h(h);
 }
 
@@ -330,7 +356,7 @@ void parity_test_relu(void **state) {
     int negative = 0;
     for (int i = 0; i < 64; i++) negative += x[i] < 0.0f;
     assert_true(negative > 0);
-    free(x), free(o.grads), free(o.y);
+    free(x), parity_out_free(&o);
     close_h(h);
 }
 
@@ -366,12 +392,12 @@ void parity_test_dropout(void **state) {
             for (int i = 0; i < 6 * 32; i++) zeros += o.y[i] == 0.0f;
             assert_true(zeros > 30 && zeros < 6 * 32 - 30);
         }
-        free(o.grads), free(o.y);
+        parity_out_free(&o);
         close_h(h);
         ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), dropout(0.3)}; /* blocked layout */
         h = open_h(3, 5, 5, b, 2, 3);
         o = parity_n(h, 1, 3, train);
-        free(o.grads), free(o.y);
+        parity_out_free(&o);
         close_h(h);
     }
 }

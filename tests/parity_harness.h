@@ -36,6 +36,13 @@ extern bool (*parity_skip)(void);      /* when set and true, the per-op tests sk
 /* Backends opened from now on may fuse layers (ct_run_opts.fuse); off by default,
  * since a fused layer's output is not its own (the per-layer checks need it). */
 extern bool parity_fuse;
+/* ... and run ctrain's own CPU loops so (ct_run_opts.cpu_loops; default auto). */
+extern ct_cpu_loops parity_cpu_loops;
+
+/* Says which bodies of ctrain's CPU loops this machine runs: with AVX2 the tests
+ * compare them with the portable ones; without (or capped by CTRAIN_MAX_CPU_ISA) the
+ * AVX2 bodies do not run here, which the line says. */
+void parity_print_loops_isa(void);
 
 /* Layer configs (bias on by default). */
 ct_layer_cfg L(ct_layer_kind kind);
@@ -58,9 +65,15 @@ typedef struct harness {
 harness *open_opt(int C, int H, int W, const ct_layer_cfg *layers, int n, int N, bool training,
                   ct_opt_kind opt, int slots);
 harness *open_h(int C, int H, int W, const ct_layer_cfg *layers, int n, int N); /* sgd, training */
+/* A training plan as ct_graph_build made it: layers before the first with
+ * parameters give no input gradient (open_opt asks for every one). */
+harness *open_as_built(int C, int H, int W, const ct_layer_cfg *layers, int n, int N);
 void close_h(harness *h);
 
-/* Deterministic data: urand in [-1, 1); arrays are malloc'd (caller frees). */
+/* Deterministic data: urand in [-1, 1); arrays are malloc'd (caller frees).
+ * parity_seed restarts the sequence (0: the initial state), so that two runs can be
+ * given the same data. */
+void parity_seed(uint64_t s);
 double urand(void);
 float *rand_f(size_t n, double scale);
 double *to_d(const float *f, size_t n);
@@ -76,9 +89,11 @@ void ref_backward(const ct_graph *g, int k, const double *x, const double *p, in
                   const double *dy, double *dx, double *dp);
 
 typedef struct parity_out {
-    float *grads; /* backend grads after backward(k), caller frees */
+    float *grads; /* backend grads after backward(k) */
     float *y;     /* act[k], [n, out] */
+    float *dx;    /* gact[k-1], [n, in] (training, k > 0), else NULL */
 } parity_out;
+void parity_out_free(parity_out *o);
 
 /* Runs nodes 0..k forward (train) on n random rows and compares act[k]; in training
  * drives backward(k) from a random dy and compares gact[k-1] and node k's grads. */

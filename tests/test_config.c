@@ -187,6 +187,7 @@ static void test_defaults_when_absent(void **state) {
     assert_int_equal(cfg.train.grad_accum_steps, 1);
     assert_int_equal(cfg.train.amp, CT_AMP_OFF);
     assert_int_equal(cfg.train.graph, CT_GRAPH_AUTO);
+    assert_int_equal(cfg.train.cpu_loops, CT_CPU_LOOPS_AUTO);
     assert_true(cfg.train.seed == 42);
     assert_string_equal(cfg.train.out, "runs/t");
     assert_int_equal(cfg.device.kind, CT_DEVICE_AUTO);
@@ -315,7 +316,7 @@ static void test_error_unknown_key(void **state) {
                  "unknown key 'epoch' in 'train' (did you mean 'epochs'?)");
     expect_error(BASE "train:\n  bogus: 1\n", "12:3",
                  "unknown key 'bogus' in 'train' (valid keys: epochs, batch_size, "
-                 "grad_accum_steps, amp, seed, out, graph)");
+                 "grad_accum_steps, amp, seed, out, graph, cpu_loops)");
     expect_error(BASE "optimiser: {lr: 0.1}\n", "11:1",
                  "unknown top-level key 'optimiser' (did you mean 'optimizer'?)");
     expect_error(BASE "data_extra: 1\n", "11:1", "unknown top-level key 'data_extra'");
@@ -553,6 +554,35 @@ static void test_train_graph(void **state) {
     assert_string_equal(ct_graph_mode_name(CT_GRAPH_OFF), "off");
 }
 
+static void test_train_cpu_loops(void **state) {
+    (void)state;
+    ct_config cfg;
+    const char *forms[][2] = {{"auto", "auto"}, {"portable", "portable"}, {"off", "off"},
+                              {"false", "off"}};
+    for (int i = 0; i < 4; i++) {
+        char text[512];
+        snprintf(text, sizeof text, BASE "train: {cpu_loops: %s}\n", forms[i][0]);
+        expect_ok(text, &cfg);
+        assert_string_equal(ct_cpu_loops_name(cfg.train.cpu_loops), forms[i][1]);
+        ct_config_free(&cfg);
+    }
+    expect_error(BASE "train: {cpu_loops: portabel}\n", "11:20",
+                 "unknown train.cpu_loops 'portabel' (did you mean 'portable'?)");
+    expect_error(BASE "train: {cpu_loops: 1}\n", "11:20",
+                 "unknown train.cpu_loops '1' (expected one of: auto, portable, off)");
+    expect_error(BASE "train: {cpu_loops: [off]}\n", "11:20",
+                 "'train.cpu_loops' expects auto, portable or off");
+    ct_err err = {{0}};
+    expect_ok(BASE, &cfg);
+    assert_int_equal(ct_config_override(&cfg, "cpu-loops", "portable", &err), 0);
+    assert_int_equal(cfg.train.cpu_loops, CT_CPU_LOOPS_PORTABLE);
+    assert_int_equal(ct_config_override(&cfg, "--cpu-loops", "off", &err), 0);
+    assert_int_equal(cfg.train.cpu_loops, CT_CPU_LOOPS_OFF);
+    assert_int_not_equal(ct_config_override(&cfg, "cpu-loops", "avx2", &err), 0);
+    assert_string_equal(err.msg, "--cpu-loops: expected auto, portable or off, got 'avx2'");
+    ct_config_free(&cfg);
+}
+
 static void test_overrides(void **state) {
     (void)state;
     ct_config cfg;
@@ -737,6 +767,7 @@ int main(void) {
         cmocka_unit_test(test_device_lists),
         cmocka_unit_test(test_error_optimizer_rules),
         cmocka_unit_test(test_train_graph),
+        cmocka_unit_test(test_train_cpu_loops),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_override_errors),
         cmocka_unit_test(test_device_strings),

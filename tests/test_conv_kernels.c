@@ -352,6 +352,7 @@ static void test_convpg_pooled(void **state) {
 
 int main(void) {
     parity_rel_tol = 1e-4;
+    parity_print_loops_isa();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_convf_forward),
         cmocka_unit_test(test_convf_pooled_forward),

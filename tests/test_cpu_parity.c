@@ -4,8 +4,11 @@
  * input arrives in whatever layout that op chose and its input gradient can be
  * read from gact[k-1]): forward output, input gradient and parameter gradients
  * are compared with ref_ops.h on the same input, tolerance 1e-4 + 1e-4 * |ref|.
- * Also: loss and metrics, accumulate, partial batches, the Adam step, parameter
- * round trips, implementation names, and the timing of one tutorial-CNN step.
+ * Every path (ctrain's own loops with AVX2 and portable, oneDNN's) is forced in
+ * turn and checked, without asserting which one the machine picks by itself; the
+ * fusion plan is read through the backend's interface. Also: loss and metrics,
+ * accumulate, partial batches, the Adam step, parameter round trips, implementation
+ * names. (A step's time is a benchmark: `ctrain fit --profile`.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,10 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_pool_kernel.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
@@ -28,64 +30,141 @@
 
 /* ---- per-op tests ------------------------------------------------------------------ */
 
+/* ---- implementation paths ------------------------------------------------------------
+ *
+ * Which implementation a layer gets depends on the CPU (oneDNN picks other layouts on
+ * AVX2 and AVX-512 machines), so these tests never assert the choice the machine
+ * made. They force each path through train.cpu_loops (ct_run_opts.cpu_loops): auto
+ * (ctrain's loops with AVX2 where the CPU has it), portable (the same loops in
+ * portable C), off (oneDNN only), check each against the reference, and assert what
+ * the code promises between them: auto and portable give the same bits. They assert
+ * only what the option forces (off: no layer on ctrain's loops; portable: none on
+ * AVX2) and print the implementation each pass ran. */
+
+static const ct_cpu_loops loop_modes[] = {CT_CPU_LOOPS_AUTO, CT_CPU_LOOPS_PORTABLE,
+                                          CT_CPU_LOOPS_OFF};
+enum { N_MODES = 3 };
+
+static const char *impl(harness *h, int k, ct_impl_pass pass) {
+    return h->vt->impl_name(h->b, k, pass);
+}
+
+/* The forced part of the choice: with the loops off no pass of node k names ctrain's
+ * loops; with them portable, none names ctrain's AVX2 loops. */
+static void check_forced(harness *h, int k, ct_cpu_loops mode) {
+    for (int p = CT_PASS_FORWARD; p <= CT_PASS_BACKWARD_WEIGHTS; p++) {
+        const char *s = impl(h, k, (ct_impl_pass)p);
+        if (mode == CT_CPU_LOOPS_OFF && strncmp(s, "ctrain:", 7) == 0)
+            fail_msg("layer %d pass %d: '%s' with train.cpu_loops off", k, p, s);
+        if (mode == CT_CPU_LOOPS_PORTABLE && strncmp(s, "ctrain:avx2", 11) == 0)
+            fail_msg("layer %d pass %d: '%s' with train.cpu_loops portable", k, p, s);
+    }
+}
+
+/* Whether the AVX2 and portable bodies of a weight-gradient path give the same bits,
+ * as their headers promise for every loop but the plain weight-gradient loops
+ * (cpu_convw_kernel.h: "ctrain:avx2" and "ctrain:avx2:from-pool"), whose AVX2 body
+ * uses fused multiply-adds. */
+static bool weights_same_bits(const char *weights_impl) {
+    return strncmp(weights_impl, "ctrain:avx2", 11) != 0 || strstr(weights_impl, ":nonzero-dy");
+}
+
+/* a and b within 1e-5 of a's largest magnitude (the same products rounded and
+ * summed differently; single elements may cancel to small values). */
+static void check_near(const float *a, const float *b, size_t n, const char *what) {
+    float scale = 0.0f;
+    for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(a[i]));
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(a[i] - b[i]) <= 1e-5f * scale))
+            fail_msg("%s [%zu]: %.9g vs %.9g (largest %.3g)", what, i, a[i], b[i], scale);
+}
+
+/* Node k of the graph against the reference under every loop mode, on the same data
+ * (junk in gact[k-1] first, so a backward that leaves elements unwritten fails);
+ * auto and portable must give the same bits, or for the weight gradients of the
+ * plain weight-gradient loops agree within a tolerance. Prints the paths taken. */
+static void all_paths(const ct_layer_cfg *layers, int nl, int C, int H, int W, int N, int k) {
+    parity_out out[N_MODES];
+    size_t ny = 0, nx = 0, np = 0;
+    bool same_bits = true;
+    for (int m = 0; m < N_MODES; m++) {
+        parity_cpu_loops = loop_modes[m];
+        harness *h = open_h(C, H, W, layers, nl, N);
+        parity_cpu_loops = CT_CPU_LOOPS_AUTO;
+        check_forced(h, k, loop_modes[m]);
+        same_bits = same_bits && weights_same_bits(impl(h, k, CT_PASS_BACKWARD_WEIGHTS));
+        print_message("layer %d (%s), loops %s: forward %s, backward data %s, weights %s\n", k,
+                      ct_op(h->g.nodes[k].kind)->name, ct_cpu_loops_name(loop_modes[m]),
+                      impl(h, k, CT_PASS_FORWARD), impl(h, k, CT_PASS_BACKWARD_DATA),
+                      impl(h, k, CT_PASS_BACKWARD_WEIGHTS));
+        parity_seed(99);
+        float *junk = rand_f((size_t)N * row_numel(h->g.nodes[k].in), 5.0);
+        if (k > 0) OK(h->vt->grad_from_host(h->b, k - 1, junk, E));
+        parity_seed(1234);
+        out[m] = parity_n(h, k, N, true);
+        ny = (size_t)N * row_numel(h->g.nodes[k].out);
+        nx = (size_t)N * row_numel(h->g.nodes[k].in);
+        np = h->g.n_param_floats;
+        free(junk);
+        close_h(h);
+    }
+    assert_memory_equal(out[0].y, out[1].y, ny * sizeof(float));
+    if (k > 0) assert_memory_equal(out[0].dx, out[1].dx, nx * sizeof(float));
+    if (same_bits)
+        assert_memory_equal(out[0].grads, out[1].grads, np * sizeof(float));
+    else
+        check_near(out[0].grads, out[1].grads, np, "weight gradients, auto vs portable");
+    for (int m = 0; m < N_MODES; m++) parity_out_free(&out[m]);
+}
+
 /* ---- max pooling on ctrain's own loops (cpu_pool_kernel.c) --------------------------- */
 
-/* Implementation name of node k of the CPU backend behind h. */
-static const char *pool_impl(harness *h, int k) {
-    return ct_cpu_pool_impl(&((ct_cpu *)(void *)h->b)->nodes[k]);
-}
-
-/* Parity of max-pool node k on the path named by want ("nChw": ctrain's loops on a
- * blocked layout, "nchw": on plain, NULL: oneDNN). gact[k-1] is filled with junk
- * first, so a backward that leaves elements unwritten fails. */
-static void pool_path(const ct_layer_cfg *layers, int nl, int C, int H, int W, int N, int k,
-                      const char *want) {
-    harness *h = open_h(C, H, W, layers, nl, N);
-    const char *impl = pool_impl(h, k);
-    if (want && (strncmp(impl, "ctrain:", 7) != 0 || !strstr(impl, want)))
-        fail_msg("layer %d: impl '%s', want ctrain's loops on %s", k, impl, want);
-    if (!want && strncmp(impl, "ctrain:", 7) == 0)
-        fail_msg("layer %d: impl '%s', want the oneDNN fallback", k, impl);
-    size_t in_row = row_numel(h->g.nodes[k].in);
-    float *junk = rand_f((size_t)N * in_row, 5.0);
-    OK(h->vt->grad_from_host(h->b, k - 1, junk, E));
-    parity_out o = parity_n(h, k, N, true);
-    free(junk), free(o.grads), free(o.y);
-    close_h(h);
-}
-
-static void test_maxpool_own_loops(void **state) {
+static void test_maxpool_paths(void **state) {
     (void)state;
-    ct_pool_geom q = {.isa = ct_pool_best_isa()};
-    print_message("max-pool loops: %s\n", q.isa == CT_POOL_ISA_AVX2 ? "avx2" : "portable");
     ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
-    pool_path(a, 2, 3, 8, 8, 2, 1, "nChw");
+    all_paths(a, 2, 3, 8, 8, 2, 1);
     ct_layer_cfg b[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_RELU),
                         pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)}; /* overlapping, padded */
-    pool_path(b, 3, 2, 9, 9, 2, 2, "nChw");
+    all_paths(b, 3, 2, 9, 9, 2, 2);
     ct_layer_cfg c[] = {conv(32, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)}; /* 7 -> 3 */
-    pool_path(c, 2, 1, 7, 7, 3, 1, "nChw");
+    all_paths(c, 2, 1, 7, 7, 3, 1);
     ct_layer_cfg d[] = {conv(5, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 3, 0)}; /* gaps, C 5 */
-    pool_path(d, 2, 2, 8, 8, 2, 1, "nChw");
+    all_paths(d, 2, 2, 8, 8, 2, 1);
     ct_layer_cfg e[] = {conv(24, 3, 1, 0, true), pool(CT_LAYER_MAXPOOL2D, 3, 3, 1)};
-    pool_path(e, 2, 2, 8, 8, 2, 1, "nChw");
+    all_paths(e, 2, 2, 8, 8, 2, 1);
     ct_layer_cfg f[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 3, 1, 1)}; /* stride 1 */
-    pool_path(f, 2, 2, 6, 6, 2, 1, "nChw");
+    all_paths(f, 2, 2, 6, 6, 2, 1);
     ct_layer_cfg g[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)}; /* plain input */
-    pool_path(g, 2, 3, 7, 7, 2, 1, "nchw");
+    all_paths(g, 2, 3, 7, 7, 2, 1);
     ct_layer_cfg t[] = {conv(32, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
                         conv(64, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
-    pool_path(t, 3, 1, 28, 28, 2, 2, "nChw"); /* the tutorial CNN's two pools */
-    pool_path(t, 6, 1, 28, 28, 2, 5, "nChw");
+    all_paths(t, 3, 1, 28, 28, 2, 2); /* the tutorial CNN's two pools */
+    all_paths(t, 6, 1, 28, 28, 2, 5);
+}
+
+/* A max-pool over the batch itself (a plain nchw input on any CPU) is one the loops
+ * always take: this much of the choice does not depend on the machine. */
+static void test_maxpool_plain_input_takes_the_loops(void **state) {
+    (void)state;
+    ct_layer_cfg g[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)};
+    for (int m = 0; m < 2; m++) {
+        parity_cpu_loops = loop_modes[m];
+        harness *h = open_h(3, 7, 7, g, 2, 2);
+        parity_cpu_loops = CT_CPU_LOOPS_AUTO;
+        assert_string_equal(impl(h, 1, CT_PASS_FORWARD), "ctrain:portable:nchw");
+        assert_string_equal(impl(h, 1, CT_PASS_BACKWARD_DATA), "ctrain:portable:nchw");
+        close_h(h);
+    }
 }
 
 /* Constant pool input (conv with zero weights and bias v): the output is v, not the
- * padding's 0, and each window's gradient goes to its first element. */
-static void pool_ties(int K, int S, int P, int H, float v) {
+ * padding's 0, and each window's gradient goes to its first element; on every path. */
+static void pool_ties_on(int K, int S, int P, int H, float v, ct_cpu_loops mode) {
     ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, K, S, P)};
     enum { N = 2, C = 8 };
+    parity_cpu_loops = mode;
     harness *h = open_h(2, H, H, a, 2, N);
-    assert_non_null(strstr(pool_impl(h, 1), "ctrain:"));
+    parity_cpu_loops = CT_CPU_LOOPS_AUTO;
     const ct_node *nd = &h->g.nodes[1];
     int OH = nd->out.h;
     size_t in_n = (size_t)N * C * H * H, out_n = (size_t)N * C * OH * OH;
@@ -118,6 +197,10 @@ static void pool_ties(int K, int S, int P, int H, float v) {
     close_h(h);
 }
 
+static void pool_ties(int K, int S, int P, int H, float v) {
+    for (int m = 0; m < N_MODES; m++) pool_ties_on(K, S, P, H, v, loop_modes[m]);
+}
+
 static void test_maxpool_ties(void **state) {
     (void)state;
     pool_ties(2, 2, 0, 8, 0.25f);
@@ -126,12 +209,23 @@ static void test_maxpool_ties(void **state) {
     pool_ties(3, 1, 1, 5, -0.5f);
 }
 
+/* Windows past the loops' index range, and average pooling, run on oneDNN on any
+ * CPU (the loops refuse them whatever the layout). */
+static void oneDNN_pool(const ct_layer_cfg *layers, int C, int H) {
+    harness *h = open_h(C, H, H, layers, 2, 2);
+    const char *s = impl(h, 1, CT_PASS_FORWARD);
+    if (strncmp(s, "ctrain:", 7) == 0) fail_msg("impl '%s', want oneDNN's", s);
+    parity_out o = parity_n(h, 1, 2, true);
+    parity_out_free(&o);
+    close_h(h);
+}
+
 static void test_maxpool_fallback(void **state) {
     (void)state;
     ct_layer_cfg a[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 16, 16, 0)}; /* K*K > 255 */
-    pool_path(a, 2, 2, 17, 17, 2, 1, NULL);
+    oneDNN_pool(a, 2, 17);
     ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), pool(CT_LAYER_AVGPOOL2D, 2, 2, 0)}; /* avg */
-    pool_path(b, 2, 2, 6, 6, 2, 1, NULL);
+    oneDNN_pool(b, 2, 6);
     ct_pool_geom q = {.n_img = 1, .c_blocks = 1, .block = 4, .c_last = 4, .h = 4, .w = 4,
                       .oh = 2, .ow = 2, .k = 2, .s = 2};
     assert_false(ct_pool_geom_ok(&q)); /* block 4 */
@@ -300,26 +394,112 @@ static void test_convw_loops(void **state) {
     convw_case(2, 12, 16, 24, 16, 7, 3, 0, false, 3); /* nChw16c: half-empty blocks */
     convw_case(2, 3, 1, 5, 1, 8, 5, 2, true, 1);     /* nchw both, K 5 (portable loops) */
     convw_case(1, 5, 8, 8, 8, 6, 7, 3, false, 4);    /* more threads than images */
-    /* the backend takes these loops for a first conv on one channel (whose parity
-     * against the reference parity_test_conv checks), and oneDNN's for more */
+    /* In the backend: a first conv on one channel, and one on more (which oneDNN
+     * keeps on any CPU: the loops only match it there), on every path */
     ct_layer_cfg e[] = {conv(32, 3, 1, 1, true), conv(64, 3, 1, 1, true)};
+    all_paths(e, 2, 1, 14, 14, 4, 0);
+    all_paths(e, 2, 1, 14, 14, 4, 1);
     harness *h = open_h(1, 14, 14, e, 2, 4);
-    assert_true(((ct_cpu *)(void *)h->b)->nodes[0].wl.own_bwd_w);
-    assert_false(((ct_cpu *)(void *)h->b)->nodes[1].wl.own_bwd_w);
+    const char *s = impl(h, 1, CT_PASS_BACKWARD_WEIGHTS);
+    if (strncmp(s, "ctrain:", 7) == 0) fail_msg("conv on 32 channels: weights on '%s'", s);
     close_h(h);
 }
 
 /* ---- fusion ------------------------------------------------------------------------ */
 
+/* The fusion plan of the backend behind h, through its interface. */
+static const ct_fusion_plan *plan_of(harness *h) {
+    assert_non_null(h->vt->fusion_plan);
+    return h->vt->fusion_plan(h->b);
+}
+
+static const ct_fusion_group *group(harness *h, ct_fusion_kind kind, int first) {
+    const ct_fusion_plan *p = plan_of(h);
+    int gi = ct_fusion_find(p, kind, first);
+    if (gi < 0) fail_msg("no %s candidate at layer %d", ct_fusion_kind_name(kind), first);
+    return &p->groups[gi];
+}
+
+/* What the plan says that does not depend on the CPU, for the tutorial-like net
+ * below: fusion off declines every candidate; on, the one-pass block of a first conv
+ * on one channel (ctrain's loops) and the relus as post-ops are fused, and a conv's
+ * backward from the pool is fused unless oneDNN chose a layout the loops do not
+ * take (then the reason says so). A fused layer's passes name the layer that runs
+ * them. */
+static void check_plan(harness *h, int C, bool fused, ct_cpu_loops mode) {
+    const ct_fusion_plan *p = plan_of(h);
+    assert_true(p->n >= 3);
+    for (int gi = 0; gi < p->n && !fused; gi++) {
+        assert_false(p->groups[gi].fused);
+        assert_string_equal(p->groups[gi].why_not, "fusion is off");
+    }
+    for (int i = 0; i < h->g.n_nodes; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "fused into layer %d", p->fwd_by[i]);
+        if (p->fwd_by[i] != i) assert_string_equal(impl(h, i, CT_PASS_FORWARD), want);
+        snprintf(want, sizeof want, "fused into layer %d", p->bwd_by[i]);
+        if (p->bwd_by[i] != i) assert_string_equal(impl(h, i, CT_PASS_BACKWARD_DATA), want);
+    }
+    if (!fused) return;
+    assert_true(group(h, CT_FUSE_RELU_POST_OP, 7)->fused);
+    if (C != 1) return;
+    const ct_fusion_group *block = group(h, CT_FUSE_CONV_RELU_POOL, 0);
+    const ct_fusion_group *from_pool = group(h, CT_FUSE_CONV_BWD_FROM_POOL, 3);
+    if (mode == CT_CPU_LOOPS_OFF) {
+        assert_false(block->fused);
+        assert_false(from_pool->fused);
+        return;
+    }
+    assert_true(block->fused);
+    assert_int_equal(p->fwd_by[2], 0);
+    assert_int_equal(p->bwd_by[2], 0);
+    if (!from_pool->fused && !strstr(from_pool->why_not, "oneDNN chose"))
+        fail_msg("conv backward from the pool not fused: %s", from_pool->why_not);
+    print_message("loops %s: conv 3 backward from the pool's gradient %s%s\n",
+                  ct_cpu_loops_name(mode), from_pool->fused ? "fused" : "not fused: ",
+                  from_pool->why_not);
+}
+
+/* What fusion stores: a fused block's conv output (and its relu's) is never stored,
+ * so the backend refuses to hand it out; a conv whose backward reads its pool's
+ * gradient keeps no gradient of its own; a conv whose relu is its post-op and whose
+ * pool does the relu's backward keeps its gradient in its output's storage (the plan
+ * region "layers.<i>.grad" has no bytes). */
+static void check_storage(harness *h, bool fused) {
+    const ct_fusion_plan *p = plan_of(h);
+    float *buf = malloc((size_t)h->N * row_numel(h->g.nodes[0].out) * sizeof *buf);
+    ct_err e = {{0}};
+    for (int i = 0; i + 2 < h->g.n_nodes; i++) {
+        bool block = ct_fusion_active(p, CT_FUSE_CONV_RELU_POOL, i);
+        bool from_pool = ct_fusion_active(p, CT_FUSE_CONV_BWD_FROM_POOL, i);
+        if (block || from_pool) {
+            e.msg[0] = 0;
+            assert_int_not_equal(h->vt->tensor_to_host(h->b, i, true, buf, &e), 0);
+            assert_non_null(strstr(e.msg, "not stored"));
+        }
+        if (block) assert_int_not_equal(h->vt->tensor_to_host(h->b, i, false, buf, &e), 0);
+        bool shares = ct_fusion_active(p, CT_FUSE_RELU_POST_OP, i) &&
+                      ct_fusion_active(p, CT_FUSE_RELU_BWD_IN_POOL, i + 1);
+        char name[CT_REGION_NAME_MAX];
+        snprintf(name, sizeof name, "layers.%d.grad", i);
+        for (int r = 0; r < h->plan.n; r++)
+            if (strcmp(h->plan.regions[r].name, name) == 0 && shares)
+                assert_int_equal(h->plan.regions[r].bytes, 0);
+    }
+    assert_true(fused || p->n == 0 || !p->groups[0].fused);
+    free(buf);
+}
+
 /* One training step of the tutorial's CNN layout (conv+relu, relu+max-pool,
- * linear+relu all fusable) on C input channels with and without fusion: the same
- * logits, loss gradient and parameter gradients, bit for bit, on a full batch and
- * then on a partial one accumulated on top; and the fused backend does fuse. With
- * C = 1 and 2x2 pools, the first conv-relu-pool is a block on ctrain's loops
- * (cpu_conv_block.c), one pass when fused, and the second conv takes its backward
- * from the pool's gradient. With C = 2 and 3x3 pools, the relus run as post-ops and
- * inside the pools' backward, and the dead conv outputs hold their gradients. */
-static void fusion_same_bits(int C) {
+ * linear+relu all fusable) on C input channels with and without fusion, under
+ * every loop mode: the same logits, loss gradient and parameter gradients, bit for
+ * bit, on a full batch and then on a partial one accumulated on top; and the plan
+ * and storage as above. With C = 1 and 2x2 pools, the first conv-relu-pool is a
+ * block on ctrain's loops (cpu_conv_block.c), one pass when fused, and the second
+ * conv may take its backward from the pool's gradient. With C = 2 and 3x3 pools, the
+ * relus run as post-ops and, where the pools run on ctrain's loops, inside their
+ * backward. */
+static void fusion_same_bits(int C, ct_cpu_loops mode) {
     int pk = C == 1 ? 2 : 3, pp = C == 1 ? 0 : 1;
     ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, pk, 2, pp),
                         conv(16, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, pk, 2, pp),
@@ -328,32 +508,14 @@ static void fusion_same_bits(int C) {
     float *x = rand_f((size_t)N * C * 144, 1.0), *p = NULL, *out[2], *grads[2];
     int32_t y[N] = {1, 2, 3, 4, 5, 6};
     size_t np = 0;
-    bool own = C == 1;
     for (int fused = 0; fused < 2; fused++) {
         parity_fuse = fused;
+        parity_cpu_loops = mode;
         harness *h = open_opt(C, 12, 12, a, NL, N, true, CT_OPT_SGD, 0);
         parity_fuse = false;
-        ct_cpu *cb = (ct_cpu *)(void *)h->b;
-        /* fused or not, the same loops */
-        assert_int_equal(cb->nodes[0].wl.own_fwd, own);
-        assert_int_equal(cb->nodes[3].wl.pool_grad, own);
-        assert_int_equal(cb->nodes[0].wl.pool_fused, own && fused);
-        assert_int_equal(cb->nodes[1].fused_away, own && fused);
-        assert_int_equal(cb->nodes[2].fused_away, own && fused);
-        assert_int_equal(cb->nodes[5].bwd_in_prev, own && fused);
-        assert_int_equal(cb->nodes[0].wl.relu_post_op, fused);
-        assert_int_equal(cb->nodes[4].bwd_in_next, fused);
-        assert_int_equal(cb->nodes[7].wl.relu_post_op, fused);
-        if (own) { /* the block's conv output and conv2's gradient are not stored */
-            assert_int_equal(cb->nodes[0].act.region < 0, fused);
-            assert_int_equal(cb->nodes[0].gact.region < 0, fused);
-            assert_int_equal(cb->nodes[3].gact.region < 0, fused);
-        } else { /* the conv outputs, dead in backward once fused, hold their
-                  * gradients, and never live at once, they share one storage */
-            assert_int_equal(cb->nodes[0].gact.region == cb->nodes[0].act.region, fused);
-            assert_int_equal(cb->nodes[3].gact.region == cb->nodes[3].act.region, fused);
-            assert_int_equal(cb->nodes[3].act.region == cb->nodes[0].act.region, fused);
-        }
+        parity_cpu_loops = CT_CPU_LOOPS_AUTO;
+        check_plan(h, C, fused, mode);
+        check_storage(h, fused);
         np = h->g.n_param_floats;
         if (!p) p = rand_params(&h->g); /* the same inputs and weights for both */
         OK(h->vt->params_from_host(h->b, p, E));
@@ -376,41 +538,126 @@ static void fusion_same_bits(int C) {
 
 static void test_fusion_same_bits(void **state) {
     (void)state;
-    fusion_same_bits(1);
-    fusion_same_bits(2);
+    for (int m = 0; m < N_MODES; m++) {
+        fusion_same_bits(1, loop_modes[m]);
+        fusion_same_bits(2, loop_modes[m]);
+    }
+}
+
+/* The fusion plan alone: candidates, subsumption, declines and the roles, on a
+ * backend-free check function. */
+static bool allow_all(const ct_graph *g, ct_fusion_kind kind, int first, const void *ctx,
+                      char *why, size_t n) {
+    (void)g, (void)first, (void)ctx;
+    if (kind == CT_FUSE_CONV_RELU_POOL && first == 3) {
+        snprintf(why, n, "not at 3");
+        return false;
+    }
+    return true;
+}
+
+static void test_fusion_plan(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        conv(16, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(32, true), L(CT_LAYER_RELU), linear(10, true)};
+    harness *h = open_opt(1, 12, 12, a, 10, 2, true, CT_OPT_SGD, 0);
+    ct_fusion_plan *p = malloc(sizeof *p);
+    ct_fusion_plan_build(&h->g, true, true, allow_all, NULL, p);
+    /* candidates: block, from-pool, post-op at 0 and 3; relu-in-pool at 1 and 4;
+     * post-op at 7 */
+    assert_int_equal(p->n, 9);
+    int block0 = ct_fusion_find(p, CT_FUSE_CONV_RELU_POOL, 0);
+    assert_true(ct_fusion_active(p, CT_FUSE_CONV_RELU_POOL, 0));
+    assert_int_equal(p->groups[ct_fusion_find(p, CT_FUSE_CONV_BWD_FROM_POOL, 0)].subsumed_by, block0);
+    assert_int_equal(p->groups[ct_fusion_find(p, CT_FUSE_RELU_POST_OP, 0)].subsumed_by, block0);
+    assert_int_equal(p->groups[ct_fusion_find(p, CT_FUSE_RELU_BWD_IN_POOL, 1)].subsumed_by, block0);
+    int fwd0[] = {0, 0, 0, 3, 3, 5, 6, 7, 7, 9}, bwd0[] = {0, 0, 0, 3, 3, 3, 6, 7, 8, 9};
+    assert_memory_equal(p->fwd_by, fwd0, sizeof fwd0);
+    assert_memory_equal(p->bwd_by, bwd0, sizeof bwd0);
+    assert_false(ct_fusion_active(p, CT_FUSE_CONV_RELU_POOL, 3));
+    assert_string_equal(p->groups[ct_fusion_find(p, CT_FUSE_CONV_RELU_POOL, 3)].why_not, "not at 3");
+    assert_true(ct_fusion_active(p, CT_FUSE_CONV_BWD_FROM_POOL, 3));
+    assert_true(ct_fusion_active(p, CT_FUSE_RELU_POST_OP, 3));
+    assert_false(ct_fusion_active(p, CT_FUSE_RELU_BWD_IN_POOL, 4)); /* inside 3's */
+    /* declining the block and 3's backward from the pool brings back what they held */
+    ct_fusion_decline(p, block0, "layout %d", 16);
+    ct_fusion_decline(p, ct_fusion_find(p, CT_FUSE_CONV_BWD_FROM_POOL, 3), "no");
+    assert_string_equal(p->groups[block0].why_not, "layout 16");
+    assert_true(ct_fusion_active(p, CT_FUSE_CONV_BWD_FROM_POOL, 0));
+    assert_true(ct_fusion_active(p, CT_FUSE_RELU_POST_OP, 0));
+    assert_true(ct_fusion_active(p, CT_FUSE_RELU_BWD_IN_POOL, 4));
+    int fwd1[] = {0, 0, 2, 3, 3, 5, 6, 7, 7, 9}, bwd1[] = {0, 0, 0, 3, 5, 5, 6, 7, 8, 9};
+    assert_memory_equal(p->fwd_by, fwd1, sizeof fwd1);
+    assert_memory_equal(p->bwd_by, bwd1, sizeof bwd1);
+    /* fusion off, or a backend without a check: every candidate, none fused */
+    ct_fusion_plan_build(&h->g, false, true, allow_all, NULL, p);
+    assert_int_equal(p->n, 9);
+    for (int i = 0; i < 10; i++) assert_true(p->fwd_by[i] == i && p->bwd_by[i] == i);
+    ct_fusion_plan_build(&h->g, true, true, NULL, NULL, p);
+    assert_false(p->groups[0].fused);
+    /* a forward-only plan has no backward-only candidates */
+    ct_fusion_plan_build(&h->g, true, false, allow_all, NULL, p);
+    assert_int_equal(p->n, 5);
+    free(p);
+    close_h(h);
 }
 
 /* The block's conv unfused (ctrain's forward and backward-weights loops, output
- * stored), and the pool after it, against the reference; the same for a conv with
- * its backward from the pool; a fused plan refuses to hand out the block conv's
- * output, which it never stores. */
+ * stored) and the pool after it against the reference on every path, and the same
+ * for a conv that may take its backward from the pool. A first conv on one channel
+ * followed by a relu and a 2x2 pool is one the block loops take on any CPU. */
 static void test_conv_block(void **state) {
     (void)state;
     ct_layer_cfg a[] = {conv(20, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
-    harness *h = open_h(1, 11, 9, a, 3, 3); /* odd sizes: the pool drops a row and a column */
-    assert_true(((ct_cpu *)(void *)h->b)->nodes[0].wl.own_fwd);
-    for (int k = 0; k < 3; k += 2) {
-        parity_out o = parity_n(h, k, 3, true);
-        free(o.grads), free(o.y);
+    for (int m = 0; m < 2; m++) { /* odd sizes: the pool drops a row and a column */
+        parity_cpu_loops = loop_modes[m];
+        harness *h = open_h(1, 11, 9, a, 3, 3);
+        parity_cpu_loops = CT_CPU_LOOPS_AUTO;
+        const char *s = impl(h, 0, CT_PASS_FORWARD);
+        if (strncmp(s, "ctrain:", 7) != 0) fail_msg("block conv on '%s'", s);
+        close_h(h);
     }
-    close_h(h);
-    /* a conv with a relu and a 2x2 pool after it takes its backward (weights and
-     * input gradient) on ctrain's loops: unfused, over a dense dy (here random) */
+    all_paths(a, 3, 1, 11, 9, 3, 0);
+    all_paths(a, 3, 1, 11, 9, 3, 2);
     ct_layer_cfg c[] = {conv(12, 3, 1, 1, true), conv(20, 3, 1, 1, true), L(CT_LAYER_RELU),
                         pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
-    h = open_h(1, 11, 9, c, 4, 3);
-    assert_true(((ct_cpu *)(void *)h->b)->nodes[1].wl.pool_grad);
-    parity_out o = parity_n(h, 1, 3, true);
-    free(o.grads), free(o.y);
-    close_h(h);
-    parity_fuse = true;
-    h = open_h(1, 11, 9, a, 3, 3);
-    parity_fuse = false;
-    float buf[3 * 20 * 99];
-    ct_err e = {{0}};
-    assert_int_not_equal(h->vt->tensor_to_host(h->b, 0, false, buf, &e), 0);
-    assert_non_null(strstr(e.msg, "not stored"));
-    close_h(h);
+    all_paths(c, 4, 1, 11, 9, 3, 1); /* unfused: from a dense (here random) dy */
+}
+
+/* ---- layers before the first with parameters ------------------------------------------ */
+
+/* relu, flatten and dropout in front of the first layer with parameters give no
+ * input gradient: each plan trains (forward, loss, backward) without touching a
+ * gradient that does not exist. */
+static void test_layers_without_input_gradient(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), L(CT_LAYER_RELU), linear(10, true)};
+    ct_layer_cfg b[] = {dropout(0.5), L(CT_LAYER_FLATTEN), linear(10, true)};
+    ct_layer_cfg c[] = {L(CT_LAYER_RELU), L(CT_LAYER_FLATTEN), dropout(0.25), linear(10, true)};
+    const ct_layer_cfg *nets[] = {a, b, c};
+    int sizes[] = {3, 3, 4};
+    enum { N = 4 };
+    float *x = rand_f((size_t)N * 2 * 5 * 5, 1.0);
+    int32_t y[N] = {1, 2, 3, 4};
+    for (int k = 0; k < 3; k++) {
+        harness *h = open_as_built(2, 5, 5, nets[k], sizes[k], N);
+        int nl = sizes[k];
+        for (int i = 0; i < nl; i++) assert_int_equal(h->g.nodes[i].input_grad, false);
+        OK(h->vt->load_batch(h->b, x, y, N, E));
+        for (int i = 0; i < nl; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
+        for (int i = nl - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, STEP, E));
+        parity_out o = {0};
+        o.grads = malloc(h->g.n_param_floats * sizeof(float));
+        OK(h->vt->grads_to_host(h->b, o.grads, E));
+        bool nonzero = false;
+        for (size_t j = 0; j < h->g.n_param_floats; j++) nonzero = nonzero || o.grads[j] != 0.0f;
+        assert_true(nonzero);
+        parity_out_free(&o);
+        close_h(h);
+    }
+    free(x);
 }
 
 /* ---- loss ------------------------------------------------------------------------ */
@@ -435,7 +682,7 @@ static void test_accumulate(void **state) {
             for (size_t j = pi->offset; j < pi->offset + pi->count; j++)
                 assert_true(fabsf(g2[j] - 2.0f * o.grads[j]) <= 1e-6f + 1e-6f * fabsf(g2[j]));
         }
-        free(g2), free(o.grads), free(o.y);
+        free(g2), parity_out_free(&o);
     }
     close_h(h);
 }
@@ -457,12 +704,14 @@ static void test_params_roundtrip_and_impl(void **state) {
     OK(h->vt->params_from_host(h->b, p, E));
     OK(h->vt->params_to_host(h->b, q, E));
     assert_memory_equal(p, q, n * sizeof *p);
-    const char *impl = h->vt->impl_name(h->b, 0);
-    print_message("conv impl: %s, pool impl: %s, linear impl: %s\n", impl,
-                  h->vt->impl_name(h->b, 2), h->vt->impl_name(h->b, 4));
-    assert_true(impl[0] != '\0');
-    assert_true(strncmp(impl, "ref", 3) != 0);
-    assert_string_equal(h->vt->impl_name(h->b, 3), "");
+    const char *conv_impl = impl(h, 0, CT_PASS_FORWARD);
+    print_message("conv impl: %s, pool impl: %s, linear impl: %s\n", conv_impl,
+                  impl(h, 2, CT_PASS_FORWARD), impl(h, 4, CT_PASS_FORWARD));
+    assert_true(conv_impl[0] != '\0');
+    assert_true(strncmp(conv_impl, "ref", 3) != 0);
+    assert_string_equal(impl(h, 3, CT_PASS_FORWARD), ""); /* flatten: a view */
+    for (int k = 0; k < 5; k++) /* a forward-only plan has no backward passes */
+        assert_string_equal(impl(h, k, CT_PASS_BACKWARD_WEIGHTS), "");
     ct_err e = {{0}};
     assert_int_equal(h->vt->grads_to_host(h->b, q, &e), -1); /* forward-only plan */
     assert_non_null(strstr(e.msg, "forward-only"));
@@ -470,68 +719,24 @@ static void test_params_roundtrip_and_impl(void **state) {
     close_h(h);
 }
 
-/* ---- timing of the tutorial CNN ------------------------------------------------------ */
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void test_time_tutorial_step(void **state) {
-    (void)state;
-    ct_layer_cfg a[] = {conv(32, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
-                        conv(64, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
-                        L(CT_LAYER_FLATTEN), linear(256, true), L(CT_LAYER_RELU), dropout(0.5),
-                        linear(10, true)};
-    enum { N = 256, NL = 11 };
-    harness *h = open_opt(1, 28, 28, a, NL, N, true, CT_OPT_ADAM, 2);
-    float *x = rand_f((size_t)N * 784, 1.0), *p = rand_params(&h->g);
-    int32_t *y = malloc(N * sizeof *y);
-    for (int i = 0; i < N; i++) y[i] = i % 10;
-    OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, y, N, E));
-    ct_opt_hyper hy = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                       .omb1 = (float)(1.0 - 0.9), .omb2 = (float)(1.0 - 0.999), .bc1 = 0.1f,
-                       .bc2 = 0.001f, .grad_scale = 1.0f};
-    double t0 = 0.0;
-    const int warm = 2, steps = 10;
-    for (int s = 0; s < warm + steps; s++) {
-        if (s == warm) t0 = now_s();
-        for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, (uint32_t)s, E));
-        OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
-        for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, (uint32_t)s, E));
-        OK(h->vt->optimizer_step(h->b, &hy, E));
-    }
-    OK(h->vt->sync(h->b, E));
-    double ms = (now_s() - t0) / steps * 1e3;
-    ct_metrics m = {0};
-    OK(h->vt->read_metrics(h->b, &m, true, E));
-    char buf[32];
-    print_message("tutorial CNN, batch %d: %.2f ms per training step (fwd+loss+bwd+adam), "
-                  "arena %s, mean loss %.4f; impl conv1 %s, conv2 %s, pool %s, fc1 %s\n",
-                  N, ms, ct_fmt_bytes(h->plan.total, buf, sizeof buf), m.loss_sum / m.samples,
-                  h->vt->impl_name(h->b, 0), h->vt->impl_name(h->b, 3), h->vt->impl_name(h->b, 2),
-                  h->vt->impl_name(h->b, 7));
-    assert_true(isfinite(m.loss_sum) && m.samples == (long long)N * (warm + steps));
-    free(x), free(p), free(y);
-    close_h(h);
-}
-
 int main(void) {
     parity_vt = &ct_backend_cpu;
     parity_rel_tol = 1e-4;
+    parity_print_loops_isa();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parity_test_conv),
         cmocka_unit_test(parity_test_maxpool),
         cmocka_unit_test(parity_test_avgpool),
-        cmocka_unit_test(test_maxpool_own_loops),
+        cmocka_unit_test(test_maxpool_paths),
+        cmocka_unit_test(test_maxpool_plain_input_takes_the_loops),
         cmocka_unit_test(test_maxpool_ties),
         cmocka_unit_test(test_maxpool_fallback),
         cmocka_unit_test(test_maxpool_loops),
         cmocka_unit_test(test_convw_loops),
+        cmocka_unit_test(test_fusion_plan),
         cmocka_unit_test(test_fusion_same_bits),
         cmocka_unit_test(test_conv_block),
+        cmocka_unit_test(test_layers_without_input_gradient),
         cmocka_unit_test(parity_test_relu),
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),
@@ -542,7 +747,6 @@ int main(void) {
         cmocka_unit_test(parity_test_adam_step),
         cmocka_unit_test(parity_test_dataset),
         cmocka_unit_test(test_params_roundtrip_and_impl),
-        cmocka_unit_test(test_time_tutorial_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,7 +74,7 @@ static void test_accumulate(void **state) {
             for (size_t j = pi->offset; j < pi->offset + pi->count; j++)
                 assert_true(fabsf(g2[j] - 2.0f * o.grads[j]) <= 1e-5f + 1e-4f * fabsf(g2[j]));
         }
-        free(g2), free(o.grads), free(o.y);
+        free(g2), parity_out_free(&o);
     }
     close_h(h);
 }
@@ -98,12 +98,13 @@ static void test_params_roundtrip_and_impl(void **state) {
     OK(h->vt->params_from_host(h->b, p, E));
     OK(h->vt->params_to_host(h->b, q, E));
     assert_memory_equal(p, q, n * sizeof *p);
-    const char *impl = h->vt->impl_name(h->b, 0);
+    const char *impl = h->vt->impl_name(h->b, 0, CT_PASS_FORWARD);
     print_message("conv impl: %s, pool impl: %s, linear impl: %s\n", impl,
-                  h->vt->impl_name(h->b, 2), h->vt->impl_name(h->b, 4));
+                  h->vt->impl_name(h->b, 2, CT_PASS_FORWARD),
+                  h->vt->impl_name(h->b, 4, CT_PASS_FORWARD));
     assert_non_null(strstr(impl, "CUDNN_CONVOLUTION_FWD_ALGO_"));
-    assert_string_equal(h->vt->impl_name(h->b, 4), "cublas");
-    assert_string_equal(h->vt->impl_name(h->b, 3), "");
+    assert_string_equal(h->vt->impl_name(h->b, 4, CT_PASS_FORWARD), "cublas");
+    assert_string_equal(h->vt->impl_name(h->b, 3, CT_PASS_FORWARD), "");
     ct_err e = {{0}};
     assert_int_equal(h->vt->grads_to_host(h->b, q, &e), -1); /* forward-only plan */
     assert_non_null(strstr(e.msg, "forward-only"));

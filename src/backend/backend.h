@@ -51,6 +51,7 @@
 #include "common/error.h"
 #include "ct_build_config.h"
 #include "config/config.h"
+#include "graph/fusion.h"
 #include "graph/graph.h"
 #include "ops/elementwise.h"
 #include "plan/plan.h"
@@ -65,11 +66,13 @@ typedef struct ct_run_opts {
     int device_index;   /* cuda ordinal; ignored by the CPU */
     uint64_t seed;      /* dropout stream key */
     bool sync_debug;    /* synchronize and check after every call (CUDA) */
-    /* May fuse neighbouring layers (CPU: a relu into the conv/linear before it and
-     * into the backward of the max-pool after it). Fused steps give the same
-     * values, but a fused layer's act / gact hold the later layer's result as soon
-     * as the earlier one ran: per-layer tests leave it off. */
+    /* May fuse neighbouring layers (graph/fusion.h; the backend's fusion_plan says
+     * which it did and why not). Fused steps give the same values, but a fused
+     * layer's act / gact hold the later layer's result as soon as the earlier one
+     * ran, or are not stored: per-layer tests leave it off. */
     bool fuse;
+    /* CPU backends: which of ctrain's own loops may run (config.h ct_cpu_loops). */
+    ct_cpu_loops cpu_loops;
     /* backward may be called with accumulate (train.grad_accum_steps > 1); a
      * backend may need scratch for that, which it then plans only when set */
     bool accumulate;
@@ -88,6 +91,13 @@ typedef struct ct_metrics {
     long long *confusion; /* [K*K] (true row, predicted column), caller-owned, may be NULL */
     long long nonfinite_tag; /* tag of the first batch whose loss was NaN/inf; -1 if none */
 } ct_metrics;
+
+/* The passes of a layer whose implementation impl_name names. */
+typedef enum ct_impl_pass {
+    CT_PASS_FORWARD,
+    CT_PASS_BACKWARD_DATA,    /* the input gradient */
+    CT_PASS_BACKWARD_WEIGHTS, /* the parameter gradients */
+} ct_impl_pass;
 
 /* The values that change from one training step to the next, for a recorded
  * step (step_replay); each is what the one-by-one calls would have been given. */
@@ -183,9 +193,14 @@ typedef struct ct_backend_vt {
     /* Waits for all queued work. */
     int (*sync)(ct_backend *b, ct_err *err);
 
-    /* Name of the implementation chosen for node's forward (e.g. oneDNN's
-     * "jit:avx2"), for summaries and tests; "" if not applicable. */
-    const char *(*impl_name)(ct_backend *b, int node);
+    /* Name of the implementation of node's pass (e.g. oneDNN's "jit:avx2", or
+     * "ctrain:avx2:..." for ctrain's own loops, "fused into layer K" when another
+     * node does the work), for summaries and tests; "" where the node has no such
+     * pass (no parameters, no input gradient, a forward-only plan, a view). */
+    const char *(*impl_name)(ct_backend *b, int node, ct_impl_pass pass);
+    /* Optional (NULL: the backend fuses nothing): the fusion plan create() made
+     * and confirmed (graph/fusion.h), valid until destroy. */
+    const ct_fusion_plan *(*fusion_plan)(ct_backend *b);
 
     /* Optional: captured training steps (NULL where there is nothing to gain: the
      * CPU backend's static oneDNN plan already allocates and dispatches nothing per

@@ -2,6 +2,8 @@
  * (see cpu_info.h). */
 #include "bench/cpu_info.h"
 
+#include "backend/cpu/cpu_isa.h"
+
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +42,11 @@ static void read_onednn(ct_cpu_info *out) {
     if (!isa) isa = "unknown";
     if (strncmp(isa, "cpu_isa_", 8) == 0) isa += 8;
     snprintf(out->isa, sizeof out->isa, "%s", isa);
+    bool lowers;
+    const char *cap = ct_loops_isa_cap(&lowers);
+    snprintf(out->loops_isa, sizeof out->loops_isa, "%s%s%s",
+             ct_loops_isa_name(ct_loops_isa_effective()), lowers ? ", CTRAIN_MAX_CPU_ISA=" : "",
+             lowers ? cap : "");
 }
 
 void ct_cpu_info_query(ct_cpu_info *out) {

@@ -10,6 +10,8 @@ typedef struct ct_cpu_info {
     int omp_threads;   /* omp_get_max_threads() */
     char onednn[64];   /* "2.6.3" (plus " (hash)" when oneDNN has one) */
     char isa[64];      /* dnnl_cpu_isa2str of the effective ISA: "avx512_core", ... */
+    char loops_isa[64];/* ctrain's own loops: "avx2" or "portable", and the
+                          CTRAIN_MAX_CPU_ISA cap when one lowers it */
 } ct_cpu_info;
 
 void ct_cpu_info_query(ct_cpu_info *out);

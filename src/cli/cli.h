@@ -44,7 +44,8 @@ int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *spec
 
 /* Loads a config and applies the common overrides that are non-NULL. */
 typedef struct ct_overrides {
-    const char *epochs, *batch_size, *lr, *device, *seed, *out, *amp, *grad_accum_steps, *graph;
+    const char *epochs, *batch_size, *lr, *device, *seed, *out, *amp, *grad_accum_steps, *graph,
+        *cpu_loops;
 } ct_overrides;
 
 #endif

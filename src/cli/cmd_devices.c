@@ -34,6 +34,7 @@ typedef struct devices_state {
 static void cpu_text(const ct_cpu_info *c) {
     printf("CPU: %s, %d cores, %d OpenMP threads\n", c->model, c->cores, c->omp_threads);
     printf("oneDNN: %s, ISA %s\n", c->onednn, c->isa);
+    printf("ctrain's CPU loops: %s\n", c->loops_isa);
 }
 
 static void cpu_json(ct_jw *w, const ct_cpu_info *c) {
@@ -43,6 +44,7 @@ static void cpu_json(ct_jw *w, const ct_cpu_info *c) {
     ct_jw_int(w, "omp_threads", c->omp_threads);
     ct_jw_str(w, "onednn_version", c->onednn);
     ct_jw_str(w, "isa", c->isa);
+    ct_jw_str(w, "loops_isa", c->loops_isa);
     ct_jw_close(w);
 }
 

@@ -1,6 +1,7 @@
 /* cmd_summary.c: `ctrain summary CONFIG`: the layer table and the memory plan.
  * Builds the graph and the plan (validating everything) but allocates no arena. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "cli/overrides.h"
@@ -14,32 +15,62 @@ static size_t layer_bytes(const ct_plan *p, int layer, ct_region_kind kind) {
     return s;
 }
 
+static const char *impl_of(const ct_model *m, int node, ct_impl_pass pass) {
+    const char *s = m->device.vt->impl_name ? m->device.vt->impl_name(m->be, node, pass) : "";
+    return s ? s : "";
+}
+
+/* The backward column: one name when the data and weight gradients share it (or
+ * only one exists), else both. */
+static const char *backward_impl(const ct_model *m, int node, char *buf, size_t n) {
+    const char *d = impl_of(m, node, CT_PASS_BACKWARD_DATA);
+    const char *w = impl_of(m, node, CT_PASS_BACKWARD_WEIGHTS);
+    if (!*w || strcmp(d, w) == 0)
+        snprintf(buf, n, "%s", d);
+    else if (!*d)
+        snprintf(buf, n, "%s", w);
+    else
+        snprintf(buf, n, "data %s, weights %s", d, w);
+    return buf;
+}
+
 static void print_table(const ct_model *m, const ct_config *cfg) {
     const ct_graph *g = &m->graph;
-    char s1[32], b1[32], b2[32];
+    char s1[32], b1[32], b2[32], bwd[160];
     double flops = 0, train_flops = 0;
     printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n\n", cfg->name,
            g->n_nodes, g->n_param_floats, ct_shape_str(g->input, s1, sizeof s1),
            m->opts.batch_size, m->device.name);
-    printf("  %-3s %-10s %-12s %10s %12s %12s  %s\n", "#", "layer", "output", "params",
-           "activations", "workspace", "implementation");
+    printf("  %-3s %-10s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "output", "params",
+           "activations", "workspace", "forward", m->opts.training ? "backward" : "");
     for (int i = 0; i < g->n_nodes; i++) {
         const ct_node *n = &g->nodes[i];
         size_t np = 0;
         if (n->weight >= 0) np += g->params[n->weight].count;
         if (n->bias >= 0) np += g->params[n->bias].count;
-        const char *impl = m->device.vt->impl_name ? m->device.vt->impl_name(m->be, i) : "";
-        printf("  %-3d %-10s %-12s %10zu %12s %12s  %s\n", i, ct_op(n->kind)->name,
+        printf("  %-3d %-10s %-12s %10zu %12s %12s  %-34s %s\n", i, ct_op(n->kind)->name,
                ct_shape_str(n->out, s1, sizeof s1), np,
                ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_ACTIVATIONS), b1, sizeof b1),
                ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_WORKSPACE), b2, sizeof b2),
-               impl ? impl : "");
+               impl_of(m, i, CT_PASS_FORWARD), backward_impl(m, i, bwd, sizeof bwd));
         flops += n->fwd_flops;
         /* forward, weight gradient, and the input gradient where one is computed */
         if (ct_op(n->kind)->has_params) train_flops += n->fwd_flops * (n->input_grad ? 3.0 : 2.0);
     }
     printf("\n  forward: %.2f MFLOP per sample; training step ~%.2f GFLOP at batch %d\n\n",
            flops / 1e6, train_flops * m->opts.batch_size / 1e9, m->opts.batch_size);
+}
+
+/* Which layers run as one, and why the other candidates do not. */
+static void print_fusion(const ct_model *m, const ct_config *cfg) {
+    const ct_fusion_plan *p = m->device.vt->fusion_plan ? m->device.vt->fusion_plan(m->be) : NULL;
+    printf("Fusion plan on %s (train.cpu_loops %s)\n", m->device.name,
+           ct_cpu_loops_name(cfg->train.cpu_loops));
+    if (p)
+        ct_fusion_print(p, &m->graph, stdout);
+    else
+        printf("  none: the %s backend runs every layer on its own\n", m->device.vt->name);
+    printf("\n");
 }
 
 /* With --max-memory: whether the plan fits, and the fixes when it does not. */
@@ -89,6 +120,7 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
                                                      .batch = cfg.train.batch_size},
                         &m, err) == 0) {
         print_table(m, &cfg);
+        print_fusion(m, &cfg);
         char title[128];
         snprintf(title, sizeof title, "Memory on %s (%s, batch %d)", dev.name,
                  eval_plan ? "forward-only plan" : "training plan", cfg.train.batch_size);

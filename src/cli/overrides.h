@@ -12,7 +12,7 @@
         {"seed", 1, &(ov).seed, NULL, NULL}, {"out", 1, &(ov).out, NULL, NULL},                \
         {"amp", 1, &(ov).amp, NULL, NULL},                                                     \
         {"grad-accum-steps", 1, &(ov).grad_accum_steps, NULL, NULL},                           \
-        {"graph", 1, &(ov).graph, NULL, NULL}
+        {"graph", 1, &(ov).graph, NULL, NULL}, {"cpu-loops", 1, &(ov).cpu_loops, NULL, NULL}
 
 /* Loads path, then applies every non-NULL override. On error cfg is freed. */
 int ct_load_config_with(const char *path, const ct_overrides *ov, ct_config *cfg, ct_err *err);

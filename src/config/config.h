@@ -26,7 +26,8 @@
  *   data: {train_images: ..., train_labels: ..., test_images: ..., test_labels: ...,
  *          num_classes: 10, normalize: {mean: 0.5, std: 0.5}, shuffle: true}
  *   train: {epochs: 10, batch_size: 256, grad_accum_steps: 1, amp: off, seed: 42,
- *           out: runs/cnn, graph: auto}   # graph: auto | off (captured CUDA steps)
+ *           out: runs/cnn, graph: auto,   # graph: auto | off (captured CUDA steps)
+ *           cpu_loops: auto}          # auto | portable | off (ctrain's own CPU loops)
  *   device: auto                    # auto | cpu | cuda | cuda:N | cuda:all | cuda:0,1 | cpu:N
  */
 #ifndef CT_CONFIG_H
@@ -72,6 +73,12 @@ typedef enum { CT_OPT_SGD, CT_OPT_ADAM, CT_OPT_ADAMW } ct_opt_kind;
 typedef enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE } ct_sched_kind;
 typedef enum { CT_AMP_OFF, CT_AMP_FP16, CT_AMP_BF16 } ct_amp_mode;
 typedef enum { CT_GRAPH_AUTO, CT_GRAPH_OFF } ct_graph_mode;
+/* Which of ctrain's own CPU loops may run (the CPU backend; the rest runs on
+ * oneDNN): auto, with the best instruction set the CPU has (AVX2, else portable C;
+ * the environment variable CTRAIN_MAX_CPU_ISA caps it); portable, the same loops in
+ * portable C (the same bits as their AVX2 bodies); off, none: every layer on
+ * oneDNN. For tests and side-by-side measurements. */
+typedef enum { CT_CPU_LOOPS_AUTO, CT_CPU_LOOPS_PORTABLE, CT_CPU_LOOPS_OFF } ct_cpu_loops;
 typedef enum { CT_DEVICE_AUTO, CT_DEVICE_CPU, CT_DEVICE_CUDA } ct_device_kind;
 
 typedef struct ct_optimizer_cfg {
@@ -112,6 +119,7 @@ typedef struct ct_train_cfg {
      * grad_accum_steps 1, amp not fp16, no data parallelism, no --sync-debug);
      * off always runs every call. No effect on the CPU. Same results either way. */
     ct_graph_mode graph;
+    ct_cpu_loops cpu_loops; /* default auto; no effect on CUDA */
     uint64_t seed;        /* default 42 */
     char out[CT_PATH_MAX];/* output directory, default "runs/<name>" */
 } ct_train_cfg;
@@ -162,7 +170,7 @@ int ct_config_parse(const char *text, size_t len, const char *source,
 void ct_config_free(ct_config *cfg);
 
 /* Applies one command-line override. key is one of: epochs, batch-size, lr,
- * device, seed, out, amp, grad-accum-steps, graph. Value errors are "--key: ..."
+ * device, seed, out, amp, grad-accum-steps, graph, cpu-loops. Value errors are "--key: ..."
  * lines. */
 int ct_config_override(ct_config *cfg, const char *key, const char *value, ct_err *err);
 
@@ -176,6 +184,7 @@ const char *ct_opt_kind_name(ct_opt_kind k);       /* "sgd", "adam", "adamw" */
 const char *ct_sched_kind_name(ct_sched_kind k);   /* "constant", "step", "cosine" */
 const char *ct_amp_mode_name(ct_amp_mode m);       /* "off", "fp16", "bf16" */
 const char *ct_graph_mode_name(ct_graph_mode m);   /* "auto", "off" */
+const char *ct_cpu_loops_name(ct_cpu_loops m);     /* "auto", "portable", "off" */
 /* "auto", "cpu", "cuda", "cuda:N", "cuda:all", "cuda:0,1", "cpu:2" into buf. */
 const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n);
 

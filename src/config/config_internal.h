@@ -27,6 +27,7 @@ extern const char *const ct_opt_kind_names[3];
 extern const char *const ct_sched_kind_names[3];
 extern const char *const ct_amp_mode_names[3];
 extern const char *const ct_graph_mode_names[2];
+extern const char *const ct_cpu_loops_names[3];
 extern const char *const ct_loss_kind_names[1];
 
 /* Index of s in names[0..n), or -1. Exact, case-sensitive. */
@@ -53,6 +54,7 @@ bool ct_scan_bool(const char *s, bool *out);
 bool ct_scan_amp(const char *s, ct_amp_mode *out);
 /* auto, off (also false/no). Returns false otherwise. */
 bool ct_scan_graph(const char *s, ct_graph_mode *out);
+bool ct_scan_cpu_loops(const char *s, ct_cpu_loops *out);
 
 /* ---- near-miss suggestions (did_you_mean.c) ------------------------------ */
 /* Case-insensitive edit distance (insert, delete, substitute, transpose). */

@@ -22,6 +22,8 @@ const char *const ct_sched_kind_names[3] = {
 const char *const ct_amp_mode_names[3] = {
     [CT_AMP_OFF] = "off", [CT_AMP_FP16] = "fp16", [CT_AMP_BF16] = "bf16"};
 const char *const ct_graph_mode_names[2] = {[CT_GRAPH_AUTO] = "auto", [CT_GRAPH_OFF] = "off"};
+const char *const ct_cpu_loops_names[3] = {
+    [CT_CPU_LOOPS_AUTO] = "auto", [CT_CPU_LOOPS_PORTABLE] = "portable", [CT_CPU_LOOPS_OFF] = "off"};
 const char *const ct_loss_kind_names[1] = {[CT_LOSS_CROSS_ENTROPY] = "cross_entropy"};
 
 static const char *const ct_device_words[] = {"auto", "cpu", "cuda"};
@@ -54,6 +56,10 @@ const char *ct_amp_mode_name(ct_amp_mode m) {
 
 const char *ct_graph_mode_name(ct_graph_mode m) {
     return ct_name_or_unknown((int)m, ct_graph_mode_names, 2);
+}
+
+const char *ct_cpu_loops_name(ct_cpu_loops m) {
+    return ct_name_or_unknown((int)m, ct_cpu_loops_names, 3);
 }
 
 const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n) {

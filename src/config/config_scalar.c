@@ -77,6 +77,16 @@ bool ct_scan_amp(const char *s, ct_amp_mode *out) {
     return true;
 }
 
+/* auto/portable/off; "false" and "no" also mean off. */
+bool ct_scan_cpu_loops(const char *s, ct_cpu_loops *out) {
+    if (!s) return false;
+    int m = ct_name_lookup(s, ct_cpu_loops_names, 3);
+    if (m < 0 && (strcmp(s, "false") == 0 || strcmp(s, "no") == 0)) m = CT_CPU_LOOPS_OFF;
+    if (m < 0) return false;
+    *out = (ct_cpu_loops)m;
+    return true;
+}
+
 bool ct_scan_graph(const char *s, ct_graph_mode *out) {
     if (!s) return false;
     int m = ct_name_lookup(s, ct_graph_mode_names, 2);

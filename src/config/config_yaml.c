@@ -202,9 +202,9 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
 
 /* ---- train ---------------------------------------------------------------- */
 
-enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH };
+enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH, T_CPU_LOOPS };
 static const char *const ct_train_keys[] = {"epochs", "batch_size", "grad_accum_steps", "amp",
-                                            "seed",   "out",        "graph"};
+                                            "seed",   "out",        "graph",            "cpu_loops"};
 
 /* off/fp16/bf16; "false" and "no" also mean off (YAML 1.1 reads bare off as one). */
 static int ct_walk_amp(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_amp_mode *out) {
@@ -232,6 +232,20 @@ static int ct_walk_graph(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_graph_mod
     return ct_node_error(ctx, node, "unknown train.graph '%.80s'%s", ct_node_text(node), hint);
 }
 
+/* auto/portable/off; "false" and "no" also mean off. */
+static int ct_walk_cpu_loops(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_cpu_loops *out) {
+    if (node->type != YAML_SCALAR_NODE || ct_node_is_null(node)) {
+        char got[128];
+        ct_node_describe(node, got, sizeof got);
+        return ct_node_error(ctx, node, "'train.cpu_loops' expects auto, portable or off, got %s",
+                             got);
+    }
+    if (ct_scan_cpu_loops(ct_node_text(node), out)) return 0;
+    char hint[256];
+    ct_suggest(ct_node_text(node), ct_cpu_loops_names, 3, "expected one of", hint, sizeof hint);
+    return ct_node_error(ctx, node, "unknown train.cpu_loops '%.80s'%s", ct_node_text(node), hint);
+}
+
 static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     ct_map_view v;
     ct_train_cfg *t = &cfg->train;
@@ -247,6 +261,7 @@ static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
         return -1;
     if (v.val[T_AMP] && ct_walk_amp(ctx, v.val[T_AMP], &t->amp)) return -1;
     if (v.val[T_GRAPH] && ct_walk_graph(ctx, v.val[T_GRAPH], &t->graph)) return -1;
+    if (v.val[T_CPU_LOOPS] && ct_walk_cpu_loops(ctx, v.val[T_CPU_LOOPS], &t->cpu_loops)) return -1;
     if (v.val[T_SEED] && ct_get_u64(ctx, v.val[T_SEED], "train.seed", &t->seed)) return -1;
     if (v.val[T_OUT]) {
         if (ct_get_string(ctx, v.val[T_OUT], "train.out", t->out, sizeof t->out)) return -1;

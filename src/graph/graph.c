@@ -5,6 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
+int ct_graph_check_node(const ct_graph *g, int node, const char *who, ct_err *err) {
+    if (node < 0 || node >= g->n_nodes)
+        return ct_errorf(err, "%s: node %d out of range (0..%d)", who, node, g->n_nodes - 1);
+    return 0;
+}
+
 const char *ct_shape_str(ct_shape s, char *buf, size_t n) {
     if (s.flat)
         snprintf(buf, n, "%d", s.c);

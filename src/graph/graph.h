@@ -90,6 +90,9 @@ typedef struct ct_op_desc {
     void (*weight_shape)(const ct_node *node, int *ndim, int dims[4], int *fan_in);
     /* Forward FLOPs per sample (0 for ops that only move data). */
     double (*flops)(const ct_node *node);
+    /* The forward / backward output only selects or moves values of its input, so
+     * it holds no value the input did not (relu; flatten; max-pool forward). */
+    bool fwd_moves_only, bwd_moves_only;
 } ct_op_desc;
 
 const ct_op_desc *ct_op(ct_layer_kind kind);
@@ -99,6 +102,14 @@ const ct_op_desc *ct_op(ct_layer_kind kind);
  * cfg->data.num_classes features; num_classes == 0 skips that check (op-level tests
  * build graphs that end anywhere). */
 int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err);
+
+/* Mixed precision (backend.h): whether a backend must round what node n's forward
+ * (or backward) wrote to the amp mode's precision; false for amp off and for passes
+ * that only move values their rounded inputs held. */
+bool ct_amp_rounds(const ct_node *n, ct_amp_mode amp, bool backward);
+
+/* Checks that node is a node of g ("<who>: node N out of range (0..M)"). */
+int ct_graph_check_node(const ct_graph *g, int node, const char *who, ct_err *err);
 
 /* "32x14x14" or "256" into buf. */
 const char *ct_shape_str(ct_shape s, char *buf, size_t n);

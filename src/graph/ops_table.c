@@ -61,14 +61,16 @@ static double pool_flops(const ct_node *n) {
 static double elem_flops(const ct_node *n) { return (double)ct_shape_numel(n->out); }
 static double no_flops(const ct_node *n) { (void)n; return 0.0; }
 
+/* Columns: name, has_params, infer, weight_shape, flops, fwd_moves_only,
+ * bwd_moves_only (max-pool's backward adds overlapping windows' gradients). */
 static const ct_op_desc op_table[CT_LAYER_KIND_COUNT] = {
-    [CT_LAYER_CONV2D] = {"conv2d", true, infer_conv, conv_weight, conv_flops},
-    [CT_LAYER_MAXPOOL2D] = {"maxpool2d", false, infer_pool, NULL, pool_flops},
-    [CT_LAYER_AVGPOOL2D] = {"avgpool2d", false, infer_pool, NULL, pool_flops},
-    [CT_LAYER_RELU] = {"relu", false, infer_same, NULL, elem_flops},
-    [CT_LAYER_FLATTEN] = {"flatten", false, infer_flatten, NULL, no_flops},
-    [CT_LAYER_LINEAR] = {"linear", true, infer_linear, linear_weight, linear_flops},
-    [CT_LAYER_DROPOUT] = {"dropout", false, infer_same, NULL, elem_flops},
+    [CT_LAYER_CONV2D] = {"conv2d", true, infer_conv, conv_weight, conv_flops, false, false},
+    [CT_LAYER_MAXPOOL2D] = {"maxpool2d", false, infer_pool, NULL, pool_flops, true, false},
+    [CT_LAYER_AVGPOOL2D] = {"avgpool2d", false, infer_pool, NULL, pool_flops, false, false},
+    [CT_LAYER_RELU] = {"relu", false, infer_same, NULL, elem_flops, true, true},
+    [CT_LAYER_FLATTEN] = {"flatten", false, infer_flatten, NULL, no_flops, true, true},
+    [CT_LAYER_LINEAR] = {"linear", true, infer_linear, linear_weight, linear_flops, false, false},
+    [CT_LAYER_DROPOUT] = {"dropout", false, infer_same, NULL, elem_flops, false, false},
 };
 
 _Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to op_table for every layer kind");
@@ -76,4 +78,9 @@ _Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to op_table for every layer 
 const ct_op_desc *ct_op(ct_layer_kind kind) {
     assert(kind >= 0 && kind < CT_LAYER_KIND_COUNT);
     return &op_table[kind];
+}
+
+bool ct_amp_rounds(const ct_node *n, ct_amp_mode amp, bool backward) {
+    const ct_op_desc *op = ct_op(n->kind);
+    return amp != CT_AMP_OFF && !(backward ? op->bwd_moves_only : op->fwd_moves_only);
 }

@@ -145,16 +145,18 @@ static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
     return rc;
 }
 
-/* A layer whose library picked a reference (unoptimized) implementation is worth
- * one line: it can make a step 25-1000x slower. */
+/* A layer pass whose library picked a reference (unoptimized) implementation is
+ * worth one line: it can make a step many times slower. */
 static void warn_slow_layers(ct_model *m, FILE *log) {
+    static const char *const pass_names[] = {"forward", "backward data", "backward weights"};
     if (!m->device.vt->impl_name) return;
-    for (int i = 0; i < m->graph.n_nodes; i++) {
-        const char *impl = m->device.vt->impl_name(m->be, i);
-        if (impl && strncmp(impl, "ref", 3) == 0)
-            fprintf(log, "ctrain: layer %d (%s) runs on the reference implementation '%s' (slow)\n",
-                    i, ct_op(m->graph.nodes[i].kind)->name, impl);
-    }
+    for (int i = 0; i < m->graph.n_nodes; i++)
+        for (int p = CT_PASS_FORWARD; p <= CT_PASS_BACKWARD_WEIGHTS; p++) {
+            const char *impl = m->device.vt->impl_name(m->be, i, (ct_impl_pass)p);
+            if (impl && strncmp(impl, "ref", 3) == 0)
+                fprintf(log, "ctrain: layer %d (%s) %s runs on the reference implementation "
+                        "'%s' (slow)\n", i, ct_op(m->graph.nodes[i].kind)->name, pass_names[p], impl);
+        }
 }
 
 static int create_model(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,

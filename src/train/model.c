@@ -63,6 +63,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
         .seed = cfg->train.seed + (uint64_t)req->rank * 0x9E3779B97F4A7C15ull,
         .sync_debug = req->sync_debug,
         .fuse = true,
+        .cpu_loops = cfg->train.cpu_loops,
         .accumulate = req->training && cfg->train.grad_accum_steps > 1,
         .data_mean = (float)cfg->data.mean,
         .data_std = (float)cfg->data.std,

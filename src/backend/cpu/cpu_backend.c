@@ -162,8 +162,8 @@ static void cpu_destroy(ct_backend *bb);
 /* Fusion: the output of a conv/linear whose relu runs as its post-op and has its
  * backward done by the max-pool after it (from the pool's own output) is read by
  * nobody in backward, so the gradient of that output (which the relu passes on in
- * place) can live in the output's storage: for the tutorial's CNN, 37 MiB less at
- * batch 256. Checkpointed spans do not interfere: the output's storage is
+ * place) can live in the output's storage (BENCHMARKS.md: memory on the CPU).
+ * Checkpointed spans do not interfere: the output's storage is
  * recomputed (or read by a recomputed pool) only for a span holding the pool too,
  * and a span is recomputed at its last layer's backward, which comes before the
  * pool's backward writes the gradient.
@@ -172,15 +172,15 @@ static void cpu_destroy(ct_backend *bb);
  * a's pool) are never live at once: a's lives from its forward to its pool's
  * forward and again from its pool's backward to its own backward, b's inside the
  * gap (forward of b after a's pool, backward of b before a's pool). All of them
- * then share the first one's storage, sized for the largest (the CNN: conv2's
- * 12 MiB inside conv1's 24.5 MiB). */
+ * then share the first one's storage, sized for the largest. */
 static void grads_in_dead_outputs(ct_cpu *b) {
-    if (!b->o.training || !b->o.fuse) return;
+    if (!b->o.training) return;
     int first = -1; /* region shared by the dead outputs (no checkpointing only) */
     for (int i = 0; i + 2 < b->g->n_nodes; i++) {
-        /* relu->bwd_in_next: node i + 2 is a max-pool doing the relu's backward */
+        /* the relu's forward in layer i, its backward in the max-pool i + 2 */
         ct_cpu_node *w = &b->nodes[i], *relu = &b->nodes[i + 1];
-        if (!w->wl.relu_post_op || !relu->bwd_in_next) continue;
+        if (!ct_cpu_fused(b, CT_FUSE_RELU_POST_OP, i) || !ct_cpu_fused(b, CT_FUSE_RELU_BWD_IN_POOL, i + 1))
+            continue;
         if (w->gact.region < 0 || relu->gact.region != w->gact.region ||
             relu->act.region != w->act.region)
             continue;
@@ -199,7 +199,10 @@ static void grads_in_dead_outputs(ct_cpu *b) {
     }
 }
 
+/* The fusion plan first (the graph pass with the CPU's conditions); each op's create
+ * then confirms the groups it heads or ends, in node order. */
 static int create_nodes(ct_cpu *b, ct_err *err) {
+    ct_fusion_plan_build(b->g, b->o.fuse, b->o.training, ct_cpu_fusion_check, b, &b->fusion);
     for (int i = 0; i < b->g->n_nodes; i++) {
         ct_cpu_node *nd = &b->nodes[i];
         nd->g = &b->g->nodes[i];
@@ -294,17 +297,11 @@ static void cpu_destroy(ct_backend *bb) {
 /* ---- batch, forward, backward --------------------------------------------------- */
 
 static int check_node(const ct_cpu *b, int node, ct_err *err) {
-    if (node < 0 || node >= b->g->n_nodes)
-        return ct_errorf(err, "cpu backend: node %d out of range (0..%d)", node, b->g->n_nodes - 1);
-    return 0;
+    return ct_graph_check_node(b->g, node, "cpu backend", err);
 }
 
-/* Whether node's forward (or backward) output can hold a value its rounded inputs
- * did not: relu, flatten and max-pool forward only select or move values. */
 static bool amp_needs_round(const ct_cpu *b, int node, bool backward) {
-    ct_layer_kind k = b->g->nodes[node].kind;
-    if (b->o.amp == CT_AMP_OFF || k == CT_LAYER_RELU || k == CT_LAYER_FLATTEN) return false;
-    return backward || k != CT_LAYER_MAXPOOL2D;
+    return ct_amp_rounds(&b->g->nodes[node], b->o.amp, backward);
 }
 
 /* Rounds t's whole buffer in place to the amp mode's precision. */
@@ -325,6 +322,7 @@ static int cpu_forward(ct_backend *bb, int node, bool train, uint32_t step, ct_e
     ct_cpu *b = as_cpu(bb);
     if (check_node(b, node, err) != 0) return -1;
     ct_cpu_node *nd = &b->nodes[node];
+    if (b->fusion.fwd_by[node] != node) return 0; /* an earlier node ran it */
     if (cpu_ops[nd->g->kind]->forward(b, nd, train, step, err) != 0)
         return layer_err(b, node, err);
     if (amp_needs_round(b, node, false)) amp_round(b, &nd->act);
@@ -336,6 +334,7 @@ static int cpu_backward(ct_backend *bb, int node, bool accumulate, uint32_t step
     if (check_node(b, node, err) != 0) return -1;
     if (!b->o.training) return ct_errorf(err, "cpu backend: backward on a forward-only plan");
     ct_cpu_node *nd = &b->nodes[node];
+    if (b->fusion.bwd_by[node] != node) return 0; /* another node runs it */
     if (cpu_ops[nd->g->kind]->backward(b, nd, accumulate, step, err) != 0)
         return layer_err(b, node, err);
     if (amp_needs_round(b, node, true)) amp_round(b, ct_cpu_gin(b, node));
@@ -602,20 +601,22 @@ static int cpu_sync(ct_backend *bb, ct_err *err) {
     return 0;
 }
 
-static const char *cpu_impl_name(ct_backend *bb, int node) {
+/* The op's own answer, or the node whose pass runs this node's (fusion). */
+static const char *cpu_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
     ct_cpu *b = as_cpu(bb);
-    if (node < 0 || node >= b->g->n_nodes) return "";
-    const ct_cpu_node *nd = &b->nodes[node];
-    if (nd->fused_away || nd->wl.own_fwd) return ct_cpu_block_impl(b, nd);
-    switch (nd->g->kind) {
-    case CT_LAYER_CONV2D:
-    case CT_LAYER_LINEAR: return ct_cpu_impl(&nd->wl.fwd);
-    case CT_LAYER_MAXPOOL2D:
-    case CT_LAYER_AVGPOOL2D: return ct_cpu_pool_impl(nd);
-    case CT_LAYER_RELU: return ct_cpu_impl(&nd->fwd);
-    default: return "";
+    if (node < 0 || node >= b->g->n_nodes || (unsigned)pass > CT_PASS_BACKWARD_WEIGHTS) return "";
+    ct_cpu_node *nd = &b->nodes[node];
+    char *buf = nd->impl[pass];
+    int by = pass == CT_PASS_FORWARD ? b->fusion.fwd_by[node] : b->fusion.bwd_by[node];
+    if (by != node && (pass != CT_PASS_BACKWARD_DATA || ct_cpu_has_gin(b, node))) {
+        snprintf(buf, sizeof nd->impl[pass], "fused into layer %d", by);
+        return buf;
     }
+    if (by != node) return "";
+    return cpu_ops[nd->g->kind]->impl(b, nd, pass, buf, sizeof nd->impl[pass]);
 }
+
+static const ct_fusion_plan *cpu_fusion_plan(ct_backend *bb) { return &as_cpu(bb)->fusion; }
 
 const ct_backend_vt ct_backend_cpu = {
     .name = "cpu",
@@ -645,4 +646,5 @@ const ct_backend_vt ct_backend_cpu = {
     .grad_from_host = cpu_grad_from_host,
     .sync = cpu_sync,
     .impl_name = cpu_impl_name,
+    .fusion_plan = cpu_fusion_plan,
 };

@@ -64,9 +64,9 @@ static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gs
 /* Variants: 0/1 take src and diff_dst as forward left them (diff weights chosen /
  * plain); 2 asks for src and diff_dst in nhwc (acdb), which gives the jit kernel
  * for a C = 1 input without padding it to 8 channels (a C = 1 nchw src is the same
- * memory, so only diff_dst is reordered; measured 5.3 ms + 2 ms reorder against
- * 12.5 ms + 0.9 ms for variant 3 at batch 256, 28x28, 32 outputs); 3 lets oneDNN
- * choose all three; 4 is all plain (the gemm kernels). */
+ * memory, so only diff_dst is reordered; faster than variant 3 even with that
+ * reorder, BENCHMARKS.md); 3 lets oneDNN choose all three; 4 is all plain (the gemm
+ * kernels). */
 static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *src,
                       const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err) {
     conv_geom q;
@@ -91,10 +91,12 @@ static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *sr
 
 const ct_cpu_wl_descs ct_cpu_conv_descs = {conv_fwd, conv_bwd_d, conv_bwd_w, 2, "convolution"};
 
-/* The head conv of a conv-relu-maxpool block runs on ctrain's loops
+/* The conv of a conv-relu-maxpool block that ctrain's block loops take runs on them
  * (cpu_conv_block.c), every other conv on oneDNN (cpu_weighted.c). */
 static int conv_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    if (ct_cpu_block_head(b, nd)) return ct_cpu_block_create(b, nd, err);
+    char why[CT_FUSION_WHY_MAX];
+    if (ct_cpu_block_takes(b, nd, why, sizeof why)) return ct_cpu_block_create(b, nd, err);
+    ct_cpu_decline(b, CT_FUSE_CONV_RELU_POOL, nd->i, "%s", why);
     return ct_cpu_wl_create(b, nd, &ct_cpu_conv_descs, err);
 }
 
@@ -113,4 +115,10 @@ static int conv_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
                           : ct_cpu_wl_backward(b, nd, accumulate, step, err);
 }
 
-const ct_cpu_op ct_cpu_op_conv = {conv_create, conv_bind, conv_forward, conv_backward};
+static const char *conv_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
+                             size_t n) {
+    return nd->wl.own_fwd ? ct_cpu_block_impl(b, nd, pass, buf, n)
+                          : ct_cpu_wl_impl(b, nd, pass, buf, n);
+}
+
+const ct_cpu_op ct_cpu_op_conv = {conv_create, conv_bind, conv_forward, conv_backward, conv_impl};

@@ -5,22 +5,20 @@
  *
  * Its conv always runs ctrain's forward (cpu_convf_kernel.h) and backward-weights
  * (cpu_convw_kernel.h) loops, fused or not, so fusing changes no bits:
- *  - unfused (ct_run_opts.fuse off): the conv stores its output in nChw8c, and the
- *    relu and the pool run as their own layers;
- *  - fused: one pass computes conv, relu and pool and writes only the pool's output
- *    and argmax. The conv's and the relu's outputs and gradients have no storage
- *    (region -1), the relu and pool nodes are fused_away (their calls do
- *    nothing), and the conv's backward rebuilds its dy from the pool's gradient,
- *    output and argmax.
- * For the tutorial's CNN at batch 256 on the 2-core AVX2 machine this took the
- * conv1-relu-pool1 step from 8.3 to 3.7 ms (fit --profile) and the arena from 62 to
- * 50 MiB; the unfused own forward is slower than oneDNN's (its output store), but
- * runs only with fusion off.
+ *  - unfused (fusion off): the conv stores its output in nChw8c, and the relu and
+ *    the pool run as their own layers;
+ *  - fused (CT_FUSE_CONV_RELU_POOL): one pass computes conv, relu and pool and writes
+ *    only the pool's output and argmax. The conv's and the relu's outputs and
+ *    gradients have no storage (region -1), the plan gives the relu's and the
+ *    pool's forward and backward to the conv, and the conv's backward rebuilds its
+ *    dy from the pool's gradient, output and argmax.
+ * The unfused own forward is slower than oneDNN's (its output store) but runs only
+ * with fusion off (BENCHMARKS.md has the figures).
  *
  * Taken when: stride 1, one input channel in a 1/8/16-channel-block layout, no
  * input gradient, a relu and a max-pool of kernel 2, stride 2, padding 0 next, none
  * of the three in a checkpointed span, amp off (the fused pass does not round), the
- * loops' size limits, and CT_CPU_NO_CONVW unset (it keeps oneDNN for every conv).
+ * loops' size limits, and train.cpu_loops not off.
  */
 #include "backend/cpu/cpu_internal.h"
 
@@ -33,37 +31,45 @@ static bool fits_loops(const ct_cpu *b, const ct_cpu_node *nd, ct_convf_geom *f)
     *f = (ct_convf_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                          .k = g->cfg.kernel, .p = g->cfg.padding,
                          .x_block = ct_cpu_md_channel_block(&ct_cpu_in((ct_cpu *)b, nd->i)->md),
-                         .relu = true, .pool = true};
+                         .relu = true, .pool = true, .portable = ct_cpu_loops_portable(b)};
     if (!ct_convf_geom_ok(f)) return false;
     ct_convw_geom q = {.n = b->N, .ic = f->ic, .oc = f->oc, .h = f->h, .w = f->w, .k = f->k,
                        .p = f->p, .x_block = f->x_block, .dy_block = 8};
     return ct_convw_pooled_ok(&q);
 }
 
-bool ct_cpu_own_conv_loops_off(void) {
-    const char *off = getenv("CT_CPU_NO_CONVW");
-    return off && *off && strcmp(off, "0") != 0;
-}
-
-/* Node i + 1 is a relu and node i + 2 a max-pool of kernel 2, stride 2, padding 0. */
-static bool relu_pool2_follows(const ct_graph *gr, int i) {
-    if (i + 2 >= gr->n_nodes) return false;
-    const ct_node *relu = &gr->nodes[i + 1], *pool = &gr->nodes[i + 2];
-    return relu->kind == CT_LAYER_RELU && pool->kind == CT_LAYER_MAXPOOL2D &&
-           pool->cfg.kernel == 2 && pool->cfg.stride == 2 && pool->cfg.padding == 0;
-}
-
-bool ct_cpu_block_head(const ct_cpu *b, const ct_cpu_node *nd) {
+/* The conditions that the graph and the run options decide (the caller has matched
+ * the pattern). */
+bool ct_cpu_block_graph_ok(const ct_cpu *b, int i, char *why, size_t n) {
     const ct_graph *gr = b->g;
-    const ct_node *g = nd->g;
-    int i = nd->i;
-    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || g->in.c != 1 ||
-        ct_cpu_has_gin(b, i) || b->o.amp != CT_AMP_OFF || !relu_pool2_follows(gr, i) ||
-        ct_cpu_own_conv_loops_off())
+    const ct_node *g = &gr->nodes[i];
+    if (!ct_cpu_loops_on(b))
+        snprintf(why, n, "train.cpu_loops off");
+    else if (g->cfg.stride != 1)
+        snprintf(why, n, "stride %d (the one-pass loops take 1)", g->cfg.stride);
+    else if (g->in.c != 1)
+        snprintf(why, n, "%d input channels (the one-pass loops take 1)", g->in.c);
+    else if (g->input_grad)
+        snprintf(why, n, "needs its input gradient (the one-pass loops give none)");
+    else if (g->span >= 0 || gr->nodes[i + 1].span >= 0 || gr->nodes[i + 2].span >= 0)
+        snprintf(why, n, "in a checkpointed span");
+    else if (b->o.amp != CT_AMP_OFF)
+        snprintf(why, n, "train.amp %s (the one pass does not round)", ct_amp_mode_name(b->o.amp));
+    else
+        return true;
+    return false;
+}
+
+bool ct_cpu_block_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t n) {
+    if (nd->g->kind != CT_LAYER_CONV2D || ct_fusion_find(&b->fusion, CT_FUSE_CONV_RELU_POOL, nd->i) < 0) {
+        snprintf(why, n, "not a conv followed by a relu and a 2x2 max-pool");
         return false;
-    if (g->span >= 0 || gr->nodes[i + 1].span >= 0 || gr->nodes[i + 2].span >= 0) return false;
+    }
+    if (!ct_cpu_block_graph_ok(b, nd->i, why, n)) return false;
     ct_convf_geom f;
-    return fits_loops(b, nd, &f);
+    if (fits_loops(b, nd, &f)) return true;
+    snprintf(why, n, "outside the one-pass loops' sizes and layouts (input block %d)", f.x_block);
+    return false;
 }
 
 /* No storage for t: its region keeps its name with 0 bytes (the memory report). */
@@ -73,13 +79,16 @@ static void drop_storage(ct_cpu *b, ct_cpu_tensor *t) {
     t->region = -1;
 }
 
+static bool block_fused(const ct_cpu *b, const ct_cpu_node *nd) {
+    return ct_cpu_fused(b, CT_FUSE_CONV_RELU_POOL, nd->i);
+}
+
 int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     const ct_node *g = nd->g;
     ct_cpu_wl *w = &nd->wl;
     fits_loops(b, nd, &w->convf);
     w->own_fwd = true;
-    w->pool_fused = w->relu_post_op = b->o.fuse;
-    w->convf.relu = w->convf.pool = w->pool_fused;
+    w->convf.relu = w->convf.pool = block_fused(b, nd);
     w->dw.region = w->db.region = w->part.region = -1;
     dnnl_dims_t dims = {b->N, g->out.c, g->out.h, g->out.w};
     dnnl_dims_t wdims = {g->out.c, g->in.c, g->cfg.kernel, g->cfg.kernel};
@@ -88,10 +97,9 @@ int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     if (ct_cpu_md_plain(&wmd, 4, wdims, err) != 0 || ct_cpu_wl_param_views(b, nd, &wmd, err) != 0 ||
         ct_cpu_add_act(b, nd, &act, false, false, err) != 0)
         return -1;
-    if (w->pool_fused) {
+    if (block_fused(b, nd)) {
         drop_storage(b, &nd->act);
         drop_storage(b, &nd->gact);
-        b->nodes[nd->i + 1].fused_away = b->nodes[nd->i + 2].fused_away = true;
     }
     if (!b->o.training) return 0;
     if (!ct_cpu_wl_own_convw(b, nd, &w->convw))
@@ -114,7 +122,7 @@ int ct_cpu_block_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, 
     (void)err;
     const ct_cpu_wl *w = &nd->wl;
     const float *x = ct_cpu_in(b, nd->i)->ptr;
-    if (!w->pool_fused) {
+    if (!block_fused(b, nd)) {
         ct_convf_forward(&w->convf, x, w->w_plain.ptr, bias_of(nd), nd->act.ptr, NULL);
         return 0;
     }
@@ -133,7 +141,7 @@ int ct_cpu_block_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t 
     q.n = b->n; /* rows of this batch */
     const float *x = ct_cpu_in(b, nd->i)->ptr;
     float *db = nd->g->bias >= 0 ? w->db_plain.ptr : NULL;
-    if (!w->pool_fused) {
+    if (!block_fused(b, nd)) {
         ct_convw_bwd_weights(&q, x, nd->gact.ptr, w->dw_plain.ptr, db, accumulate, w->part.ptr,
                              w->part_threads);
         return 0;
@@ -146,42 +154,86 @@ int ct_cpu_block_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t 
     return 0;
 }
 
-const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd) {
-    (void)b;
-    if (nd->fused_away) return "ctrain:fused into the conv";
-    bool avx2 = strcmp(ct_convf_isa(&nd->wl.convf), "avx2") == 0;
-    if (nd->wl.pool_fused) return avx2 ? "ctrain:avx2:conv+relu+maxpool" : "ctrain:portable:conv+relu+maxpool";
-    return avx2 ? "ctrain:avx2" : "ctrain:portable";
+const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass,
+                              char *buf, size_t n) {
+    bool fused = block_fused(b, nd);
+    buf[0] = 0;
+    if (pass == CT_PASS_FORWARD)
+        snprintf(buf, n, "ctrain:%s%s", ct_convf_isa(&nd->wl.convf), fused ? ":conv+relu+maxpool" : "");
+    else if (pass == CT_PASS_BACKWARD_WEIGHTS && b->o.training)
+        snprintf(buf, n, "ctrain:%s%s", ct_convw_isa(&nd->wl.convw), fused ? ":from-pool" : "");
+    return buf; /* no input gradient */
 }
 
 /* ---- backward from the pool (wl.pool_grad) ---------------------------------------- */
 
+static bool pool_grad_fused(const ct_cpu *b, const ct_cpu_node *nd) {
+    return ct_cpu_fused(b, CT_FUSE_CONV_BWD_FROM_POOL, nd->i);
+}
+
 /* A conv on oneDNN's forward (relu as its post-op or not) whose output a relu and a
  * 2x2 stride-2 max-pool on ctrain's loops take next: its dy has at most one nonzero
  * per window and channel, and cpu_convpg_kernel.h's loops take the weight and input
- * gradients over those only (the tutorial's conv2: ~32 ms of oneDNN backward at
- * batch 256 against ~8 ms). Fused, they read the pool's gradient, output and argmax
+ * gradients over those only (a quarter of the dense arithmetic or less;
+ * BENCHMARKS.md has the tutorial conv2's times). Fused, they read the pool's gradient, output and argmax
  * (the pool's and relu's backward then do nothing and the conv's gact has no
  * storage); unfused, the conv's dense gact, in the same order: the same bits. Needs
  * the forward's src and the input gradient in nChw8c. Checkpointed spans do not
  * interfere: the forward is oneDNN's as ever, and what the backward reads (the
  * conv's input, the pool's output, argmax and gradient) is kept or recomputed
  * before the conv's backward like any layer's input. */
-bool ct_cpu_pool_grad_fits(ct_cpu *b, const ct_cpu_node *nd) {
-    const ct_graph *gr = b->g;
+bool ct_cpu_pool_grad_graph_ok(const ct_cpu *b, int i, char *why, size_t n) {
+    const ct_node *g = &b->g->nodes[i];
+    if (!b->o.training)
+        snprintf(why, n, "a forward-only plan");
+    else if (!ct_cpu_loops_on(b))
+        snprintf(why, n, "train.cpu_loops off");
+    else if (g->cfg.stride != 1)
+        snprintf(why, n, "stride %d (the loops take 1)", g->cfg.stride);
+    else
+        return true;
+    return false;
+}
+
+/* The names of a layout's channel blocking, for reasons. */
+static const char *block_name(const dnnl_memory_desc_t *md) {
+    switch (ct_cpu_md_channel_block(md)) {
+    case 1: return "nchw";
+    case 8: return "nChw8c";
+    case 16: return "nChw16c";
+    default: return "another layout";
+    }
+}
+
+bool ct_cpu_pool_grad_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t n) {
     const ct_node *g = nd->g;
-    int i = nd->i;
-    if (!b->o.training || g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || nd->wl.own_fwd ||
-        !relu_pool2_follows(gr, i) || ct_cpu_own_conv_loops_off())
+    if (ct_fusion_find(&b->fusion, CT_FUSE_CONV_BWD_FROM_POOL, nd->i) < 0) {
+        snprintf(why, n, "not a conv followed by a relu and a 2x2 max-pool, or no backward");
         return false;
+    }
+    if (nd->wl.own_fwd) {
+        snprintf(why, n, "the conv runs on ctrain's block loops");
+        return false;
+    }
+    if (!ct_cpu_pool_grad_graph_ok(b, nd->i, why, n)) return false;
     const ct_cpu_wl *w = &nd->wl;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
-    if (ct_cpu_md_channel_block(src) != 8 || ct_cpu_md_channel_block(&nd->act.md) != 8) return false;
-    const ct_cpu_tensor *gin = ct_cpu_gin(b, i);
-    if (gin && !ct_cpu_md_eq(&gin->md, src)) return false; /* so nChw8c too */
+    const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
     ct_convpg_geom q = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                         .k = g->cfg.kernel, .p = g->cfg.padding};
-    return ct_convpg_geom_ok(&q);
+    if (ct_cpu_md_channel_block(&nd->act.md) != 8)
+        snprintf(why, n, "oneDNN chose %s for the conv's output (the loops take nChw8c)",
+                 block_name(&nd->act.md));
+    else if (ct_cpu_md_channel_block(src) != 8)
+        snprintf(why, n, "oneDNN chose %s for the conv's input (the loops take nChw8c)",
+                 block_name(src));
+    else if (gin && !ct_cpu_md_eq(&gin->md, src)) /* so nChw8c too */
+        snprintf(why, n, "the input gradient's layout differs from the input's");
+    else if (!ct_convpg_geom_ok(&q))
+        snprintf(why, n, "outside the loops' sizes");
+    else
+        return true;
+    return false;
 }
 
 int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -189,7 +241,8 @@ int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     w->pool_grad = true;
     w->convpg = (ct_convpg_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h,
-                                 .w = g->in.w, .k = g->cfg.kernel, .p = g->cfg.padding};
+                                 .w = g->in.w, .k = g->cfg.kernel, .p = g->cfg.padding,
+                                 .portable = ct_cpu_loops_portable(b)};
     w->part_threads = omp_get_max_threads();
     dnnl_dim_t np = (dnnl_dim_t)ct_convpg_wpack_floats(&w->convpg);
     dnnl_dim_t nq = (dnnl_dim_t)(ct_convpg_part_floats(&w->convpg) * (size_t)w->part_threads);
@@ -198,10 +251,7 @@ int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         ct_cpu_md_plain(&w->part.md, 1, &nq, err) != 0 ||
         ct_cpu_add_ws(b, &w->part, nd->i, "convpg_part", err) != 0)
         return -1;
-    if (b->o.fuse) { /* the pool hands its gradient straight to this conv */
-        drop_storage(b, &nd->gact);
-        b->nodes[nd->i + 2].bwd_in_prev = true;
-    }
+    if (pool_grad_fused(b, nd)) drop_storage(b, &nd->gact); /* read from the pool's */
     return 0;
 }
 
@@ -217,7 +267,7 @@ int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_er
     ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
     const ct_cpu_node *pool = &b->nodes[nd->i + 2];
     ct_convpg_dy dy = {.dense = nd->gact.ptr};
-    if (pool->bwd_in_prev)
+    if (pool_grad_fused(b, nd))
         dy = (ct_convpg_dy){.dy = pool->gact.ptr, .y = pool->act.ptr,
                             .idx = (const uint8_t *)(const void *)pool->ws.ptr};
     /* all batch_size rows: the rows past this batch get their zero input gradient */

@@ -1,8 +1,10 @@
 /* cpu_convw_kernel.h: ctrain's own weight and bias gradients for stride-1
  * convolutions with 3x3 (AVX2) or any small square kernel (portable), where
- * oneDNN 2.6 on AVX2 is slow for a first conv with one input channel (~16 GFLOP/s
- * after a reorder of diff_dst). Any number of input channels is handled (tests
- * cover it); with many, the AVX2 loops reach about oneDNN's ~100 GFLOP/s.
+ * oneDNN 2.6 on AVX2 is slow for a first conv with one input channel (after a
+ * reorder of diff_dst; BENCHMARKS.md). Any number of input channels is handled
+ * (tests cover it); with many, the AVX2 loops only match oneDNN. The AVX2 body uses
+ * fused multiply-adds, the portable one does not: they agree within rounding, not
+ * bit for bit.
  *
  *   dw[oc][ic][kh][kw] = sum over n, oh, ow of dy(n, oc, oh, ow) * x(n, ic, oh + kh - p, ow + kw - p)
  *   db[oc]             = sum over n, oh, ow of dy(n, oc, oh, ow)

@@ -6,8 +6,8 @@
  * dataset_order copies an epoch's sample order into the plan's "data.order.<slot>"
  * region, and load_batch_range gathers and normalizes the rows of a batch straight
  * into batch.x with OpenMP, on the step's own threads: on a machine whose cores the
- * step already keeps busy this beats a prefetching thread (the MLP's step waited
- * 0.37 of 2.63 ms for it on 2 cores). Normalization is the loader's float arithmetic
+ * step already keeps busy this beats a prefetching thread (BENCHMARKS.md).
+ * Normalization is the loader's float arithmetic
  * through the same 256-entry table, (p / 255 - mean) / std, so both paths give the
  * same bits.
  */

@@ -2,7 +2,8 @@
  * flatten (a view).
  *
  * relu and dropout run in place on their input unless that input is the batch
- * itself (which must stay intact); their gradients always run in place. relu's
+ * itself (which must stay intact); their gradients run in place on gact[i-1] when
+ * there is one (graph.h input_grad), else they own their gradient's storage. relu's
  * backward reads its output (relu_use_dst_for_bwd), which stays valid because a
  * later in-place dropout only scales it by a positive factor or zeroes elements
  * whose gradient it also zeroes. Dropout draws element j's mask from its canonical
@@ -23,7 +24,7 @@ static bool in_place(ct_cpu *b, ct_cpu_node *nd) {
 
 static int relu_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     const dnnl_memory_desc_t *md = &ct_cpu_in(b, nd->i)->md;
-    if (ct_cpu_add_act(b, nd, md, in_place(b, nd), nd->i > 0, err) != 0) return -1;
+    if (ct_cpu_add_act(b, nd, md, in_place(b, nd), ct_cpu_has_gin(b, nd->i), err) != 0) return -1;
     dnnl_prop_kind_t prop = b->o.training ? dnnl_forward_training : dnnl_forward_inference;
     dnnl_eltwise_desc_t d;
     CT_DNNL(err, dnnl_eltwise_forward_desc_init(&d, prop, dnnl_eltwise_relu_use_dst_for_bwd, md,
@@ -49,24 +50,34 @@ static int relu_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 static int relu_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
     (void)train;
     (void)step;
-    bool done_by_prev = nd->i > 0 && b->nodes[nd->i - 1].wl.relu_post_op;
-    return done_by_prev ? 0 : ct_cpu_exec(&b->c, &nd->fwd, err);
+    return ct_cpu_exec(&b->c, &nd->fwd, err);
 }
 
 static int relu_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
                          ct_err *err) {
     (void)accumulate;
     (void)step;
-    bool done_elsewhere = nd->bwd_in_next || nd->fused_away;
-    return !ct_cpu_has_gin(b, nd->i) || done_elsewhere ? 0 : ct_cpu_exec(&b->c, &nd->bwd, err);
+    return ct_cpu_has_gin(b, nd->i) ? ct_cpu_exec(&b->c, &nd->bwd, err) : 0;
 }
 
-const ct_cpu_op ct_cpu_op_relu = {relu_create, relu_bind, relu_forward, relu_backward};
+static const char *relu_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
+                             size_t n) {
+    (void)n;
+    buf[0] = 0;
+    if (pass == CT_PASS_FORWARD) return ct_cpu_impl(&nd->fwd);
+    if (pass == CT_PASS_BACKWARD_DATA && b->o.training && ct_cpu_has_gin(b, nd->i))
+        return ct_cpu_impl(&nd->bwd);
+    return buf;
+}
+
+const ct_cpu_op ct_cpu_op_relu = {relu_create, relu_bind, relu_forward, relu_backward, relu_impl};
 
 /* ---- dropout --------------------------------------------------------------------- */
 
+/* Its gradient runs in place on gact[i-1] when there is one to give (input_grad). */
 static int dropout_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    return ct_cpu_add_act(b, nd, &ct_cpu_in(b, nd->i)->md, in_place(b, nd), nd->i > 0, err);
+    return ct_cpu_add_act(b, nd, &ct_cpu_in(b, nd->i)->md, in_place(b, nd),
+                          ct_cpu_has_gin(b, nd->i), err);
 }
 
 static int no_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -110,17 +121,28 @@ static int dropout_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_
                             ct_err *err) {
     (void)accumulate;
     (void)err;
-    if (nd->i > 0) apply_mask(b, nd, &nd->gact.md, nd->gact.ptr, ct_cpu_gin(b, nd->i)->ptr, step);
+    if (ct_cpu_has_gin(b, nd->i))
+        apply_mask(b, nd, &nd->gact.md, nd->gact.ptr, ct_cpu_gin(b, nd->i)->ptr, step);
     return 0;
 }
 
-const ct_cpu_op ct_cpu_op_dropout = {dropout_create, no_bind, dropout_forward,
-                                     dropout_backward};
+/* ctrain's own loop (elementwise.h's draws) in every pass it has. */
+static const char *dropout_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
+                                size_t n) {
+    (void)n;
+    buf[0] = 0;
+    bool has = pass == CT_PASS_FORWARD ||
+               (pass == CT_PASS_BACKWARD_DATA && b->o.training && ct_cpu_has_gin(b, nd->i));
+    return has ? "ctrain" : buf;
+}
+
+const ct_cpu_op ct_cpu_op_dropout = {dropout_create, no_bind, dropout_forward, dropout_backward,
+                                     dropout_impl};
 
 /* ---- flatten --------------------------------------------------------------------- */
 
 static int flatten_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    return ct_cpu_add_act(b, nd, &ct_cpu_in(b, nd->i)->md, true, nd->i > 0, err);
+    return ct_cpu_add_act(b, nd, &ct_cpu_in(b, nd->i)->md, true, ct_cpu_has_gin(b, nd->i), err);
 }
 
 static int no_run(ct_cpu *b, ct_cpu_node *nd, bool flag, uint32_t step, ct_err *err) {
@@ -132,4 +154,12 @@ static int no_run(ct_cpu *b, ct_cpu_node *nd, bool flag, uint32_t step, ct_err *
     return 0;
 }
 
-const ct_cpu_op ct_cpu_op_flatten = {flatten_create, no_bind, no_run, no_run};
+/* A view: no pass does any work. */
+static const char *flatten_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
+                                size_t n) {
+    (void)b, (void)nd, (void)pass, (void)n;
+    buf[0] = 0;
+    return buf;
+}
+
+const ct_cpu_op ct_cpu_op_flatten = {flatten_create, no_bind, no_run, no_run, flatten_impl};

@@ -12,6 +12,13 @@
  * Params, grads and optimizer state are flat fp32 arrays in PyTorch layout; conv and
  * inner-product weights are reordered from them into the layouts the forward and
  * backward-data primitives chose, once after every change (the dirty flags).
+ *
+ * Fusion: create() makes the graph's fusion plan (graph/fusion.h) with the CPU's
+ * conditions (cpu_fusion.c) and each op's create confirms or declines the groups it
+ * heads or ends against the layouts oneDNN chose. Ops learn what their neighbours do
+ * from that plan only; a node whose forward or backward another node runs is never
+ * called for it (cpu_backend.c). The flags in a node's own state (own_fwd,
+ * own_bwd_w, pool_grad) are its implementation, read by nobody else.
  */
 #ifndef CT_CPU_INTERNAL_H
 #define CT_CPU_INTERNAL_H
@@ -72,16 +79,16 @@ typedef struct ct_cpu_wl {
      * ("layers.<i>.convw_part", part_threads of them). */
     bool own_bwd_w;
     ct_convw_geom convw;
-    bool relu_post_op;      /* the next node is a relu whose forward this one does */
-    /* The head conv of a conv-relu-maxpool block on ctrain's forward loops
-     * (cpu_conv_block.c): own_fwd; pool_fused when the relu and the pool run in the
-     * same pass (the conv and relu outputs then have no storage). */
-    bool own_fwd, pool_fused;
+    /* The conv of a conv-relu-maxpool block on ctrain's forward loops
+     * (cpu_conv_block.c); with the block fused (CT_FUSE_CONV_RELU_POOL) the relu and
+     * the pool run in the same pass and the conv's output has no storage. */
+    bool own_fwd;
     ct_convf_geom convf;
     /* A conv followed by a relu and a 2x2 max-pool whose backward (weights and
      * data) runs on ctrain's loops over the nonzeros of its dy only
-     * (cpu_convpg_kernel.h): from the pool's gradient when fused, else from its own
-     * dense gact. wpack: its packed weights. */
+     * (cpu_convpg_kernel.h): from the pool's gradient when fused
+     * (CT_FUSE_CONV_BWD_FROM_POOL), else from its own dense gact. wpack: its packed
+     * weights. */
     bool pool_grad;
     ct_convpg_geom convpg;
     ct_cpu_tensor wpack;
@@ -97,16 +104,7 @@ typedef struct ct_cpu_node {
     ct_cpu_prim fwd, bwd;    /* pools, relu */
     ct_cpu_tensor ws;        /* max-pool workspace */
     ct_cpu_xfer dsrc;        /* pools: diff_src layout -> gact[i-1] */
-    /* Fusion (ct_run_opts.fuse): a relu whose backward the max-pool after it does by
-     * zeroing dy where the pool's output is not positive (max(relu(x)) > 0 exactly
-     * where the relu passes the gradient at the argmax). A relu whose forward the
-     * layer before it does is marked on that layer (wl.relu_post_op). */
-    bool bwd_in_next;
-    /* The relu and max-pool of a fused block: the conv before them does their
-     * forward and backward (wl.pool_fused), their own calls do nothing. */
-    bool fused_away;
-    /* A max-pool whose backward the conv two before does (wl.pool_grad, fused). */
-    bool bwd_in_prev;
+    char impl[3][64];        /* impl_name's answers, per ct_impl_pass */
 } ct_cpu_node;
 
 typedef struct ct_cpu ct_cpu;
@@ -121,12 +119,14 @@ typedef struct ct_cpu_dataset {
 } ct_cpu_dataset;
 
 /* One row per layer kind. create: descriptors, act/gact descs and regions;
- * bind: memory objects and argument arrays. */
+ * bind: memory objects and argument arrays; impl: the implementation of a pass the
+ * node runs itself (buf[n] for composed names; "" for none). */
 typedef struct ct_cpu_op {
     int (*create)(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
     int (*bind)(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
     int (*forward)(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err);
     int (*backward)(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err);
+    const char *(*impl)(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf, size_t n);
 } ct_cpu_op;
 
 struct ct_cpu {
@@ -150,6 +150,7 @@ struct ct_cpu {
     int32_t *pred;          /* [N] */
     ct_cpu_dataset ds[2];   /* training (0) and evaluation (1) sets */
     float lut[256];         /* normalized value of each pixel byte */
+    ct_fusion_plan fusion;  /* made and confirmed by create (cpu_fusion.c) */
     ct_cpu_node nodes[CT_MAX_LAYERS];
 };
 
@@ -177,6 +178,23 @@ int ct_cpu_xfer_plan(ct_cpu *b, ct_cpu_xfer *xf, int layer, const char *suffix,
                      bool into_t, ct_err *err);
 /* Binds t and the reorder's arguments against `other` (no-op when !xf->on). */
 int ct_cpu_xfer_bind(ct_cpu *b, ct_cpu_xfer *xf, const ct_cpu_tensor *other, ct_err *err);
+
+/* ---- fusion and implementation choices (cpu_fusion.c) ------------------------------ */
+
+/* The CPU's conditions for each kind of fusion group (ct_fusion_check_fn; ctx is the
+ * ct_cpu): what the graph and the run options decide. Layouts are confirmed by the
+ * ops' create. */
+bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, const void *ctx,
+                         char *why, size_t n);
+/* Whether group `kind` at `first` is fused and in force (ct_fusion_active). */
+bool ct_cpu_fused(const ct_cpu *b, ct_fusion_kind kind, int first);
+/* Declines the group of `kind` at `first` when it is fused: an op's create cannot
+ * run it after all (why: the reason, printf format). */
+void ct_cpu_decline(ct_cpu *b, ct_fusion_kind kind, int first, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* ctrain's own loops: whether any may run, and whether in their portable bodies. */
+bool ct_cpu_loops_on(const ct_cpu *b);
+bool ct_cpu_loops_portable(const ct_cpu *b);
 
 /* ---- batches (cpu_data.c) -------------------------------------------------------- */
 
@@ -212,34 +230,42 @@ int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_e
 int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_wl_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err);
 int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err);
+/* The implementation of a pass of a layer on this machinery, into buf[n] or a
+ * static name. */
+const char *ct_cpu_wl_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
+                           size_t n);
 
 /* Pieces of the above for conv paths that run ctrain's loops (cpu_conv_block.c):
  * plain views of the weight (dims of w_md) and bias in the flat params and grads;
- * whether the own backward-weights loops take the conv (fills q; honours
- * CT_CPU_NO_CONVW); planning their per-thread partial sums (wl.convw set); binding
- * the views and scratch tensors. */
+ * whether the own backward-weights loops take the conv (fills q; not with
+ * train.cpu_loops off); planning their per-thread partial sums (wl.convw set);
+ * binding the views and scratch tensors. */
 int ct_cpu_wl_param_views(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *w_md,
                           ct_err *err);
 bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q);
 int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_wl_bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
 
-/* True when CT_CPU_NO_CONVW is set (and not "0"): every conv then runs on oneDNN,
- * for side-by-side measurements. */
-bool ct_cpu_own_conv_loops_off(void);
-/* cpu_conv_block.c: whether conv node nd heads a block that runs on ctrain's loops,
- * and that block's conv (create also marks the relu and pool fused_away when fused). */
-bool ct_cpu_block_head(const ct_cpu *b, const ct_cpu_node *nd);
+/* cpu_conv_block.c: whether the conv at node i with a relu and a 2x2 max-pool after it
+ * (a CT_FUSE_CONV_RELU_POOL candidate) runs on ctrain's block loops as far as the
+ * graph and the run options tell (else false with the reason), and whether they
+ * take conv node nd (that and its input layout and sizes); the block's conv. */
+bool ct_cpu_block_graph_ok(const ct_cpu *b, int i, char *why, size_t n);
+bool ct_cpu_block_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t n);
 int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_block_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_block_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err);
 int ct_cpu_block_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
                           ct_err *err);
-const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd);
+const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass,
+                              char *buf, size_t n);
 /* Backward from the pool (wl.pool_grad) of a conv on oneDNN's forward: whether it
- * applies (after the forward's create), its create (instead of oneDNN's backward
- * primitives), bind and backward. */
-bool ct_cpu_pool_grad_fits(ct_cpu *b, const ct_cpu_node *nd);
+ * applies as far as the graph and the run options tell (a CT_FUSE_CONV_BWD_FROM_POOL
+ * candidate at i), whether it applies to nd after the forward's create (layouts),
+ * each false with the reason; its create (instead of oneDNN's backward primitives),
+ * bind and backward. */
+bool ct_cpu_pool_grad_graph_ok(const ct_cpu *b, int i, char *why, size_t n);
+bool ct_cpu_pool_grad_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t n);
 int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_pool_grad_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err *err);

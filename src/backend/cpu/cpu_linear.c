@@ -7,10 +7,9 @@
  * PyTorch's; bias [O]; dst [N,O]. Candidates: everything plain first, so the
  * weights are used in place in the flat params and the weight gradient written
  * straight into the flat grads (no weight reorders; the gemm kernel takes the
- * plain layout): at batch 256, 3136 -> 256 this measured ~9 ms per step against
- * ~13.5 ms with oneDNN's BcdA8b256a weights, whose reorders alone took ~3.5 ms;
- * the blocked src is reordered instead (~0.2 ms each way). Then src as the
- * producer left it, then src chosen by oneDNN.
+ * plain layout), which beats oneDNN's blocked weights with their reorders
+ * (BENCHMARKS.md); the blocked src is reordered instead, which is cheap. Then src as
+ * the producer left it, then src chosen by oneDNN.
  */
 #include "backend/cpu/cpu_internal.h"
 
@@ -30,8 +29,8 @@ static int src_for(dnnl_memory_desc_t *md, int v, const dnnl_memory_desc_t *give
 }
 
 /* Weights of variant v: chosen by oneDNN (0, 1) or plain (2). Forcing them into
- * the src's format (aBcd8b) was measured: the reorder gets cheaper, but the gemm
- * inner product 2-3x slower. */
+ * the src's format (aBcd8b) makes the reorder cheaper but the gemm inner product
+ * slower (BENCHMARKS.md). */
 static int wmd_for(dnnl_memory_desc_t *md, int v, const dnnl_memory_desc_t *src,
                    const dnnl_dim_t *w, ct_err *err) {
     return v < 2 ? ct_cpu_md_any(md, src->ndims, w, err) : ct_cpu_md_plain(md, src->ndims, w, err);
@@ -91,4 +90,4 @@ static int linear_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 }
 
 const ct_cpu_op ct_cpu_op_linear = {linear_create, ct_cpu_wl_bind, ct_cpu_wl_forward,
-                                    ct_cpu_wl_backward};
+                                    ct_cpu_wl_backward, ct_cpu_wl_impl};

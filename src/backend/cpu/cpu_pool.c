@@ -5,8 +5,9 @@
  *
  * Max pooling over plain nchw, nChw8c or nChw16c input (what the convolutions pick
  * on AVX2 / AVX-512) with K <= CT_POOL_MAX_KERNEL runs ctrain's own loops
- * (cpu_pool_kernel.c), 3-7x faster than oneDNN 2.6's pooling on nChw8c (and oneDNN
- * has only its reference kernel for nChw16c on AVX2 machines): dst takes the
+ * (cpu_pool_kernel.c; unless train.cpu_loops is off), several times faster than
+ * oneDNN 2.6's pooling on nChw8c (BENCHMARKS.md; and oneDNN has only its reference
+ * kernel for nChw16c on AVX2 machines): dst takes the
  * src layout, diff_src is written straight into gact[i-1] (same layout), and the
  * argmax workspace "layers.<i>.ws" holds one uint8 per output element. Such a node
  * has no oneDNN primitive (nd->fwd.pd == NULL marks it). Every other layout, and
@@ -17,6 +18,7 @@
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_pool_kernel.h"
 
+#include <stdio.h>
 #include <string.h>
 
 typedef struct pool_geom {
@@ -60,23 +62,32 @@ static void hand_geom(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory_
     }
     q->h = g->in.h, q->w = g->in.w, q->oh = g->out.h, q->ow = g->out.w;
     q->k = g->cfg.kernel, q->s = g->cfg.stride, q->p = g->cfg.padding;
-    q->isa = ct_pool_best_isa();
+    q->isa = ct_cpu_loops_portable(b) ? CT_POOL_ISA_PORTABLE : ct_pool_best_isa();
 }
 
 static bool is_hand(const ct_cpu_node *nd) {
     return nd->g->kind == CT_LAYER_MAXPOOL2D && nd->fwd.pd == NULL;
 }
 
-/* True when the loops take node nd: max pooling, a handled input layout, and (when
- * training) an input gradient in that same layout. */
-static bool hand_fits(ct_cpu *b, const ct_cpu_node *nd) {
-    if (nd->g->kind != CT_LAYER_MAXPOOL2D) return false;
+/* True when the loops take node nd: max pooling, the loops on, a handled input
+ * layout, and (when training) an input gradient in that same layout; else false
+ * with the reason. */
+static bool hand_fits(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t n) {
     const dnnl_memory_desc_t *src = &ct_cpu_in(b, nd->i)->md;
     ct_pool_geom q;
     hand_geom(b, nd, src, &q);
-    if (!ct_pool_geom_ok(&q)) return false;
     const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
-    return !b->o.training || !gin || ct_cpu_md_eq(&gin->md, src);
+    if (nd->g->kind != CT_LAYER_MAXPOOL2D)
+        snprintf(why, n, "average pooling runs on oneDNN");
+    else if (!ct_cpu_loops_on(b))
+        snprintf(why, n, "train.cpu_loops off");
+    else if (!ct_pool_geom_ok(&q))
+        snprintf(why, n, "its input layout or window is not one ctrain's loops take");
+    else if (b->o.training && gin && !ct_cpu_md_eq(&gin->md, src))
+        snprintf(why, n, "its input gradient's layout differs from its input's");
+    else
+        return true;
+    return false;
 }
 
 /* dst in the src layout, a uint8 argmax per output element when training. */
@@ -110,15 +121,21 @@ static void hand_backward(ct_cpu *b, ct_cpu_node *nd) {
     ct_pool_max_backward(&q, nd->gact.ptr, hand_idx(b, nd), ct_cpu_gin(b, nd->i)->ptr);
 }
 
-const char *ct_cpu_pool_impl(const ct_cpu_node *nd) {
-    if (nd->fused_away) return "ctrain:fused into the conv";
-    if (!is_hand(nd)) return ct_cpu_impl(&nd->fwd);
-    bool avx2 = ct_pool_best_isa() == CT_POOL_ISA_AVX2;
-    switch (ct_cpu_md_channel_block(&nd->act.md)) {
-    case 1: return "ctrain:nchw"; /* portable loops only */
-    case 8: return avx2 ? "ctrain:avx2:nChw8c" : "ctrain:portable:nChw8c";
-    default: return avx2 ? "ctrain:avx2:nChw16c" : "ctrain:portable:nChw16c";
-    }
+static const char *pool_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
+                             size_t n) {
+    buf[0] = 0;
+    if (pass == CT_PASS_BACKWARD_WEIGHTS) return buf;
+    if (pass == CT_PASS_BACKWARD_DATA && (!b->o.training || !ct_cpu_has_gin(b, nd->i))) return buf;
+    if (!is_hand(nd)) return ct_cpu_impl(pass == CT_PASS_FORWARD ? &nd->fwd : &nd->bwd);
+    ct_pool_geom q;
+    hand_geom(b, nd, &ct_cpu_in(b, nd->i)->md, &q);
+    bool avx2 = q.isa == CT_POOL_ISA_AVX2 && q.block > 1; /* nchw: portable loops only */
+    int block = ct_cpu_md_channel_block(&nd->act.md);
+    if (block == 1)
+        snprintf(buf, n, "ctrain:portable:nchw");
+    else
+        snprintf(buf, n, "ctrain:%s:nChw%dc", avx2 ? "avx2" : "portable", block);
+    return buf;
 }
 
 /* ---- oneDNN pooling ---------------------------------------------------------------- */
@@ -159,25 +176,19 @@ static int create_bwd(ct_cpu *b, ct_cpu_node *nd, const pool_geom *q, ct_err *er
 }
 
 /* Fusion: a max-pool on ctrain's loops right after a relu (whose gradient runs in
- * place) does that relu's backward too (cpu_internal.h). */
-static void fuse_relu_backward(ct_cpu *b, ct_cpu_node *nd) {
-    if (!b->o.fuse || !b->o.training || nd->i < 1 || !ct_cpu_has_gin(b, nd->i)) return;
-    ct_cpu_node *relu = &b->nodes[nd->i - 1];
-    if (relu->g->kind != CT_LAYER_RELU || !ct_cpu_has_gin(b, relu->i)) return;
-    relu->bwd_in_next = true;
-}
-
+ * place) can do that relu's backward too (CT_FUSE_RELU_BWD_IN_POOL); oneDNN's
+ * cannot. A pool whose passes a conv before it runs (the fused block, or the conv's
+ * backward from the pool) must be on the loops, whose layout that conv relies on. */
 static int pool_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     pool_geom q;
     geom(nd, b->N, &q);
-    if (hand_fits(b, nd)) {
-        if (hand_create(b, nd, q.dst, err) != 0) return -1;
-        if (!nd->fused_away) fuse_relu_backward(b, nd);
-        return 0;
-    }
-    /* the fused conv writes (or reads) dst and argmax in the loops' layout */
-    if (nd->fused_away || nd->bwd_in_prev)
-        return ct_errorf(err, "a fused max-pool off ctrain's loops");
+    char why[CT_FUSION_WHY_MAX];
+    if (hand_fits(b, nd, why, sizeof why)) return hand_create(b, nd, q.dst, err);
+    int i = nd->i;
+    if (b->fusion.fwd_by[i] != i || b->fusion.bwd_by[i] != i)
+        return ct_errorf(err, "a max-pool fused into layer %d cannot run on ctrain's loops (%s)",
+                         b->fusion.fwd_by[i] != i ? b->fusion.fwd_by[i] : b->fusion.bwd_by[i], why);
+    ct_cpu_decline(b, CT_FUSE_RELU_BWD_IN_POOL, i - 1, "max-pool %d runs on oneDNN: %s", i, why);
     if (create_fwd(b, nd, &q, err) != 0) return -1;
     return b->o.training && ct_cpu_has_gin(b, nd->i) ? create_bwd(b, nd, &q, err) : 0;
 }
@@ -210,7 +221,6 @@ static int pool_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 static int pool_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
     (void)train;
     (void)step;
-    if (nd->fused_away) return 0; /* done by the conv (cpu_conv_block.c) */
     if (is_hand(nd)) {
         hand_forward(b, nd);
         return 0;
@@ -222,9 +232,9 @@ static int pool_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
                          ct_err *err) {
     (void)accumulate;
     (void)step;
-    if (!ct_cpu_has_gin(b, nd->i) || nd->fused_away || nd->bwd_in_prev) return 0;
+    if (!ct_cpu_has_gin(b, nd->i)) return 0;
     if (is_hand(nd)) {
-        if (b->nodes[nd->i - 1].bwd_in_next) mask_dy(nd); /* has_gin: nd->i > 0 */
+        if (ct_cpu_fused(b, CT_FUSE_RELU_BWD_IN_POOL, nd->i - 1)) mask_dy(nd);
         hand_backward(b, nd);
         return 0;
     }
@@ -232,5 +242,7 @@ static int pool_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t s
     return nd->dsrc.on ? ct_cpu_exec(&b->c, &nd->dsrc.r, err) : 0;
 }
 
-const ct_cpu_op ct_cpu_op_maxpool = {pool_create, pool_bind, pool_forward, pool_backward};
-const ct_cpu_op ct_cpu_op_avgpool = {pool_create, pool_bind, pool_forward, pool_backward};
+const ct_cpu_op ct_cpu_op_maxpool = {pool_create, pool_bind, pool_forward, pool_backward,
+                                     pool_impl};
+const ct_cpu_op ct_cpu_op_avgpool = {pool_create, pool_bind, pool_forward, pool_backward,
+                                     pool_impl};

@@ -44,9 +44,5 @@ void ct_pool_max_forward(const ct_pool_geom *g, const float *x, float *y, uint8_
 /* dy, idx [planes][oh][ow][block] -> dx [planes][h][w][block]. */
 void ct_pool_max_backward(const ct_pool_geom *g, const float *dy, const uint8_t *idx, float *dx);
 
-/* Implementation name of a pooling node of the CPU backend (cpu_pool.c):
- * "ctrain:avx2:nChw8c", "ctrain:nchw", ... for these loops, else oneDNN's name. */
-struct ct_cpu_node;
-const char *ct_cpu_pool_impl(const struct ct_cpu_node *nd);
 
 #endif

@@ -1,6 +1,7 @@
 /* cpu_simd.h: what ctrain's own CPU loops share to run AVX2 bodies picked at run
  * time, so that the build needs no -march flag: whether the compiler can emit them
- * (CT_SIMD_X86), their target attributes, the run-time checks, and small helpers.
+ * (CT_SIMD_X86), their target attributes, the run-time checks (the CPU's ISA under
+ * the CTRAIN_MAX_CPU_ISA cap, cpu_isa.h), and small helpers.
  *
  * CT_TARGET_AVX2 enables AVX2 only; CT_TARGET_AVX2_FMA also FMA, for bodies that
  * call _mm256_fmadd_ps. (The build is ISO C, so -ffp-contract=off: the compiler
@@ -12,6 +13,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "backend/cpu/cpu_isa.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define CT_SIMD_X86 1
@@ -26,21 +29,12 @@
 #define CT_TARGET_AVX2_FMA
 #endif
 
+/* Whether the AVX2 bodies may run (AVX2 and FMA, under the cap). */
 static inline bool ct_cpu_has_avx2(void) {
-#if CT_SIMD_X86
-    return __builtin_cpu_supports("avx2");
-#else
-    return false;
-#endif
+    return CT_SIMD_X86 && ct_loops_isa_effective() == CT_LOOPS_ISA_AVX2;
 }
 
-static inline bool ct_cpu_has_avx2_fma(void) {
-#if CT_SIMD_X86
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return false;
-#endif
-}
+static inline bool ct_cpu_has_avx2_fma(void) { return ct_cpu_has_avx2(); }
 
 #if CT_SIMD_X86
 /* Stores the 8 int32 lanes of a (each 0..255) as 8 bytes. */

@@ -4,8 +4,8 @@
  * cpu_linear.c, best first) and pays explicit reorders where a choice differs from
  * its neighbour's: input -> src layout, diff_src -> gact[i-1] layout, and for
  * backward weights src / diff_dst -> the layouts it wants when the forward ones
- * would force oneDNN's reference kernel (e.g. a C = 1 first conv on AVX2: ref:any
- * took ~1.8 s per step at batch 256, jit:avx2 after a reorder ~13 ms). Weights live in
+ * would force oneDNN's reference kernel (e.g. a C = 1 first conv on AVX2 gets
+ * ref:any, orders of magnitude slower than jit:avx2 after a reorder). Weights live in
  * the flat params (PyTorch layout) and are reordered into the forward and the
  * backward-data layouts after each change (fwd_dirty / bwd_dirty). The weight
  * gradient is computed in oneDNN's layout and reordered into the flat grads
@@ -51,15 +51,20 @@ static int create_fwd(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_
     ct_cpu_wdesc d[4];
     for (int v = 0; v < dd->n_variants; v++)
         if (dd->fwd(nd, prop, v, &in->md, &d[v], err) != 0) return -1;
-    /* Fusion: a relu right after this layer runs as the forward's post-op. */
+    /* Fusion: a relu right after this layer runs as the forward's post-op, when
+     * oneDNN takes it. */
     char what[64];
     snprintf(what, sizeof what, "%s forward", dd->prim_name);
-    const ct_graph *gr = b->g;
-    w->relu_post_op = b->o.fuse && nd->i + 1 < gr->n_nodes &&
-                      gr->nodes[nd->i + 1].kind == CT_LAYER_RELU &&
-                      ct_cpu_pick_attr(&b->c, &w->fwd, d, dd->n_variants, sizeof d[0], NULL,
-                                       b->c.attr_relu, what, err) == 0;
-    if (!w->relu_post_op && pick(b, &w->fwd, d, dd->n_variants, NULL, dd->prim_name, "forward", err) != 0)
+    bool post_op = false;
+    if (ct_cpu_fused(b, CT_FUSE_RELU_POST_OP, nd->i)) {
+        post_op = ct_cpu_pick_attr(&b->c, &w->fwd, d, dd->n_variants, sizeof d[0], NULL,
+                                   b->c.attr_relu, what, err) == 0;
+        if (!post_op) {
+            ct_cpu_decline(b, CT_FUSE_RELU_POST_OP, nd->i, "oneDNN: %s", err->msg);
+            err->msg[0] = 0;
+        }
+    }
+    if (!post_op && pick(b, &w->fwd, d, dd->n_variants, NULL, dd->prim_name, "forward", err) != 0)
         return -1;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     if (!ct_cpu_md_eq(src, &in->md) &&
@@ -97,20 +102,19 @@ static int create_bwd_data(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd
 }
 
 /* ctrain's loops take the weight gradient of a stride-1 conv with one input channel
- * whose diff_dst is in nchw / nChw8c / nChw16c (cpu_convw_kernel.h): for the
- * tutorial's conv1 on AVX2 about 5x faster than oneDNN's with its reorder. With more
- * input channels they only match oneDNN (conv2 at batch 256: 18.2 against ~19 ms),
- * so oneDNN keeps those. CT_CPU_NO_CONVW=1 in the environment keeps oneDNN's for all,
- * for side-by-side measurements. */
+ * whose diff_dst is in nchw / nChw8c / nChw16c (cpu_convw_kernel.h): for a first conv
+ * on AVX2 they beat oneDNN with its reorder. With more input channels they only
+ * match oneDNN, so oneDNN keeps those (BENCHMARKS.md). train.cpu_loops off keeps
+ * oneDNN's for all, for side-by-side measurements. */
 bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
     const ct_node *g = nd->g;
     memset(q, 0, sizeof *q);
-    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || ct_cpu_own_conv_loops_off())
-        return false;
+    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || !ct_cpu_loops_on(b)) return false;
     *q = (ct_convw_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                          .k = g->cfg.kernel, .p = g->cfg.padding,
                          .x_block = ct_cpu_md_channel_block(&ct_cpu_in(b, nd->i)->md),
-                         .dy_block = ct_cpu_md_channel_block(&nd->act.md)};
+                         .dy_block = ct_cpu_md_channel_block(&nd->act.md),
+                         .portable = ct_cpu_loops_portable(b)};
     return q->ic == 1 && ct_convw_geom_ok(q);
 }
 
@@ -162,12 +166,14 @@ int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_e
     nd->wl.dw.region = nd->wl.db.region = nd->wl.part.region = nd->wl.wpack.region = -1;
     if (create_fwd(b, nd, dd, err) != 0) return -1;
     if (!b->o.training) return 0;
-    if (ct_cpu_pool_grad_fits(b, nd)) return ct_cpu_pool_grad_create(b, nd, err);
+    char why[CT_FUSION_WHY_MAX];
+    if (ct_cpu_pool_grad_takes(b, nd, why, sizeof why)) return ct_cpu_pool_grad_create(b, nd, err);
+    ct_cpu_decline(b, CT_FUSE_CONV_BWD_FROM_POOL, nd->i, "%s", why);
     if (ct_cpu_has_gin(b, nd->i) && create_bwd_data(b, nd, dd, err) != 0) return -1;
     if (create_bwd_weights(b, nd, dd, err) != 0) return -1;
     /* Backward runs the weights pass first, the last reader of the forward's src
      * copy; the data pass's diff_src copy then reuses that storage (the CNN's
-     * first linear: 3 MiB). */
+     * first linear). */
     ct_cpu_wl *w = &nd->wl;
     if (w->src.on && w->dsrc.on &&
         b->plan->regions[w->dsrc.t.region].bytes == b->plan->regions[w->src.t.region].bytes) {
@@ -335,4 +341,24 @@ int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t ste
     if (nd->wl.pool_grad) return ct_cpu_pool_grad_backward(b, nd, accumulate, err);
     if (backward_weights(b, nd, accumulate, err) != 0) return -1;
     return ct_cpu_has_gin(b, nd->i) ? backward_data(b, nd, err) : 0;
+}
+
+/* ---- implementation names ---------------------------------------------------------- */
+
+const char *ct_cpu_wl_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
+                           size_t n) {
+    const ct_cpu_wl *w = &nd->wl;
+    buf[0] = 0;
+    if (pass == CT_PASS_FORWARD) return ct_cpu_impl(&w->fwd);
+    if (!b->o.training) return buf;
+    if (pass == CT_PASS_BACKWARD_DATA && !ct_cpu_has_gin(b, nd->i)) return buf;
+    if (w->pool_grad) /* both gradients in one pass over dy's nonzeros */
+        snprintf(buf, n, "ctrain:%s:nonzero-dy", ct_convpg_isa(&w->convpg));
+    else if (pass == CT_PASS_BACKWARD_DATA)
+        return ct_cpu_impl(&w->bwd_d);
+    else if (w->own_bwd_w)
+        snprintf(buf, n, "ctrain:%s", ct_convw_isa(&w->convw));
+    else
+        return ct_cpu_impl(&w->bwd_w);
+    return buf;
 }

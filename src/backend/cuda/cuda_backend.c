@@ -422,18 +422,11 @@ static int cuda_load_batch(ct_backend *bb, const float *x, const int32_t *y, int
 }
 
 static int check_node(const ct_cuda *b, int node, ct_err *err) {
-    if (node < 0 || node >= b->g->n_nodes)
-        return ct_errorf(err, "cuda backend: node %d out of range (0..%d)", node,
-                         b->g->n_nodes - 1);
-    return 0;
+    return ct_graph_check_node(b->g, node, "cuda backend", err);
 }
 
-/* Whether node's forward (or backward) output can hold a value its rounded inputs
- * did not: relu, flatten and max-pool forward only select or move values. */
 static bool amp_needs_round(const ct_cuda *b, int node, bool backward) {
-    ct_layer_kind k = b->g->nodes[node].kind;
-    if (b->o.amp == CT_AMP_OFF || k == CT_LAYER_RELU || k == CT_LAYER_FLATTEN) return false;
-    return backward || k != CT_LAYER_MAXPOOL2D;
+    return ct_amp_rounds(&b->g->nodes[node], b->o.amp, backward);
 }
 
 /* Rounds the [N, numel(node)] tensor t in place to the amp mode's precision
@@ -681,15 +674,24 @@ static int cuda_sync(ct_backend *bb, ct_err *err) {
     return 0;
 }
 
-static const char *cuda_impl_name(ct_backend *bb, int node) {
+/* cuDNN's algorithm for convs, cuBLAS for linear layers, cuDNN for pooling; the
+ * other layers run ctrain's kernels (kernels/). "" for a pass the node does not
+ * have. */
+static const char *cuda_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
     ct_cuda *b = as_cuda(bb);
     if (node < 0 || node >= b->g->n_nodes) return "";
-    switch (b->nodes[node].g->kind) {
-    case CT_LAYER_CONV2D: return ct_cuda_conv_algo_name(&b->nodes[node]);
+    const ct_node *g = b->nodes[node].g;
+    bool data = pass == CT_PASS_BACKWARD_DATA, weights = pass == CT_PASS_BACKWARD_WEIGHTS;
+    if (pass != CT_PASS_FORWARD && !b->o.training) return "";
+    if ((data && (node == 0 || !g->input_grad)) || (weights && !ct_op(g->kind)->has_params))
+        return "";
+    switch (g->kind) {
+    case CT_LAYER_CONV2D: return ct_cuda_conv_algo_name(&b->nodes[node], pass);
     case CT_LAYER_LINEAR: return "cublas";
     case CT_LAYER_MAXPOOL2D:
     case CT_LAYER_AVGPOOL2D: return "cudnn";
-    default: return "";
+    case CT_LAYER_FLATTEN: return "";
+    default: return "ctrain";
     }
 }
 

@@ -193,7 +193,37 @@ static int conv_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t
     return 0;
 }
 
-const char *ct_cuda_conv_algo_name(const ct_cuda_node *nd) {
+static const char *bwd_data_algo_name(cudnnConvolutionBwdDataAlgo_t a) {
+    switch (a) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING:
+        return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED:
+        return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED";
+    default: return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_UNKNOWN";
+    }
+}
+
+static const char *bwd_filter_algo_name(cudnnConvolutionBwdFilterAlgo_t a) {
+    switch (a) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED:
+        return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING:
+        return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING";
+    default: return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_UNKNOWN";
+    }
+}
+
+const char *ct_cuda_conv_algo_name(const ct_cuda_node *nd, ct_impl_pass pass) {
+    if (pass == CT_PASS_BACKWARD_DATA) return bwd_data_algo_name(nd->bwd_data_algo);
+    if (pass == CT_PASS_BACKWARD_WEIGHTS) return bwd_filter_algo_name(nd->bwd_filter_algo);
     switch (nd->fwd_algo) {
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM";
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:

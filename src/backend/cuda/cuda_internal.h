@@ -170,8 +170,8 @@ void ct_cuda_need_ws(ct_cuda *b, size_t bytes);
 int ct_cuda_tensor_desc(cudnnTensorDescriptor_t *d, int n, int c, int h, int w, ct_err *err);
 /* Destroys the cuDNN descriptors of nd (NULL ones are skipped). */
 void ct_cuda_node_release(ct_cuda_node *nd);
-/* Name of the cuDNN forward algorithm chosen for a conv node. */
-const char *ct_cuda_conv_algo_name(const ct_cuda_node *nd);
+/* Name of the cuDNN algorithm chosen for a pass of a conv node. */
+const char *ct_cuda_conv_algo_name(const ct_cuda_node *nd, ct_impl_pass pass);
 
 /* ---- device datasets (cuda_data.c) ---------------------------------------------- */
 

@@ -1,0 +1,52 @@
+/* cpu_fusion.c: what the CPU backend can fuse (graph/fusion.h), and the run options
+ * that choose ctrain's own loops.
+ *
+ * The kinds, and who decides what:
+ *  - conv+relu+maxpool in one pass: ctrain's block loops (cpu_conv_block.c): the
+ *    graph and options here, the input layout and loop sizes at the conv's create.
+ *  - conv backward from the pool: ctrain's loops over the nonzeros of dy
+ *    (cpu_convpg_kernel.h): the graph and options here, oneDNN's layouts at the
+ *    conv's create (cpu_weighted.c).
+ *  - relu as post-op: always offered; oneDNN may refuse it at the layer's create.
+ *  - relu backward in the max-pool: needs the pool on ctrain's loops, which the
+ *    pool's create knows (cpu_pool.c).
+ */
+#include "backend/cpu/cpu_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+bool ct_cpu_loops_on(const ct_cpu *b) { return b->o.cpu_loops != CT_CPU_LOOPS_OFF; }
+
+bool ct_cpu_loops_portable(const ct_cpu *b) { return b->o.cpu_loops == CT_CPU_LOOPS_PORTABLE; }
+
+bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, const void *ctx,
+                         char *why, size_t n) {
+    (void)g;
+    const ct_cpu *b = ctx;
+    switch (kind) {
+    case CT_FUSE_CONV_RELU_POOL: return ct_cpu_block_graph_ok(b, first, why, n);
+    case CT_FUSE_CONV_BWD_FROM_POOL: return ct_cpu_pool_grad_graph_ok(b, first, why, n);
+    case CT_FUSE_RELU_POST_OP: return true;
+    case CT_FUSE_RELU_BWD_IN_POOL:
+        if (ct_cpu_loops_on(b)) return true;
+        snprintf(why, n, "train.cpu_loops off: oneDNN's max-pool cannot do the relu's backward");
+        return false;
+    default: snprintf(why, n, "not a kind the CPU backend knows"); return false;
+    }
+}
+
+bool ct_cpu_fused(const ct_cpu *b, ct_fusion_kind kind, int first) {
+    return ct_fusion_active(&b->fusion, kind, first);
+}
+
+void ct_cpu_decline(ct_cpu *b, ct_fusion_kind kind, int first, const char *fmt, ...) {
+    int gi = ct_fusion_find(&b->fusion, kind, first);
+    if (gi < 0 || !b->fusion.groups[gi].fused) return;
+    char why[CT_FUSION_WHY_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    ct_fusion_decline(&b->fusion, gi, "%s", why);
+}

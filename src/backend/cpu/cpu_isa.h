@@ -1,0 +1,26 @@
+/* cpu_isa.h: the instruction set ctrain's own CPU loops may use.
+ *
+ * The best the CPU runs (AVX2 with FMA, else portable C), capped by the
+ * environment variable CTRAIN_MAX_CPU_ISA, as oneDNN's ONEDNN_MAX_CPU_ISA caps
+ * oneDNN: so that one machine can run the paths a lesser CPU would take. Values
+ * (any case): "all" (no cap), "avx2", "sse41" (ctrain's loops then run their
+ * portable C bodies). The cap is read once per process.
+ */
+#ifndef CT_CPU_ISA_H
+#define CT_CPU_ISA_H
+
+#include <stdbool.h>
+
+#include "common/error.h"
+
+typedef enum ct_loops_isa { CT_LOOPS_ISA_PORTABLE, CT_LOOPS_ISA_AVX2 } ct_loops_isa;
+
+/* What the loops use on this machine under the cap. */
+ct_loops_isa ct_loops_isa_effective(void);
+const char *ct_loops_isa_name(ct_loops_isa isa); /* "avx2", "portable" */
+/* The cap's value ("all" when unset) and whether it lowers what the CPU has. */
+const char *ct_loops_isa_cap(bool *lowers);
+/* 0 when CTRAIN_MAX_CPU_ISA is unset or valid; else -1 with a one-line error. */
+int ct_loops_isa_check_env(ct_err *err);
+
+#endif

@@ -1,0 +1,178 @@
+/* fusion.c: the fusion graph pass and the plan's roles (see fusion.h). */
+#include "graph/fusion.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const kind_names[CT_FUSION_KIND_COUNT] = {
+    [CT_FUSE_CONV_RELU_POOL] = "one pass for all three",
+    [CT_FUSE_CONV_BWD_FROM_POOL] = "conv backward from the pool's gradient",
+    [CT_FUSE_RELU_POST_OP] = "relu as post-op",
+    [CT_FUSE_RELU_BWD_IN_POOL] = "relu backward in the max-pool's",
+};
+
+const char *ct_fusion_kind_name(ct_fusion_kind kind) {
+    return (unsigned)kind < CT_FUSION_KIND_COUNT ? kind_names[kind] : "?";
+}
+
+/* ---- patterns ------------------------------------------------------------------- */
+
+static bool is_kind(const ct_graph *g, int i, ct_layer_kind k) {
+    return i >= 0 && i < g->n_nodes && g->nodes[i].kind == k;
+}
+
+static bool is_pool2(const ct_graph *g, int i) {
+    if (!is_kind(g, i, CT_LAYER_MAXPOOL2D)) return false;
+    const ct_layer_cfg *c = &g->nodes[i].cfg;
+    return c->kernel == 2 && c->stride == 2 && c->padding == 0;
+}
+
+/* The last node of the group of `kind` at `first` when the graph has its pattern
+ * there, else -1. */
+static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool training) {
+    bool weighted = is_kind(g, i, CT_LAYER_CONV2D) || is_kind(g, i, CT_LAYER_LINEAR);
+    switch (kind) {
+    case CT_FUSE_CONV_RELU_POOL:
+        return is_kind(g, i, CT_LAYER_CONV2D) && is_kind(g, i + 1, CT_LAYER_RELU) &&
+                       is_pool2(g, i + 2)
+                   ? i + 2
+                   : -1;
+    case CT_FUSE_CONV_BWD_FROM_POOL:
+        return training && is_kind(g, i, CT_LAYER_CONV2D) && is_kind(g, i + 1, CT_LAYER_RELU) &&
+                       is_pool2(g, i + 2)
+                   ? i + 2
+                   : -1;
+    case CT_FUSE_RELU_POST_OP: return weighted && is_kind(g, i + 1, CT_LAYER_RELU) ? i + 1 : -1;
+    case CT_FUSE_RELU_BWD_IN_POOL:
+        return training && is_kind(g, i, CT_LAYER_RELU) && g->nodes[i].input_grad &&
+                       is_kind(g, i + 1, CT_LAYER_MAXPOOL2D)
+                   ? i + 1
+                   : -1;
+    default: return -1;
+    }
+}
+
+/* ---- roles ----------------------------------------------------------------------- */
+
+/* Whether the group changes its nodes' forward and/or backward. */
+static void touches(const ct_fusion_group *gr, bool *fwd, bool *bwd) {
+    *fwd = gr->kind == CT_FUSE_CONV_RELU_POOL || gr->kind == CT_FUSE_RELU_POST_OP;
+    *bwd = gr->kind != CT_FUSE_RELU_POST_OP;
+}
+
+/* Recomputes fwd_by / bwd_by and subsumed_by from the fused groups, earlier kinds
+ * first: a group is subsumed by the first active group that already touches the
+ * same pass of one of its nodes. An active group hands its later nodes' passes to
+ * its head, except RELU_BWD_IN_POOL, whose head (the relu) hands its backward to
+ * the pool after it. */
+static void resolve(ct_fusion_plan *p) {
+    int fwd_group[CT_MAX_LAYERS], bwd_group[CT_MAX_LAYERS];
+    for (int i = 0; i < p->n_nodes; i++) {
+        p->fwd_by[i] = p->bwd_by[i] = i;
+        fwd_group[i] = bwd_group[i] = -1;
+    }
+    for (int k = 0; k < CT_FUSION_KIND_COUNT; k++)
+        for (int gi = 0; gi < p->n; gi++) {
+            ct_fusion_group *gr = &p->groups[gi];
+            if (gr->kind != (ct_fusion_kind)k) continue;
+            gr->subsumed_by = -1;
+            if (!gr->fused) continue;
+            bool fwd, bwd;
+            touches(gr, &fwd, &bwd);
+            for (int j = gr->first; j <= gr->last && gr->subsumed_by < 0; j++)
+                gr->subsumed_by = fwd && fwd_group[j] >= 0 ? fwd_group[j]
+                                  : bwd                    ? bwd_group[j]
+                                                           : -1;
+            if (gr->subsumed_by >= 0) continue;
+            for (int j = gr->first; j <= gr->last; j++) {
+                if (fwd) fwd_group[j] = gi;
+                if (bwd) bwd_group[j] = gi;
+            }
+            if (gr->kind == CT_FUSE_RELU_BWD_IN_POOL) {
+                p->bwd_by[gr->first] = gr->last;
+                continue;
+            }
+            for (int j = gr->first + 1; j <= gr->last; j++) {
+                if (fwd) p->fwd_by[j] = gr->first;
+                if (bwd) p->bwd_by[j] = gr->first;
+            }
+        }
+}
+
+/* ---- the pass -------------------------------------------------------------------- */
+
+void ct_fusion_plan_build(const ct_graph *g, bool enabled, bool training, ct_fusion_check_fn check,
+                          const void *ctx, ct_fusion_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->n_nodes = g->n_nodes;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < CT_FUSION_KIND_COUNT; k++) {
+            int last = pattern_last(g, (ct_fusion_kind)k, i, training);
+            if (last < 0) continue;
+            ct_fusion_group *gr = &p->groups[p->n++];
+            gr->kind = (ct_fusion_kind)k;
+            gr->first = i;
+            gr->last = last;
+            gr->subsumed_by = -1;
+            if (!enabled)
+                snprintf(gr->why_not, sizeof gr->why_not, "fusion is off");
+            else if (!check)
+                snprintf(gr->why_not, sizeof gr->why_not, "the backend runs these layers one by one");
+            else
+                gr->fused = check(g, gr->kind, i, ctx, gr->why_not, sizeof gr->why_not);
+            if (gr->fused) gr->why_not[0] = 0;
+        }
+    resolve(p);
+}
+
+int ct_fusion_find(const ct_fusion_plan *p, ct_fusion_kind kind, int first) {
+    for (int gi = 0; gi < p->n; gi++)
+        if (p->groups[gi].kind == kind && p->groups[gi].first == first) return gi;
+    return -1;
+}
+
+bool ct_fusion_active(const ct_fusion_plan *p, ct_fusion_kind kind, int first) {
+    int gi = ct_fusion_find(p, kind, first);
+    return gi >= 0 && p->groups[gi].fused && p->groups[gi].subsumed_by < 0;
+}
+
+void ct_fusion_decline(ct_fusion_plan *p, int group, const char *fmt, ...) {
+    if (group < 0 || group >= p->n) return;
+    ct_fusion_group *gr = &p->groups[group];
+    gr->fused = false;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(gr->why_not, sizeof gr->why_not, fmt, ap);
+    va_end(ap);
+    resolve(p);
+}
+
+/* ---- printing --------------------------------------------------------------------- */
+
+const char *ct_fusion_group_layers(const ct_fusion_plan *p, const ct_graph *g, int group, char *buf,
+                                   size_t n) {
+    const ct_fusion_group *gr = &p->groups[group];
+    buf[0] = 0;
+    for (int i = gr->first; i <= gr->last; i++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s%s", i > gr->first ? "+" : "",
+                 ct_op(g->nodes[i].kind)->name);
+    }
+    return buf;
+}
+
+void ct_fusion_print(const ct_fusion_plan *p, const ct_graph *g, FILE *f) {
+    int shown = 0;
+    for (int gi = 0; gi < p->n; gi++) {
+        const ct_fusion_group *gr = &p->groups[gi];
+        if (gr->fused && gr->subsumed_by >= 0) continue;
+        char range[24], layers[96];
+        snprintf(range, sizeof range, "%d-%d", gr->first, gr->last);
+        ct_fusion_group_layers(p, g, gi, layers, sizeof layers);
+        fprintf(f, "  %-7s %-22s %-39s %s%s\n", range, layers, ct_fusion_kind_name(gr->kind),
+                gr->fused ? "fused" : "not fused: ", gr->fused ? "" : gr->why_not);
+        shown++;
+    }
+    if (!shown) fprintf(f, "  no layers of this model can run as one\n");
+}
