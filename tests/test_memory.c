@@ -1,6 +1,9 @@
 /* test_memory.c: sizes on the command line, the memory report, and the
- * out-of-memory fix: the batch it proposes fits the limit and the next larger
- * batch does not; the forward-only plan holds no gradients or optimizer state. */
+ * out-of-memory fix on the real planner (CNN): with E = batch * accumulation steps,
+ * the fix takes the fewest steps whose batch ceil(E / steps) fits, so its batch fits
+ * and the batch of one step fewer does not; it equals a linear scan over the steps;
+ * batch * steps covers E with fewer than `steps` samples to spare. The forward-only
+ * plan holds no gradients or optimizer state. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,29 +54,82 @@ static size_t arena_at(const ct_config *cfg, const ct_device_choice *dev, bool t
     return t;
 }
 
-static void test_fix_is_the_largest_batch_that_fits(void **state) {
+static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
+/* Arena at `batch` as the fix runs it: accumulating over `steps` micro-batches. */
+static size_t arena_accum(const ct_config *cfg, const ct_device_choice *dev, int batch,
+                          int steps) {
+    ct_config c = *cfg;
+    c.train.grad_accum_steps = steps;
+    return arena_at(&c, dev, true, batch);
+}
+
+/* The fix for cfg's batch and steps under `limit`, checked against its guarantee
+ * and against a linear scan: the fewest steps s whose batch ceil(E / s), below
+ * cfg's batch, fits. */
+static ct_memory_fix check_fix(const ct_config *cfg, const ct_device_choice *dev, size_t limit) {
+    const int B = cfg->train.batch_size;
+    const long long E = (long long)B * cfg->train.grad_accum_steps;
+    assert_true(arena_at(cfg, dev, true, B) > limit); /* the finder's premise */
+    ct_memory_fix fix;
+    ct_err err = {{0}};
+    if (ct_memory_find_fix(cfg, dev, true, limit, &fix, &err) != 0) fail_msg("%s", err.msg);
+    printf("batch %d x %d steps (E = %lld) under %zu bytes: fix batch %d x %d steps = %lld, "
+           "arena %zu\n", B, cfg->train.grad_accum_steps, E, limit, fix.batch, fix.accum,
+           (long long)fix.batch * fix.accum, fix.arena);
+    /* The batch for its steps: covers E with fewer than `steps` samples to spare. */
+    assert_true(fix.accum >= 2 && fix.batch >= 1 && fix.batch < B);
+    assert_true(fix.batch == ceil_div(E, fix.accum));
+    assert_true((long long)fix.batch * fix.accum >= E);
+    assert_true((long long)(fix.batch - 1) * fix.accum < E);
+    /* It fits, planned as it will run. */
+    assert_int_equal(fix.arena, arena_accum(cfg, dev, fix.batch, fix.accum));
+    assert_true(fix.arena <= limit);
+    /* One step fewer needs a batch that does not fit (or is not below cfg's). */
+    long long fewer = ceil_div(E, fix.accum - 1);
+    if (fewer < B) assert_true(arena_accum(cfg, dev, (int)fewer, fix.accum - 1) > limit);
+    /* A linear scan over the steps finds the same. */
+    long long s = 1;
+    while (ceil_div(E, s) >= B || arena_accum(cfg, dev, (int)ceil_div(E, s), (int)s) > limit) s++;
+    assert_int_equal(fix.accum, s);
+    return fix;
+}
+
+static void test_fix_takes_the_fewest_steps_whose_batch_fits(void **state) {
     (void)state;
     ct_config *cfg = load_cnn();
     ct_device_choice dev;
     ct_device_cfg cpu = {.kind = CT_DEVICE_CPU, .index = -1};
     ct_err err = {{0}};
     assert_int_equal(ct_device_select(&cpu, &dev, &err), 0);
+
+    /* Batch 1000 where batch 490 is the largest that fits: 2 steps would need 500,
+     * so 3 steps of 334 (1002 samples); not 4 of 250, which keeps 1000 exactly
+     * with a batch half of what fits. */
+    cfg->train.batch_size = 1000;
+    size_t limit = arena_accum(cfg, &dev, 490, 2);
+    assert_true(arena_accum(cfg, &dev, 491, 2) > limit);
+    ct_memory_fix fix = check_fix(cfg, &dev, limit);
+    assert_int_equal(fix.accum, 3);
+    assert_int_equal(fix.batch, 334);
+    assert_true(arena_accum(cfg, &dev, 500, 2) > limit);
+
+    /* The same under 100 MiB, where up to batch 577 fits: 2 steps of 500. */
+    fix = check_fix(cfg, &dev, (size_t)100 << 20);
+    assert_int_equal(fix.batch * fix.accum, 1000);
+
+    /* Batch 3000 under 40 MiB; batch 600 x 4 steps (E = 2400) under 100 MiB. */
     cfg->train.batch_size = 3000;
-    size_t limit = (size_t)40 << 20;
-    assert_true(arena_at(cfg, &dev, true, 3000) > limit);
-    ct_memory_fix fix;
-    assert_int_equal(ct_memory_find_fix(cfg, &dev, true, limit, &fix, &err), 0);
-    printf("batch 3000 needs %zu bytes; fix: batch %d x %d steps, %zu bytes\n",
-           arena_at(cfg, &dev, true, 3000), fix.batch, fix.accum, fix.arena);
-    assert_true(fix.arena <= limit);
-    cfg->train.grad_accum_steps = fix.accum; /* the fixed run accumulates */
-    assert_int_equal(fix.arena, arena_at(cfg, &dev, true, fix.batch));
+    check_fix(cfg, &dev, (size_t)40 << 20);
+    cfg->train.batch_size = 600;
+    cfg->train.grad_accum_steps = 4;
+    fix = check_fix(cfg, &dev, (size_t)100 << 20);
+    assert_true(fix.accum > 4);
     cfg->train.grad_accum_steps = 1;
-    assert_true((long long)fix.batch * fix.accum >= 3000);
-    assert_true(arena_at(cfg, &dev, true, 2 * fix.batch) > limit); /* no much larger fits */
-    if (3000 % fix.batch == 0) assert_int_equal(fix.batch * fix.accum, 3000);
+
     /* Not even batch 1 fits in 1 KiB. */
     assert_int_equal(ct_memory_find_fix(cfg, &dev, true, 1024, &fix, &err), -1);
+    assert_non_null(strstr(err.msg, "even batch size 1"));
     ct_config_free(cfg);
 }
 
@@ -111,7 +167,7 @@ static void test_forward_only_plan_is_smaller(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_size),
-        cmocka_unit_test(test_fix_is_the_largest_batch_that_fits),
+        cmocka_unit_test(test_fix_takes_the_fewest_steps_whose_batch_fits),
         cmocka_unit_test(test_forward_only_plan_is_smaller),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

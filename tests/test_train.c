@@ -4,7 +4,8 @@
  *    anything but the seed);
  *  - nothing is allocated inside the training loop (malloc is counted);
  *  - a fit interrupted into a checkpoint and resumed equals an uninterrupted fit,
- *    bit for bit; --init-from loads weights. */
+ *    bit for bit; --init-from loads weights;
+ *  - the stepper numbers Adam's steps from 1 (the first step moves weights by lr). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,8 @@
 #include "train/init.h"
 #include "train/model.h"
 #include "train/schedule.h"
+#include "train/scaler.h"
+#include "train/step.h"
 
 /* ---- counting allocator ------------------------------------------------------
  * The test binary's malloc family wraps glibc's and, while counting, counts the
@@ -428,6 +431,87 @@ static void test_grad_accumulation_equals_big_batch(void **state) {
     assert_true(max_diff < 1e-5);
 }
 
+/* Three Adam steps through ct_step_run, the steppers' path in fit, which hands
+ * ct_opt_hyper_at the step number *opt_steps + 1 (Adam's t, 1 at the first step):
+ *  - the first step moves each weight by lr * g / (|g| + eps) (m / bc1 = g and
+ *    sqrt(v / bc2) = |g| when bc1 = 1 - b1, bc2 = 1 - b2): by lr where |g| >> eps,
+ *    never by more (t = 2 would give 0.74 lr, t = 0 divides by zero);
+ *  - the three steps equal three steps taken here with ct_opt_hyper_at(t = 1, 2, 3)
+ *    on a second model from the same seed and batches, bit for bit (a count that
+ *    did not advance, or started elsewhere, gives other scalars from step 2);
+ *  - *opt_steps ends at 3. */
+static void test_stepper_counts_adam_steps_from_one(void **state) {
+    (void)state;
+    const char *extra = "optimizer: {type: adam, lr: 0.001}\ntrain: {batch_size: 100, seed: 9}\n";
+    rig a, b;
+    rig_open(&a, extra);
+    rig_open(&b, extra);
+    const ct_backend_vt *vt = a.m->device.vt;
+    const double lr = a.cfg.optimizer.lr;
+    size_t n = a.m->graph.n_param_floats;
+    float *w0 = malloc(n * sizeof(float)), *w1 = malloc(n * sizeof(float));
+    float *wa = malloc(n * sizeof(float)), *wb = malloc(n * sizeof(float));
+    assert_non_null(w0 && w1 && wa && wb);
+    ct_err err = {{0}};
+    assert_int_equal(vt->params_to_host(a.m->be, w0, &err), 0);
+
+    ct_scaler scaler;
+    ct_scaler_init(&scaler, CT_AMP_OFF);
+    long long steps = 0;
+    ct_stepper st = {.m = a.m, .cfg = &a.cfg, .scaler = &scaler, .opt_steps = &steps};
+    ct_loader_start_epoch(a.loader, 0);
+    ct_batch batch;
+    for (uint32_t k = 0; k < 3; k++) {
+        assert_int_equal(ct_loader_next(a.loader, &batch), 1);
+        assert_int_equal(vt->load_batch(a.m->be, batch.x, batch.y, batch.n, &err), 0);
+        ct_step_in in = {.rows = batch.n, .tag = k, .update = true, .lr = lr};
+        if (ct_step_run(&st, &in, &err) != 0) fail_msg("%s", err.msg);
+        if (k == 0) assert_int_equal(vt->params_to_host(a.m->be, w1, &err), 0);
+    }
+    assert_int_equal(steps, 3);
+    assert_int_equal(vt->params_to_host(a.m->be, wa, &err), 0);
+
+    /* First step: |move| <= lr (1 + 1e-3) everywhere (float rounding of weights
+     * below 1 is under 1.2e-7, 1.2e-4 of lr), = lr within 1e-3 for most weights
+     * (not those with no gradient, e.g. behind dropped or dead units). */
+    size_t at_lr = 0;
+    double max_move = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)w1[i] - (double)w0[i]);
+        if (!(d <= lr * (1 + 1e-3)))
+            fail_msg("weight %zu moved by %.9g in Adam's first step, lr %g", i, d, lr);
+        if (d > max_move) max_move = d;
+        at_lr += d >= lr * (1 - 1e-3);
+    }
+    printf("Adam's first step through the stepper: max move %.9g (lr %g), %zu of %zu weights "
+           "moved by lr\n", max_move, lr, at_lr, n);
+    assert_true(at_lr > n / 2);
+
+    /* The same three steps by hand. */
+    ct_loader_start_epoch(b.loader, 0);
+    for (long long t = 1; t <= 3; t++) {
+        assert_int_equal(ct_loader_next(b.loader, &batch), 1);
+        assert_int_equal(vt->load_batch(b.m->be, batch.x, batch.y, batch.n, &err), 0);
+        uint32_t step = (uint32_t)(t - 1); /* dropout is keyed by the steps done */
+        assert_int_equal(ct_model_forward(b.m, true, step, &err), 0);
+        assert_int_equal(vt->loss(b.m->be, true, 1.0f / (float)batch.n, step, &err), 0);
+        assert_int_equal(ct_model_backward(b.m, false, step, &err), 0);
+        ct_opt_hyper h = ct_opt_hyper_at(&b.cfg.optimizer, lr, t);
+        assert_int_equal(vt->optimizer_step(b.m->be, &h, &err), 0);
+    }
+    assert_int_equal(vt->params_to_host(b.m->be, wb, &err), 0);
+    for (size_t i = 0; i < n; i++)
+        if (ct_f32_bits(wa[i]) != ct_f32_bits(wb[i]))
+            fail_msg("after 3 steps, weight %zu: stepper %.9g, by hand %.9g", i, (double)wa[i],
+                     (double)wb[i]);
+    free(w0);
+    free(w1);
+    free(wa);
+    free(wb);
+    rig_close(&a);
+    rig_close(&b);
+}
+
 /* Two epochs of Adam on 1200 samples with the given layers; returns the weights and
  * the plan's activation bytes. */
 static float *train_with_layers(const char *name, const char *layers, size_t *n,
@@ -542,6 +626,7 @@ int main(void) {
         cmocka_unit_test(test_resume_equals_straight_run),
         cmocka_unit_test(test_init_from_loads_weights),
         cmocka_unit_test(test_grad_accumulation_equals_big_batch),
+        cmocka_unit_test(test_stepper_counts_adam_steps_from_one),
         cmocka_unit_test(test_activation_checkpointing_same_weights),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

@@ -181,11 +181,15 @@ static int check_memory(ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     bool have = ct_memory_find_fix(cfg, dev, true, bud.available, &fix, &fix_err) == 0;
     char b1[32], b2[32];
     if (o->fit_memory && have) {
+        long long was = (long long)cfg->train.batch_size * cfg->train.grad_accum_steps;
+        long long now = (long long)fix.batch * fix.accum;
+        char eff[64];
+        if (now == was) snprintf(eff, sizeof eff, "%lld", was);
+        else snprintf(eff, sizeof eff, "%lld -> %lld", was, now);
         fprintf(o->log,
                 "ctrain: --fit-memory: train.batch_size %d -> %d, train.grad_accum_steps %d -> %d "
-                "(effective batch %lld); arena %s -> %s (%s: %s)\n",
-                cfg->train.batch_size, fix.batch, cfg->train.grad_accum_steps, fix.accum,
-                (long long)cfg->train.batch_size * cfg->train.grad_accum_steps,
+                "(effective batch %s); arena %s -> %s (%s: %s)\n",
+                cfg->train.batch_size, fix.batch, cfg->train.grad_accum_steps, fix.accum, eff,
                 ct_fmt_bytes(plan->total, b1, sizeof b1), ct_fmt_bytes(fix.arena, b2, sizeof b2),
                 bud.source, ct_fmt_bytes(bud.available, (char[32]){0}, 32));
         cfg->train.batch_size = fix.batch;

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,12 @@ static size_t plan_bytes(const ct_config *cfg, const ct_device_choice *dev, bool
     return total;
 }
 
+/* The batch that covers `effective` samples in `steps` accumulation steps with the
+ * fewest to spare: ceil(effective / steps). */
+static long long batch_for_steps(long long effective, long long steps) {
+    return (effective + steps - 1) / steps;
+}
+
 int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, bool training,
                        size_t available, ct_memory_fix *fix, ct_err *err) {
     /* the fix accumulates gradients: plan with that (backends may need scratch) */
@@ -106,33 +113,34 @@ int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, boo
     if (!cfg) return ct_errorf(err, "out of host memory");
     *cfg = *cfg_in; /* shares cfg_in's text, read only */
     if (cfg->train.grad_accum_steps < 2) cfg->train.grad_accum_steps = 2;
-    int lo = 1, hi = cfg->train.batch_size - 1; /* the current batch does not fit */
-    size_t at1 = plan_bytes(cfg, dev, training, 1);
-    if (at1 == 0 || at1 > available) {
+    long long effective = (long long)cfg_in->train.batch_size * cfg_in->train.grad_accum_steps;
+    /* Steps in [lo, hi]. hi: its batch fits (effective steps: batch 1). lo: fewer steps
+     * need a batch not below cfg's, or one that was planned and did not fit. */
+    long long hi = effective;
+    int below = cfg_in->train.batch_size - 1;
+    long long lo = below >= 1 ? batch_for_steps(effective, below) : hi;
+    size_t arena = plan_bytes(cfg, dev, training, 1);
+    if (arena == 0 || arena > available) {
         free(cfg);
         return ct_errorf(err, "even batch size 1 needs more than the available memory");
     }
-    while (lo < hi) { /* largest batch in [lo, hi] that fits; lo always fits */
-        int mid = lo + (hi - lo + 1) / 2;
-        size_t t = plan_bytes(cfg, dev, training, mid);
-        if (t != 0 && t <= available)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    /* Prefer a batch that divides the effective batch exactly (within a factor
-     * of 2 of the largest that fits); else round the accumulation steps up. */
-    long long effective = (long long)cfg_in->train.batch_size * cfg_in->train.grad_accum_steps;
-    int batch = lo;
-    for (int d = lo; d >= (lo + 1) / 2; d--)
-        if (effective % d == 0) {
-            batch = d;
-            break;
+    while (lo < hi) {
+        long long mid = lo + (hi - lo) / 2;
+        size_t t = plan_bytes(cfg, dev, training, (int)batch_for_steps(effective, mid));
+        if (t != 0 && t <= available) {
+            hi = mid;
+            arena = t;
+        } else {
+            lo = mid + 1;
         }
-    fix->batch = batch;
-    fix->accum = (int)((effective + batch - 1) / batch);
-    fix->arena = plan_bytes(cfg, dev, training, batch);
+    }
     free(cfg);
+    if (hi > INT_MAX)
+        return ct_errorf(err, "batch size 1 would need %lld accumulation steps (at most %d)", hi,
+                         INT_MAX);
+    fix->accum = (int)hi;
+    fix->batch = (int)batch_for_steps(effective, hi);
+    fix->arena = arena;
     return 0;
 }
 

@@ -31,15 +31,22 @@ int ct_parse_size(const char *s, size_t *out, ct_err *err);
  * is reserved once and is the peak of device memory ctrain uses). */
 void ct_memory_report(const ct_plan *plan, const char *title, FILE *out);
 
-/* A change that makes training fit: a smaller batch with more accumulation steps,
- * keeping batch * accum (the effective batch) at least as large when possible. */
+/* A change that makes training fit: a smaller batch with more accumulation steps
+ * that keeps the effective batch E = batch_size * grad_accum_steps. With `accum`
+ * steps the batch is ceil(E / accum), the smallest that covers E: batch * accum is
+ * E when accum divides it, else E plus fewer than accum samples. */
 typedef struct ct_memory_fix {
     int batch, accum;
-    size_t arena;    /* arena bytes with that batch */
+    size_t arena;    /* arena bytes with that batch, planned with accumulation */
 } ct_memory_fix;
 
-/* Largest batch <= cfg's that fits `available` (plans only, nothing allocated).
- * Returns 0 with *fix, or -1 when not even batch 1 fits. */
+/* The fix with the fewest accumulation steps whose batch, smaller than cfg's (the
+ * one found not to fit), fits `available`. Guarantee: fix->batch fits, and the
+ * batch of one step fewer, ceil(E / (accum - 1)), does not fit or is not smaller
+ * than cfg's. When the arena grows with the batch that makes fix->batch the
+ * largest batch of this form that fits. A binary search over the steps on the real
+ * planner: at most log2(E) + 2 plans, nothing allocated. Returns 0 with *fix, or -1
+ * when not even batch 1 fits. */
 int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool training,
                        size_t available, ct_memory_fix *fix, ct_err *err);
 
