@@ -286,6 +286,17 @@ static void test_nan_loss_stops(void **state) {
     assert_false(exists("%s/out-nan/model.bin", dir));
 }
 
+/* Reads f line by line until a line starting with prefix: true, or false at EOF. */
+static bool read_until_line(FILE *f, const char *prefix) {
+    char line[4096];
+    bool at_start = true;
+    while (fgets(line, sizeof line, f)) {
+        if (at_start && !strncmp(line, prefix, strlen(prefix))) return true;
+        at_start = strchr(line, '\n') != NULL;
+    }
+    return false;
+}
+
 /* Ctrl-C during training: the run stops at the next step, saves a checkpoint
  * (marked interrupted when the signal came mid-epoch; epochs here are short, so it
  * may also land at an epoch's end, whose checkpoint is then complete), exits with
@@ -297,18 +308,30 @@ static void test_ctrl_c_saves(void **state) {
     snprintf(csv, sizeof csv, "%s/out-sigint/metrics.csv", dir);
     snprintf(ck, sizeof ck, "%s/out-sigint/model.bin", dir);
     snprintf(bin, sizeof bin, "%s/ctrain", ct_test_build_root());
+    int out[2];
+    assert_int_equal(pipe(out), 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        freopen("/dev/null", "w", stdout);
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        close(out[1]);
         freopen("/dev/null", "w", stderr);
         execl(bin, bin, "fit", path, "--epochs", "100000", "--batch-size", "10", (char *)NULL);
         _exit(127);
     }
+    close(out[1]);
+    FILE *child = fdopen(out[0], "r");
+    assert_non_null(child);
+    /* Epoch 2's line comes after epoch 1's checkpoint and metrics row are written. */
+    bool second = read_until_line(child, "Epoch 02 |");
+    if (!second) kill(pid, SIGKILL);
+    assert_true(second);
     struct stat st;
-    for (int i = 0; i < 600 && stat(csv, &st) != 0; i++) usleep(50 * 1000);
     assert_int_equal(stat(csv, &st), 0); /* the first epoch ended */
     kill(pid, SIGINT);
+    while (fgetc(child) != EOF) {} /* the rest of its output, until it exits */
+    fclose(child);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
