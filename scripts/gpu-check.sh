@@ -3,17 +3,20 @@
 # H200). Uses a build carried from the CI-like machine (see scripts/gpu-bundle.sh)
 # or builds one when meson is available. Runs, in order:
 #   1. ctrain devices
-#   2. the CUDA parity tests and the GPU cases of the bench tests
+#   2. the CUDA parity tests and the GPU cases of the bench tests (`test_bench gpu`,
+#      meson's test_bench_gpu)
 #   3. a one-epoch MNIST CNN fit on CUDA, then `ctrain eval` of its checkpoint on
 #      the CPU (portability: same accuracy)
 #   4. ctrain bench matmul --n 5000 for fp32 and bf16
-#   5. mixed precision and memory on CUDA: the GPU cases of test_amp, a one-epoch
-#      fp16 fit, a per-layer profile, and the out-of-memory advice
+#   5. mixed precision and memory on CUDA: the GPU cases of test_amp (`test_amp gpu`,
+#      meson's test_amp_gpu), a one-epoch fp16 fit, a per-layer profile, and the
+#      out-of-memory advice
 #   6. captured steps: test_cuda_graph (train.graph auto and off give the same
 #      bits), and the step-3 fit again with --graph off, both epoch times shown
 #   7. data parallelism in one process: the step-3 fit with --device cuda:all
 #      (one replica thread per GPU, NCCL all-reduce when there are several)
-# and prints a short table last. Exit status: non-zero when any step failed.
+# and prints a short table last. Exit status: non-zero when any step failed or a
+# GPU test was skipped (exit 77: no usable GPU, which on this machine is a failure).
 #
 #   scripts/gpu-check.sh [BUILD_DIR]       (default: build)
 set -uo pipefail
@@ -55,8 +58,12 @@ step() { # name, command...
   local name=$1; shift
   echo "=== $name: $*"
   local t0=$SECONDS
-  if timeout 300 "$@" 2>&1 | tee "$tmp/$name.log"; then   # pipefail: the command's status
+  timeout 300 "$@" 2>&1 | tee "$tmp/$name.log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ]; then
     result[$name]="ok ($((SECONDS - t0))s)"
+  elif [ "$rc" -eq 77 ]; then # a test program's "skipped"
+    result[$name]="SKIPPED: no usable GPU"; status=1
   else
     result[$name]="FAILED"; status=1
   fi
@@ -64,12 +71,12 @@ step() { # name, command...
 
 step devices "$build/ctrain" devices
 step parity "$build/tests/test_cuda_parity"
-[ -x "$build/tests/test_bench" ] && step bench_tests "$build/tests/test_bench"
+[ -x "$build/tests/test_bench" ] && step bench_tests "$build/tests/test_bench" gpu
 step fit_cuda "$build/ctrain" fit configs/cnn.yaml --epochs 1 --device cuda --out "$tmp/cnn" --no-progress
 step eval_cpu "$build/ctrain" eval --checkpoint "$tmp/cnn/model.bin" --device cpu
 step matmul_fp32 "$build/ctrain" bench matmul --n 5000 --dtype fp32
 step matmul_bf16 "$build/ctrain" bench matmul --n 5000 --dtype bf16
-[ -x "$build/tests/test_amp" ] && step amp_tests "$build/tests/test_amp"
+[ -x "$build/tests/test_amp" ] && step amp_tests "$build/tests/test_amp" gpu
 step fit_cuda_fp16 "$build/ctrain" fit configs/cnn.yaml --epochs 1 --device cuda --amp fp16 --out "$tmp/cnn16" --no-progress
 step profile_cuda "$build/ctrain" fit configs/cnn.yaml --device cuda --profile --profile-steps 50
 step oom_advice "$build/ctrain" summary configs/cnn.yaml --device cuda --batch-size 65536 --max-memory 512M

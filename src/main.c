@@ -57,6 +57,9 @@ static void usage(FILE *f) {
         fprintf(f, "  %-34s %s\n", commands[i].synopsis, commands[i].summary);
     fprintf(f, "  %-34s %s\n", "help [COMMAND]", "show help for a command");
     fprintf(f, "  %-34s %s\n", "version", "print the version");
+    fprintf(f, "\nExit status: 0 success; 1 an error while running (config file, data,\n"
+               "memory, I/O, non-finite loss); 2 a usage error (the command line: unknown\n"
+               "command or option, missing or invalid option value); 130 interrupted.\n");
     fprintf(f, "\nSee `man ctrain` and README.md for the config reference.\n");
 }
 
@@ -66,12 +69,18 @@ static const ct_command *find(const char *name) {
     return NULL;
 }
 
+static int unknown_command(const char *name) {
+    fprintf(stderr, "ctrain: error: unknown command '%s' (try 'ctrain help')\n", name);
+    return CT_EXIT_USAGE;
+}
+
 static int help(const char *name) {
-    const ct_command *c = name ? find(name) : NULL;
-    if (!c) {
+    if (!name) {
         usage(stdout);
-        return name ? CT_EXIT_USAGE : CT_EXIT_OK;
+        return CT_EXIT_OK;
     }
+    const ct_command *c = find(name);
+    if (!c) return unknown_command(name);
     printf("Usage: ctrain %s\n%s\n\n%s", c->synopsis, c->summary, c->help);
     return CT_EXIT_OK;
 }
@@ -89,10 +98,7 @@ int main(int argc, char **argv) {
         return CT_EXIT_OK;
     }
     const ct_command *c = find(name);
-    if (!c) {
-        fprintf(stderr, "ctrain: error: unknown command '%s' (try 'ctrain help')\n", name);
-        return CT_EXIT_USAGE;
-    }
+    if (!c) return unknown_command(name);
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(name);
     ct_err err = {{0}};

@@ -141,3 +141,28 @@ void ct_test_write_config(const char *dir, const char *name, const char *layers_
     snprintf(out_path, n, "%s/%s.yaml", dir, name);
     ct_test_write_file(out_path, text, strlen(text));
 }
+
+#include "backend/device.h"
+
+bool ct_test_group_is(int argc, char **argv, const char *group) {
+    if (argc < 2) return false;
+    if (argc == 2 && !strcmp(argv[1], group)) return true;
+    fprintf(stderr, "usage: %s [%s]\n", argv[0], group);
+    exit(2);
+}
+
+int ct_test_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("SKIP: ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    return CT_TEST_SKIP;
+}
+
+bool ct_test_gpu_usable(char *why, size_t n) {
+    int count = 0;
+    return ct_cuda_usable(&count, why, n);
+}

@@ -43,4 +43,21 @@ void ct_test_mnist_subset(const char *dir, int n_train, int n_test);
  * block (YAML lines under model.layers) and extra top-level YAML appended. */
 void ct_test_write_config(const char *dir, const char *name, const char *layers_yaml,
                           const char *extra_yaml, char *out_path, size_t n);
+
+#include <stdbool.h>
+
+/* Cases that need what a machine may lack (a GPU, mpirun) run as their own meson
+ * test: the same program with the group's name as its only argument (see
+ * tests/meson.build), exiting CT_TEST_SKIP, which meson reports as SKIP, where they
+ * cannot run. A skip() inside a cmocka group would count as a pass instead. */
+#define CT_TEST_SKIP 77
+
+/* True when the program was started as `PROGRAM group`, false with no argument;
+ * any other argument ends the program with exit 2. */
+bool ct_test_group_is(int argc, char **argv, const char *group);
+/* Prints "SKIP: <message>" and returns CT_TEST_SKIP, for `return ct_test_skip(...)`
+ * in main. */
+int ct_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether CUDA is usable here; why not in why[n] when it is not. */
+bool ct_test_gpu_usable(char *why, size_t n);
 #endif

@@ -11,7 +11,8 @@
  *    grads_nonfinite reports it; tiny gradients underflow to zero in fp16 unless
  *    the loss is scaled, and the scaled-then-unscaled gradients match fp32.
  *  - the same on the CUDA backend, and its rounding kernel bit for bit against the
- *    host functions (GPU cases skip visibly without a usable GPU).
+ *    host functions: `test_amp gpu`, a meson test of its own that exits 77 (SKIP)
+ *    without a usable GPU.
  *  - ctrain fit end to end on 3000 MNIST images for off / bf16 / fp16: accuracy
  *    within a few points of fp32, the fp16 epoch line reports the scale and the
  *    skipped steps, and the scaler's state lands in the checkpoint.
@@ -440,12 +441,6 @@ static void test_cpu_fp16_underflow_and_scaling(void **state) {
 
 /* ---- CUDA --------------------------------------------------------------------------- */
 
-static bool gpu_usable(void) {
-    int count = 0;
-    char why[256];
-    return ct_cuda_usable(&count, why, sizeof why);
-}
-
 #ifdef CT_HAVE_CUDA
 /* ct_cuda_amp_round gives the host functions' bits on random floats. */
 static void check_round_kernel(void) {
@@ -470,10 +465,10 @@ static void check_round_kernel(void) {
 }
 #endif
 
+/* In the "gpu" group: runs only where CUDA is usable (main). */
 static void test_cuda_amp(void **state) {
     (void)state;
 #ifdef CT_HAVE_CUDA
-    if (!gpu_usable()) skip();
     check_round_kernel();
     harness *h = open_cnn_on(&ct_backend_cuda, CT_AMP_BF16);
     step_pass(h, 1.0f / N);
@@ -490,8 +485,7 @@ static void test_cuda_amp(void **state) {
     assert_true(found);
     close_h(h);
 #else
-    (void)gpu_usable;
-    skip(); /* no CUDA in this build */
+    fail_msg("this build has no CUDA support"); /* main skips the group before this */
 #endif
 }
 
@@ -704,7 +698,17 @@ static void test_fit_amp_modes(void **state) {
     ct_test_rmtree(dir);
 }
 
-int main(void) {
+/* `test_amp gpu` (meson test test_amp_gpu): the CUDA cases, skipped (exit 77) where
+ * no GPU is usable; `test_amp`: everything else. */
+int main(int argc, char **argv) {
+    if (ct_test_group_is(argc, argv, "gpu")) {
+        char why[256];
+        if (!ct_test_gpu_usable(why, sizeof why)) return ct_test_skip("no usable GPU: %s", why);
+        const struct CMUnitTest gpu[] = {
+            cmocka_unit_test(test_cuda_amp),
+        };
+        return cmocka_run_group_tests_name("gpu", gpu, NULL, NULL) ? 1 : 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_fp16_exact),
         cmocka_unit_test(test_round_bf16_exact),
@@ -715,8 +719,7 @@ int main(void) {
         cmocka_unit_test(test_cpu_activations_rounded),
         cmocka_unit_test(test_cpu_fp16_overflow_detected),
         cmocka_unit_test(test_cpu_fp16_underflow_and_scaling),
-        cmocka_unit_test(test_cuda_amp),
         cmocka_unit_test(test_fit_amp_modes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

@@ -3,8 +3,9 @@
  * The CPU product against a naive triple loop, the report's arithmetic (median,
  * GFLOP/s, GB/s, scaled difference), the 16-bit input rounding, the binary's
  * text and JSON output and its argument errors. The GPU cases (cuBLAS product
- * against the CPU's in every dtype at several sizes, copy bandwidth) run only
- * where CUDA is usable and are skipped, visibly, elsewhere. */
+ * against the CPU's in every dtype at several sizes, copy bandwidth) are
+ * `test_bench gpu`, a meson test of its own that exits 77 (SKIP) where CUDA is not
+ * usable. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -346,14 +347,6 @@ static void test_bench_bad_args(void **state) {
 
 #ifdef CT_HAVE_CUDA
 
-static bool gpu_or_skip(void) {
-    int count = 0;
-    char why[256];
-    if (ct_cuda_usable(&count, why, sizeof why)) return true;
-    printf("[  SKIPPED ] no usable GPU: %s\n", why);
-    return false;
-}
-
 static void test_cuda_versions(void **state) {
     (void)state;
     char s[64];
@@ -383,7 +376,6 @@ static void test_cuda_versions(void **state) {
 
 static void test_gpu_matches_cpu(void **state) {
     (void)state;
-    if (!gpu_or_skip()) skip();
     const int sizes[] = {1, 17, 256, 1000};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         int n = sizes[s];
@@ -411,21 +403,12 @@ static void test_gpu_matches_cpu(void **state) {
 
 static void test_gpu_bandwidth(void **state) {
     (void)state;
-    if (!gpu_or_skip()) skip();
     ct_cuda_bandwidth bw;
     ct_err err = {{0}};
     if (ct_cuda_bench_bandwidth(0, (size_t)16 << 20, 3, &bw, &err)) fail_msg("%s", err.msg);
     assert_true(bw.h2d_pageable > 0.0 && bw.d2h_pageable > 0.0);
     assert_true(bw.h2d_pinned > 0.0 && bw.d2h_pinned > 0.0);
     assert_true(bw.h2d_pinned < 1000.0); /* GB/s: a unit error would show */
-}
-
-#else
-
-static void test_gpu_matches_cpu(void **state) {
-    (void)state;
-    printf("[  SKIPPED ] this build has no CUDA support\n");
-    skip();
 }
 
 #endif
@@ -442,7 +425,24 @@ static int teardown(void **state) {
     return 0;
 }
 
-int main(void) {
+/* `test_bench gpu` (meson test test_bench_gpu): the cuBLAS cases, skipped (exit 77)
+ * where no GPU is usable. */
+static int run_gpu_cases(void) {
+    char why[256];
+    if (!ct_test_gpu_usable(why, sizeof why)) return ct_test_skip("no usable GPU: %s", why);
+#ifdef CT_HAVE_CUDA
+    const struct CMUnitTest gpu[] = {
+        cmocka_unit_test(test_gpu_bandwidth),
+        cmocka_unit_test(test_gpu_matches_cpu),
+    };
+    return cmocka_run_group_tests_name("gpu", gpu, setup, teardown) ? 1 : 0;
+#else
+    return 1; /* a build without CUDA has no usable GPU */
+#endif
+}
+
+int main(int argc, char **argv) {
+    if (ct_test_group_is(argc, argv, "gpu")) return run_gpu_cases();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_matches_naive),
         cmocka_unit_test(test_cpu_rejects_bad_sizes),
@@ -456,10 +456,8 @@ int main(void) {
         cmocka_unit_test(test_bench_binary),
         cmocka_unit_test(test_bench_bad_args),
 #ifdef CT_HAVE_CUDA
-        cmocka_unit_test(test_cuda_versions),
-        cmocka_unit_test(test_gpu_bandwidth),
+        cmocka_unit_test(test_cuda_versions), /* needs no device */
 #endif
-        cmocka_unit_test(test_gpu_matches_cpu),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, teardown) ? 1 : 0;
 }

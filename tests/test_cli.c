@@ -1,5 +1,6 @@
 /* test_cli.c: the ctrain binary on bad input: one line on stderr naming the file
  * and the problem, a non-zero exit (never a signal), and no output left behind.
+ * The exit status of each class of error (man/ctrain.1, EXIT STATUS) is one table.
  * Also `summary` (allocates no arena, writes nothing) and `devices`. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -63,35 +64,160 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void test_usage_errors(void **state) {
+/* ---- exit status (man/ctrain.1, EXIT STATUS) ------------------------------------------
+ * 0 success; 2 the command line alone is wrong (found before any file is read, stdout
+ * untouched, "ctrain: error: CMD: ... (see 'ctrain help CMD')"); 1 an error found while
+ * running (the config file, data, checkpoints, devices). Every error is one line. */
+
+typedef struct exit_case {
+    const char *args; /* after "ctrain"; each '@' becomes the scratch directory */
+    int code;
+    const char *frag; /* in the stderr line; NULL: exit 0 with stderr empty */
+} exit_case;
+
+static const exit_case exit_cases[] = {
+    {"help", 0, NULL},
+    {"help fit", 0, NULL},
+    {"fit --help", 0, NULL},
+    {"version", 0, NULL},
+    {"devices", 0, NULL},
+    {"bench matmul --n 8 --repeats 1 --warmup 0", 0, NULL},
+    /* 2: commands, arguments and options */
+    {"frobnicate", 2, "unknown command 'frobnicate'"},
+    {"help frobnicate", 2, "unknown command 'frobnicate'"},
+    {"fit", 2, "fit: expected one CONFIG file"},
+    {"fit configs/mlp.yaml configs/cnn.yaml", 2, "fit: unexpected argument 'configs/cnn.yaml'"},
+    {"fit configs/mlp.yaml --epoch 3", 2, "unknown option '--epoch' (did you mean '--epochs'?)"},
+    {"fit configs/mlp.yaml --epochs", 2, "option '--epochs' needs a value"},
+    {"fit configs/mlp.yaml --resume=yes", 2, "option '--resume' takes no value"},
+    {"fit configs/mlp.yaml --resume --init-from x.bin", 2, "exclude each other"},
+    {"fit configs/mlp.yaml --profile --device cpu:2", 2, "--profile runs on one device"},
+    /* 2: fit's option values, each kind of check */
+    {"fit configs/mlp.yaml --epochs 0", 2, "fit: --epochs: expected a positive integer, got '0'"},
+    {"fit configs/mlp.yaml --batch-size zero", 2, "--batch-size: expected a positive integer"},
+    {"fit configs/mlp.yaml --grad-accum-steps -1", 2, "--grad-accum-steps: expected a positive"},
+    {"fit configs/mlp.yaml --lr -0.1", 2, "--lr: expected a positive number, got '-0.1'"},
+    {"fit configs/mlp.yaml --seed 1.5", 2, "--seed: expected an integer"},
+    {"fit configs/mlp.yaml --device tpu", 2, "--device: invalid device 'tpu'"},
+    {"fit configs/mlp.yaml --device cuda:0,0", 2, "cuda:0 is listed twice"},
+    {"fit configs/mlp.yaml --amp fp8", 2, "--amp: expected off, fp16 or bf16, got 'fp8'"},
+    {"fit configs/mlp.yaml --graph on", 2, "--graph: expected auto or off, got 'on'"},
+    {"fit configs/mlp.yaml --out=", 2, "--out: expected a directory path"},
+    {"fit configs/mlp.yaml --max-memory 12X", 2, "--max-memory: expected a size"},
+    {"fit configs/mlp.yaml --profile-steps 0", 2, "--profile-steps: expected 1..100000"},
+    {"fit /nonexistent/cfg.yaml --epochs 0", 2, "--epochs"}, /* before the file is read */
+    /* 2: summary, eval, bench, devices */
+    {"summary", 2, "summary: expected one CONFIG file"},
+    {"summary configs/mlp.yaml --evall", 2, "unknown option '--evall' (did you mean '--eval'?)"},
+    {"summary configs/mlp.yaml --batch-size 0", 2, "summary: --batch-size: expected a positive"},
+    {"summary configs/mlp.yaml --device cuda:x", 2, "summary: --device: invalid device"},
+    {"summary configs/mlp.yaml --max-memory 1Q", 2, "summary: --max-memory: expected a size"},
+    {"eval", 2, "eval: --checkpoint FILE is required"},
+    {"eval --checkpoint a.bin b.bin", 2, "eval: unexpected argument 'b.bin'"},
+    {"eval --checkpoint a.bin --data x.gz", 2, "option '--data' needs two values"},
+    {"eval --checkpoint a.bin --epochs 3", 2, "eval: unknown option '--epochs'"},
+    {"eval --checkpoint /nonexistent/m.bin --device tpu", 2, "eval: --device: invalid device"},
+    {"eval --checkpoint /nonexistent/m.bin --batch-size -4", 2, "eval: --batch-size: expected"},
+    {"bench", 2, "bench: which benchmark?"},
+    {"bench conv", 2, "bench: unknown benchmark 'conv'"},
+    {"bench matmul --n 0", 2, "bench: --n must be an integer in 1..32768, got '0'"},
+    {"bench matmul --dtype fp8", 2, "bench: --dtype must be fp32, tf32, fp16 or bf16"},
+    {"bench matmul --repeats", 2, "option '--repeats' needs a value"},
+    {"bench matmul --repeat 5", 2, "did you mean '--repeats'?"},
+    {"devices --jsn", 2, "devices: unknown option '--jsn'"},
+    {"devices --json=yes", 2, "option '--json' takes no value"},
+    {"devices gpu", 2, "devices: unexpected argument 'gpu'"},
+    /* 1: what is found while running */
+    {"fit /nonexistent/cfg.yaml", 1, "/nonexistent/cfg.yaml"},
+    {"summary /nonexistent/cfg.yaml", 1, "/nonexistent/cfg.yaml"},
+    {"fit @/typo.yaml", 1, "typo.yaml:13:25: error: unknown key 'lrr'"},
+    {"fit @/badlr.yaml", 1, "badlr.yaml:13:29: error: 'optimizer.lr' must be > 0"}, /* same check as --lr */
+    {"summary @/badlr.yaml --lr 0.1", 1, "optimizer.lr"},
+    {"fit @/nodata.yaml", 1, "/nonexistent/train-images.gz"},
+    {"fit @/good.yaml --init-from /nonexistent/w.bin", 1, "/nonexistent/w.bin"},
+    {"fit @/good.yaml --device cuda:60", 1, "cuda:60"},
+    {"fit @/list.yaml --profile", 1, "--profile runs on one device"},
+    {"eval --checkpoint /nonexistent/m.bin", 1, "/nonexistent/m.bin"},
+};
+
+/* "(see 'ctrain help CMD')" for the command named first in args; "(try 'ctrain help')"
+ * for an unknown one. */
+static void usage_suffix(const char *args, char *out, size_t n) {
+    static const char *const known[] = {"fit", "eval", "summary", "devices", "bench"};
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "%.*s", (int)strcspn(args, " "), args);
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(cmd, known[i])) {
+            snprintf(out, n, " (see 'ctrain help %s')\n", cmd);
+            return;
+        }
+    snprintf(out, n, " (try 'ctrain help')\n");
+}
+
+static bool ends_with(const char *s, const char *tail) {
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcmp(s + a - b, tail);
+}
+
+static void check_exit_case(const exit_case *c) {
+    char args[2048] = "";
+    for (const char *p = c->args; *p; p++)
+        if (*p == '@') strncat(args, dir, sizeof args - strlen(args) - 1);
+        else strncat(args, p, 1);
+    ct_run_result r = ct_test_run(dir, args);
+    char suffix[64] = "";
+    if (c->code == 2) usage_suffix(c->args, suffix, sizeof suffix);
+    bool ok = r.status == c->code;
+    if (!c->frag) {
+        ok = ok && r.err[0] == 0;
+    } else {
+        ok = ok && strstr(r.err, c->frag) && ct_test_count_lines(r.err) == 1 &&
+             strstr(r.err, "error: ");
+        if (c->code == 2)
+            ok = ok && !strncmp(r.err, "ctrain: error: ", 15) && ends_with(r.err, suffix) &&
+                 r.out[0] == 0;
+    }
+    if (!ok)
+        fail_msg("ctrain %s: exit %d, stderr '%s' (wanted exit %d, one line with '%s'%s%.*s)",
+                 args, r.status, r.err, c->code, c->frag ? c->frag : "(stderr empty)",
+                 suffix[0] ? " ending" : "", (int)(suffix[0] ? strlen(suffix) - 1 : 0), suffix);
+    ct_test_run_free(&r);
+}
+
+/* Rewrites path with its one occurrence of `from` replaced by `to`. */
+static void replace_in_file(const char *path, const char *from, const char *to) {
+    size_t len;
+    char *text = ct_test_read_file(path, &len), out[8192];
+    assert_non_null(text);
+    char *at = strstr(text, from);
+    assert_non_null(at);
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    free(text);
+    ct_test_write_file(path, out, strlen(out));
+}
+
+static void test_exit_status(void **state) {
     (void)state;
+    char path[1024];
+    write_config("good", dir, "", path, sizeof path);
+    write_config("typo", dir, "optimizer: {type: adam, lrr: 0.1}\n", path, sizeof path);
+    write_config("badlr", dir, "optimizer: {type: adam, lr: -1}\n", path, sizeof path);
+    write_config("list", dir, "", path, sizeof path);
+    replace_in_file(path, "device: cpu\n", "device: cpu:2\n");
+    write_config("nodata", "/nonexistent", "", path, sizeof path);
+    for (size_t i = 0; i < sizeof exit_cases / sizeof exit_cases[0]; i++)
+        check_exit_case(&exit_cases[i]);
+    /* nothing was written by a run that failed before training */
+    assert_false(exists("%s/out-typo", dir));
+    assert_false(exists("%s/out-badlr", dir));
+    assert_false(exists("%s/out-nodata", dir));
+    assert_false(exists("%s/out-list", dir));
+    /* no command: the usage text, on stderr */
     ct_run_result r = ct_test_run(dir, "");
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "Usage: ctrain COMMAND"));
+    assert_string_equal(r.out, "");
     ct_test_run_free(&r);
-    expect_error("frobnicate", 2, "unknown command 'frobnicate'", NULL);
-    expect_error("fit configs/cnn.yaml --epoch 3", 2, "unknown option '--epoch'",
-                 "did you mean '--epochs'?");
-    ct_run_result h = ct_test_run(dir, "fit --help");
-    assert_int_equal(h.status, 0);
-    assert_non_null(strstr(h.out, "--resume"));
-    ct_test_run_free(&h);
-}
-
-static void test_config_errors(void **state) {
-    (void)state;
-    char path[1024], args[1200];
-    expect_error("fit /nonexistent/cfg.yaml", 1, "/nonexistent/cfg.yaml", NULL);
-    write_config("typo", dir, "optimizer: {type: adam, lrr: 0.1}\n", path, sizeof path);
-    snprintf(args, sizeof args, "fit %s", path);
-    expect_error(args, 1, "typo.yaml:13:25: error: unknown key 'lrr'", "did you mean 'lr'?");
-    assert_false(exists("%s/out-typo", dir));
-    write_config("good", dir, "", path, sizeof path);
-    snprintf(args, sizeof args, "fit %s --batch-size zero", path);
-    expect_error(args, 1, "--batch-size: expected a positive integer, got 'zero'", NULL);
-    assert_false(exists("%s/out-good", dir));
-    snprintf(args, sizeof args, "fit %s --device tpu", path);
-    expect_error(args, 1, "tpu", NULL);
 }
 
 static void test_data_errors(void **state) {
@@ -160,6 +286,17 @@ static void test_nan_loss_stops(void **state) {
     assert_false(exists("%s/out-nan/model.bin", dir));
 }
 
+/* Reads f line by line until a line starting with prefix: true, or false at EOF. */
+static bool read_until_line(FILE *f, const char *prefix) {
+    char line[4096];
+    bool at_start = true;
+    while (fgets(line, sizeof line, f)) {
+        if (at_start && !strncmp(line, prefix, strlen(prefix))) return true;
+        at_start = strchr(line, '\n') != NULL;
+    }
+    return false;
+}
+
 /* Ctrl-C during training: the run stops at the next step, saves a checkpoint
  * (marked interrupted when the signal came mid-epoch; epochs here are short, so it
  * may also land at an epoch's end, whose checkpoint is then complete), exits with
@@ -171,18 +308,30 @@ static void test_ctrl_c_saves(void **state) {
     snprintf(csv, sizeof csv, "%s/out-sigint/metrics.csv", dir);
     snprintf(ck, sizeof ck, "%s/out-sigint/model.bin", dir);
     snprintf(bin, sizeof bin, "%s/ctrain", ct_test_build_root());
+    int out[2];
+    assert_int_equal(pipe(out), 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        freopen("/dev/null", "w", stdout);
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        close(out[1]);
         freopen("/dev/null", "w", stderr);
         execl(bin, bin, "fit", path, "--epochs", "100000", "--batch-size", "10", (char *)NULL);
         _exit(127);
     }
+    close(out[1]);
+    FILE *child = fdopen(out[0], "r");
+    assert_non_null(child);
+    /* Epoch 2's line comes after epoch 1's checkpoint and metrics row are written. */
+    bool second = read_until_line(child, "Epoch 02 |");
+    if (!second) kill(pid, SIGKILL);
+    assert_true(second);
     struct stat st;
-    for (int i = 0; i < 600 && stat(csv, &st) != 0; i++) usleep(50 * 1000);
     assert_int_equal(stat(csv, &st), 0); /* the first epoch ended */
     kill(pid, SIGINT);
+    while (fgetc(child) != EOF) {} /* the rest of its output, until it exits */
+    fclose(child);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
@@ -256,8 +405,7 @@ static void test_summary_and_devices(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_usage_errors),
-        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_exit_status),
         cmocka_unit_test(test_data_errors),
         cmocka_unit_test(test_checkpoint_errors),
         cmocka_unit_test(test_nan_loss_stops),

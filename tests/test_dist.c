@@ -10,8 +10,9 @@
  *  - failures: a rank that cannot read its data, configs that differ between
  *    ranks, and a one-process command under mpirun end every rank with a message
  *    naming the rank and the cause, never a hang (each run has a time limit).
- * The mpirun cases are skipped (visibly) when the build has no MPI or mpirun is
- * not installed; the replica cases always run. */
+ * The mpirun cases are `test_dist mpi`, a meson test of its own that exits 77
+ * (SKIP) when the build has no MPI or mpirun is not installed; the replica cases
+ * always run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -312,20 +313,25 @@ static void test_single_process_command_refused(void **state) {
     free(out);
 }
 
-int main(void) {
+/* Whether the mpirun cases can run here; why not in why[n]. */
+static bool mpirun_usable(char *why, size_t n) {
+#ifndef CT_HAVE_MPI
+    snprintf(why, n, "this build has no MPI (meson option mpi)");
+    return false;
+#else
+    if (system("command -v mpirun >/dev/null 2>&1") == 0) return true;
+    snprintf(why, n, "mpirun not found (install openmpi-bin)");
+    return false;
+#endif
+}
+
+/* `test_dist`: the replica cases; `test_dist mpi` (meson test test_dist_mpi): the
+ * mpirun cases, skipped (exit 77) without MPI or mpirun. */
+int main(int argc, char **argv) {
     const struct CMUnitTest threads[] = {
         cmocka_unit_test(test_cpu_replicas),
         cmocka_unit_test(test_cpu_replicas_fail_together),
     };
-    int failed = cmocka_run_group_tests_name("replicas", threads, setup, teardown);
-#ifndef CT_HAVE_MPI
-    printf("SKIP: the mpirun cases: this build has no MPI (meson option mpi)\n");
-    return failed;
-#else
-    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
-        printf("SKIP: the mpirun cases: mpirun not found (install openmpi-bin)\n");
-        return failed;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_sgd_2_and_3_ranks),
         cmocka_unit_test(test_cnn_adam_2_ranks),
@@ -334,6 +340,9 @@ int main(void) {
         cmocka_unit_test(test_config_mismatch),
         cmocka_unit_test(test_single_process_command_refused),
     };
-    return failed + cmocka_run_group_tests_name("mpirun", tests, setup, teardown);
-#endif
+    if (!ct_test_group_is(argc, argv, "mpi"))
+        return cmocka_run_group_tests_name("replicas", threads, setup, teardown) ? 1 : 0;
+    char why[128];
+    if (!mpirun_usable(why, sizeof why)) return ct_test_skip("the mpirun cases: %s", why);
+    return cmocka_run_group_tests_name("mpirun", tests, setup, teardown) ? 1 : 0;
 }

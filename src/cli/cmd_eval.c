@@ -5,13 +5,15 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/overrides.h"
 #include "data/idx.h"
 #include "io/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/model.h"
 
 typedef struct eval_args {
-    const char *checkpoint, *images, *labels, *device, *batch_size;
+    const char *checkpoint, *images, *labels;
+    ct_overrides ov; /* device and batch_size only */
 } eval_args;
 
 static int config_from_checkpoint(const ct_checkpoint *ck, const eval_args *a, ct_config *cfg,
@@ -26,9 +28,8 @@ static int config_from_checkpoint(const ct_checkpoint *ck, const eval_args *a, c
     if (ct_config_parse(text, strlen(text), a->checkpoint, dir, cfg, err) != 0) return -1;
     const char *name = ct_checkpoint_meta_get(ck, "name");
     if (name) snprintf(cfg->name, sizeof cfg->name, "%s", name);
-    if (a->device && ct_config_override(cfg, "device", a->device, err) != 0) return -1;
-    if (a->batch_size && ct_config_override(cfg, "batch-size", a->batch_size, err) != 0) return -1;
-    return 0;
+    /* checked by ct_cmd_eval before the checkpoint was read */
+    return ct_apply_overrides("eval", cfg, &a->ov, err) == CT_EXIT_OK ? 0 : -1;
 }
 
 static void print_report(const ct_metrics *m, int K, const char *data_path) {
@@ -102,16 +103,23 @@ int ct_cmd_eval(int argc, char **argv, ct_err *err) {
     ct_argspec specs[] = {
         {"checkpoint", 1, &a.checkpoint, NULL, NULL},
         {"data", 2, &a.images, &a.labels, NULL},
-        {"device", 1, &a.device, NULL, NULL},
-        {"batch-size", 1, &a.batch_size, NULL, NULL},
+        {"device", 1, &a.ov.device, NULL, NULL},
+        {"batch-size", 1, &a.ov.batch_size, NULL, NULL},
     };
     int npos, rc = ct_parse_args("eval", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
                                  pos, 1, &npos, err);
     if (rc) return rc;
-    if (npos == 1 && !a.checkpoint) a.checkpoint = pos[0];
+    if (npos == 1 && a.checkpoint) {
+        ct_errorf(err, "eval: unexpected argument '%s' (the checkpoint is --checkpoint %s)",
+                  pos[0], a.checkpoint);
+        return CT_EXIT_USAGE;
+    }
+    if (npos == 1) a.checkpoint = pos[0];
     if (!a.checkpoint) {
         ct_errorf(err, "eval: --checkpoint FILE is required");
         return CT_EXIT_USAGE;
     }
+    rc = ct_check_overrides("eval", &a.ov, err);
+    if (rc != CT_EXIT_OK) return rc;
     return evaluate_checkpoint(&a, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
 }

@@ -11,6 +11,35 @@
 #include "train/fit.h"
 #include "train/memory.h"
 
+/* Under mpirun every rank checks the same command line; they agree, so that none
+ * waits in a collective for a rank that has stopped. Returns this rank's own
+ * status when it failed, CT_EXIT_ERROR when only another rank did. */
+static int agree(int rc, ct_err *err) {
+    if (ct_dist_agree(rc == CT_EXIT_OK ? 0 : -1, err) == 0) return CT_EXIT_OK;
+    return rc != CT_EXIT_OK ? rc : CT_EXIT_ERROR;
+}
+
+/* What the command line asks of this launch that it cannot do: --profile or a
+ * device list under mpirun, --profile with a device list. The library refuses
+ * the same when the device list comes from the config file, which is then an
+ * error found while running. ov's values are valid (ct_check_overrides). */
+static int check_launch(int nprof, const ct_overrides *ov, ct_err *err) {
+    int ranks = ct_dist_world()->size;
+    ct_device_cfg d = {0};
+    bool list = ov->device && ct_parse_device(ov->device, &d, err) == 0 && d.n_list != 0;
+    if (nprof && ranks > 1)
+        ct_errorf(err, "fit: --profile runs in one process (launched as %d ranks)", ranks);
+    else if (list && ranks > 1)
+        ct_errorf(err, "fit: --device %s (a device list) cannot be combined with mpirun; give "
+                  "each rank one device", ov->device);
+    else if (list && nprof)
+        ct_errorf(err, "fit: --profile runs on one device, not a device list (--device %s)",
+                  ov->device);
+    else
+        return CT_EXIT_OK;
+    return CT_EXIT_USAGE;
+}
+
 int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
     const char *init_from = NULL, *max_memory = NULL, *profile_steps = NULL, *pos[1];
@@ -40,7 +69,10 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         return CT_EXIT_USAGE;
     }
     size_t limit = 0;
-    if (max_memory && ct_parse_size(max_memory, &limit, err) != 0) return CT_EXIT_USAGE;
+    if (max_memory && ct_parse_size(max_memory, &limit, err) != 0) {
+        ct_err_prefix(err, "fit");
+        return CT_EXIT_USAGE;
+    }
     int nprof = profile ? 20 : 0;
     if (profile_steps) {
         char *end;
@@ -51,9 +83,15 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         }
         nprof = (int)v;
     }
+    rc = ct_check_overrides("fit", &ov, err);
+    if (rc == CT_EXIT_OK) rc = check_launch(nprof, &ov, err);
+    if ((rc = agree(rc, err)) != CT_EXIT_OK) return rc;
     ct_config cfg;
-    if (ct_dist_agree(ct_load_config_with(pos[0], &ov, &cfg, err), err) != 0)
-        return CT_EXIT_ERROR;
+    int load = ct_load_config_with("fit", pos[0], &ov, &cfg, err);
+    if ((rc = agree(load, err)) != CT_EXIT_OK) {
+        if (load == CT_EXIT_OK) ct_config_free(&cfg);
+        return rc;
+    }
     ct_fit_opts o = {
         .resume = resume,
         .init_from = init_from,

@@ -109,9 +109,13 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
         return CT_EXIT_USAGE;
     }
     size_t limit = 0;
-    if (max_memory && ct_parse_size(max_memory, &limit, err) != 0) return CT_EXIT_USAGE;
+    if (max_memory && ct_parse_size(max_memory, &limit, err) != 0) {
+        ct_err_prefix(err, "summary");
+        return CT_EXIT_USAGE;
+    }
     ct_config cfg;
-    if (ct_load_config_with(pos[0], &ov, &cfg, err) != 0) return CT_EXIT_ERROR;
+    rc = ct_load_config_with("summary", pos[0], &ov, &cfg, err);
+    if (rc != CT_EXIT_OK) return rc;
     ct_device_choice dev;
     ct_model *m = NULL;
     rc = CT_EXIT_ERROR;

@@ -238,6 +238,15 @@ int ct_loader_next(ct_loader *l, ct_batch *b) {
 
 int ct_loader_batches_per_epoch(const ct_loader *l) { return l->n_batches; }
 
+int ct_loader_wait_ahead(ct_loader *l) {
+    pthread_mutex_lock(&l->mu);
+    pthread_cond_signal(&l->work_cv);
+    while (l->busy || has_work(l)) pthread_cond_wait(&l->ready_cv, &l->mu);
+    int ahead = l->produced - l->consumed;
+    pthread_mutex_unlock(&l->mu);
+    return ahead;
+}
+
 void ct_loader_destroy(ct_loader *l) {
     if (!l) return;
     pthread_mutex_lock(&l->mu);

@@ -51,6 +51,13 @@ int ct_loader_next(ct_loader *l, ct_batch *b);
 
 int ct_loader_batches_per_epoch(const ct_loader *l);
 
+/* Waits until the producer has filled every batch it may fill ahead of the caller
+ * (never the slot of the batch the caller holds) and is idle; returns how many
+ * batches are filled and not yet handed out: 1 while the caller holds batch k
+ * and batch k + 1 exists, else 0. The read-ahead made observable without timing,
+ * for tests. */
+int ct_loader_wait_ahead(ct_loader *l);
+
 void ct_loader_destroy(ct_loader *l);
 
 /* The sample order of an epoch, as the loader uses it: order[i] = index of the
