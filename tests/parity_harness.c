@@ -549,11 +549,12 @@ void parity_test_dataset(void **state) {
     assert_non_null(h);
     snprintf(h->cfg.source, sizeof h->cfg.source, "test");
     h->cfg.input_c = 1, h->cfg.input_h = ROWS, h->cfg.input_w = COLS;
-    h->cfg.layers[0] = L(CT_LAYER_FLATTEN), h->cfg.layers[1] = linear(K, true);
-    h->cfg.n_layers = 2;
+    h->cfg.layers[0] = L(CT_LAYER_FLATTEN), h->cfg.layers[1] = dropout(0.5);
+    h->cfg.layers[2] = linear(K, true);
+    h->cfg.n_layers = 3;
     ct_err e = {{0}};
     if (ct_graph_build(&h->cfg, &h->g, &e) != 0) fail_msg("graph: %s", e.msg);
-    ct_run_opts o = {.batch_size = BATCH, .training = false, .seed = SEED,
+    ct_run_opts o = {.batch_size = BATCH, .training = true, .seed = SEED,
                      .dataset_count = {COUNT, 0}, .data_mean = 0.1307f, .data_std = 0.3081f};
     ct_plan_init(&h->plan, 64); /* create may raise it to the backend's alignment */
     h->vt = parity_vt;
@@ -579,6 +580,11 @@ void parity_test_dataset(void **state) {
         }
         assert_int_equal(start, COUNT);
     }
+    /* A training step on the last batch: the dropout behind flatten has no input
+     * gradient to give (nothing before it has parameters). */
+    OK(h->vt->loss(h->b, true, 1.0f / BATCH, 0, E));
+    for (int i = h->g.n_nodes - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, STEP, E));
+    assert_false(h->g.nodes[1].input_grad);
     assert_int_equal(h->vt->load_batch_range(h->b, 0, COUNT - 2, 3, &e), -1); /* past the end */
     assert_int_equal(h->vt->load_batch_range(h->b, 1, 0, 1, &e), -1);         /* no slot 1 */
     ct_loader_destroy(ld);

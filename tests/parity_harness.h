@@ -108,7 +108,9 @@ void parity_partial_batch(float row_tol);
 
 /* dataset_upload / dataset_order / load_batch_range against the host loader: two
  * shuffled epochs of a small uint8 dataset, batch by batch the same x (bit for
- * bit), labels and loss; out-of-range rows and a missing slot are refused. */
+ * bit), labels and loss; out-of-range rows and a missing slot are refused. The
+ * graph (flatten, dropout, linear) ends with a training step: a dropout with no
+ * input gradient to give. */
 void parity_test_dataset(void **state);
 
 #endif

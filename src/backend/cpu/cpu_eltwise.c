@@ -65,8 +65,10 @@ const ct_cpu_op ct_cpu_op_relu = {relu_create, relu_bind, relu_forward, relu_bac
 
 /* ---- dropout --------------------------------------------------------------------- */
 
+/* Its gradient runs in place on gact[i-1] when there is one to give (input_grad). */
 static int dropout_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    return ct_cpu_add_act(b, nd, &ct_cpu_in(b, nd->i)->md, in_place(b, nd), nd->i > 0, err);
+    return ct_cpu_add_act(b, nd, &ct_cpu_in(b, nd->i)->md, in_place(b, nd),
+                          ct_cpu_has_gin(b, nd->i), err);
 }
 
 static int no_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -110,7 +112,8 @@ static int dropout_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_
                             ct_err *err) {
     (void)accumulate;
     (void)err;
-    if (nd->i > 0) apply_mask(b, nd, &nd->gact.md, nd->gact.ptr, ct_cpu_gin(b, nd->i)->ptr, step);
+    if (ct_cpu_has_gin(b, nd->i))
+        apply_mask(b, nd, &nd->gact.md, nd->gact.ptr, ct_cpu_gin(b, nd->i)->ptr, step);
     return 0;
 }
 
