@@ -93,7 +93,7 @@ static void pool_ties(int K, int S, int P, int H, float v) {
     for (int j = 0; j < C; j++) p[h->g.params[h->g.nodes[0].bias].offset + (size_t)j] = v;
     int32_t lab[N] = {0};
     OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, lab, N, E));
+    OK(h->vt->load_batch(h->b, x, lab, N, 0, E));
     OK(h->vt->forward(h->b, 0, true, STEP, E));
     OK(h->vt->forward(h->b, 1, true, STEP, E));
     float *y = malloc(out_n * sizeof *y), *dy = rand_f(out_n, 1.0), *junk = rand_f(in_n, 3.0);
@@ -359,7 +359,7 @@ static void fusion_same_bits(int C) {
         OK(h->vt->params_from_host(h->b, p, E));
         out[fused] = malloc((size_t)N * 10 * sizeof(float));
         for (int pass = 0; pass < 2; pass++) { /* 6 rows, then 4 rows accumulated */
-            OK(h->vt->load_batch(h->b, x, y, pass ? 4 : N, E));
+            OK(h->vt->load_batch(h->b, x, y, pass ? 4 : N, 0, E));
             for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
             if (!pass) OK(h->vt->tensor_to_host(h->b, NL - 1, false, out[fused], E));
             OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
@@ -490,7 +490,7 @@ static void test_time_tutorial_step(void **state) {
     int32_t *y = malloc(N * sizeof *y);
     for (int i = 0; i < N; i++) y[i] = i % 10;
     OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, y, N, E));
+    OK(h->vt->load_batch(h->b, x, y, N, 0, E));
     ct_opt_hyper hy = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                        .omb1 = (float)(1.0 - 0.9), .omb2 = (float)(1.0 - 0.999), .bc1 = 0.1f,
                        .bc2 = 0.001f, .grad_scale = 1.0f};
@@ -536,6 +536,7 @@ int main(void) {
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),
         cmocka_unit_test(parity_test_dropout),
+        cmocka_unit_test(parity_test_dropout_keys),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_partial_batch),

@@ -141,11 +141,11 @@ static double rig_epoch(rig *r, int epoch, long long *t) {
     assert_int_equal(vt->read_metrics(r->m->be, &met, true, &err), 0);
     ct_loader_start_epoch(r->loader, epoch);
     ct_batch b;
-    while (ct_loader_next(r->loader, &b)) {
-        assert_int_equal(vt->load_batch(r->m->be, b.x, b.y, b.n, &err), 0);
-        assert_int_equal(ct_model_forward(r->m, true, (uint32_t)*t, &err), 0);
+    while (ct_loader_next(r->loader, &b)) { /* as fit: dropout keyed by (epoch, position) */
+        assert_int_equal(vt->load_batch(r->m->be, b.x, b.y, b.n, b.first_pos, &err), 0);
+        assert_int_equal(ct_model_forward(r->m, true, (uint32_t)epoch, &err), 0);
         assert_int_equal(vt->loss(r->m->be, true, 1.0f / b.n, (uint32_t)*t, &err), 0);
-        assert_int_equal(ct_model_backward(r->m, false, (uint32_t)*t, &err), 0);
+        assert_int_equal(ct_model_backward(r->m, false, (uint32_t)epoch, &err), 0);
         ++*t;
         ct_opt_hyper h = ct_opt_hyper_at(&r->cfg.optimizer, r->cfg.optimizer.lr, *t);
         assert_int_equal(vt->optimizer_step(r->m->be, &h, &err), 0);
@@ -379,7 +379,7 @@ static void sgd_step_weights(int batch, int accum, float *out) {
     ct_batch b;
     for (int k = 0; k < accum; k++) {
         assert_int_equal(ct_loader_next(l, &b), 1);
-        assert_int_equal(dev.vt->load_batch(m->be, b.x, b.y, b.n, &err), 0);
+        assert_int_equal(dev.vt->load_batch(m->be, b.x, b.y, b.n, b.first_pos, &err), 0);
         assert_int_equal(ct_model_forward(m, true, 0, &err), 0);
         assert_int_equal(dev.vt->loss(m->be, true, 1.0f / ((float)b.n * accum), 0, &err), 0);
         assert_int_equal(ct_model_backward(m, k > 0, 0, &err), 0);
