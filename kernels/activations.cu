@@ -1,8 +1,9 @@
 /* activations.cu: relu and dropout over a whole batch tensor, a fill, and a
  * cuRAND Philox probe for the tests. Element j is the canonical NCHW index within
  * the [N, C, H, W] batch tensor (the CUDA backend keeps every tensor plain NCHW),
- * so dropout draws exactly the CPU's mask from ops/elementwise.h. Dropout's step
- * comes by value or, in a captured step, from the device-side step arguments. */
+ * so dropout draws exactly the CPU's mask from ops/elementwise.h, keyed by the
+ * row's sample position. Dropout's epoch and first position come by value or, in a
+ * captured step, from the device-side step arguments. */
 #include <cuda_runtime.h>
 #include <curand_kernel.h>
 
@@ -17,10 +18,16 @@ __global__ void relu_bwd_kernel(const float *y, const float *dy, float *dx, size
     GRID_LOOP(j, n) dx[j] = y[j] > 0.0f ? dy[j] : 0.0f;
 }
 
-__global__ void dropout_kernel(const float *src, float *dst, size_t n, uint64_t seed, int layer,
-                               uint32_t step_v, float p, const ct_cuda_step_args *args) {
-    const uint32_t step = args ? args->step : step_v;
-    GRID_LOOP(j, n) dst[j] = src[j] * ct_dropout_scale(seed, layer, step, (uint64_t)j, p);
+__global__ void dropout_kernel(const float *src, float *dst, size_t n, size_t sample_numel,
+                               uint64_t seed, int layer, uint32_t epoch_v, int64_t first_pos_v,
+                               float p, const ct_cuda_step_args *args) {
+    const uint32_t epoch = args ? args->epoch : epoch_v;
+    const uint64_t first_pos = (uint64_t)(args ? args->first_pos : first_pos_v);
+    GRID_LOOP(j, n) {
+        size_t r = j / sample_numel, e = j - r * sample_numel;
+        uint64_t i = ct_dropout_index(first_pos + r, e, sample_numel);
+        dst[j] = src[j] * ct_dropout_scale(seed, layer, epoch, i, p);
+    }
 }
 
 __global__ void fill_kernel(float *p, float v, size_t n) {
@@ -45,12 +52,13 @@ extern "C" int ct_cuda_relu_backward(const float *y, const float *dy, float *dx,
     return (int)cudaGetLastError();
 }
 
-extern "C" int ct_cuda_dropout(const float *src, float *dst, size_t n, uint64_t seed, int layer,
-                               uint32_t step, float p, const ct_cuda_step_args *args,
-                               void *stream) {
+extern "C" int ct_cuda_dropout(const float *src, float *dst, size_t rows, size_t sample_numel,
+                               uint64_t seed, int layer, uint32_t epoch, int64_t first_pos,
+                               float p, const ct_cuda_step_args *args, void *stream) {
+    size_t n = rows * sample_numel;
     if (n == 0) return 0;
-    dropout_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(src, dst, n, seed,
-                                                                         layer, step, p, args);
+    dropout_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(
+        src, dst, n, sample_numel, seed, layer, epoch, first_pos, p, args);
     return (int)cudaGetLastError();
 }
 

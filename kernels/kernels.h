@@ -27,8 +27,9 @@ const char *ct_kernels_version(void);
 typedef struct ct_cuda_step_args {
     ct_opt_hyper hyper;     /* optimizer step */
     float grad_scale;       /* loss gradient scale */
-    uint32_t step;          /* dropout stream counter */
+    uint32_t epoch;         /* dropout: the epoch */
     unsigned long long tag; /* batch tag for a non-finite loss */
+    int64_t first_pos;      /* dropout: epoch position of the loaded batch's row 0 */
 } ct_cuda_step_args;
 
 /* One optimizer step over the flat range w[0..n): Adam (decoupled = 0) or AdamW
@@ -48,11 +49,14 @@ int ct_cuda_sgd_step(float *w, const float *g, float *buf, size_t n, const ct_op
 int ct_cuda_relu_forward(const float *x, float *y, size_t n, void *stream);
 /* dx = y > 0 ? dy : 0 from the relu OUTPUT y (dx may equal dy). */
 int ct_cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n, void *stream);
-/* dst[j] = src[j] * ct_dropout_scale(seed, layer, step, j, p) for the canonical NCHW
- * index j in [0, n) of the batch tensor; forward and backward alike (dst may equal
- * src). step is args->step when args != NULL. */
-int ct_cuda_dropout(const float *src, float *dst, size_t n, uint64_t seed, int layer,
-                    uint32_t step, float p, const ct_cuda_step_args *args, void *stream);
+/* Dropout over a batch tensor [rows, sample_numel] (canonical NCHW order), row r the
+ * sample at epoch position first_pos + r: dst[j] = src[j] * ct_dropout_scale(seed,
+ * layer, epoch, ct_dropout_index(first_pos + r, e, sample_numel), p) for j = r *
+ * sample_numel + e; forward and backward alike (dst may equal src). epoch and
+ * first_pos are args->epoch and args->first_pos when args != NULL. */
+int ct_cuda_dropout(const float *src, float *dst, size_t rows, size_t sample_numel,
+                    uint64_t seed, int layer, uint32_t epoch, int64_t first_pos, float p,
+                    const ct_cuda_step_args *args, void *stream);
 /* p[0..n) = v. */
 int ct_cuda_fill(float *p, float v, size_t n, void *stream);
 /* out[0..4) = cuRAND's curand_Philox4x32_10(ctr, {k0, k1}) (device buffer), to

@@ -193,7 +193,9 @@ void ref_forward(const ct_graph *g, int k, const double *x, const double *p, int
                               nd->bias >= 0 ? p + g->params[nd->bias].offset : NULL,
                               nd->out.c, y);
         break;
-    case CT_LAYER_DROPOUT: ct_ref_dropout_forward(x, numel, c->p, SEED, k, STEP, y); break;
+    case CT_LAYER_DROPOUT:
+        ct_ref_dropout_forward(x, n, (long)row_numel(nd->in), FIRST_POS, c->p, SEED, k, STEP, y);
+        break;
     default: fail();
     }
 }
@@ -224,7 +226,10 @@ void ref_backward(const ct_graph *g, int k, const double *x, const double *p, in
         ct_ref_linear_backward(x, n, nd->in.c, p + g->params[nd->weight].offset, nd->out.c, dy,
                                dx, dw, db);
         break;
-    case CT_LAYER_DROPOUT: ct_ref_dropout_backward(dy, numel, c->p, SEED, k, STEP, dx); break;
+    case CT_LAYER_DROPOUT:
+        ct_ref_dropout_backward(dy, n, (long)row_numel(nd->in), FIRST_POS, c->p, SEED, k, STEP,
+                                dx);
+        break;
     default: fail();
     }
 }
@@ -241,7 +246,7 @@ parity_out parity_n(harness *h, int k, int n, bool train) {
     float *x = rand_f((size_t)n * x_row, 1.0), *p = rand_params(g);
     int32_t *lab = calloc((size_t)n, sizeof *lab);
     OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, lab, n, E));
+    OK(h->vt->load_batch(h->b, x, lab, n, FIRST_POS, E));
     for (int i = 0; i < k; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
     float *xin = malloc((size_t)n * in_row * sizeof *xin);
     OK(h->vt->tensor_to_host(h->b, k - 1, false, xin, E));
@@ -402,6 +407,81 @@ void parity_test_dropout(void **state) {
     }
 }
 
+/* ---- dropout's key: (epoch, sample position, element) ------------------------------ */
+
+/* Loads x [N rows] at first_pos and runs nodes 0..k (k a dropout) in `epoch`; checks
+ * act[k] and, from a random dy, gact[k-1] against their inputs times
+ * ct_dropout_scale at ct_dropout_index(first_pos + r, e), exactly, and returns
+ * act[k] [N, numel]. */
+static float *dropout_keyed(harness *h, int k, const float *x, int64_t first_pos,
+                            uint32_t epoch) {
+    int N = h->N;
+    size_t numel = row_numel(h->g.nodes[k].out), n = (size_t)N * numel;
+    float p = (float)h->g.nodes[k].cfg.p;
+    int32_t *lab = calloc((size_t)N, sizeof *lab);
+    float *in = malloc(n * sizeof *in), *y = malloc(n * sizeof *y), *dx = malloc(n * sizeof *dx);
+    float *dy = rand_f(n, 1.0);
+    OK(h->vt->load_batch(h->b, x, lab, N, first_pos, E));
+    for (int i = 0; i < k; i++) OK(h->vt->forward(h->b, i, true, epoch, E));
+    OK(h->vt->tensor_to_host(h->b, k - 1, false, in, E));
+    OK(h->vt->forward(h->b, k, true, epoch, E));
+    OK(h->vt->tensor_to_host(h->b, k, false, y, E));
+    OK(h->vt->grad_from_host(h->b, k, dy, E));
+    OK(h->vt->backward(h->b, k, false, epoch, E));
+    OK(h->vt->tensor_to_host(h->b, k - 1, true, dx, E));
+    for (size_t j = 0; j < n; j++) {
+        uint64_t pos = (uint64_t)first_pos + j / numel, e = j % numel;
+        float s = ct_dropout_scale(SEED, k, epoch, ct_dropout_index(pos, e, numel), p);
+        if (y[j] != in[j] * s || dx[j] != dy[j] * s)
+            fail_msg("row %zu element %llu (position %llu): y %g dx %g, want %g * %g and %g * %g",
+                     j / numel, (unsigned long long)e, (unsigned long long)pos, y[j], dx[j], in[j],
+                     s, dy[j], s);
+    }
+    free(lab), free(in), free(dx), free(dy);
+    return y;
+}
+
+/* Elements of rows a and b whose masks differ (dropped in one, kept in the other). */
+static size_t mask_diff(const float *a, const float *b, size_t numel) {
+    size_t d = 0;
+    for (size_t e = 0; e < numel; e++) d += (a[e] == 0.0f) != (b[e] == 0.0f);
+    return d;
+}
+
+void parity_test_dropout_keys(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    enum { N = 8 };
+    ct_layer_cfg plain[] = {dropout(0.0), dropout(0.5)};               /* 30 per sample */
+    ct_layer_cfg blocked[] = {conv(8, 3, 1, 1, true), dropout(0.5)};  /* 8x3x5 per sample */
+    for (int g = 0; g < 2; g++) {
+        harness *h = g == 0 ? open_h(3, 2, 5, plain, 2, N) : open_h(3, 3, 5, blocked, 2, N);
+        float *p = rand_params(&h->g);
+        OK(h->vt->params_from_host(h->b, p, E));
+        size_t in_row = row_numel(h->g.input), numel = row_numel(h->g.nodes[1].out);
+        float *xa = rand_f(N * in_row, 1.0), *xb = rand_f(N * in_row, 1.0);
+        memcpy(xb + 5 * in_row, xa, in_row * sizeof *xa); /* sample 100: row 0 of a, 5 of b */
+        float *ya = dropout_keyed(h, 1, xa, 100, 2);
+        float *yb = dropout_keyed(h, 1, xb, 95, 2);
+        assert_int_equal(mask_diff(ya, yb + 5 * numel, numel), 0);
+        for (size_t e = 0; e < numel; e++)
+            assert_true(fabsf(ya[e] - yb[5 * numel + e]) <= 1e-6f * (1.0f + fabsf(ya[e])));
+        /* The same rows as the next micro-batch of an accumulation group (positions
+         * 108..), or in another epoch: other masks, about half of them differ. */
+        float *yc = dropout_keyed(h, 1, xa, 108, 2), *yd = dropout_keyed(h, 1, xa, 100, 3);
+        size_t dc = mask_diff(ya, yc, N * numel), dd = mask_diff(ya, yd, N * numel);
+        print_message("layout %s: %zu and %zu of %zu mask elements differ at other positions and "
+                      "epochs\n", g ? "after conv" : "plain", dc, dd, (size_t)N * numel);
+        assert_true(dc > N * numel / 4 && dd > N * numel / 4);
+        int32_t lab[N] = {0};
+        ct_err e = {{0}};
+        assert_int_equal(h->vt->load_batch(h->b, xa, lab, N, -1, &e), -1); /* no position */
+        assert_non_null(strstr(e.msg, "epoch position -1"));
+        free(p), free(xa), free(xb), free(ya), free(yb), free(yc), free(yd);
+        close_h(h);
+    }
+}
+
 /* ---- loss and metrics; one Adam step -------------------------------------------- */
 
 /* Loss gradient, loss sum, counts and confusion of the last node's logits against the
@@ -413,7 +493,7 @@ static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, 
     int32_t *y = malloc((size_t)N * sizeof *y);
     for (int i = 0; i < N; i++) y[i] = (int32_t)((urand() + 1.0) * 0.5 * K) % K;
     OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, y, n, E));
+    OK(h->vt->load_batch(h->b, x, y, n, 0, E));
     for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
     float *z = malloc((size_t)n * K * sizeof *z), *dz = malloc((size_t)n * K * sizeof *dz);
     OK(h->vt->tensor_to_host(h->b, last, false, z, E));
@@ -517,7 +597,7 @@ void parity_partial_batch(float row_tol) {
     float *y8 = malloc(8 * 5 * sizeof *y8), *y3 = malloc(3 * 5 * sizeof *y3);
     OK(h->vt->params_from_host(h->b, p, E));
     for (int pass = 0; pass < 2; pass++) {
-        OK(h->vt->load_batch(h->b, x, lab, pass ? 3 : 8, E));
+        OK(h->vt->load_batch(h->b, x, lab, pass ? 3 : 8, 0, E));
         for (int i = 0; i < 4; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
         OK(h->vt->tensor_to_host(h->b, 3, false, pass ? y3 : y8, E));
     }
@@ -545,7 +625,8 @@ static void fill_dataset(ct_dataset *ds, int count, int rows, int cols, int K) {
 }
 
 /* One batch each way on the same backend: same x (exactly), same labels (through
- * identical confusion counts) and the same loss. */
+ * identical confusion counts) and the same loss of a training forward, whose
+ * dropout is keyed by load_batch_range's start and load_batch's first_pos alike. */
 static void compare_batch(harness *h, const ct_batch *bt, int start, float *xd) {
     int last = h->g.n_nodes - 1, K = h->g.num_classes;
     size_t row = ct_shape_numel(h->g.input);
@@ -554,11 +635,12 @@ static void compare_batch(harness *h, const ct_batch *bt, int start, float *xd) 
     OK(h->vt->load_batch_range(h->b, 0, start, bt->n, E));
     OK(h->vt->tensor_to_host(h->b, -1, false, xd, E));
     assert_memory_equal(xd, bt->x, (size_t)bt->n * row * sizeof *xd);
-    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
+    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
     OK(h->vt->loss(h->b, false, 1.0f, 0, E));
     OK(h->vt->read_metrics(h->b, &ma, true, E));
-    OK(h->vt->load_batch(h->b, bt->x, bt->y, bt->n, E));
-    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
+    assert_int_equal(bt->first_pos, start); /* the loader's position of the same rows */
+    OK(h->vt->load_batch(h->b, bt->x, bt->y, bt->n, bt->first_pos, E));
+    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
     OK(h->vt->loss(h->b, false, 1.0f, 0, E));
     OK(h->vt->read_metrics(h->b, &mb, true, E));
     assert_memory_equal(ca, cb, (size_t)K * K * sizeof *ca);
@@ -575,11 +657,12 @@ void parity_test_dataset(void **state) {
     assert_non_null(h);
     snprintf(h->cfg.source, sizeof h->cfg.source, "test");
     h->cfg.input_c = 1, h->cfg.input_h = ROWS, h->cfg.input_w = COLS;
-    h->cfg.layers[0] = L(CT_LAYER_FLATTEN), h->cfg.layers[1] = linear(K, true);
-    h->cfg.n_layers = 2;
+    h->cfg.layers[0] = L(CT_LAYER_FLATTEN), h->cfg.layers[1] = dropout(0.5);
+    h->cfg.layers[2] = linear(K, true);
+    h->cfg.n_layers = 3;
     ct_err e = {{0}};
     if (ct_graph_build(&h->cfg, &h->g, &e) != 0) fail_msg("graph: %s", e.msg);
-    ct_run_opts o = {.batch_size = BATCH, .training = false, .seed = SEED,
+    ct_run_opts o = {.batch_size = BATCH, .training = true, .seed = SEED,
                      .dataset_count = {COUNT, 0}, .data_mean = 0.1307f, .data_std = 0.3081f};
     ct_plan_init(&h->plan, 64); /* create may raise it to the backend's alignment */
     h->vt = parity_vt;
@@ -605,6 +688,11 @@ void parity_test_dataset(void **state) {
         }
         assert_int_equal(start, COUNT);
     }
+    /* A training step on the last batch: the dropout behind flatten has no input
+     * gradient to give (nothing before it has parameters). */
+    OK(h->vt->loss(h->b, true, 1.0f / BATCH, 0, E));
+    for (int i = h->g.n_nodes - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, STEP, E));
+    assert_false(h->g.nodes[1].input_grad);
     assert_int_equal(h->vt->load_batch_range(h->b, 0, COUNT - 2, 3, &e), -1); /* past the end */
     assert_int_equal(h->vt->load_batch_range(h->b, 1, 0, 1, &e), -1);         /* no slot 1 */
     ct_loader_destroy(ld);

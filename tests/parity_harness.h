@@ -4,7 +4,8 @@
  * graphs with the layer helpers, and compares node k of a graph against the
  * double reference ops (ref_ops.h): forward output, input gradient (gact[k-1])
  * and parameter gradients, tolerance 1e-4 + parity_rel_tol * |ref|. Dropout uses
- * seed PARITY_SEED at step PARITY_STEP. Used by test_cpu_parity (oneDNN) and
+ * seed SEED in epoch STEP, the batch loaded at epoch position FIRST_POS (row r is
+ * the sample at FIRST_POS + r). Used by test_cpu_parity (oneDNN) and
  * test_cuda_parity (cuDNN/cuBLAS).
  */
 #ifndef CT_PARITY_HARNESS_H
@@ -20,7 +21,8 @@
 #include "plan/plan.h"
 
 #define SEED 1234u
-#define STEP 7u
+#define STEP 7u       /* forward/backward's epoch */
+#define FIRST_POS 29  /* parity_n's load_batch position */
 
 /* Fails the current test with the call's text and its error message. */
 #define OK(call)                                                  \
@@ -111,6 +113,11 @@ void parity_test_relu(void **state);
 void parity_test_flatten_linear(void **state);
 void parity_test_linear(void **state);
 void parity_test_dropout(void **state);
+/* Dropout is keyed by (epoch, sample position, element), plain and blocked layouts,
+ * forward and backward: a sample at row 0 of one batch and at row 5 of another
+ * (other first_pos) draws the same mask; the same rows at other positions (the next
+ * micro-batch of an accumulation group) or in another epoch draw other masks. */
+void parity_test_dropout_keys(void **state);
 /* Softmax cross-entropy, its gradient and the metric accumulators; one Adam step. */
 void parity_test_loss(void **state);
 void parity_test_adam_step(void **state);
@@ -123,7 +130,10 @@ void parity_partial_batch(float row_tol);
 
 /* dataset_upload / dataset_order / load_batch_range against the host loader: two
  * shuffled epochs of a small uint8 dataset, batch by batch the same x (bit for
- * bit), labels and loss; out-of-range rows and a missing slot are refused. */
+ * bit), labels and the loss of a training forward (dropout keyed alike by both
+ * paths' positions); out-of-range rows and a missing slot are refused. The
+ * graph (flatten, dropout, linear) ends with a training step: a dropout with no
+ * input gradient to give. */
 void parity_test_dataset(void **state);
 
 #endif

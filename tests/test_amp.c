@@ -313,7 +313,7 @@ static harness *open_cnn_on(const ct_backend_vt *vt, ct_amp_mode amp) {
     for (int r = 0; r < N; r++) y[r] = (int32_t)(next_u32() % K);
     rng = saved;
     OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, y, N, E));
+    OK(h->vt->load_batch(h->b, x, y, N, 0, E));
     free(p);
     return h;
 }

@@ -172,7 +172,7 @@ static void pool_ties_on(int K, int S, int P, int H, float v, ct_cpu_loops mode)
     for (int j = 0; j < C; j++) p[h->g.params[h->g.nodes[0].bias].offset + (size_t)j] = v;
     int32_t lab[N] = {0};
     OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, lab, N, E));
+    OK(h->vt->load_batch(h->b, x, lab, N, 0, E));
     OK(h->vt->forward(h->b, 0, true, STEP, E));
     OK(h->vt->forward(h->b, 1, true, STEP, E));
     float *y = malloc(out_n * sizeof *y), *dy = rand_f(out_n, 1.0), *junk = rand_f(in_n, 3.0);
@@ -521,7 +521,7 @@ static void fusion_same_bits(int C, ct_cpu_loops mode) {
         OK(h->vt->params_from_host(h->b, p, E));
         out[fused] = malloc((size_t)N * 10 * sizeof(float));
         for (int pass = 0; pass < 2; pass++) { /* 6 rows, then 4 rows accumulated */
-            OK(h->vt->load_batch(h->b, x, y, pass ? 4 : N, E));
+            OK(h->vt->load_batch(h->b, x, y, pass ? 4 : N, 0, E));
             for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
             if (!pass) OK(h->vt->tensor_to_host(h->b, NL - 1, false, out[fused], E));
             OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
@@ -644,7 +644,7 @@ static void test_layers_without_input_gradient(void **state) {
         harness *h = open_as_built(2, 5, 5, nets[k], sizes[k], N);
         int nl = sizes[k];
         for (int i = 0; i < nl; i++) assert_int_equal(h->g.nodes[i].input_grad, false);
-        OK(h->vt->load_batch(h->b, x, y, N, E));
+        OK(h->vt->load_batch(h->b, x, y, N, 0, E));
         for (int i = 0; i < nl; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
         OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
         for (int i = nl - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, STEP, E));
@@ -741,6 +741,7 @@ int main(void) {
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),
         cmocka_unit_test(parity_test_dropout),
+        cmocka_unit_test(parity_test_dropout_keys),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_partial_batch),

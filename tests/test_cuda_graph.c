@@ -4,8 +4,9 @@
  * batches through ct_step_run, once with train.graph off and once with auto, and
  * requires bit-identical parameters and optimizer state afterwards. The batches
  * include a partial one (run call by call in both), the learning rate changes every
- * step (so a replay must read it from the step arguments, not the recording), and
- * an evaluation pass sits between two training runs. The auto run must really have
+ * step (so a replay must read it from the step arguments, not the recording), as
+ * do the dropout key's batch position and epoch, and an evaluation pass sits
+ * between two training epochs. The auto run must really have
  * replayed: every full-batch step but the first (the warm-up) counts in
  * graph_replays; the off run and an fp16 run (ineligible: loss scaler) count none.
  * Cases: Adam with dropout and a checkpointed span (recompute in backward), SGD
@@ -85,17 +86,18 @@ static void make_batch(const ct_dataset *ds, int start, int n, float *x, int32_t
         if ((call) != 0) fail_msg("%s: %s", #call, err.msg);          \
     } while (0)
 
-/* One epoch of ct_step_run over the dataset in order. */
+/* Epoch `epoch` of ct_step_run over the dataset in order (sample i at position i). */
 static void train_epoch(ct_stepper *st, const ct_dataset *ds, float *x, int32_t *y,
-                        uint32_t *tag) {
+                        uint32_t *tag, uint32_t epoch) {
     ct_err err = {{0}};
     ct_model *m = st->m;
     for (int start = 0; start < ds->count; start += BATCH) {
         int n = ds->count - start < BATCH ? ds->count - start : BATCH;
         make_batch(ds, start, n, x, y);
-        OK(m->device.vt->load_batch(m->be, x, y, n, &err));
+        OK(m->device.vt->load_batch(m->be, x, y, n, start, &err));
         ct_step_in in = {.rows = n, .tag = (*tag)++, .update = true,
-                         .lr = 1e-3 * (1.0 + 0.05 * (double)*st->opt_steps)};
+                         .lr = 1e-3 * (1.0 + 0.05 * (double)*st->opt_steps),
+                         .epoch = epoch, .first_pos = start};
         OK(ct_step_run(st, &in, &err));
     }
 }
@@ -107,7 +109,7 @@ static void eval_batch(ct_model *m, const ct_dataset *ds, float *x, int32_t *y) 
     ct_metrics mt = {0};
     OK(vt->read_metrics(m->be, &mt, true, &err)); /* drop the training sums */
     make_batch(ds, 0, BATCH, x, y);
-    OK(vt->load_batch(m->be, x, y, BATCH, &err));
+    OK(vt->load_batch(m->be, x, y, BATCH, 0, &err));
     OK(ct_model_forward(m, false, 0, &err));
     OK(vt->loss(m->be, false, 1.0f, 0, &err));
     OK(vt->read_metrics(m->be, &mt, true, &err));
@@ -141,9 +143,9 @@ static run_out run(const char *extra, ct_graph_mode graph) {
     int32_t *y = malloc(BATCH * sizeof *y);
     assert_true(x && y);
     uint32_t tag = 0;
-    train_epoch(&st, &ds, x, y, &tag);
+    train_epoch(&st, &ds, x, y, &tag, 0);
     eval_batch(m, &ds, x, y);
-    train_epoch(&st, &ds, x, y, &tag);
+    train_epoch(&st, &ds, x, y, &tag, 1);
 
     size_t np = m->graph.n_param_floats;
     int slots = m->opts.opt_state_slots;

@@ -125,7 +125,7 @@ static void test_nonfinite_tag(void **state) {
     ct_metrics m = {0};
     for (int t = 0; t < 3; t++) {
         x[4] = t == 0 ? 0.5f : INFINITY; /* batches 9 and 11 are not finite */
-        OK(h->vt->load_batch(h->b, x, y, 3, E));
+        OK(h->vt->load_batch(h->b, x, y, 3, 0, E));
         for (int i = 0; i < 2; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
         OK(h->vt->loss(h->b, true, 1.0f / 3, (uint32_t)(7 + 2 * t), E));
     }
@@ -166,16 +166,19 @@ static void test_philox_matches_curand(void **state) {
 
 static void train_steps(harness *h, const float *p0, const float *x, const int32_t *y, int steps,
                         double *loss) {
+    enum { EPOCH = 3 };
     int NL = h->g.n_nodes, N = h->N;
     size_t row = ct_shape_numel(h->g.input);
     ct_opt_hyper hy = {.lr = 0.05f, .momentum = 0.9f, .grad_scale = 1.0f};
     OK(h->vt->params_from_host(h->b, p0, E));
     for (int s = 0; s < steps; s++) {
         int n = s == steps - 1 ? N - 3 : N; /* the last batch is partial */
-        OK(h->vt->load_batch(h->b, x + (size_t)s * N * row, y + (size_t)s * N, n, E));
-        for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, (uint32_t)s, E));
+        /* batch s of one epoch: rows at positions s * N .., dropout keyed by them */
+        OK(h->vt->load_batch(h->b, x + (size_t)s * N * row, y + (size_t)s * N, n, (int64_t)s * N,
+                             E));
+        for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, EPOCH, E));
         OK(h->vt->loss(h->b, true, 1.0f / (float)n, (uint32_t)s, E));
-        for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, (uint32_t)s, E));
+        for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, false, EPOCH, E));
         OK(h->vt->optimizer_step(h->b, &hy, E));
         ct_metrics m = {0};
         OK(h->vt->read_metrics(h->b, &m, true, E));
@@ -241,7 +244,7 @@ static void test_sync_debug_step(void **state) {
                        .omb1 = (float)(1.0 - 0.9), .omb2 = (float)(1.0 - 0.999), .bc1 = 0.1f,
                        .bc2 = 0.001f, .grad_scale = 1.0f};
     OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, y, 4, E));
+    OK(h->vt->load_batch(h->b, x, y, 4, 0, E));
     for (int i = 0; i < 5; i++) OK(h->vt->forward(h->b, i, true, 0, E));
     OK(h->vt->loss(h->b, true, 0.25f, 0, E));
     for (int i = 4; i >= 0; i--) OK(h->vt->backward(h->b, i, false, 0, E));
@@ -295,6 +298,7 @@ int main(void) {
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),
         cmocka_unit_test(parity_test_dropout),
+        cmocka_unit_test(parity_test_dropout_keys),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(test_nonfinite_tag),
         cmocka_unit_test(test_accumulate),

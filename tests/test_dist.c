@@ -5,6 +5,10 @@
  *  - N ranks with global batch B reach the same weights as one process with
  *    batch B (SGD with momentum: MLP, 2 and 3 ranks, the 3-rank shards uneven;
  *    Adam: a small CNN), and report the same sharded-and-reduced metrics;
+ *  - with dropout (keyed by the sample's epoch position, not its row in a shard),
+ *    an MLP trained 3 epochs with SGD + momentum on one process, on `mpirun -np 2`,
+ *    on `--device cpu:3` and with 2 accumulated micro-batches per step ends with
+ *    the same weights up to summation order;
  *  - rank 0 alone prints; its checkpoint evaluates in a single process with the
  *    accuracy of the last epoch; --resume continues across ranks;
  *  - failures: a rank that cannot read its data, configs that differ between
@@ -119,6 +123,21 @@ static const char *CNN = "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}
                          "    - flatten\n"
                          "    - linear: {out_features: 10}\n";
 
+/* Dropout draws follow the sample (its epoch position), so neither the shard a
+ * rank holds nor the micro-batch of an accumulation group changes a mask. */
+static const char *MLP_DROPOUT = "    - flatten\n"
+                                 "    - linear: {out_features: 64}\n"
+                                 "    - relu\n"
+                                 "    - dropout: {p: 0.5}\n"
+                                 "    - linear: {out_features: 10}\n";
+
+static void write_dropout_config(char *cfg, size_t n) {
+    ct_test_write_config(dir, "drop", MLP_DROPOUT,
+                         "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+                         "train: {epochs: 3, batch_size: 64, seed: 5}\ndevice: cpu\n",
+                         cfg, n);
+}
+
 static int setup(void **state) {
     (void)state;
     ct_test_mkdtemp(dir, sizeof dir);
@@ -132,11 +151,26 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* The two runs printed the same epoch metrics and saved weights within tol of
+ * each other (absolute; the largest |w| is printed beside it). */
+static void check_same_runs(const char *text_a, const char *text_b, const char *run_a,
+                              const char *run_b, double tol) {
+    char ma[2048], mb[2048];
+    double scale, diff = max_param_diff(run_a, run_b, &scale);
+    printf("%s vs %s: max |w1 - wN| = %.3g (max |w| %.3g)\n", run_a, run_b, diff, scale);
+    epoch_metrics(text_a, ma, sizeof ma);
+    epoch_metrics(text_b, mb, sizeof mb);
+    assert_true(strlen(ma) > 40);
+    assert_string_equal(ma, mb); /* losses and accuracies to 4 decimals */
+    assert_true(scale > 0.01);
+    assert_true(diff <= tol);
+}
+
 /* One process vs np ranks (processes, or with threads: replicas in one
  * process): same printed metrics, same weights. */
 static void check_same_as_one(const char *cfg, int np, bool threads, const char *run1, double tol) {
-    char runn[32], m1[2048], mn[2048], dev[32];
-    snprintf(runn, sizeof runn, "%s%d", threads ? "cpu" : "np", np);
+    char runn[48], dev[32];
+    snprintf(runn, sizeof runn, "%s_%s%d", run1, threads ? "cpu" : "np", np);
     snprintf(dev, sizeof dev, "--device cpu:%d", np);
     int st;
     char *one = fit(0, cfg, run1, "", &st);
@@ -145,19 +179,14 @@ static void check_same_as_one(const char *cfg, int np, bool threads, const char 
     assert_int_equal(st, 0);
     if (threads) assert_non_null(strstr(many, "replicas on cpu:"));
     /* rank 0 alone prints: one line per epoch, one Saved line */
-    assert_int_equal(count(many, "Epoch 0"), 2);
+    int epochs = count(one, "Epoch 0");
+    assert_true(epochs >= 2);
+    assert_int_equal(count(many, "Epoch 0"), epochs);
     assert_int_equal(count(many, "Saved "), 1);
     char ranks[32];
     snprintf(ranks, sizeof ranks, "| %d ranks, all-reduce", np);
-    assert_int_equal(count(many, ranks), 2);
-    epoch_metrics(one, m1, sizeof m1);
-    epoch_metrics(many, mn, sizeof mn);
-    assert_true(strlen(m1) > 40);
-    assert_string_equal(m1, mn); /* losses and accuracies to 4 decimals */
-    double scale, diff = max_param_diff(run1, runn, &scale);
-    printf("np %d: max |w1 - wN| = %.3g (max |w| %.3g)\n", np, diff, scale);
-    assert_true(scale > 0.01);
-    assert_true(diff <= tol);
+    assert_int_equal(count(many, ranks), epochs);
+    check_same_runs(one, many, run1, runn, tol);
     free(one);
     free(many);
 }
@@ -171,6 +200,13 @@ static void test_mlp_sgd_2_and_3_ranks(void **state) {
                          cfg, sizeof cfg);
     check_same_as_one(cfg, 2, false, "one_mlp", 1e-5);
     check_same_as_one(cfg, 3, false, "one_mlp", 1e-5); /* shards of 22, 21, 21 rows */
+}
+
+static void test_dropout_2_ranks(void **state) {
+    (void)state;
+    char cfg[1024];
+    write_dropout_config(cfg, sizeof cfg);
+    check_same_as_one(cfg, 2, false, "one_drop", 1e-5);
 }
 
 static void test_cnn_adam_2_ranks(void **state) {
@@ -198,6 +234,21 @@ static void test_cpu_replicas(void **state) {
                          "train: {epochs: 2, batch_size: 100, seed: 3}\ndevice: cpu\n",
                          cfg, sizeof cfg);
     check_same_as_one(cfg, 2, true, "one_repcnn", 1e-4);
+}
+
+static void test_dropout_replicas_and_accumulation(void **state) {
+    (void)state;
+    char cfg[1024];
+    write_dropout_config(cfg, sizeof cfg);
+    check_same_as_one(cfg, 3, true, "one_drop", 1e-5); /* shards of 22, 21, 21 rows */
+    int st;
+    char *one = fit(0, cfg, "one_drop", "", &st);
+    assert_int_equal(st, 0);
+    char *acc = fit(0, cfg, "acc_drop", "--batch-size 32 --grad-accum-steps 2", &st);
+    assert_int_equal(st, 0);
+    check_same_runs(one, acc, "one_drop", "acc_drop", 1e-5);
+    free(one);
+    free(acc);
 }
 
 /* Replicas fail together: a --max-memory too small for every rank's plan. */
@@ -330,11 +381,13 @@ static bool mpirun_usable(char *why, size_t n) {
 int main(int argc, char **argv) {
     const struct CMUnitTest threads[] = {
         cmocka_unit_test(test_cpu_replicas),
+        cmocka_unit_test(test_dropout_replicas_and_accumulation),
         cmocka_unit_test(test_cpu_replicas_fail_together),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_sgd_2_and_3_ranks),
         cmocka_unit_test(test_cnn_adam_2_ranks),
+        cmocka_unit_test(test_dropout_2_ranks),
         cmocka_unit_test(test_checkpoint_eval_and_resume),
         cmocka_unit_test(test_one_rank_without_data),
         cmocka_unit_test(test_config_mismatch),

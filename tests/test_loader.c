@@ -308,7 +308,8 @@ static void test_shard_range_partitions(void **state) {
 }
 
 /* Sharded loaders (3 ranks, same seed) deliver, batch by batch, exactly the
- * rows of the unsharded loader's batch, in order, with n_global = its size. */
+ * rows of the unsharded loader's batch, in order, with n_global = its size, and
+ * first_pos = the epoch position of their first row (row i is order[first_pos + i]). */
 static void test_shards_concatenate_to_the_batch(void **state) {
     (void)state;
     const int n = 1000, bs = 64, ranks = 3;
@@ -318,19 +319,24 @@ static void test_shards_concatenate_to_the_batch(void **state) {
         part[r] = make_loader(ds, bs, true, 11);
         ct_loader_set_shard(part[r], r, ranks);
     }
+    int32_t order[1000];
     for (int epoch = 0; epoch < 2; epoch++) {
         ct_loader_start_epoch(whole, epoch);
         for (int r = 0; r < ranks; r++) ct_loader_start_epoch(part[r], epoch);
+        ct_epoch_order(11, epoch, true, n, order);
         ct_batch w, p;
         int batches = 0;
         while (ct_loader_next(whole, &w)) {
             assert_int_equal(w.n_global, w.n);
+            assert_int_equal(w.first_pos, (int64_t)w.index * bs);
             int row = 0;
             for (int r = 0; r < ranks; r++) {
                 assert_int_equal(ct_loader_next(part[r], &p), 1);
                 assert_int_equal(p.index, w.index);
                 assert_int_equal(p.n_global, w.n);
+                assert_int_equal(p.first_pos, w.first_pos + row);
                 for (int i = 0; i < p.n; i++, row++) {
+                    assert_int_equal(sample_id(p.x + i * ROWS * COLS), order[p.first_pos + i]);
                     assert_int_equal(sample_id(p.x + i * ROWS * COLS),
                                      sample_id(w.x + row * ROWS * COLS));
                     assert_int_equal(p.y[i], w.y[row]);

@@ -395,44 +395,51 @@ static void test_linear(void **state) {
 
 typedef struct dropout_ctx {
     double *x;
-    long n;
+    int rows;
+    long sample;     /* elements per sample */
+    int64_t pos0;    /* epoch position of row 0 */
     double p;
     uint64_t seed;
     int layer;
-    uint32_t step;
+    uint32_t epoch;
 } dropout_ctx;
 
 static void dropout_fwd(const void *ctx, double *y) {
     const dropout_ctx *c = ctx;
-    ct_ref_dropout_forward(c->x, c->n, c->p, c->seed, c->layer, c->step, y);
+    ct_ref_dropout_forward(c->x, c->rows, c->sample, c->pos0, c->p, c->seed, c->layer, c->epoch,
+                           y);
 }
 
 static void test_dropout_gradcheck(void **state) {
     (void)state;
     rng_seed(7);
     long n = 300;
-    dropout_ctx c = {rand_array(n, -1, 1), n, 0.4, 42, 3, 17};
+    dropout_ctx c = {rand_array(n, -1, 1), 10, 30, 5, 0.4, 42, 3, 17};
     double *r = rand_array(n, -1, 1), *dx = garbage_array(n);
-    ct_ref_dropout_backward(r, n, c.p, c.seed, c.layer, c.step, dx);
+    ct_ref_dropout_backward(r, c.rows, c.sample, c.pos0, c.p, c.seed, c.layer, c.epoch, dx);
     check_grad(dropout_fwd, &c, n, r, c.x, n, dx, "dropout dx");
     free(c.x); free(r); free(dx);
 }
 
-/* Forward agrees element by element with ct_dropout_scale at the canonical index. */
+/* Forward agrees element by element with ct_dropout_scale at the counter index of
+ * (position pos0 + row, element). */
 static void test_dropout_matches_elementwise(void **state) {
     (void)state;
     rng_seed(8);
-    long n = 1000;
+    enum { ROWS = 40, SAMPLE = 25 };
+    long n = ROWS * SAMPLE;
     double p = 0.25, *x = rand_array(n, 0.5, 1.5), *y = garbage_array(n);
-    ct_ref_dropout_forward(x, n, p, 99, 1, 5, y);
+    ct_ref_dropout_forward(x, ROWS, SAMPLE, 3, p, 99, 1, 5, y);
     for (long i = 0; i < n; i++) {
-        float s = ct_dropout_scale(99, 1, 5, (uint64_t)i, (float)p);
+        uint64_t c = ct_dropout_index((uint64_t)(3 + i / SAMPLE), (uint64_t)(i % SAMPLE), SAMPLE);
+        float s = ct_dropout_scale(99, 1, 5, c, (float)p);
         assert_near(y[i], s == 0.0f ? 0.0 : x[i] / (1.0 - p), 1e-12);
     }
     free(x); free(y);
 }
 
-/* The four-at-a-time form the CPU backend uses gives the per-element multipliers. */
+/* The four-at-a-time form the CPU backend uses gives the per-element multipliers,
+ * also over samples whose size is not a multiple of 4: each sample starts a block. */
 static void test_dropout_scale4_matches_scale(void **state) {
     (void)state;
     float p = 0.3f;
@@ -441,6 +448,23 @@ static void test_dropout_scale4_matches_scale(void **state) {
         ct_dropout_scale4(12345, 3, 77, blk, p, s4);
         for (int l = 0; l < 4; l++)
             assert_true(s4[l] == ct_dropout_scale(12345, 3, 77, blk * 4 + (uint64_t)l, p));
+    }
+    const uint64_t sizes[] = {1, 3, 4, 5, 30, 784};
+    for (int k = 0; k < 6; k++) {
+        uint64_t sample = sizes[k], blocks = (sample + 3) / 4;
+        for (uint64_t pos = 0; pos < 40; pos += 3) {
+            assert_int_equal(ct_dropout_index(pos, 0, sample) % 4, 0); /* a fresh block */
+            assert_true(ct_dropout_index(pos, sample - 1, sample) <
+                        ct_dropout_index(pos + 1, 0, sample)); /* samples never overlap */
+            for (uint64_t b = 0; b < blocks; b++) {
+                float s4[4];
+                ct_dropout_scale4(12345, 3, 77, pos * blocks + b, p, s4);
+                for (uint64_t e = 4 * b; e < 4 * b + 4 && e < sample; e++) {
+                    uint64_t i = ct_dropout_index(pos, e, sample);
+                    assert_true(s4[e % 4] == ct_dropout_scale(12345, 3, 77, i, p));
+                }
+            }
+        }
     }
 }
 
@@ -459,13 +483,13 @@ static void test_dropout_statistics(void **state) {
     for (long i = 0; i < n; i++) ones[i] = 1.0;
     const double ps[3] = {0.1, 0.3, 0.5};
     for (int t = 0; t < 3; t++) {
-        ct_ref_dropout_forward(ones, n, ps[t], 1234, 2, 10, y);
+        ct_ref_dropout_forward(ones, 100, n / 100, 0, ps[t], 1234, 2, 10, y);
         double frac = (double)kept_count(y, n) / (double)n;
         assert_true(fabs(frac - (1 - ps[t])) <= 0.01 * (1 - ps[t]));
         for (long i = 0; i < n; i++)   /* kept values are scaled by 1/(1-p) */
             if (y[i] != 0.0) assert_near(y[i], 1.0 / (1.0 - ps[t]), 1e-12);
     }
-    ct_ref_dropout_forward(ones, n, 0.0, 1234, 2, 10, y);
+    ct_ref_dropout_forward(ones, 100, n / 100, 0, 0.0, 1234, 2, 10, y);
     assert_int_equal(kept_count(y, n), n);   /* p = 0 keeps everything, unscaled */
     assert_near(y[0], 1.0, 0.0);
     free(ones); free(y);
@@ -477,20 +501,28 @@ static long mask_diff(const double *a, const double *b, long n) {
     return d;
 }
 
+/* The mask is a function of (seed, layer, epoch, sample position, element): the
+ * same sample at another row of another batch draws the same mask. */
 static void test_dropout_determinism(void **state) {
     (void)state;
-    long n = 4096;
-    double x[4096], a[4096], b[4096];
+    enum { ROWS = 4, SAMPLE = 1023 }; /* not a multiple of 4 */
+    long n = ROWS * SAMPLE;
+    double x[ROWS * SAMPLE], a[ROWS * SAMPLE], b[ROWS * SAMPLE];
     for (long i = 0; i < n; i++) x[i] = 1.0;
-    ct_ref_dropout_forward(x, n, 0.5, 77, 1, 3, a);
-    ct_ref_dropout_forward(x, n, 0.5, 77, 1, 3, b);
-    assert_int_equal(mask_diff(a, b, n), 0);          /* same (seed, layer, step) */
-    ct_ref_dropout_forward(x, n, 0.5, 77, 1, 4, b);
-    assert_true(mask_diff(a, b, n) > n / 4);           /* another step: ~half differ */
-    ct_ref_dropout_forward(x, n, 0.5, 77, 2, 3, b);
+    ct_ref_dropout_forward(x, ROWS, SAMPLE, 8, 0.5, 77, 1, 3, a);
+    ct_ref_dropout_forward(x, ROWS, SAMPLE, 8, 0.5, 77, 1, 3, b);
+    assert_int_equal(mask_diff(a, b, n), 0);          /* same key */
+    ct_ref_dropout_forward(x, ROWS, SAMPLE, 8, 0.5, 77, 1, 4, b);
+    assert_true(mask_diff(a, b, n) > n / 4);           /* another epoch: ~half differ */
+    ct_ref_dropout_forward(x, ROWS, SAMPLE, 8, 0.5, 77, 2, 3, b);
     assert_true(mask_diff(a, b, n) > n / 4);           /* another layer */
-    ct_ref_dropout_forward(x, n, 0.5, 78, 1, 3, b);
+    ct_ref_dropout_forward(x, ROWS, SAMPLE, 8, 0.5, 78, 1, 3, b);
     assert_true(mask_diff(a, b, n) > n / 4);           /* another seed */
+    ct_ref_dropout_forward(x, ROWS, SAMPLE, 12, 0.5, 77, 1, 3, b);
+    assert_true(mask_diff(a, b, n) > n / 4);           /* other positions */
+    ct_ref_dropout_forward(x, ROWS, SAMPLE, 6, 0.5, 77, 1, 3, b); /* positions 6..9 */
+    assert_int_equal(mask_diff(a, b + 2 * SAMPLE, 2 * SAMPLE), 0); /* 8, 9 at rows 2, 3 */
+    assert_true(mask_diff(a, b, 2 * SAMPLE) > SAMPLE / 2);         /* 6, 7 are others */
 }
 
 /* ---- softmax cross-entropy ---------------------------------------------------- */

@@ -144,11 +144,11 @@ static double rig_epoch(rig *r, int epoch, long long *t) {
     assert_int_equal(vt->read_metrics(r->m->be, &met, true, &err), 0);
     ct_loader_start_epoch(r->loader, epoch);
     ct_batch b;
-    while (ct_loader_next(r->loader, &b)) {
-        assert_int_equal(vt->load_batch(r->m->be, b.x, b.y, b.n, &err), 0);
-        assert_int_equal(ct_model_forward(r->m, true, (uint32_t)*t, &err), 0);
+    while (ct_loader_next(r->loader, &b)) { /* as fit: dropout keyed by (epoch, position) */
+        assert_int_equal(vt->load_batch(r->m->be, b.x, b.y, b.n, b.first_pos, &err), 0);
+        assert_int_equal(ct_model_forward(r->m, true, (uint32_t)epoch, &err), 0);
         assert_int_equal(vt->loss(r->m->be, true, 1.0f / b.n, (uint32_t)*t, &err), 0);
-        assert_int_equal(ct_model_backward(r->m, false, (uint32_t)*t, &err), 0);
+        assert_int_equal(ct_model_backward(r->m, false, (uint32_t)epoch, &err), 0);
         ++*t;
         ct_opt_hyper h = ct_opt_hyper_at(&r->cfg.optimizer, r->cfg.optimizer.lr, *t);
         assert_int_equal(vt->optimizer_step(r->m->be, &h, &err), 0);
@@ -382,7 +382,7 @@ static void sgd_step_weights(int batch, int accum, float *out) {
     ct_batch b;
     for (int k = 0; k < accum; k++) {
         assert_int_equal(ct_loader_next(l, &b), 1);
-        assert_int_equal(dev.vt->load_batch(m->be, b.x, b.y, b.n, &err), 0);
+        assert_int_equal(dev.vt->load_batch(m->be, b.x, b.y, b.n, b.first_pos, &err), 0);
         assert_int_equal(ct_model_forward(m, true, 0, &err), 0);
         assert_int_equal(dev.vt->loss(m->be, true, 1.0f / ((float)b.n * accum), 0, &err), 0);
         assert_int_equal(ct_model_backward(m, k > 0, 0, &err), 0);
@@ -463,8 +463,10 @@ static void test_stepper_counts_adam_steps_from_one(void **state) {
     ct_batch batch;
     for (uint32_t k = 0; k < 3; k++) {
         assert_int_equal(ct_loader_next(a.loader, &batch), 1);
-        assert_int_equal(vt->load_batch(a.m->be, batch.x, batch.y, batch.n, &err), 0);
-        ct_step_in in = {.rows = batch.n, .tag = k, .update = true, .lr = lr};
+        assert_int_equal(vt->load_batch(a.m->be, batch.x, batch.y, batch.n, batch.first_pos, &err),
+                         0);
+        ct_step_in in = {.rows = batch.n, .tag = k, .update = true, .lr = lr, .epoch = 0,
+                         .first_pos = batch.first_pos};
         if (ct_step_run(&st, &in, &err) != 0) fail_msg("%s", err.msg);
         if (k == 0) assert_int_equal(vt->params_to_host(a.m->be, w1, &err), 0);
     }
@@ -491,11 +493,12 @@ static void test_stepper_counts_adam_steps_from_one(void **state) {
     ct_loader_start_epoch(b.loader, 0);
     for (long long t = 1; t <= 3; t++) {
         assert_int_equal(ct_loader_next(b.loader, &batch), 1);
-        assert_int_equal(vt->load_batch(b.m->be, batch.x, batch.y, batch.n, &err), 0);
-        uint32_t step = (uint32_t)(t - 1); /* dropout is keyed by the steps done */
-        assert_int_equal(ct_model_forward(b.m, true, step, &err), 0);
-        assert_int_equal(vt->loss(b.m->be, true, 1.0f / (float)batch.n, step, &err), 0);
-        assert_int_equal(ct_model_backward(b.m, false, step, &err), 0);
+        assert_int_equal(vt->load_batch(b.m->be, batch.x, batch.y, batch.n, batch.first_pos, &err),
+                         0);
+        const uint32_t epoch = 0; /* dropout is keyed by the epoch and the positions */
+        assert_int_equal(ct_model_forward(b.m, true, epoch, &err), 0);
+        assert_int_equal(vt->loss(b.m->be, true, 1.0f / (float)batch.n, (uint32_t)t, &err), 0);
+        assert_int_equal(ct_model_backward(b.m, false, epoch, &err), 0);
         ct_opt_hyper h = ct_opt_hyper_at(&b.cfg.optimizer, lr, t);
         assert_int_equal(vt->optimizer_step(b.m->be, &h, &err), 0);
     }

@@ -64,7 +64,7 @@ typedef struct ct_run_opts {
     int opt_state_slots;/* optimizer state arrays of n_param_floats each (0, 1 or 2) */
     ct_amp_mode amp;
     int device_index;   /* cuda ordinal; ignored by the CPU */
-    uint64_t seed;      /* dropout stream key */
+    uint64_t seed;      /* dropout stream key (the same on every rank) */
     bool sync_debug;    /* synchronize and check after every call (CUDA) */
     /* May fuse neighbouring layers (graph/fusion.h; the backend's fusion_plan says
      * which it did and why not). Fused steps give the same values, but a fused
@@ -102,7 +102,9 @@ typedef enum ct_impl_pass {
 /* The values that change from one training step to the next, for a recorded
  * step (step_replay); each is what the one-by-one calls would have been given. */
 typedef struct ct_step_args {
-    uint32_t step;      /* forward()/backward()'s step (dropout stream) */
+    uint32_t epoch;     /* forward()/backward()'s epoch (dropout stream) */
+    int64_t first_pos;  /* the epoch position the loaded batch was loaded at
+                           (load_batch's first_pos, load_batch_range's start) */
     uint32_t tag;       /* loss()'s tag */
     float grad_scale;   /* loss()'s grad_scale */
     ct_opt_hyper hyper; /* optimizer_step()'s scalars (lr, bias corrections, ...) */
@@ -125,26 +127,36 @@ typedef struct ct_backend_vt {
     void (*destroy)(ct_backend *b);
 
     /* Copies a host batch (x: [n, C, H, W] NCHW floats, y: [n]) into the device's
-     * batch region; n <= batch_size. Validates nothing (labels were validated). */
-    int (*load_batch)(ct_backend *b, const float *x, const int32_t *y, int n, ct_err *err);
+     * batch region; n <= batch_size. first_pos: the epoch position of row 0 (its
+     * place in the epoch's sample order, which every rank shares; row r is the
+     * sample at first_pos + r), the key of the rows' dropout draws (elementwise.h).
+     * Callers without an epoch order (tests, tools) pass 0. Validates nothing
+     * (labels were validated). */
+    int (*load_batch)(ct_backend *b, const float *x, const int32_t *y, int n, int64_t first_pos,
+                      ct_err *err);
 
     /* Optional (NULL: the caller feeds host batches through load_batch). A whole
      * uint8 dataset kept on the device in regions create() planned from
      * o->dataset_count[slot]: dataset_upload copies it once (after bind);
      * dataset_order sets the sample order of an epoch (count indices, copied
      * asynchronously); load_batch_range gathers positions [start, start + n) of
-     * that order into the batch, normalizing on the device. */
+     * that order into the batch, normalizing on the device (start is the batch's
+     * first_pos, as for load_batch). */
     int (*dataset_upload)(ct_backend *b, int slot, const uint8_t *images, const uint8_t *labels,
                           int count, ct_err *err);
     int (*dataset_order)(ct_backend *b, int slot, const int32_t *order, int count, ct_err *err);
     int (*load_batch_range)(ct_backend *b, int slot, int start, int n, ct_err *err);
 
-    /* step: global optimizer-step counter (dropout stream); train: dropout active. */
-    int (*forward)(ct_backend *b, int node, bool train, uint32_t step, ct_err *err);
+    /* train: dropout active. epoch: the training epoch (0-based). Dropout draws are
+     * keyed by (epoch, sample position): row r of the loaded batch draws the mask
+     * of the sample at epoch position first_pos + r (load_batch), so a sample's
+     * mask does not depend on the batch, rank or micro-batch it is in; backward,
+     * and a forward recomputed in backward, redraw it from the same key. */
+    int (*forward)(ct_backend *b, int node, bool train, uint32_t epoch, ct_err *err);
     /* tag: the caller's batch counter, recorded (on the device) for the first
      * batch whose loss is not finite, so the host need not check every step. */
     int (*loss)(ct_backend *b, bool train, float grad_scale, uint32_t tag, ct_err *err);
-    int (*backward)(ct_backend *b, int node, bool accumulate, uint32_t step, ct_err *err);
+    int (*backward)(ct_backend *b, int node, bool accumulate, uint32_t epoch, ct_err *err);
 
     /* One update of every parameter from its gradient, over the flat range. */
     int (*optimizer_step)(ct_backend *b, const ct_opt_hyper *h, ct_err *err);
@@ -208,9 +220,10 @@ typedef struct ct_backend_vt {
      *
      * step_capture_begin: the calls that follow, up to step_capture_end, are
      *   RECORDED, not run: forward(train), loss(train), backward(accumulate ==
-     *   false) and optimizer_step. The recorded kernels read step, tag,
-     *   grad_scale and the optimizer scalars at replay from step_replay's
-     *   ct_step_args; the values given to the calls while recording are not kept.
+     *   false) and optimizer_step. The recorded kernels read the epoch, the
+     *   batch's first_pos, tag, grad_scale and the optimizer scalars at replay
+     *   from step_replay's ct_step_args; the values given to the calls while
+     *   recording are not kept.
      *   Nothing else may be called while recording. Returns 0 (recording), 1 (not
      *   now: the loaded batch has fewer than batch_size rows, or sync_debug;
      *   nothing started) or -1 with err (nothing started).

@@ -61,7 +61,7 @@ CT_HD float ct_philox_uniform(uint64_t seed, uint32_t stream, uint32_t step, uin
 /* Stream ids, so draws for different purposes never collide. */
 enum {
     CT_RNG_STREAM_INIT = 1,       /* parameter init: step = parameter index */
-    CT_RNG_STREAM_DROPOUT = 2,    /* dropout: stream + layer<<8, step = global step */
+    CT_RNG_STREAM_DROPOUT = 2,    /* dropout: stream + layer<<8, step = epoch */
     CT_RNG_STREAM_SHUFFLE = 3,    /* data order: step = epoch */
 };
 

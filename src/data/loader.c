@@ -233,6 +233,7 @@ int ct_loader_next(ct_loader *l, ct_batch *b) {
     shard_of(l, k, &off, &b->n);
     b->n_global = batch_count(l, k);
     b->index = k;
+    b->first_pos = (int64_t)k * l->batch_size + off;
     return 1;
 }
 

@@ -23,6 +23,8 @@ typedef struct ct_batch {
                          ct_loader_set_shard) this rank's rows, possibly 0 */
     int n_global;     /* rows of the whole batch (== n without a shard) */
     int index;        /* batch number within the epoch, from 0 */
+    int64_t first_pos;/* epoch position of row 0 (index * batch_size + this shard's
+                         offset): row r is the sample at order[first_pos + r] */
 } ct_batch;
 
 typedef struct ct_loader ct_loader;

@@ -3,9 +3,18 @@
  * so CPU tests cover the GPU's arithmetic.
  *
  * Contracts:
- *  - dropout: element i (canonical NCHW index within the batch tensor) is kept when
- *    u(seed, CT_RNG_STREAM_DROPOUT + (layer << 8), step, i) >= p, and kept values
- *    are scaled by 1/(1-p) (inverted dropout, as PyTorch).
+ *  - dropout: a draw is addressed by the SAMPLE, never by its place in a batch.
+ *    Element e (canonical row-major NCHW index within one sample, 0..numel-1) of
+ *    the sample at epoch position pos (its place in the epoch's sample order,
+ *    0..count-1, which every rank shares) in layer `layer` of epoch `epoch` is
+ *    kept when u(seed, CT_RNG_STREAM_DROPOUT + (layer << 8), epoch, i) >= p, with
+ *    counter index i = ct_dropout_index(pos, e, numel) = pos * round_up(numel, 4)
+ *    + e; kept values are scaled by 1/(1-p) (inverted dropout, as PyTorch). So the
+ *    mask of a sample is the same whichever batch, row, rank, shard or
+ *    accumulation micro-batch it lands in, on CPU and GPU; the micro-batches of an
+ *    accumulation group hold different positions and draw different masks. Each
+ *    sample starts a fresh block of 4 counters, so ct_dropout_scale4 over a
+ *    sample's blocks gives exactly ct_dropout_scale's multipliers.
  *  - softmax cross-entropy: loss of one row = logsumexp(z) - z[y]; the gradient
  *    written is (softmax(z) - onehot(y)) * grad_scale, where the caller passes
  *    grad_scale = 1 / (batch rows * accumulation steps) for a mean loss.
@@ -30,21 +39,28 @@
 
 CT_HD uint32_t ct_dropout_stream(int layer) { return CT_RNG_STREAM_DROPOUT + ((uint32_t)layer << 8); }
 
-/* Returns the multiplier for element i: 0 or 1/(1-p). */
-CT_HD float ct_dropout_scale(uint64_t seed, int layer, uint32_t step, uint64_t i, float p) {
-    float u = ct_philox_uniform(seed, ct_dropout_stream(layer), step, i);
+/* Counter index of element e (0..sample_numel-1) of the sample at epoch position
+ * pos: pos * round_up(sample_numel, 4) + e (samples padded to whole blocks of 4). */
+CT_HD uint64_t ct_dropout_index(uint64_t pos, uint64_t e, uint64_t sample_numel) {
+    return pos * ((sample_numel + 3) & ~(uint64_t)3) + e;
+}
+
+/* Returns the multiplier of the element at counter index i: 0 or 1/(1-p). */
+CT_HD float ct_dropout_scale(uint64_t seed, int layer, uint32_t epoch, uint64_t i, float p) {
+    float u = ct_philox_uniform(seed, ct_dropout_stream(layer), epoch, i);
     return u >= p ? 1.0f / (1.0f - p) : 0.0f;
 }
 
-/* The multipliers of elements 4*blk .. 4*blk+3 from one Philox evaluation; equal to
- * ct_dropout_scale at each of those indices (the fast path for CPU loops). */
-CT_HD void ct_dropout_scale4(uint64_t seed, int layer, uint32_t step, uint64_t blk, float p,
+/* The multipliers of counter indices 4*blk .. 4*blk+3 from one Philox evaluation;
+ * equal to ct_dropout_scale at each of those indices (the fast path for CPU loops:
+ * block b of the sample at position pos is blk = pos * round_up(numel, 4) / 4 + b). */
+CT_HD void ct_dropout_scale4(uint64_t seed, int layer, uint32_t epoch, uint64_t blk, float p,
                              float out[4]) {
     ct_u32x4 c;
     c.v[0] = (uint32_t)blk;
     c.v[1] = (uint32_t)(blk >> 32);
     c.v[2] = ct_dropout_stream(layer);
-    c.v[3] = step;
+    c.v[3] = epoch;
     ct_u32x4 r = ct_philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
     float keep = 1.0f / (1.0f - p);
     for (int l = 0; l < 4; l++) out[l] = ct_u32_to_unit(r.v[l]) >= p ? keep : 0.0f;

@@ -2,7 +2,8 @@
  *
  * linear: x [N,I], w [O,I] (PyTorch's layout), b [O] -> y = x w^T + b, [N,O].
  * relu: the derivative at exactly 0 is taken as 0 (PyTorch's choice).
- * dropout: element i (canonical NCHW index) is kept when ct_dropout_scale says so;
+ * dropout: element e of row r (the sample at epoch position first_pos + r) is kept
+ *   when ct_dropout_scale at ct_dropout_index(first_pos + r, e, numel) says so;
  *   kept values are scaled by 1/(1-p) computed in double.
  * softmax-xent: stable log-sum-exp per row, loss and gradient are means over N rows.
  * Backward writes (never adds) every non-NULL output.
@@ -63,23 +64,28 @@ void ct_ref_linear_backward(const double *x, int N, int I, const double *w, int 
         }
 }
 
-/* Applies the dropout mask of (seed, layer, step) to src: dst[i] = src[i] * scale_i. */
-static void dropout_apply(const double *src, long n, double p, uint64_t seed, int layer,
-                          uint32_t step, double *dst) {
-    for (long i = 0; i < n; i++) {
-        float s = ct_dropout_scale(seed, layer, step, (uint64_t)i, (float)p);
-        dst[i] = s != 0.0f ? src[i] / (1.0 - p) : 0.0;
-    }
+/* Applies the dropout mask of (seed, layer, epoch) to rows samples of sample_numel
+ * elements at epoch positions first_pos.. : dst[i] = src[i] * scale_i. */
+static void dropout_apply(const double *src, int rows, long sample_numel, int64_t first_pos,
+                          double p, uint64_t seed, int layer, uint32_t epoch, double *dst) {
+    for (int r = 0; r < rows; r++)
+        for (long e = 0; e < sample_numel; e++) {
+            uint64_t i = ct_dropout_index((uint64_t)(first_pos + r), (uint64_t)e,
+                                          (uint64_t)sample_numel);
+            long j = (long)r * sample_numel + e;
+            float s = ct_dropout_scale(seed, layer, epoch, i, (float)p);
+            dst[j] = s != 0.0f ? src[j] / (1.0 - p) : 0.0;
+        }
 }
 
-void ct_ref_dropout_forward(const double *x, long n, double p, uint64_t seed, int layer,
-                            uint32_t step, double *y) {
-    dropout_apply(x, n, p, seed, layer, step, y);
+void ct_ref_dropout_forward(const double *x, int rows, long sample_numel, int64_t first_pos,
+                            double p, uint64_t seed, int layer, uint32_t epoch, double *y) {
+    dropout_apply(x, rows, sample_numel, first_pos, p, seed, layer, epoch, y);
 }
 
-void ct_ref_dropout_backward(const double *dy, long n, double p, uint64_t seed, int layer,
-                             uint32_t step, double *dx) {
-    dropout_apply(dy, n, p, seed, layer, step, dx);
+void ct_ref_dropout_backward(const double *dy, int rows, long sample_numel, int64_t first_pos,
+                             double p, uint64_t seed, int layer, uint32_t epoch, double *dx) {
+    dropout_apply(dy, rows, sample_numel, first_pos, p, seed, layer, epoch, dx);
 }
 
 /* log(sum_k exp(z[k])) of one row, shifted by the row max so it never overflows. */

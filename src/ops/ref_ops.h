@@ -46,11 +46,13 @@ void ct_ref_linear_forward(const double *x, int N, int I, const double *w, const
 void ct_ref_linear_backward(const double *x, int N, int I, const double *w, int O,
                             const double *dy, double *dx, double *dw, double *db);
 
-/* dropout over n elements (canonical NCHW index), mask from ct_dropout_scale. */
-void ct_ref_dropout_forward(const double *x, long n, double p, uint64_t seed, int layer,
-                            uint32_t step, double *y);
-void ct_ref_dropout_backward(const double *dy, long n, double p, uint64_t seed, int layer,
-                             uint32_t step, double *dx);
+/* dropout over rows samples [rows, sample_numel] (canonical NCHW order) at epoch
+ * positions first_pos .. first_pos + rows - 1, mask from ct_dropout_scale at
+ * ct_dropout_index (elementwise.h). */
+void ct_ref_dropout_forward(const double *x, int rows, long sample_numel, int64_t first_pos,
+                            double p, uint64_t seed, int layer, uint32_t epoch, double *y);
+void ct_ref_dropout_backward(const double *dy, int rows, long sample_numel, int64_t first_pos,
+                             double p, uint64_t seed, int layer, uint32_t epoch, double *dx);
 
 /* Mean softmax cross-entropy over N rows of K logits; returns the loss. dz (may be
  * NULL) gets d(mean loss)/dz. */

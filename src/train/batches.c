@@ -52,13 +52,15 @@ int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err) {
         *n = b.n;
         *index = b.index;
         bt->last_global = b.n_global;
+        bt->first_pos = b.first_pos;
         if (b.n == 0) return 1;
-        return vt->load_batch(bt->m->be, b.x, b.y, b.n, err) == 0 ? 1 : -1;
+        return vt->load_batch(bt->m->be, b.x, b.y, b.n, b.first_pos, err) == 0 ? 1 : -1;
     }
     if (bt->next >= bt->n_batches) return 0;
     int start = bt->next * bt->batch, off;
     bt->last_global = bt->ds->count - start < bt->batch ? bt->ds->count - start : bt->batch;
     ct_shard_range(bt->last_global, bt->shard.rank, bt->shard.count, &off, n);
+    bt->first_pos = start + off;
     *index = bt->next++;
     if (*n == 0) return 1;
     return vt->load_batch_range(bt->m->be, bt->slot, start + off, *n, err) == 0 ? 1 : -1;

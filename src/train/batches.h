@@ -36,6 +36,8 @@ typedef struct ct_batches {
     ct_shard shard;        /* {0, 1, model batch} without data parallelism */
     int batch, n_batches, next; /* batch: global rows per batch */
     int last_global;       /* rows of the whole last batch (over all shards) */
+    int64_t first_pos;     /* epoch position of the last batch's row 0 on this rank
+                              (what load_batch / load_batch_range were given) */
 } ct_batches;
 
 /* ds must outlive bt; m must be bound. shard: NULL for a single process. */
@@ -43,8 +45,9 @@ int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds,
                     uint64_t seed, double mean, double std, const ct_shard *shard, ct_err *err);
 int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err);
 /* Loads the next batch into the model: 1 with *n rows (this shard's, possibly 0
- * with data parallelism; bt->last_global has the whole batch's) and *index, 0 at
- * the end of the epoch, -1 on error. */
+ * with data parallelism; bt->last_global has the whole batch's, bt->first_pos the
+ * epoch position of this shard's first row, the dropout key) and *index, 0 at the
+ * end of the epoch, -1 on error. */
 int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err);
 void ct_batches_close(ct_batches *bt);
 

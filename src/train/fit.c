@@ -163,7 +163,7 @@ static int create_model(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
                         const ct_device_choice *dev, ct_err *err) {
     int ranks = s->dist->size;
     ct_model_req req = {.training = true, .batch = (cfg->train.batch_size + ranks - 1) / ranks,
-                        .rank = s->dist->rank, .sync_debug = o->sync_debug,
+                        .sync_debug = o->sync_debug,
                         .datasets = {&s->train, &s->test}};
     return ct_model_create(cfg, dev, &req, &s->model, err);
 }
@@ -339,7 +339,8 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     int micro = 0, step_in_epoch = 0, n, index, rc;
     while ((rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1 && index < nb) {
         ct_step_in in = {.rows = s->train_batches.last_global, .accumulate = micro > 0, .tag = s->batch_tag++,
-                         .update = micro + 1 == accum || index == nb - 1};
+                         .update = micro + 1 == accum || index == nb - 1,
+                         .epoch = (uint32_t)epoch, .first_pos = s->train_batches.first_pos};
         if (in.update) in.lr = ct_lr_at(cfg, epoch, step_in_epoch, steps_per_epoch);
         if (ct_step_run(&s->stepper, &in, err) != 0) return -1;
         micro = in.update ? 0 : micro + 1;

@@ -60,7 +60,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
         .opt_state_slots = req->training ? ct_opt_state_slots(&cfg->optimizer) : 0,
         .amp = cfg->train.amp,
         .device_index = dev->index,
-        .seed = cfg->train.seed + (uint64_t)req->rank * 0x9E3779B97F4A7C15ull,
+        .seed = cfg->train.seed, /* the same on every rank: dropout follows the sample */
         .sync_debug = req->sync_debug,
         .fuse = true,
         .cpu_loops = cfg->train.cpu_loops,
@@ -107,21 +107,21 @@ void ct_model_destroy(ct_model *m) {
     free(m);
 }
 
-int ct_model_forward(ct_model *m, bool train, uint32_t step, ct_err *err) {
+int ct_model_forward(ct_model *m, bool train, uint32_t epoch, ct_err *err) {
     for (int i = 0; i < m->graph.n_nodes; i++)
-        if (m->device.vt->forward(m->be, i, train, step, err) != 0) return -1;
+        if (m->device.vt->forward(m->be, i, train, epoch, err) != 0) return -1;
     return 0;
 }
 
-int ct_model_backward(ct_model *m, bool accumulate, uint32_t step, ct_err *err) {
+int ct_model_backward(ct_model *m, bool accumulate, uint32_t epoch, ct_err *err) {
     const ct_backend_vt *vt = m->device.vt;
     for (int i = m->graph.n_nodes - 1; i >= 0; i--) {
         const ct_node *n = &m->graph.nodes[i];
         if (!n->input_grad && n->weight < 0 && n->bias < 0) continue; /* nothing to give */
         if (n->span >= 0 && m->graph.spans[n->span].last == i) /* recompute the span */
             for (int j = m->graph.spans[n->span].first; j < i; j++)
-                if (m->recompute[j] && vt->forward(m->be, j, true, step, err) != 0) return -1;
-        if (vt->backward(m->be, i, accumulate, step, err) != 0) return -1;
+                if (m->recompute[j] && vt->forward(m->be, j, true, epoch, err) != 0) return -1;
+        if (vt->backward(m->be, i, accumulate, epoch, err) != 0) return -1;
     }
     return 0;
 }

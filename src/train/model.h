@@ -36,7 +36,6 @@ typedef struct ct_model {
 typedef struct ct_model_req {
     bool training;      /* plan gradients and optimizer state */
     int batch;          /* rows per batch */
-    int rank;           /* data parallelism: this rank (dropout draws differ per rank) */
     bool sync_debug;
     /* Datasets to keep on the device when the backend can (slot 0 training, 1
      * evaluation; NULL: none). Only their sizes are used here. */
@@ -53,9 +52,11 @@ int ct_model_bind(ct_model *m, ct_err *err);
 float *ct_model_host(ct_model *m, int slot);
 void ct_model_destroy(ct_model *m);
 
-/* Forward through every node; backward through every node (last to first). */
-int ct_model_forward(ct_model *m, bool train, uint32_t step, ct_err *err);
-int ct_model_backward(ct_model *m, bool accumulate, uint32_t step, ct_err *err);
+/* Forward through every node; backward through every node (last to first),
+ * forward again over a checkpointed span first (the same dropout draws). epoch:
+ * the dropout key with the loaded batch's positions (backend.h). */
+int ct_model_forward(ct_model *m, bool train, uint32_t epoch, ct_err *err);
+int ct_model_backward(ct_model *m, bool accumulate, uint32_t epoch, ct_err *err);
 
 /* Parameters and optimizer state from/to a checkpoint (names and shapes of the
  * graph's parameter table; optimizer state under "optimizer.<slot>.<name>").

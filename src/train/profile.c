@@ -49,12 +49,12 @@ static int step(prof_ctx *c, prof *p, ct_err *err) {
     int n;
     double t0 = ct_now();
     if (next_batch(c, &n, p, err) != 0) return -1;
-    uint32_t s = (uint32_t)c->t;
+    uint32_t epoch = (uint32_t)c->epoch; /* the dropout key, as in fit */
     for (int i = 0; i < m->graph.n_nodes; i++)
-        TIMED(p ? &p->fwd[i] : NULL, vt->forward(m->be, i, true, s, err));
-    TIMED(p ? &p->loss : NULL, vt->loss(m->be, true, 1.0f / (float)n, s, err));
+        TIMED(p ? &p->fwd[i] : NULL, vt->forward(m->be, i, true, epoch, err));
+    TIMED(p ? &p->loss : NULL, vt->loss(m->be, true, 1.0f / (float)n, (uint32_t)c->t, err));
     for (int i = m->graph.n_nodes - 1; i >= 0; i--)
-        TIMED(p ? &p->bwd[i] : NULL, vt->backward(m->be, i, false, s, err));
+        TIMED(p ? &p->bwd[i] : NULL, vt->backward(m->be, i, false, epoch, err));
     c->t++;
     ct_opt_hyper h = ct_opt_hyper_at(&c->cfg->optimizer, c->cfg->optimizer.lr, c->t);
     TIMED(p ? &p->opt : NULL, vt->optimizer_step(m->be, &h, err));

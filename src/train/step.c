@@ -34,17 +34,18 @@ static int update(ct_stepper *st, double lr, ct_err *err) {
     return 0;
 }
 
-/* Forward (dropout keyed by step), loss and backward of the loaded batch. */
-static int pass(ct_stepper *st, const ct_step_in *in, uint32_t step, ct_err *err) {
+/* Forward (dropout keyed by the epoch and the loaded rows' positions), loss and
+ * backward of the loaded batch. */
+static int pass(ct_stepper *st, const ct_step_in *in, ct_err *err) {
     ct_model *m = st->m;
-    if (ct_model_forward(m, true, step, err) != 0) return -1;
+    if (ct_model_forward(m, true, in->epoch, err) != 0) return -1;
     if (m->device.vt->loss(m->be, true, loss_grad_scale(st, in->rows), in->tag, err) != 0)
         return -1;
-    return ct_model_backward(m, in->accumulate, step, err);
+    return ct_model_backward(m, in->accumulate, in->epoch, err);
 }
 
 static int plain_step(ct_stepper *st, const ct_step_in *in, ct_err *err) {
-    if (pass(st, in, (uint32_t)*st->opt_steps, err) != 0) return -1;
+    if (pass(st, in, err) != 0) return -1;
     return in->update ? update(st, in->lr, err) : 0;
 }
 
@@ -78,7 +79,7 @@ static int record(ct_stepper *st, const ct_step_in *in, const ct_step_args *a, c
     const ct_backend_vt *vt = m->device.vt;
     int rc = vt->step_capture_begin(m->be, err);
     if (rc != 0) return rc;
-    bool ok = pass(st, in, a->step, err) == 0 && vt->optimizer_step(m->be, &a->hyper, err) == 0;
+    bool ok = pass(st, in, err) == 0 && vt->optimizer_step(m->be, &a->hyper, err) == 0;
     ct_err end_err = {{0}};
     if (vt->step_capture_end(m->be, ok, ok ? err : &end_err) != 0) return -1;
     return ok ? 0 : -1;
@@ -93,7 +94,8 @@ static int graph_step(ct_stepper *st, const ct_step_in *in) {
         return 1;
     }
     ct_model *m = st->m;
-    ct_step_args a = {.step = (uint32_t)*st->opt_steps,
+    ct_step_args a = {.epoch = in->epoch,
+                      .first_pos = in->first_pos,
                       .tag = in->tag,
                       .grad_scale = loss_grad_scale(st, in->rows),
                       .hyper = opt_hyper(st, in->lr, ct_scaler_loss_scale(st->scaler))};

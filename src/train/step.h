@@ -1,9 +1,10 @@
 /* step.h: one training micro-batch, and the optimizer step that ends a group.
  *
  * The batch must already be loaded (ct_batches_next). ct_step_run does, in order:
- *   forward (dropout keyed by the optimizer step count), softmax cross-entropy with
- *   the loss gradient scaled by loss_scale / (rows * grad_accum_steps), backward
- *   (writing the gradients, or adding to them when accumulate is set);
+ *   forward (dropout keyed by the epoch and the batch's sample positions,
+ *   backend.h), softmax cross-entropy with the loss gradient scaled by
+ *   loss_scale / (rows * grad_accum_steps), backward (writing the gradients, or
+ *   adding to them when accumulate is set);
  * and when `update` is set (the last micro-batch of an accumulation group):
  *   the gradient reduction hook (data parallelism: the sum over ranks), the fp16
  *   scaler's inf/NaN check (a skipped step is not an error and does not count),
@@ -17,10 +18,11 @@
  * sync_debug), the first eligible step runs call by call (one-time library
  * initialization then happens outside any capture), the second is recorded, and
  * every eligible step from then on is one replay given its per-step values
- * (dropout step, tag, loss gradient scale, optimizer scalars) in a ct_step_args.
- * Other steps (the last, partial batch of an epoch) run call by call. Results are
- * bit-identical either way. If recording or a replay fails, one notice line goes
- * to `log` and this stepper runs call by call from then on; that is not an error.
+ * (epoch, the batch's first position, tag, loss gradient scale, optimizer scalars)
+ * in a ct_step_args. Other steps (the last, partial batch of an epoch) run call
+ * by call. Results are bit-identical either way. If recording or a replay fails,
+ * one notice line goes to `log` and this stepper runs call by call from then on;
+ * that is not an error.
  */
 #ifndef CT_STEP_H
 #define CT_STEP_H
@@ -56,6 +58,9 @@ typedef struct ct_step_in {
     uint32_t tag;    /* batch tag recorded for a non-finite loss (backend.h) */
     bool update;     /* last micro-batch of the group: reduce and step */
     double lr;       /* learning rate of this optimizer step (when update) */
+    uint32_t epoch;  /* the training epoch: forward/backward's dropout key */
+    int64_t first_pos; /* epoch position the loaded batch was loaded at
+                          (ct_batches.first_pos), for a replay's ct_step_args */
 } ct_step_in;
 
 int ct_step_run(ct_stepper *st, const ct_step_in *in, ct_err *err);

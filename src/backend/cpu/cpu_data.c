@@ -35,14 +35,19 @@ void ct_cpu_bind_datasets(ct_cpu *b) {
         b->ds[s].order = b->ds[s].r_order < 0 ? NULL : ct_plan_ptr(b->fplan, b->arena, b->ds[s].r_order);
 }
 
-int ct_cpu_load_batch(ct_backend *bb, const float *x, const int32_t *y, int n, ct_err *err) {
+int ct_cpu_load_batch(ct_backend *bb, const float *x, const int32_t *y, int n, int64_t first_pos,
+                      ct_err *err) {
     ct_cpu *b = (ct_cpu *)bb;
     if (n < 1 || n > b->N)
         return ct_errorf(err, "cpu backend: batch of %d rows (plan holds 1..%d)", n, b->N);
+    if (first_pos < 0)
+        return ct_errorf(err, "cpu backend: batch at epoch position %lld (must be >= 0)",
+                         (long long)first_pos);
     size_t row = ct_shape_numel(b->g->input);
     memcpy(b->x.ptr, x, (size_t)n * row * sizeof(float));
     memcpy(b->y, y, (size_t)n * sizeof(int32_t));
     b->n = n;
+    b->first_pos = first_pos;
     return 0;
 }
 
@@ -106,5 +111,6 @@ int ct_cpu_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *
     }
     for (int r = 0; r < n; r++) b->y[r] = d->labels[order[r]];
     b->n = n;
+    b->first_pos = start;
     return 0;
 }

@@ -6,9 +6,10 @@
  * there is one (graph.h input_grad), else they own their gradient's storage. relu's
  * backward reads its output (relu_use_dst_for_bwd), which stays valid because a
  * later in-place dropout only scales it by a positive factor or zeroes elements
- * whose gradient it also zeroes. Dropout draws element j's mask from its canonical
- * row-major NCHW index within the batch tensor, whatever the physical layout, and
- * backward redraws the same mask from (seed, layer, step, j). Flatten keeps the
+ * whose gradient it also zeroes. Dropout draws element e of row r from (seed,
+ * layer, epoch, sample position first_pos + r, e), e the canonical row-major NCHW
+ * index within the sample whatever the physical layout (elementwise.h), and
+ * backward redraws the same mask from the same key. Flatten keeps the
  * input's desc (4-D, possibly blocked): consumers see [N,C,H,W], whose row-major
  * order is PyTorch's flatten order.
  */
@@ -87,42 +88,49 @@ static int no_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     return 0;
 }
 
-/* dst = src * mask over the whole batch tensor of desc md (src may equal dst). */
+/* dst = src * mask over the whole batch tensor of desc md (src may equal dst), all
+ * N planned rows: row r is the sample at position first_pos + r, canonical index
+ * j = r * numel(sample) + e. Each sample is whole blocks of 4 draws (elementwise.h). */
 static void apply_mask(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory_desc_t *md,
-                       const float *src, float *dst, uint32_t step) {
-    size_t n = ct_cpu_md_numel(md);
+                       const float *src, float *dst, uint32_t epoch) {
+    size_t rows = (size_t)md->dims[0], sample = ct_cpu_md_numel(md) / rows;
     bool plain = ct_cpu_md_is_plain(md);
     float p = (float)nd->g->cfg.p;
     uint64_t seed = b->o.seed;
     int layer = nd->i;
-    long blocks = (long)((n + 3) / 4);
+    size_t sample_blocks = (sample + 3) / 4;
+    uint64_t blk0 = (uint64_t)b->first_pos * sample_blocks; /* row 0's first block */
+    long blocks = (long)(rows * sample_blocks);
 #pragma omp parallel for schedule(static)
-    for (long blk = 0; blk < blocks; blk++) {
+    for (long t = 0; t < blocks; t++) {
+        size_t r = (size_t)t / sample_blocks, e0 = ((size_t)t % sample_blocks) * 4;
         float scale[4];
-        ct_dropout_scale4(seed, layer, step, (uint64_t)blk, p, scale);
-        for (size_t l = 0, j = (size_t)blk * 4; l < 4 && j < n; l++, j++) {
+        ct_dropout_scale4(seed, layer, epoch, blk0 + (uint64_t)t, p, scale);
+        for (size_t l = 0, e = e0; l < 4 && e < sample; l++, e++) {
+            size_t j = r * sample + e;
             size_t off = plain ? j : ct_cpu_md_offset(md, j);
             dst[off] = src[off] * scale[l];
         }
     }
 }
 
-static int dropout_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
+static int dropout_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t epoch,
+                           ct_err *err) {
     (void)err;
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
     if (train)
-        apply_mask(b, nd, &nd->act.md, in->ptr, nd->act.ptr, step);
+        apply_mask(b, nd, &nd->act.md, in->ptr, nd->act.ptr, epoch);
     else if (nd->act.ptr != in->ptr)
         memcpy(nd->act.ptr, in->ptr, dnnl_memory_desc_get_size(&nd->act.md));
     return 0;
 }
 
-static int dropout_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
+static int dropout_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t epoch,
                             ct_err *err) {
     (void)accumulate;
     (void)err;
     if (ct_cpu_has_gin(b, nd->i))
-        apply_mask(b, nd, &nd->gact.md, nd->gact.ptr, ct_cpu_gin(b, nd->i)->ptr, step);
+        apply_mask(b, nd, &nd->gact.md, nd->gact.ptr, ct_cpu_gin(b, nd->i)->ptr, epoch);
     return 0;
 }
 

@@ -139,6 +139,7 @@ struct ct_cpu {
     void *arena;
     int N;                  /* batch_size */
     int n;                  /* rows of the current batch */
+    int64_t first_pos;      /* epoch position of its row 0 (dropout key; backend.h) */
     ct_cpu_tensor x;        /* [N,C,H,W] plain, "batch.x" */
     int r_y, r_params, r_grads, r_opt, r_loss, r_conf, r_logits, r_pred, r_scratch;
     int32_t *y;             /* [N] */
@@ -200,7 +201,8 @@ bool ct_cpu_loops_portable(const ct_cpu *b);
 
 int ct_cpu_add_dataset_regions(ct_cpu *b, ct_err *err);
 void ct_cpu_bind_datasets(ct_cpu *b);
-int ct_cpu_load_batch(ct_backend *b, const float *x, const int32_t *y, int n, ct_err *err);
+int ct_cpu_load_batch(ct_backend *b, const float *x, const int32_t *y, int n, int64_t first_pos,
+                      ct_err *err);
 int ct_cpu_dataset_upload(ct_backend *b, int slot, const uint8_t *images, const uint8_t *labels,
                           int count, ct_err *err);
 int ct_cpu_dataset_order(ct_backend *b, int slot, const int32_t *order, int count, ct_err *err);

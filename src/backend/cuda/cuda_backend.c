@@ -124,25 +124,29 @@ static int relu_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t
 
 const ct_cuda_op ct_cuda_op_relu = {no_create, relu_forward, relu_backward};
 
-static int dropout_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step,
+/* All N rows, row r the sample at epoch position first_pos + r (backend.h); in a
+ * captured step the kernel reads the epoch and first_pos from rec_args. */
+static int dropout_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t epoch,
                            ct_err *err) {
     size_t n = batch_numel(b, nd);
     if (train)
-        CT_KERNEL(err, ct_cuda_dropout(ct_cuda_in(b, nd->i), nd->act, n, b->o.seed, nd->i, step,
-                                       (float)nd->g->cfg.p, b->rec_args, b->stream));
+        CT_KERNEL(err, ct_cuda_dropout(ct_cuda_in(b, nd->i), nd->act, (size_t)b->N,
+                                       ct_shape_numel(nd->g->out), b->o.seed, nd->i, epoch,
+                                       b->first_pos, (float)nd->g->cfg.p, b->rec_args,
+                                       b->stream));
     else
         CT_CUDART(err, cudaMemcpyAsync(nd->act, ct_cuda_in(b, nd->i), n * sizeof(float),
                                        cudaMemcpyDeviceToDevice, b->stream));
     return 0;
 }
 
-static int dropout_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step,
+static int dropout_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t epoch,
                             ct_err *err) {
     (void)accumulate;
     if (nd->i == 0) return 0;
-    CT_KERNEL(err, ct_cuda_dropout(nd->gact, ct_cuda_gin(b, nd->i), batch_numel(b, nd),
-                                   b->o.seed, nd->i, step, (float)nd->g->cfg.p, b->rec_args,
-                                   b->stream));
+    CT_KERNEL(err, ct_cuda_dropout(nd->gact, ct_cuda_gin(b, nd->i), (size_t)b->N,
+                                   ct_shape_numel(nd->g->out), b->o.seed, nd->i, epoch,
+                                   b->first_pos, (float)nd->g->cfg.p, b->rec_args, b->stream));
     return 0;
 }
 
@@ -411,11 +415,15 @@ static int stage_batch(ct_cuda *b, const float *x, const int32_t *y, int n, ct_e
     return 0;
 }
 
-static int cuda_load_batch(ct_backend *bb, const float *x, const int32_t *y, int n, ct_err *err) {
+static int cuda_load_batch(ct_backend *bb, const float *x, const int32_t *y, int n,
+                           int64_t first_pos, ct_err *err) {
     ct_cuda *b = as_cuda(bb);
     if (n < 1 || n > b->N)
         return ct_errorf(err, "cuda backend: batch of %d rows (plan holds 1..%d)", n, b->N);
-    if (stage_batch(b, x, y, n, err) != 0 || ct_cuda_set_rows(b, n, err) != 0 ||
+    if (first_pos < 0)
+        return ct_errorf(err, "cuda backend: batch at epoch position %lld (must be >= 0)",
+                         (long long)first_pos);
+    if (stage_batch(b, x, y, n, err) != 0 || ct_cuda_set_rows(b, n, first_pos, err) != 0 ||
         ct_cuda_debug_sync(b, "load_batch", err) != 0)
         return ct_err_prefix(err, "cuda backend");
     return 0;
@@ -438,23 +446,23 @@ static int amp_round(ct_cuda *b, float *t, int node, ct_err *err) {
     return 0;
 }
 
-static int cuda_forward(ct_backend *bb, int node, bool train, uint32_t step, ct_err *err) {
+static int cuda_forward(ct_backend *bb, int node, bool train, uint32_t epoch, ct_err *err) {
     ct_cuda *b = as_cuda(bb);
     if (check_node(b, node, err) != 0) return -1;
     ct_cuda_node *nd = &b->nodes[node];
-    if (cuda_ops[nd->g->kind]->forward(b, nd, train, step, err) != 0 ||
+    if (cuda_ops[nd->g->kind]->forward(b, nd, train, epoch, err) != 0 ||
         (amp_needs_round(b, node, false) && amp_round(b, nd->act, node, err) != 0) ||
         ct_cuda_debug_sync(b, "forward", err) != 0)
         return layer_err(b, node, err);
     return 0;
 }
 
-static int cuda_backward(ct_backend *bb, int node, bool accumulate, uint32_t step, ct_err *err) {
+static int cuda_backward(ct_backend *bb, int node, bool accumulate, uint32_t epoch, ct_err *err) {
     ct_cuda *b = as_cuda(bb);
     if (check_node(b, node, err) != 0) return -1;
     if (!b->o.training) return ct_errorf(err, "cuda backend: backward on a forward-only plan");
     ct_cuda_node *nd = &b->nodes[node];
-    if (cuda_ops[nd->g->kind]->backward(b, nd, accumulate, step, err) != 0 ||
+    if (cuda_ops[nd->g->kind]->backward(b, nd, accumulate, epoch, err) != 0 ||
         (amp_needs_round(b, node, true) && amp_round(b, ct_cuda_gin(b, node), node - 1, err) != 0) ||
         ct_cuda_debug_sync(b, "backward", err) != 0)
         return layer_err(b, node, err);

@@ -45,12 +45,13 @@ void ct_cuda_data_bind(ct_cuda *b) {
     }
 }
 
-int ct_cuda_set_rows(ct_cuda *b, int n, ct_err *err) {
+int ct_cuda_set_rows(ct_cuda *b, int n, int64_t first_pos, ct_err *err) {
     size_t row = ct_shape_numel(b->g->input);
     if (n < b->N)
         CT_CUDART(err, cudaMemsetAsync(b->x + (size_t)n * row, 0,
                                        (size_t)(b->N - n) * row * sizeof(float), b->stream));
     b->n = n;
+    b->first_pos = first_pos;
     return 0;
 }
 
@@ -112,7 +113,7 @@ int ct_cuda_dataset_order(ct_backend *bb, int slot, const int32_t *order, int co
 static int gather(ct_cuda *b, const ct_cuda_dataset *d, int start, int n, ct_err *err) {
     CT_KERNEL(err, ct_cuda_gather_batch(d->images, d->labels, d->order, start, n, sample_bytes(b),
                                         b->o.data_mean, b->o.data_std, b->x, b->y, b->stream));
-    return ct_cuda_set_rows(b, n, err);
+    return ct_cuda_set_rows(b, n, start, err);
 }
 
 int ct_cuda_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *err) {

@@ -132,7 +132,8 @@ static int launch(ct_cuda *b, const ct_step_args *a, ct_err *err) {
     memset(h, 0, sizeof *h);
     h->hyper = a->hyper;
     h->grad_scale = a->grad_scale;
-    h->step = a->step;
+    h->epoch = a->epoch;
+    h->first_pos = a->first_pos;
     h->tag = a->tag;
     CT_CUDART(err, cudaMemcpyAsync(b->args_dev, h, sizeof *h, cudaMemcpyHostToDevice, b->stream));
     CT_CUDART(err, cudaEventRecord(b->args_copied[s], b->stream));

@@ -102,6 +102,7 @@ typedef struct ct_cuda {
     const ct_plan *fplan;       /* finalized plan (bind) */
     int N;                      /* batch_size */
     int n;                      /* rows of the current batch */
+    int64_t first_pos;          /* epoch position of its row 0 (dropout key; backend.h) */
     cudaStream_t stream;
     cublasHandle_t blas;
     cudnnHandle_t dnn;
@@ -149,8 +150,8 @@ typedef struct ct_cuda {
  * (act/gact regions are added by cuda_backend.c); forward/backward enqueue work. */
 typedef struct ct_cuda_op {
     int (*create)(ct_cuda *b, ct_cuda_node *nd, ct_err *err);
-    int (*forward)(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step, ct_err *err);
-    int (*backward)(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step, ct_err *err);
+    int (*forward)(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t epoch, ct_err *err);
+    int (*backward)(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t epoch, ct_err *err);
 } ct_cuda_op;
 
 extern const ct_cuda_op ct_cuda_op_conv, ct_cuda_op_linear, ct_cuda_op_maxpool,
@@ -184,8 +185,9 @@ int ct_cuda_dataset_upload(ct_backend *bb, int slot, const uint8_t *images,
 int ct_cuda_dataset_order(ct_backend *bb, int slot, const int32_t *order, int count,
                           ct_err *err);
 int ct_cuda_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *err);
-/* Zeroes the batch rows [n, N) (partial batches) and sets b->n = n. */
-int ct_cuda_set_rows(ct_cuda *b, int n, ct_err *err);
+/* Zeroes the batch rows [n, N) (partial batches), sets b->n = n and the batch's
+ * epoch position b->first_pos. */
+int ct_cuda_set_rows(ct_cuda *b, int n, int64_t first_pos, ct_err *err);
 /* With o.sync_debug: synchronizes and reports an asynchronous fault as
  * "<what>: <error>"; otherwise returns 0 at once. */
 int ct_cuda_debug_sync(ct_cuda *b, const char *what, ct_err *err);
