@@ -9,8 +9,12 @@
  * (src/bench/ only calls dnnl_sgemm and the version/ISA queries).
  *
  * Invariants: after ct_cpu_ctx_bind, executing a primitive makes no allocation of
- * ctrain's (its args are fixed; memory objects point into the arena); oneDNN 2.6
- * itself makes small temporary allocations inside dnnl_primitive_execute.
+ * ctrain's (its args are fixed; memory objects point into the arena; scratchpads are
+ * the arena's). oneDNN 2.6 itself allocates inside every dnnl_primitive_execute: the
+ * C API builds its argument map (a std::unordered_map: nargs + 1 allocations per
+ * call), and most implementations add their own (the std::function holding a
+ * parallel loop's body; the gemm-based inner product's per-thread work buffers).
+ * No oneDNN 2.6 interface avoids them; tests/test_alloc.c counts them.
  */
 #ifndef CT_CPU_DNNL_H
 #define CT_CPU_DNNL_H
