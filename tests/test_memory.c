@@ -92,6 +92,10 @@ static ct_memory_fix check_fix(const ct_config *cfg, const ct_device_choice *dev
     long long s = 1;
     while (ceil_div(E, s) >= B || arena_accum(cfg, dev, (int)ceil_div(E, s), (int)s) > limit) s++;
     assert_int_equal(fix.accum, s);
+    /* The largest batch that fits: it fits, one more does not (or is cfg's). */
+    assert_true(fix.largest >= fix.batch && fix.largest < B);
+    assert_true(arena_accum(cfg, dev, fix.largest, 2) <= limit);
+    if (fix.largest + 1 < B) assert_true(arena_accum(cfg, dev, fix.largest + 1, 2) > limit);
     return fix;
 }
 
@@ -112,6 +116,7 @@ static void test_fix_takes_the_fewest_steps_whose_batch_fits(void **state) {
     ct_memory_fix fix = check_fix(cfg, &dev, limit);
     assert_int_equal(fix.accum, 3);
     assert_int_equal(fix.batch, 334);
+    assert_int_equal(fix.largest, 490);
     assert_true(arena_accum(cfg, &dev, 500, 2) > limit);
 
     /* The same under 100 MiB, where up to batch 577 fits: 2 steps of 500. */

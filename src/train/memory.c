@@ -134,6 +134,17 @@ int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, boo
             lo = mid + 1;
         }
     }
+    /* The largest batch in [fits, below] that fits, whatever its effective batch. */
+    int fits = (int)batch_for_steps(effective, hi), top = below >= fits ? below : fits;
+    while (fits < top) {
+        int mid = fits + (top - fits + 1) / 2;
+        size_t t = plan_bytes(cfg, dev, training, mid);
+        if (t != 0 && t <= available)
+            fits = mid;
+        else
+            top = mid - 1;
+    }
+    fix->largest = fits;
     free(cfg);
     if (hi > INT_MAX)
         return ct_errorf(err, "batch size 1 would need %lld accumulation steps (at most %d)", hi,
@@ -192,6 +203,10 @@ void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *bud, const ct
         else
             fprintf(out, "; with train.grad_accum_steps %d the effective batch is %lld (was %lld)\n",
                     fix->accum, now, was);
+        if (fix->largest > fix->batch)
+            fprintf(out, "  - the largest batch that fits is %d (train.batch_size %d with "
+                         "accumulation changes the effective batch to a multiple of it)\n",
+                    fix->largest, fix->largest);
     } else {
         fprintf(out, "  - none by batch size: even batch 1 does not fit\n");
     }

@@ -38,15 +38,19 @@ void ct_memory_report(const ct_plan *plan, const char *title, FILE *out);
 typedef struct ct_memory_fix {
     int batch, accum;
     size_t arena;    /* arena bytes with that batch, planned with accumulation */
+    int largest;     /* the largest batch below cfg's that fits (with accumulation):
+                        it fits and largest + 1 does not (or is cfg's batch) */
 } ct_memory_fix;
 
 /* The fix with the fewest accumulation steps whose batch, smaller than cfg's (the
  * one found not to fit), fits `available`. Guarantee: fix->batch fits, and the
  * batch of one step fewer, ceil(E / (accum - 1)), does not fit or is not smaller
  * than cfg's. When the arena grows with the batch that makes fix->batch the
- * largest batch of this form that fits. A binary search over the steps on the real
- * planner: at most log2(E) + 2 plans, nothing allocated. Returns 0 with *fix, or -1
- * when not even batch 1 fits. */
+ * largest batch of this form that fits. Also finds fix->largest, the largest batch
+ * of any size that fits (which may change the effective batch by much: it is
+ * reported, not applied). Binary searches on the real planner: at most
+ * log2(E) + log2(batch) + 2 plans, nothing allocated. Returns 0 with *fix, or -1 when
+ * not even batch 1 fits. */
 int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool training,
                        size_t available, ct_memory_fix *fix, ct_err *err);
 
