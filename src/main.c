@@ -14,6 +14,7 @@ static const ct_command commands[] = {
      "  --epochs N  --batch-size N  --lr X  --seed N  --device D (auto, cpu, cuda, cuda:N;\n"
      "  lists for data parallelism in one process: cuda:all, cuda:0,1, cpu:N)\n"
      "  --out DIR  --amp off|fp16|bf16  --grad-accum-steps N  --graph auto|off\n"
+     "  --cpu-loops auto|portable|off\n"
      "                    override the config\n"
      "  --resume          continue from DIR/model.bin (weights, optimizer, epoch)\n"
      "  --init-from FILE  start from the weights of a compatible safetensors file\n"

@@ -625,6 +625,41 @@ static void test_conv_block(void **state) {
     all_paths(c, 4, 1, 11, 9, 3, 1); /* unfused: from a dense (here random) dy */
 }
 
+/* ---- no reference kernels ------------------------------------------------------------ */
+
+/* oneDNN's reference implementations ("ref:*") are orders of magnitude slower, and
+ * oneDNN creates them silently when no fast kernel takes the layouts asked for. On
+ * every ISA oneDNN supports (SSE4.1 up; the ISA legs of scripts/test-isa.sh cap it)
+ * the backend must find a fast candidate for every pass of these nets, whichever
+ * loops run. */
+static void test_no_reference_kernels(void **state) {
+    (void)state;
+    ct_layer_cfg cnn[] = {conv(32, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                          conv(64, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                          L(CT_LAYER_FLATTEN), linear(64, true), L(CT_LAYER_RELU), dropout(0.5),
+                          linear(10, true)};
+    ct_layer_cfg deep[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), conv(8, 3, 1, 1, true),
+                           L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                           conv(8, 3, 2, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_AVGPOOL2D, 2, 2, 0),
+                           L(CT_LAYER_FLATTEN), linear(10, true)};
+    const ct_layer_cfg *nets[] = {cnn, deep};
+    int sizes[] = {11, 10};
+    for (int k = 0; k < 2; k++)
+        for (int m = 0; m < N_MODES; m++) {
+            parity_cpu_loops = loop_modes[m];
+            parity_fuse = true;
+            harness *h = open_as_built(1, 28, 28, nets[k], sizes[k], 8);
+            parity_fuse = false;
+            parity_cpu_loops = CT_CPU_LOOPS_AUTO;
+            for (int i = 0; i < sizes[k]; i++)
+                for (int p = CT_PASS_FORWARD; p <= CT_PASS_BACKWARD_WEIGHTS; p++)
+                    if (strncmp(impl(h, i, (ct_impl_pass)p), "ref", 3) == 0)
+                        fail_msg("net %d, loops %s: layer %d pass %d on '%s'", k,
+                                 ct_cpu_loops_name(loop_modes[m]), i, p, impl(h, i, (ct_impl_pass)p));
+            close_h(h);
+        }
+}
+
 /* ---- layers before the first with parameters ------------------------------------------ */
 
 /* relu, flatten and dropout in front of the first layer with parameters give no
@@ -737,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_fusion_same_bits),
         cmocka_unit_test(test_conv_block),
         cmocka_unit_test(test_layers_without_input_gradient),
+        cmocka_unit_test(test_no_reference_kernels),
         cmocka_unit_test(parity_test_relu),
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),

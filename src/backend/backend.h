@@ -242,6 +242,12 @@ typedef struct ct_backend_vt {
     int (*step_replay)(ct_backend *b, const ct_step_args *a, ct_err *err);
 } ct_backend_vt;
 
+/* Shared by the backends (backend.c): the options every backend needs valid
+ * (batch_size >= 1, 0..2 optimizer state slots, a non-empty graph), and the
+ * "layer N (kind)" prefix of an error at node N. */
+int ct_run_opts_check(const ct_graph *g, const ct_run_opts *o, ct_err *err);
+int ct_layer_err(const ct_graph *g, int node, ct_err *err);
+
 /* Every backend struct begins with this header. */
 struct ct_backend {
     const ct_backend_vt *vt;

@@ -37,9 +37,7 @@ _Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to cpu_ops for every layer k
 
 static ct_cpu *as_cpu(ct_backend *b) { return (ct_cpu *)b; }
 
-static int layer_err(const ct_cpu *b, int i, ct_err *err) {
-    return ct_err_prefix(err, "layer %d (%s)", i, ct_op(b->g->nodes[i].kind)->name);
-}
+static int layer_err(const ct_cpu *b, int i, ct_err *err) { return ct_layer_err(b->g, i, err); }
 
 /* ---- shared helpers ------------------------------------------------------------- */
 
@@ -113,13 +111,6 @@ static void mark_weights_dirty(ct_cpu *b) {
 
 /* ---- create ---------------------------------------------------------------------- */
 
-static int check_opts(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
-    if (o->batch_size < 1) return ct_errorf(err, "cpu backend: batch_size must be >= 1");
-    if (o->opt_state_slots < 0 || o->opt_state_slots > 2)
-        return ct_errorf(err, "cpu backend: opt_state_slots must be 0, 1 or 2");
-    if (g->n_nodes < 1) return ct_errorf(err, "cpu backend: the graph is empty");
-    return 0;
-}
 
 static int add_model_regions(ct_cpu *b, ct_err *err) {
     size_t pb = b->g->n_param_floats * sizeof(float);
@@ -217,7 +208,7 @@ static int create_nodes(ct_cpu *b, ct_err *err) {
 static int cpu_create(const ct_graph *g, const ct_run_opts *o, ct_plan *plan, ct_backend **out,
                       ct_err *err) {
     *out = NULL;
-    if (check_opts(g, o, err) != 0) return -1;
+    if (ct_run_opts_check(g, o, err) != 0) return ct_err_prefix(err, "cpu backend");
     ct_cpu *b = calloc(1, sizeof *b);
     if (!b) return ct_errorf(err, "cpu backend: out of memory for the backend state");
     b->base.vt = &ct_backend_cpu;

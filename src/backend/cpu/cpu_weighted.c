@@ -79,14 +79,24 @@ static int create_fwd(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_
                           err);
 }
 
+/* Candidates: each variant with diff_dst in the forward's dst layout, then each
+ * with a plain diff_dst (gact reordered into it), for ISAs where oneDNN has only its
+ * reference kernel for the blocked one (SSE4.1: its gemm kernels take plain). */
 static int create_bwd_data(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
-    ct_cpu_wdesc d[4];
-    for (int v = 0; v < dd->n_variants; v++)
-        if (dd->bwd_d(nd, v, &gin->md, &nd->act.md, &d[v], err) != 0) return -1;
-    if (pick(b, &w->bwd_d, d, dd->n_variants, w->fwd.pd, dd->prim_name, "backward data", err) !=
-        0)
+    ct_cpu_wdesc d[8];
+    dnnl_memory_desc_t plain_dst;
+    if (ct_cpu_md_plain(&plain_dst, nd->act.md.ndims, nd->act.md.dims, err) != 0) return -1;
+    int n = dd->n_variants;
+    for (int v = 0; v < 2 * n; v++)
+        if (dd->bwd_d(nd, v % n, &gin->md, v < n ? &nd->act.md : &plain_dst, &d[v], err) != 0)
+            return -1;
+    if (pick(b, &w->bwd_d, d, 2 * n, w->fwd.pd, dd->prim_name, "backward data", err) != 0)
+        return -1;
+    const dnnl_memory_desc_t *ddst = ct_cpu_pd_md(&w->bwd_d, dnnl_query_diff_dst_md);
+    if (!ct_cpu_md_eq(ddst, &nd->act.md) &&
+        ct_cpu_xfer_plan(b, &w->dddst, nd->i, "bwd_d_ddst", ddst, &nd->act.md, true, err) != 0)
         return -1;
     const dnnl_memory_desc_t *wmd = ct_cpu_pd_md(&w->bwd_d, dnnl_query_weights_md);
     const dnnl_memory_desc_t *fwd_wmd = ct_cpu_pd_md(&w->fwd, dnnl_query_weights_md);
@@ -214,7 +224,7 @@ static void bind_bwd_data_args(ct_cpu *b, ct_cpu_node *nd) {
     dnnl_memory_t wm = w->w_bwd_shares_fwd ? fwd_weights(w)
                        : w->w_bwd.on       ? w->w_bwd.t.mem
                                            : w->w_plain.mem;
-    ct_cpu_arg(&w->bwd_d, DNNL_ARG_DIFF_DST, nd->gact.mem);
+    ct_cpu_arg(&w->bwd_d, DNNL_ARG_DIFF_DST, w->dddst.on ? w->dddst.t.mem : nd->gact.mem);
     ct_cpu_arg(&w->bwd_d, DNNL_ARG_WEIGHTS, wm);
     ct_cpu_arg(&w->bwd_d, DNNL_ARG_DIFF_SRC, w->dsrc.on ? w->dsrc.t.mem : ct_cpu_gin(b, nd->i)->mem);
 }
@@ -254,7 +264,8 @@ int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     if (w->pool_grad) return ct_cpu_pool_grad_bind(b, nd, err);
     if (ct_cpu_has_gin(b, nd->i)) {
         if (ct_cpu_xfer_bind(b, &w->w_bwd, &w->w_plain, err) != 0 ||
-            ct_cpu_xfer_bind(b, &w->dsrc, ct_cpu_gin(b, nd->i), err) != 0)
+            ct_cpu_xfer_bind(b, &w->dsrc, ct_cpu_gin(b, nd->i), err) != 0 ||
+            ct_cpu_xfer_bind(b, &w->dddst, &nd->gact, err) != 0)
             return -1;
         bind_bwd_data_args(b, nd);
     }
@@ -297,6 +308,7 @@ static int backward_data(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         if (ct_cpu_exec(&b->c, &w->w_bwd.r, err) != 0) return -1;
     }
     w->bwd_dirty = false;
+    if (w->dddst.on && ct_cpu_exec(&b->c, &w->dddst.r, err) != 0) return -1;
     if (ct_cpu_exec(&b->c, &w->bwd_d, err) != 0) return -1;
     return w->dsrc.on ? ct_cpu_exec(&b->c, &w->dsrc.r, err) : 0;
 }

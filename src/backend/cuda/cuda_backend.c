@@ -31,9 +31,7 @@ _Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to cuda_ops for every layer 
 
 static ct_cuda *as_cuda(ct_backend *b) { return (ct_cuda *)b; }
 
-static int layer_err(const ct_cuda *b, int i, ct_err *err) {
-    return ct_err_prefix(err, "layer %d (%s)", i, ct_op(b->g->nodes[i].kind)->name);
-}
+static int layer_err(const ct_cuda *b, int i, ct_err *err) { return ct_layer_err(b->g, i, err); }
 
 static size_t row_numel(const ct_cuda *b, int node) {
     return node < 0 ? ct_shape_numel(b->g->input) : ct_shape_numel(b->g->nodes[node].out);
@@ -162,10 +160,7 @@ const ct_cuda_op ct_cuda_op_flatten = {no_create, no_run, no_run};
 /* ---- create ---------------------------------------------------------------------- */
 
 static int check_opts(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
-    if (o->batch_size < 1) return ct_errorf(err, "batch_size must be >= 1");
-    if (o->opt_state_slots < 0 || o->opt_state_slots > 2)
-        return ct_errorf(err, "opt_state_slots must be 0, 1 or 2");
-    if (g->n_nodes < 1) return ct_errorf(err, "the graph is empty");
+    if (ct_run_opts_check(g, o, err) != 0) return -1;
     if (o->device_index < 0) return ct_errorf(err, "bad CUDA device index %d", o->device_index);
     return 0;
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# test-isa.sh: the CPU parity, kernel, training, amp and end-to-end tests once per
+# instruction-set leg, so that the paths another CPU would take run on this one too:
+#   native  as this machine is
+#   avx2    oneDNN limited to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2): nChw8c layouts and
+#           ctrain's loops that take them, even on an AVX-512 machine
+#   sse41   oneDNN limited to SSE4.1 and ctrain's loops in portable C
+#           (CTRAIN_MAX_CPU_ISA=sse41): what a CPU without AVX2 runs
+# A leg can only lower the ISA, never raise it. Each leg prints the ISA oneDNN and
+# ctrain's loops ran with (`ctrain devices`). Extra arguments go to meson test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -f build/build.ninja ] || scripts/setup.sh
+ninja -C build >/dev/null
+tests=(test_cpu_parity test_conv_kernels test_train test_amp test_e2e)
+legs=("native||" "avx2|AVX2|" "sse41|SSE41|sse41")
+rc=0
+for leg in "${legs[@]}"; do
+  IFS='|' read -r name dnnl own <<<"$leg"
+  vars=()
+  [ -n "$dnnl" ] && vars+=("ONEDNN_MAX_CPU_ISA=$dnnl")
+  [ -n "$own" ] && vars+=("CTRAIN_MAX_CPU_ISA=$own")
+  isa=$(env "${vars[@]}" ./build/ctrain devices | sed -n 's/^oneDNN: .*ISA \(.*\)$/oneDNN \1/p;s/^ctrain.s CPU loops: \(.*\)$/ctrain loops \1/p' | paste -sd, -)
+  echo "== ISA leg $name (${vars[*]:-no caps}): $isa =="
+  env "${vars[@]}" meson test -C build --print-errorlogs "${tests[@]}" "$@" || rc=1
+done
+exit "$rc"

@@ -1,0 +1,14 @@
+/* backend.c: checks and messages every backend shares (backend.h). */
+#include "backend/backend.h"
+
+int ct_run_opts_check(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
+    if (o->batch_size < 1) return ct_errorf(err, "batch_size must be >= 1");
+    if (o->opt_state_slots < 0 || o->opt_state_slots > 2)
+        return ct_errorf(err, "opt_state_slots must be 0, 1 or 2");
+    if (g->n_nodes < 1) return ct_errorf(err, "the graph is empty");
+    return 0;
+}
+
+int ct_layer_err(const ct_graph *g, int node, ct_err *err) {
+    return ct_err_prefix(err, "layer %d (%s)", node, ct_op(g->nodes[node].kind)->name);
+}
