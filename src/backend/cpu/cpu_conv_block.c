@@ -43,9 +43,9 @@ static bool fits_loops(const ct_cpu *b, const ct_cpu_node *nd, ct_convf_geom *f)
 bool ct_cpu_block_graph_ok(const ct_cpu *b, int i, char *why, size_t n) {
     const ct_graph *gr = b->g;
     const ct_node *g = &gr->nodes[i];
-    if (!ct_cpu_loops_on(b))
-        snprintf(why, n, "train.cpu_loops off");
-    else if (g->cfg.stride != 1)
+    if (!ct_cpu_conv_loops_take(b, g->cfg.kernel, why, n))
+        return false;
+    if (g->cfg.stride != 1)
         snprintf(why, n, "stride %d (the one-pass loops take 1)", g->cfg.stride);
     else if (g->in.c != 1)
         snprintf(why, n, "%d input channels (the one-pass loops take 1)", g->in.c);
@@ -178,7 +178,8 @@ static bool pool_grad_fused(const ct_cpu *b, const ct_cpu_node *nd) {
  * BENCHMARKS.md has the tutorial conv2's times). Fused, they read the pool's gradient, output and argmax
  * (the pool's and relu's backward then do nothing and the conv's gact has no
  * storage); unfused, the conv's dense gact, in the same order: the same bits. Needs
- * the forward's src and the input gradient in nChw8c. Checkpointed spans do not
+ * the forward's src in nChw8c; an input gradient in another layout is reordered from
+ * the loops' nChw8c. Checkpointed spans do not
  * interfere: the forward is oneDNN's as ever, and what the backward reads (the
  * conv's input, the pool's output, argmax and gradient) is kept or recomputed
  * before the conv's backward like any layer's input. */
@@ -218,7 +219,6 @@ bool ct_cpu_pool_grad_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t 
     if (!ct_cpu_pool_grad_graph_ok(b, nd->i, why, n)) return false;
     const ct_cpu_wl *w = &nd->wl;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
-    const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
     ct_convpg_geom q = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                         .k = g->cfg.kernel, .p = g->cfg.padding};
     if (ct_cpu_md_channel_block(&nd->act.md) != 8)
@@ -227,8 +227,6 @@ bool ct_cpu_pool_grad_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t 
     else if (ct_cpu_md_channel_block(src) != 8)
         snprintf(why, n, "oneDNN chose %s for the conv's input (the loops take nChw8c)",
                  block_name(src));
-    else if (gin && !ct_cpu_md_eq(&gin->md, src)) /* so nChw8c too */
-        snprintf(why, n, "the input gradient's layout differs from the input's");
     else if (!ct_convpg_geom_ok(&q))
         snprintf(why, n, "outside the loops' sizes");
     else
@@ -252,16 +250,23 @@ int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         ct_cpu_add_ws(b, &w->part, nd->i, "convpg_part", err) != 0)
         return -1;
     if (pool_grad_fused(b, nd)) drop_storage(b, &nd->gact); /* read from the pool's */
+    /* dx comes out in the src's nChw8c; another input gradient layout gets a reorder */
+    const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
+    const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
+    if (gin && !ct_cpu_md_eq(&gin->md, src) &&
+        ct_cpu_xfer_plan(b, &w->dsrc, nd->i, "convpg_dx", src, &gin->md, false, err) != 0)
+        return -1;
     return 0;
 }
 
 int ct_cpu_pool_grad_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    if (ct_cpu_bind_tensor(b, &nd->wl.wpack, err) != 0) return -1;
+    if (ct_cpu_bind_tensor(b, &nd->wl.wpack, err) != 0 ||
+        ct_cpu_xfer_bind(b, &nd->wl.dsrc, ct_cpu_gin(b, nd->i), err) != 0)
+        return -1;
     return ct_cpu_bind_tensor(b, &nd->wl.part, err);
 }
 
 int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err *err) {
-    (void)err;
     ct_cpu_wl *w = &nd->wl;
     const float *x = w->src.on ? w->src.t.ptr : ct_cpu_in(b, nd->i)->ptr;
     ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
@@ -271,8 +276,9 @@ int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_er
         dy = (ct_convpg_dy){.dy = pool->gact.ptr, .y = pool->act.ptr,
                             .idx = (const uint8_t *)(const void *)pool->ws.ptr};
     /* all batch_size rows: the rows past this batch get their zero input gradient */
-    ct_convpg_backward(&w->convpg, x, w->w_plain.ptr, &dy, gin ? gin->ptr : NULL,
-                       w->dw_plain.ptr, nd->g->bias >= 0 ? w->db_plain.ptr : NULL, accumulate,
-                       w->wpack.ptr, w->part.ptr, w->part_threads);
-    return 0;
+    float *dx = w->dsrc.on ? w->dsrc.t.ptr : gin ? gin->ptr : NULL;
+    ct_convpg_backward(&w->convpg, x, w->w_plain.ptr, &dy, dx, w->dw_plain.ptr,
+                       nd->g->bias >= 0 ? w->db_plain.ptr : NULL, accumulate, w->wpack.ptr,
+                       w->part.ptr, w->part_threads);
+    return w->dsrc.on ? ct_cpu_exec(&b->c, &w->dsrc.r, err) : 0;
 }

@@ -12,6 +12,7 @@
  *    pool's create knows (cpu_pool.c).
  */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_isa.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,22 @@
 bool ct_cpu_loops_on(const ct_cpu *b) { return b->o.cpu_loops != CT_CPU_LOOPS_OFF; }
 
 bool ct_cpu_loops_portable(const ct_cpu *b) { return b->o.cpu_loops == CT_CPU_LOOPS_PORTABLE; }
+
+bool ct_cpu_conv_loops_take(const ct_cpu *b, int k, char *why, size_t n) {
+    if (!ct_cpu_loops_on(b)) {
+        snprintf(why, n, "train.cpu_loops off");
+        return false;
+    }
+    if (ct_cpu_loops_portable(b)) return true;
+    if (ct_loops_isa_effective() != CT_LOOPS_ISA_AVX2)
+        snprintf(why, n, "no AVX2 here (or CTRAIN_MAX_CPU_ISA caps it): oneDNN beats the conv "
+                         "loops' portable C");
+    else if (k != 3)
+        snprintf(why, n, "a %dx%d kernel: the conv loops have AVX2 bodies for 3x3 only", k, k);
+    else
+        return true;
+    return false;
+}
 
 bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, const void *ctx,
                          char *why, size_t n) {

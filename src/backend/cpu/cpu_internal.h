@@ -197,6 +197,13 @@ void ct_cpu_decline(ct_cpu *b, ct_fusion_kind kind, int first, const char *fmt, 
 /* ctrain's own loops: whether any may run, and whether in their portable bodies. */
 bool ct_cpu_loops_on(const ct_cpu *b);
 bool ct_cpu_loops_portable(const ct_cpu *b);
+/* Whether ctrain's convolution loops (the one-pass block's forward, the weight
+ * gradients of cpu_convw_kernel.h) may run for a k x k kernel, else false with the
+ * reason: under auto only where their AVX2 bodies run (AVX2 under the cap, k = 3),
+ * since oneDNN beats their portable C (BENCHMARKS.md); always with cpu_loops
+ * portable (tests force them); never with off. The pooling loops and the backward
+ * from the pool win in portable C too and need only ct_cpu_loops_on. */
+bool ct_cpu_conv_loops_take(const ct_cpu *b, int k, char *why, size_t n);
 
 /* ---- batches (cpu_data.c) -------------------------------------------------------- */
 

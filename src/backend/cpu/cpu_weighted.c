@@ -114,12 +114,16 @@ static int create_bwd_data(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd
 /* ctrain's loops take the weight gradient of a stride-1 conv with one input channel
  * whose diff_dst is in nchw / nChw8c / nChw16c (cpu_convw_kernel.h): for a first conv
  * on AVX2 they beat oneDNN with its reorder. With more input channels they only
- * match oneDNN, so oneDNN keeps those (BENCHMARKS.md). train.cpu_loops off keeps
- * oneDNN's for all, for side-by-side measurements. */
+ * match oneDNN, so oneDNN keeps those (BENCHMARKS.md); and only where their AVX2
+ * body runs (ct_cpu_conv_loops_take). train.cpu_loops off keeps oneDNN's for all,
+ * for side-by-side measurements. */
 bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
     const ct_node *g = nd->g;
     memset(q, 0, sizeof *q);
-    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || !ct_cpu_loops_on(b)) return false;
+    char why[CT_FUSION_WHY_MAX];
+    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 ||
+        !ct_cpu_conv_loops_take(b, g->cfg.kernel, why, sizeof why))
+        return false;
     *q = (ct_convw_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                          .k = g->cfg.kernel, .p = g->cfg.padding,
                          .x_block = ct_cpu_md_channel_block(&ct_cpu_in(b, nd->i)->md),
