@@ -45,8 +45,8 @@ CT_HD float ct_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 167772
 
 /* One uniform [0,1) float for element `i` of stream (`stream`, `step`) under `seed`.
  * Draws four numbers per call and uses lane i % 4, so neighbouring elements share one
- * Philox evaluation when a caller vectorizes; callers that want speed use
- * ct_philox_block directly. */
+ * Philox evaluation when a caller vectorizes; callers that want speed evaluate
+ * ct_philox4x32_10 once per four elements (elementwise.h's ct_dropout_scale4). */
 CT_HD float ct_philox_uniform(uint64_t seed, uint32_t stream, uint32_t step, uint64_t i) {
     ct_u32x4 c;
     uint64_t blk = i >> 2;
