@@ -1,9 +1,12 @@
 /* main.c: the table of subcommands; the only place that prints errors and exits. */
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_isa.h"
 #include "cli/cli.h"
+#include "common/signals.h"
 #include "dist/dist.h"
 #include "ct_build_config.h"
 
@@ -16,7 +19,7 @@ static const ct_command commands[] = {
      "  --out DIR  --amp off|fp16|bf16  --grad-accum-steps N  --graph auto|off\n"
      "  --cpu-loops auto|portable|off\n"
      "                    override the config\n"
-     "  --resume          continue from DIR/model.bin (weights, optimizer, epoch)\n"
+     "  --resume          continue from DIR/model.bin (weights, optimizer, epoch, batch)\n"
      "  --init-from FILE  start from the weights of a compatible safetensors file\n"
      "  --sync-debug      synchronize after every layer (report faults at their layer)\n"
      "  --no-progress     no progress bar (it is drawn only on a terminal anyway)\n"
@@ -103,6 +106,11 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(name);
     ct_err err = {{0}};
+    /* before any other thread exists (MPI's, OpenMP's): signals.h */
+    if (ct_signals_start(&err) != 0) {
+        fprintf(stderr, "ctrain: error: %s\n", err.msg);
+        return CT_EXIT_ERROR;
+    }
     if (ct_loops_isa_check_env(&err) != 0) {
         fprintf(stderr, "ctrain: error: %s\n", err.msg);
         return CT_EXIT_USAGE;
@@ -119,7 +127,9 @@ int main(int argc, char **argv) {
     } else if (rc == CT_EXIT_OK) {
         rc = c->run(argc - 1, argv + 1, &err);
     }
-    if (rc != CT_EXIT_OK && rc != CT_EXIT_INTERRUPTED && err.msg[0]) {
+    bool stopped = rc == ct_signals_exit_status(SIGINT) || rc == ct_signals_exit_status(SIGTERM) ||
+                   rc == ct_signals_exit_status(SIGHUP); /* saved and stopped: no error */
+    if (rc != CT_EXIT_OK && !stopped && err.msg[0]) {
         char who[32] = "";
         if (d->size > 1) snprintf(who, sizeof who, "rank %d: ", d->rank);
         if (rc == CT_EXIT_USAGE)
@@ -131,7 +141,7 @@ int main(int argc, char **argv) {
     }
     /* A failure only this rank knows of: end the whole job rather than leave the
      * other ranks waiting in a collective. */
-    if (rc != CT_EXIT_OK && rc != CT_EXIT_INTERRUPTED && d->size > 1 && !d->failure_agreed)
+    if (rc != CT_EXIT_OK && !stopped && d->size > 1 && !d->failure_agreed)
         ct_dist_abort(rc);
     ct_dist_finalize();
     return rc;

@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 
-enum { CT_EXIT_OK = 0, CT_EXIT_ERROR = 1, CT_EXIT_USAGE = 2, CT_EXIT_INTERRUPTED = 130 };
+enum { CT_EXIT_OK = 0, CT_EXIT_ERROR = 1, CT_EXIT_USAGE = 2 }; /* stopped by a signal: 128 + it */
 
 typedef struct ct_command {
     const char *name;

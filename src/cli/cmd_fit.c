@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/overrides.h"
+#include "common/signals.h"
 #include "dist/dist.h"
 #include "dist/dist_train.h"
 #include "train/fit.h"
@@ -133,5 +134,5 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     if (res.epochs_done > 0 && !nprof && ct_dist_world()->rank == 0)
         printf("Saved %s (epoch %d, val acc %.4f); peak RSS %.0f MiB\n", res.checkpoint,
                res.epochs_done, res.val_acc, ru.ru_maxrss / 1024.0);
-    return res.interrupted ? CT_EXIT_INTERRUPTED : CT_EXIT_OK;
+    return res.interrupted ? ct_signals_exit_status(res.stop_signal) : CT_EXIT_OK;
 }

@@ -66,6 +66,20 @@ int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err) {
     return vt->load_batch_range(bt->m->be, bt->slot, start + off, *n, err) == 0 ? 1 : -1;
 }
 
+int ct_batches_skip(ct_batches *bt, int count, ct_err *err) {
+    if (count < 0 || count > bt->n_batches)
+        return ct_errorf(err, "cannot skip %d of an epoch's %d batches", count, bt->n_batches);
+    if (!bt->loader) {
+        bt->next = count;
+        return 0;
+    }
+    ct_batch b; /* the host loader makes batches in order: drop the first `count` */
+    for (int k = 0; k < count; k++)
+        if (!ct_loader_next(bt->loader, &b))
+            return ct_errorf(err, "the loader ended after %d of %d batches", k, count);
+    return 0;
+}
+
 void ct_batches_close(ct_batches *bt) {
     if (bt->loader) ct_loader_destroy(bt->loader);
     free(bt->order);

@@ -49,6 +49,10 @@ int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err);
  * epoch position of this shard's first row, the dropout key) and *index, 0 at the
  * end of the epoch, -1 on error. */
 int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err);
+/* After ct_batches_start_epoch: moves past the epoch's first `count` batches, so that
+ * ct_batches_next gives batch `count` next (a resumed epoch). Nothing is loaded into
+ * the model on the device path. */
+int ct_batches_skip(ct_batches *bt, int count, ct_err *err);
 void ct_batches_close(ct_batches *bt);
 
 #endif

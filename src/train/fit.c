@@ -10,12 +10,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/signals.h"
 #include "data/idx.h"
 #include "dist/dist_train.h"
 #include "train/batches.h"
@@ -29,29 +29,9 @@
 #include "train/schedule.h"
 #include "train/step.h"
 
-static volatile sig_atomic_t sigint_seen;
-/* The stop every rank agreed on (sync_stop); per thread, as ranks may be threads. */
+/* The stop every rank agreed on (sync_stop): the signal, 0 for none; per thread, as
+ * ranks may be threads. */
 static _Thread_local int stop_requested;
-
-static void on_sigint(int sig) {
-    (void)sig;
-    sigint_seen = 1;
-}
-
-void ct_fit_catch_sigint(bool on) {
-    static struct sigaction old;
-    if (!on) {
-        sigaction(SIGINT, &old, NULL);
-        return;
-    }
-    sigint_seen = 0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills as usual */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
-}
 
 /* Everything the loop owns; released by fit_cleanup. */
 typedef struct fit_state {
@@ -118,6 +98,20 @@ static void restore_scaler(const ct_checkpoint *ck, ct_scaler *sc) {
     if (scale && growth) ct_scaler_restore(sc, strtod(scale, NULL), atoi(growth));
 }
 
+/* Where an interrupted epoch stood (model.h); a checkpoint written at an epoch's end
+ * has no position: the next epoch starts at its first batch. */
+static void restore_position(const ct_checkpoint *ck, ct_ckpt_info *info) {
+    const char *b = ct_checkpoint_meta_get(ck, "epoch_batches");
+    const char *l = ct_checkpoint_meta_get(ck, "epoch_loss_sum");
+    const char *c = ct_checkpoint_meta_get(ck, "epoch_correct");
+    const char *n = ct_checkpoint_meta_get(ck, "epoch_samples");
+    if (!b || !l || !c || !n) return;
+    info->epoch_batches = atoi(b);
+    info->epoch_loss_sum = strtod(l, NULL);
+    info->epoch_correct = atoll(c);
+    info->epoch_samples = atoll(n);
+}
+
 /* Weights: resume checkpoint, --init-from file, or seeded init. */
 static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     ct_model *m = s->model;
@@ -139,6 +133,7 @@ static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
             s->info.epoch = atoi(e);
             s->info.step = atoll(st);
             restore_scaler(&ck, &s->scaler);
+            restore_position(&ck, &s->info);
         }
     }
     ct_checkpoint_free(&ck);
@@ -224,11 +219,20 @@ static int join_ranks(const ct_fit_opts *o, fit_state *s, ct_err *err) {
     if (ct_dist_check_same(strcmp(be, "cpu") == 0 ? 1 : 2, "the backend (cpu or cuda)", err) != 0)
         return -1;
     if (ct_dist_share_model(s->model, o->resume, err) != 0) return -1;
-    struct { int epoch, growth; long long step; double scale; } p = {
-        s->info.epoch, s->scaler.growth_tracker, s->info.step, s->scaler.scale};
+    struct {
+        int epoch, growth, epoch_batches;
+        long long step, epoch_correct, epoch_samples;
+        double scale, epoch_loss_sum;
+    } p = {s->info.epoch, s->scaler.growth_tracker, s->info.epoch_batches, s->info.step,
+           s->info.epoch_correct, s->info.epoch_samples, s->scaler.scale,
+           s->info.epoch_loss_sum};
     if (ct_dist_broadcast(&p, sizeof p, err) != 0) return -1;
     s->info.epoch = p.epoch;
     s->info.step = p.step;
+    s->info.epoch_batches = p.epoch_batches;
+    s->info.epoch_loss_sum = p.epoch_loss_sum;
+    s->info.epoch_correct = p.epoch_correct;
+    s->info.epoch_samples = p.epoch_samples;
     if (s->scaler.enabled) ct_scaler_restore(&s->scaler, p.scale, p.growth);
     int rc = ct_dist_grads_open(&s->reducer, s->model, err);
     if (ct_dist_agree(rc, err) != 0) return -1;
@@ -304,24 +308,41 @@ static int check_finite(const ct_metrics *tm, int epoch, uint32_t epoch_tag0, lo
                      epoch + 1, batch, step);
 }
 
-/* Turns a Ctrl-C into stop_requested: at once in a single process; with several
- * ranks only at points every rank reaches (at_common), where a Ctrl-C seen by
- * any rank stops all of them at the same batch. */
+/* Turns a pending signal (signals.h) into stop_requested: at once in a single
+ * process; with several ranks only at points every rank reaches (at_common), where
+ * a signal seen by any rank stops all of them at the same step. */
 static int sync_stop(const ct_dist *d, bool at_common, ct_err *err) {
     if (d->size > 1 && !at_common) return 0;
-    int stop = sigint_seen;
+    int stop = ct_signals_pending();
     if (ct_dist_max_int(&stop, 1, err) != 0) return -1;
     stop_requested = stop;
     return 0;
 }
 
+/* With several ranks, a stop is agreed at every this many optimizer steps. */
+enum { STOP_EVERY = 8 };
+
 /* Metrics are read from the device every this many batches (a host sync on GPUs),
  * and whenever the progress bar redraws. */
 enum { CHECK_EVERY = 32 };
 
-/* One training epoch; returns 1 when stopped by Ctrl-C, 0 when done, -1 on error. */
+/* The training metrics of an epoch's batches so far, over every rank, plus those
+ * an interrupted run left in the checkpoint (info->epoch_*). */
+static int epoch_metrics(fit_state *s, bool reset, ct_metrics *tm, ct_err *err) {
+    ct_model *m = s->model;
+    if (m->device.vt->read_metrics(m->be, tm, reset, err) != 0) return -1;
+    if (ct_dist_sum_metrics(tm, 0, err) != 0) return -1;
+    tm->loss_sum += s->info.epoch_loss_sum;
+    tm->correct += s->info.epoch_correct;
+    tm->samples += s->info.epoch_samples;
+    return 0;
+}
+
+/* One training epoch from batch `start` (a resumed epoch's position). Returns 0 when
+ * done, 1 when stopped by a signal (at an optimizer step's end: the epoch's metrics
+ * so far in *tm, the batches done in *done), -1 on error. */
 static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, int epoch,
-                       ct_metrics *tm, ct_err *err) {
+                       int start, ct_metrics *tm, int *done, ct_err *err) {
     ct_model *m = s->model;
     const ct_backend_vt *vt = m->device.vt;
     int accum = cfg->train.grad_accum_steps;
@@ -333,11 +354,13 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     char label[32];
     snprintf(label, sizeof label, "Epoch %02d", epoch + 1);
     ct_progress_start(&bar, o->progress, nb, label, o->log);
-    if (ct_batches_start_epoch(&s->train_batches, epoch, err) != 0) return -1;
+    if (ct_batches_start_epoch(&s->train_batches, epoch, err) != 0 ||
+        ct_batches_skip(&s->train_batches, start, err) != 0)
+        return -1;
     uint32_t tag0 = s->batch_tag;
     ct_scaler_start_epoch(&s->scaler);
-    int micro = 0, step_in_epoch = 0, n, index, rc;
-    while ((rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1 && index < nb) {
+    int micro = 0, step_in_epoch = start / accum, n, index = start - 1, rc;
+    while (index + 1 < nb && (rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1) {
         ct_step_in in = {.rows = s->train_batches.last_global, .accumulate = micro > 0, .tag = s->batch_tag++,
                          .update = micro + 1 == accum || index == nb - 1,
                          .epoch = (uint32_t)epoch, .first_pos = s->train_batches.first_pos};
@@ -355,17 +378,33 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
                 ct_progress_update(&bar, index + 1, tm->loss_sum / (double)tm->samples,
                                    (double)tm->correct / (double)tm->samples);
         }
-        if (sync_stop(s->dist, check, err) != 0) return -1;
+        /* stop only between optimizer steps: no micro-batch's gradient is lost */
+        if (!in.update) continue;
+        if (sync_stop(s->dist, step_in_epoch % STOP_EVERY == 0, err) != 0) return -1;
         if (stop_requested) {
             ct_progress_finish(&bar);
-            return 1;
+            *done = index + 1;
+            return epoch_metrics(s, false, tm, err) != 0 ? -1 : 1;
         }
     }
     ct_progress_finish(&bar);
-    if (rc < 0) return -1;
-    if (vt->read_metrics(m->be, tm, true, err) != 0) return -1;
-    if (ct_dist_sum_metrics(tm, 0, err) != 0) return -1;
+    if (index + 1 < nb) return -1; /* ct_batches_next failed */
+    if (epoch_metrics(s, true, tm, err) != 0) return -1;
     return check_finite(tm, epoch, tag0, s->info.step, err);
+}
+
+/* A resumed epoch's position must be one this run can continue from: the same
+ * batches (train.batch_size) and a whole number of optimizer steps. */
+static int check_position(const ct_config *cfg, const fit_state *s, ct_err *err) {
+    int b = s->info.epoch_batches, accum = cfg->train.grad_accum_steps;
+    if (b == 0) return 0;
+    long long trained = (long long)b * cfg->train.batch_size;
+    if (b > s->train_batches_used || s->info.epoch_samples != trained ||
+        (b % accum != 0 && b != s->train_batches_used))
+        return ct_errorf(err, "%s stopped after %d batches (%lld samples) of epoch %d; resuming "
+                         "there needs the same train.batch_size and grad_accum_steps",
+                         s->ckpt_path, b, s->info.epoch_samples, s->info.epoch + 1);
+    return 0;
 }
 
 /* Rank 0 writes the checkpoint; every rank learns whether it worked. */
@@ -379,20 +418,32 @@ static int save(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err
 
 static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
                       ct_fit_result *res, ct_err *err) {
-    size_t n_train = (size_t)s->train.count;
     for (int epoch = s->info.epoch; epoch < cfg->train.epochs; epoch++) {
         double t0 = ct_now();
         ct_metrics tm = {0}, vm = {0};
-        int rc = train_epoch(cfg, o, s, epoch, &tm, err);
+        int start = s->info.epoch_batches, done = 0;
+        int rc = train_epoch(cfg, o, s, epoch, start, &tm, &done, err);
         if (rc < 0) return -1;
         if (rc == 1) {
             s->info.interrupted = true;
+            s->info.epoch_batches = done;
+            s->info.epoch_loss_sum = tm.loss_sum;
+            s->info.epoch_correct = tm.correct;
+            s->info.epoch_samples = tm.samples;
             res->interrupted = true;
-            fprintf(o->log, "\nctrain: interrupted in epoch %d; saving %s\n", epoch + 1,
+            res->stop_signal = stop_requested;
+            fprintf(o->log, "\nctrain: stopped by %s in epoch %d after batch %d of %d; saving %s\n",
+                    ct_signals_name(stop_requested), epoch + 1, done, s->train_batches_used,
                     s->ckpt_path);
             return save(cfg, o, s, err);
         }
+        /* this run trained the batches from `start` on */
         double t_train = ct_now() - t0;
+        size_t n_train = (size_t)(tm.samples - s->info.epoch_samples);
+        s->info.interrupted = false;
+        s->info.epoch_batches = 0;
+        s->info.epoch_loss_sum = 0.0;
+        s->info.epoch_correct = s->info.epoch_samples = 0;
         if (ct_evaluate(&s->test_batches, &vm, err) != 0) return -1;
         if (ct_dist_sum_metrics(&vm, 0, err) != 0) return -1;
         double t_epoch = ct_now() - t0;
@@ -423,6 +474,7 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         if (sync_stop(s->dist, true, err) != 0) return -1;
         if (stop_requested) {
             res->interrupted = true;
+            res->stop_signal = stop_requested;
             break;
         }
     }
@@ -451,11 +503,12 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     }
     if (rc == 0 && o->save)
         rc = ct_dist_agree(s.dist->rank == 0 ? mkdir_p(cfg->train.out, err) : 0, err);
+    if (rc == 0) rc = ct_dist_agree(check_position(cfg, &s, err), err);
     if (rc == 0) {
-        bool own = !s.dist->group; /* a group's launcher catches Ctrl-C for all */
-        if (own) ct_fit_catch_sigint(true);
+        bool own = !s.dist->group; /* a group's launcher takes signals for all */
+        if (own) ct_signals_graceful(true);
         rc = run_epochs(cfg, o, &s, res, err);
-        if (own) ct_fit_catch_sigint(false);
+        if (own) ct_signals_graceful(false);
     }
     res->epochs_done = s.info.epoch;
     res->train_loss = s.info.train_loss;

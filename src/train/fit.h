@@ -6,6 +6,13 @@
  * optimizer step every grad_accum_steps micro-batches; an eval pass on the test
  * set; one output line; an atomic checkpoint <out>/model.bin and a row in
  * <out>/metrics.csv. Nothing is allocated inside the loop.
+ *
+ * Signals (common/signals.h): while the loop runs, SIGINT, SIGTERM or SIGHUP stops
+ * it at the end of the current optimizer step (every rank at the same one), saves
+ * <out>/model.bin marked interrupted with the epoch's position, and returns with
+ * res->interrupted; --resume continues at the next batch, and the run ends with the
+ * weights of an uninterrupted one, bit for bit. A signal during evaluation or a
+ * checkpoint write stops the run after that epoch's checkpoint.
  */
 #ifndef CT_FIT_H
 #define CT_FIT_H
@@ -35,7 +42,8 @@ typedef struct ct_fit_result {
     double train_loss, train_acc, val_loss, val_acc; /* of the last epoch */
     double train_seconds;   /* training time of the last epoch (no eval) */
     double samples_per_sec; /* training throughput of the last epoch */
-    bool interrupted;       /* Ctrl-C: state saved, exit quietly */
+    bool interrupted;       /* stopped by a signal: state saved, exit quietly */
+    int stop_signal;        /* that signal (SIGINT, SIGTERM, SIGHUP) */
     char checkpoint[CT_PATH_MAX + 32];
 } ct_fit_result;
 
@@ -43,11 +51,6 @@ typedef struct ct_fit_result {
  * Data parallelism (dist/dist.h): called by every rank, in its process or thread;
  * train.batch_size is the global batch and each rank trains on its shard. */
 int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err);
-
-/* Ctrl-C handling: on = catch SIGINT (the loop stops after the current batch and
- * saves), off = restore the previous handler. ct_fit does this itself, except
- * for ranks that are threads (ct_fit_replicas catches it once for all). */
-void ct_fit_catch_sigint(bool on);
 
 /* One process driving the devices of cfg->device's list (cuda:all, cuda:0,1,
  * cpu:N): one thread per device, each a rank of a thread group running ct_fit;

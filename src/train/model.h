@@ -70,7 +70,14 @@ typedef struct ct_ckpt_info {
     int epoch;            /* epochs completed */
     long long step;       /* optimizer steps done */
     double train_loss, train_acc, val_loss, val_acc;
-    bool interrupted;     /* saved on Ctrl-C before the epoch ended */
+    bool interrupted;     /* saved on a signal before the epoch ended */
+    /* Where an interrupted epoch (number `epoch`, from 0) stands: its first
+     * epoch_batches batches are trained, and their training metrics summed over the
+     * ranks; written as "epoch_batches", "epoch_loss_sum", "epoch_correct" and
+     * "epoch_samples" when epoch_batches > 0. --resume continues at that batch. */
+    int epoch_batches;
+    double epoch_loss_sum;
+    long long epoch_correct, epoch_samples;
     /* fp16 loss scaler state (train/scaler.h), written as "amp_scale" and
      * "amp_growth_tracker" when amp_scale > 0 (0: no scaler, nothing written). */
     double amp_scale;

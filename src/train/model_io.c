@@ -97,7 +97,7 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         snprintf(prefix, sizeof prefix, "optimizer.%s.", ct_opt_slot_name(&m->optimizer, s));
         add_tensors(m, prefix, ct_model_host(m, s), t + np * (1 + s), names + np * (1 + s));
     }
-    char v[10][48];
+    char v[14][48];
     snprintf(v[0], sizeof v[0], "%d", info->epoch);
     snprintf(v[1], sizeof v[1], "%lld", info->step);
     snprintf(v[2], sizeof v[2], "%.6f", info->train_loss);
@@ -108,10 +108,14 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
     snprintf(v[7], sizeof v[7], "%s", m->device.name);
     snprintf(v[8], sizeof v[8], "%.17g", info->amp_scale);
     snprintf(v[9], sizeof v[9], "%d", info->amp_growth_tracker);
+    snprintf(v[10], sizeof v[10], "%d", info->epoch_batches);
+    snprintf(v[11], sizeof v[11], "%.17g", info->epoch_loss_sum);
+    snprintf(v[12], sizeof v[12], "%lld", info->epoch_correct);
+    snprintf(v[13], sizeof v[13], "%lld", info->epoch_samples);
     char dir[CT_PATH_MAX], absdir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", cfg->source);
     if (!realpath(dirname(dir), absdir)) snprintf(absdir, sizeof absdir, ".");
-    ct_ckpt_meta meta[] = {
+    ct_ckpt_meta meta[20] = {
         {"format", CT_CKPT_FORMAT},
         {"format_version", CT_CKPT_FORMAT_VERSION},
         {"config", cfg->text ? cfg->text : ""},
@@ -126,10 +130,18 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         {"interrupted", v[6]},
         {"device", v[7]},
         {"optimizer", (char *)ct_opt_kind_name(m->optimizer.type)},
-        {"amp_scale", v[8]},
-        {"amp_growth_tracker", v[9]},
     };
-    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (info->amp_scale > 0.0 ? 0 : 2);
+    int n_meta = 14;
+    if (info->amp_scale > 0.0) { /* the loss scaler's state, with a scaler */
+        meta[n_meta++] = (ct_ckpt_meta){"amp_scale", v[8]};
+        meta[n_meta++] = (ct_ckpt_meta){"amp_growth_tracker", v[9]};
+    }
+    if (info->epoch_batches > 0) { /* where an interrupted epoch stands */
+        meta[n_meta++] = (ct_ckpt_meta){"epoch_batches", v[10]};
+        meta[n_meta++] = (ct_ckpt_meta){"epoch_loss_sum", v[11]};
+        meta[n_meta++] = (ct_ckpt_meta){"epoch_correct", v[12]};
+        meta[n_meta++] = (ct_ckpt_meta){"epoch_samples", v[13]};
+    }
     int rc = ct_checkpoint_write(path, t, nt, meta, n_meta, err);
     free(t);
     free(names);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/device.h"
+#include "common/signals.h"
 #include "dist/dist.h"
 #include "train/fit.h"
 
@@ -100,7 +101,7 @@ int ct_fit_replicas(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct
     fprintf(o->log, "ctrain: %d replicas on %s in one process (global batch %d, shards of %d)\n",
             n, ct_device_name(&cfg->device, dev, sizeof dev), cfg->train.batch_size,
             (cfg->train.batch_size + n - 1) / n);
-    ct_fit_catch_sigint(true);
+    ct_signals_graceful(true); /* for every rank thread at once */
     for (; started < n; started++)
         if (pthread_create(&thread[started], NULL, replica_main, &r[started]) != 0) {
             /* the started ranks would wait at their first collective forever */
@@ -108,7 +109,7 @@ int ct_fit_replicas(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct
             exit(1);
         }
     for (int i = 0; i < started; i++) pthread_join(thread[i], NULL);
-    ct_fit_catch_sigint(false);
+    ct_signals_graceful(false);
     *res = r[0].res;
     rc = r[0].rc;
     if (rc != 0) *err = r[0].err;

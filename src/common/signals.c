@@ -1,0 +1,77 @@
+/* signals.c: the one thread that receives SIGINT, SIGTERM and SIGHUP (signals.h). */
+#include "common/signals.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+
+static atomic_bool graceful;
+static atomic_int pending;
+static atomic_bool started;
+
+static void stop_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+}
+
+/* The default action of sig, now: unblocked in this thread and raised here. */
+static void die_by(int sig) {
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+}
+
+static void *receiver(void *arg) {
+    (void)arg;
+    sigset_t set;
+    stop_signals(&set);
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0) continue;
+        int none = 0;
+        if (atomic_load(&graceful) && atomic_compare_exchange_strong(&pending, &none, sig))
+            continue; /* the first one: the loop stops at its next step boundary */
+        die_by(sig);
+    }
+    return NULL;
+}
+
+int ct_signals_start(ct_err *err) {
+    if (atomic_exchange(&started, true)) return 0;
+    sigset_t set;
+    stop_signals(&set);
+    int rc = pthread_sigmask(SIG_BLOCK, &set, NULL);
+    pthread_t t;
+    pthread_attr_t attr;
+    if (rc == 0) rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&t, &attr, receiver, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    if (rc != 0) {
+        pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+        atomic_store(&started, false);
+        return ct_errorf(err, "cannot start the signal thread: %s", strerror(rc));
+    }
+    return 0;
+}
+
+void ct_signals_graceful(bool on) {
+    if (on) atomic_store(&pending, 0);
+    atomic_store(&graceful, on);
+}
+
+int ct_signals_pending(void) { return atomic_load(&pending); }
+
+int ct_signals_exit_status(int sig) { return 128 + sig; }
+
+const char *ct_signals_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+}
