@@ -567,6 +567,8 @@ static void test_atomic_file(void **state) {
     assert_false(ct_atomic_is_temp_of("notes.txt.tmp-abc12", "notes.txt"));
     assert_false(ct_atomic_is_temp_of("notes.txt.tmp-abc1234", "notes.txt"));
     assert_false(ct_atomic_is_temp_of("notes.txt.tmp-abc.12", "notes.txt"));
+    assert_false(ct_atomic_is_temp_of("notes.txt.tmp-_bc123", "notes.txt"));
+    assert_false(ct_atomic_is_temp_of("notes.txt.tmp-abc12~", "notes.txt"));
     assert_false(ct_atomic_is_temp_of("notes.txt.tmq-abc123", "notes.txt"));
     ct_atomic_abort(&af);
     ct_atomic_abort(&af); /* second abort is a no-op */

@@ -147,8 +147,10 @@ static void assert_only_outputs(const char *what) {
     while ((e = readdir(d)) != NULL) {
         const char *n = e->d_name;
         if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "model.bin") && strcmp(n, "metrics.csv")) {
+            char name[256];
+            snprintf(name, sizeof name, "%s", n);
             closedir(d);
-            fail_msg("%s: %s/%s left behind", what, out, n);
+            fail_msg("%s: %s/%s left behind", what, out, name);
         }
     }
     closedir(d);

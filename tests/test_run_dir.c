@@ -221,8 +221,6 @@ static void test_stale_temps_removed_at_start(void **state) {
     snprintf(args, sizeof args, "fit %s --out %s --no-progress", good_cfg, out);
     ct_run_result r = ct_test_run(dir, args);
     if (r.status != 0) fail_msg("fit: exit %d: %s", r.status, r.err);
-    assert_non_null(strstr(r.err, "removed 2 temporary files that interrupted writes left in"));
-    ct_test_run_free(&r);
     for (size_t i = 0; i < 2; i++) {
         snprintf(p, sizeof p, "%s/%s", out, stale[i]);
         if (exists(p)) fail_msg("%s: stale temporary file not removed", p);
@@ -237,6 +235,8 @@ static void test_stale_temps_removed_at_start(void **state) {
     assert_true(exists(p));
     snprintf(p, sizeof p, "%s/model.bin", out);
     assert_true(exists(p));
+    assert_non_null(strstr(r.err, "removed 2 temporary files that interrupted writes left in"));
+    ct_test_run_free(&r);
 }
 
 static void test_unwritable_out_fails_before_data(void **state) {
@@ -314,6 +314,19 @@ static bool private_mounts(char *why, size_t n) {
     return true;
 }
 
+/* The mount points of the group's cases, under dir. */
+static const char *const mount_points[] = {"ro", "full", "small"};
+
+/* Detaches what a failed case left mounted, so that dir can be removed. */
+static int teardown_mounts(void **state) {
+    for (size_t i = 0; i < sizeof mount_points / sizeof mount_points[0]; i++) {
+        char p[700];
+        snprintf(p, sizeof p, "%s/%s", dir, mount_points[i]);
+        umount2(p, MNT_DETACH);
+    }
+    return teardown(state);
+}
+
 static void mount_tmpfs(const char *path, const char *opts) {
     assert_int_equal(mkdir(path, 0755), 0);
     if (mount("tmpfs", path, "tmpfs", 0, opts) != 0) fail_msg("mount tmpfs %s: %s", path, strerror(errno));
@@ -322,7 +335,7 @@ static void mount_tmpfs(const char *path, const char *opts) {
 static void test_read_only_file_system(void **state) {
     (void)state;
     char ro[700], out[760];
-    snprintf(ro, sizeof ro, "%s/ro", dir);
+    snprintf(ro, sizeof ro, "%s/%s", dir, mount_points[0]);
     mount_tmpfs(ro, "size=64k");
     snprintf(out, sizeof out, "%s/existing", ro);
     assert_int_equal(mkdir(out, 0755), 0);
@@ -337,7 +350,7 @@ static void test_read_only_file_system(void **state) {
 static void test_full_disk(void **state) {
     (void)state;
     char full[700], fill[760], out[760];
-    snprintf(full, sizeof full, "%s/full", dir);
+    snprintf(full, sizeof full, "%s/%s", dir, mount_points[1]);
     mount_tmpfs(full, "size=64k");
     snprintf(fill, sizeof fill, "%s/fill", full);
     FILE *f = fopen(fill, "wb");
@@ -356,7 +369,7 @@ static void test_full_disk(void **state) {
 static void test_checkpoint_write_fails_keeps_previous(void **state) {
     (void)state;
     char small[700], out[760], ck[800], args[2048];
-    snprintf(small, sizeof small, "%s/small", dir);
+    snprintf(small, sizeof small, "%s/%s", dir, mount_points[2]);
     mount_tmpfs(small, "size=160k");
     snprintf(out, sizeof out, "%s/run", small);
     snprintf(ck, sizeof ck, "%s/model.bin", out);
@@ -393,5 +406,5 @@ int main(int argc, char **argv) {
         return cmocka_run_group_tests_name("run directory", tests, setup, teardown) ? 1 : 0;
     char why[256];
     if (!private_mounts(why, sizeof why)) return ct_test_skip("the mounted file systems: %s", why);
-    return cmocka_run_group_tests_name("mounted file systems", mounts, setup, teardown) ? 1 : 0;
+    return cmocka_run_group_tests_name("mounted file systems", mounts, setup, teardown_mounts) ? 1 : 0;
 }
