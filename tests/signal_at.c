@@ -5,7 +5,8 @@
  * library sends SIG (INT, TERM or HUP) to its own process with kill(), as another
  * process would (the signal goes to whichever thread takes it), and then makes the
  * call. POINT is "exec" (dnnl_primitive_execute: every oneDNN call of the training and
- * evaluation loops), "fsync" or "rename" (the checkpoint writer's commit).
+ * evaluation loops), "fsync" (of a checkpoint's temporary file, model.bin.tmp-*) or
+ * "rename" (onto model.bin): the checkpoint writer's commit.
  *
  * So that where a signal lands does not depend on thread scheduling, the calling
  * thread waits after kill() until the signal has had its effect: for the first signal
@@ -107,16 +108,31 @@ dnnl_status_t dnnl_primitive_execute(const_dnnl_primitive_t p, dnnl_stream_t s, 
     return real(p, s, nargs, args);
 }
 
+/* Whether fd is a checkpoint's temporary file. */
+static bool is_checkpoint_temp(int fd) {
+    char link[64], name[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, name, sizeof name - 1);
+    if (n <= 0) return false;
+    name[n] = 0;
+    return strstr(name, "/model.bin.tmp-") != NULL;
+}
+
+static bool ends_with(const char *s, const char *tail) {
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
 int fsync(int fd) {
     static int (*real)(int);
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "fsync");
-    at(POINT_FSYNC);
+    if (is_checkpoint_temp(fd)) at(POINT_FSYNC);
     return real(fd);
 }
 
 int rename(const char *from, const char *to) {
     static int (*real)(const char *, const char *);
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "rename");
-    at(POINT_RENAME);
+    if (ends_with(to, "/model.bin")) at(POINT_RENAME);
     return real(from, to);
 }

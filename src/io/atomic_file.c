@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #define CT_TMP_SUFFIX ".tmp-XXXXXX"
+#define CT_TMP_TAG ".tmp-" /* CT_TMP_SUFFIX without mkstemp's six X */
 
 static char *str_dup(const char *s) {
     size_t n = strlen(s) + 1;
@@ -140,4 +141,15 @@ int ct_atomic_write_file(const char *path, const void *data, size_t n, ct_err *e
         return -1;
     }
     return ct_atomic_commit(&af, err);
+}
+
+bool ct_atomic_is_temp_of(const char *name, const char *base) {
+    size_t nb = strlen(base), nt = strlen(CT_TMP_TAG), nx = strlen(CT_TMP_SUFFIX) - nt;
+    if (strlen(name) != nb + nt + nx || strncmp(name, base, nb) != 0 ||
+        strncmp(name + nb, CT_TMP_TAG, nt) != 0)
+        return false;
+    for (const char *p = name + nb + nt; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+            return false;
+    return true;
 }

@@ -13,6 +13,7 @@
 #ifndef CT_ATOMIC_FILE_H
 #define CT_ATOMIC_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/error.h"
@@ -30,5 +31,10 @@ void ct_atomic_abort(ct_atomic_file *af);
 
 /* open + write + commit of one buffer. */
 int ct_atomic_write_file(const char *path, const void *data, size_t n, ct_err *err);
+
+/* Whether the directory entry `name` is a temporary file ct_atomic_open made for
+ * the file named `base` in the same directory ("<base>.tmp-" and mkstemp's six
+ * letters or digits). One left behind means its writer was killed. */
+bool ct_atomic_is_temp_of(const char *name, const char *base);
 
 #endif

@@ -18,6 +18,7 @@
 #include "common/signals.h"
 #include "data/idx.h"
 #include "dist/dist_train.h"
+#include "io/run_dir.h"
 #include "train/batches.h"
 #include "train/evaluate.h"
 #include "train/init.h"
@@ -48,6 +49,7 @@ typedef struct fit_state {
                               rank count is dropped: setup) */
     char ckpt_path[CT_PATH_MAX + 32];
     char csv_path[CT_PATH_MAX + 32];
+    ct_run_dir run_dir;    /* train.out, locked by rank 0 while it saves (run_dir.h) */
 } fit_state;
 
 static void fit_cleanup(fit_state *s) {
@@ -57,21 +59,7 @@ static void fit_cleanup(fit_state *s) {
     ct_model_destroy(s->model);
     ct_dataset_free(&s->train);
     ct_dataset_free(&s->test);
-}
-
-static int mkdir_p(const char *path, ct_err *err) {
-    char buf[CT_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return ct_errorf(err, "%s: cannot create directory: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return ct_errorf(err, "%s: cannot create directory: %s", buf, strerror(errno));
-    return 0;
+    ct_run_dir_close(&s->run_dir);
 }
 
 static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
@@ -491,7 +479,12 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         ct_errorf(err, "--profile runs in one process (launched as %d ranks)", s.dist->size);
         return ct_dist_agree(-1, err);
     }
-    int rc = ct_dist_agree(setup(cfg, o, &s, err), err);
+    static const char *const atomic_outputs[] = {"model.bin", NULL}; /* ct_model_save */
+    int rc = 0;
+    if (o->save && o->profile_steps == 0) /* before anything is loaded; --profile saves nothing */
+        rc = ct_dist_agree(s.dist->rank == 0 ? ct_run_dir_open(&s.run_dir, cfg->train.out,
+                                                               atomic_outputs, o->log, err) : 0, err);
+    if (rc == 0) rc = ct_dist_agree(setup(cfg, o, &s, err), err);
     if (rc == 0) rc = join_ranks(o, &s, err);
     if (rc == 0 && s.info.epoch >= cfg->train.epochs)
         fprintf(o->log, "ctrain: %s already holds %d epoch%s (train.epochs is %d); nothing to do\n",
@@ -501,8 +494,6 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         fit_cleanup(&s);
         return rc;
     }
-    if (rc == 0 && o->save)
-        rc = ct_dist_agree(s.dist->rank == 0 ? mkdir_p(cfg->train.out, err) : 0, err);
     if (rc == 0) rc = ct_dist_agree(check_position(cfg, &s, err), err);
     if (rc == 0) {
         bool own = !s.dist->group; /* a group's launcher takes signals for all */

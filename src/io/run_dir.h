@@ -1,0 +1,53 @@
+/* run_dir.h: a fit's output directory, owned by one process at a time.
+ *
+ * ct_run_dir_open, in order:
+ *  1. creates the directory and its missing parents (a path that exists and is not
+ *     a directory is an error);
+ *  2. locks it: an advisory lock (fcntl F_SETLK, a write lock on the whole file) on
+ *     DIR/.lock, held through the open file until ct_run_dir_close or the end of the
+ *     process, however it ends (the kernel drops the lock with the process, kill -9
+ *     included). When another process holds it, fails at once with
+ *     "DIR is in use by another ctrain fit (pid N)";
+ *  3. writes the holder's pid into DIR/.lock and fsyncs it: this is the proof that
+ *     the directory is writable (a read-only file system, a full disk or a missing
+ *     permission fails here, naming DIR and the cause);
+ *  4. removes the temporary files that killed writers left for the files the run
+ *     replaces atomically (`atomic_names`, e.g. {"model.bin", NULL}: entries
+ *     "model.bin.tmp-XXXXXX", see ct_atomic_is_temp_of) and nothing else, and says
+ *     on `log` how many it removed (log may be NULL).
+ * On failure nothing is held and the directories it created are removed again.
+ *
+ * ct_run_dir_close removes DIR/.lock (still holding the lock), releases the lock,
+ * and removes the directories open created if they are still empty (a fit that
+ * failed before writing anything leaves nothing behind). A zeroed struct is closed.
+ *
+ * One process takes the lock once: fcntl locks belong to the process, so a second
+ * open of the same directory in the same process is not refused (ranks that are
+ * threads lock through rank 0 only).
+ */
+#ifndef CT_RUN_DIR_H
+#define CT_RUN_DIR_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "common/error.h"
+
+#define CT_RUN_DIR_LOCK ".lock"
+
+typedef struct ct_run_dir {
+    bool held;                 /* the lock is held through fd */
+    int fd;                    /* DIR/.lock */
+    size_t created_from;       /* length of the shortest prefix of path that open
+                                  created (0: it created no directory) */
+    char path[PATH_MAX];       /* DIR, without trailing slashes */
+    char lock_path[PATH_MAX + sizeof "/" CT_RUN_DIR_LOCK];
+} ct_run_dir;
+
+int ct_run_dir_open(ct_run_dir *rd, const char *path, const char *const *atomic_names,
+                    FILE *log, ct_err *err);
+void ct_run_dir_close(ct_run_dir *rd);
+
+#endif

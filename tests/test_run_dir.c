@@ -1,0 +1,410 @@
+/* test_run_dir.c: the output directory of `ctrain fit` (src/io/run_dir.h), through the
+ * real binary.
+ *
+ *  - A fit holds its directory locked for its whole run: a second fit into it fails
+ *    at once (exit 1, one line naming the holder's pid) while the first runs; once
+ *    the first is killed with SIGKILL the lock is free, though its .lock file stays.
+ *  - At start a fit removes the temporary files that killed writers left for its
+ *    own checkpoint (model.bin.tmp-XXXXXX) and nothing else.
+ *  - An output directory that cannot be written fails before training, naming the
+ *    path and the cause; a fit that fails before writing anything leaves no
+ *    directory behind.
+ * "Before training" is shown by order, not by time: the failing fits point at data
+ * files that do not exist, so an error about the output directory can only come
+ * from a check made before any data is read (and the data comes before training).
+ *
+ * The `mounts` group (a second meson test) needs a private mount namespace (root, or
+ * unprivileged user namespaces) to mount small tmpfs file systems: a read-only one,
+ * a full one, and one with room for a single checkpoint, whose second save must fail
+ * naming model.bin and the cause while the first checkpoint stays intact. Elsewhere
+ * it exits 77 (SKIP). A directory without write permission is not among the cases:
+ * permission bits do not stop root, who runs these tests in CI; a read-only file
+ * system stops everyone. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "io/checkpoint.h"
+
+static char dir[512];
+static char good_cfg[1024], nodata_cfg[1024];
+
+static int setup(void **state) {
+    (void)state;
+    ct_test_mkdtemp(dir, sizeof dir);
+    ct_test_mnist_subset(dir, 200, 100);
+    static const char layers[] = "    - flatten\n    - linear: {out_features: 10}\n";
+    static const char extra[] = "optimizer: {type: adam, lr: 0.01}\n"
+                                "train: {epochs: 1, batch_size: 50}\ndevice: cpu\n";
+    ct_test_write_config(dir, "good", layers, extra, good_cfg, sizeof good_cfg);
+    /* the same model, with data that does not exist */
+    char text[4096];
+    snprintf(text, sizeof text,
+             "model:\n  input: [1, 28, 28]\n  layers:\n%s"
+             "data:\n  train_images: /nonexistent/train-images.gz\n"
+             "  train_labels: /nonexistent/train-labels.gz\n"
+             "  test_images: /nonexistent/test-images.gz\n"
+             "  test_labels: /nonexistent/test-labels.gz\n%s",
+             layers, extra);
+    snprintf(nodata_cfg, sizeof nodata_cfg, "%s/nodata.yaml", dir);
+    ct_test_write_file(nodata_cfg, text, strlen(text));
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    ct_test_rmtree(dir);
+    return 0;
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* `ctrain fit CFG --out OUT EXTRA` must fail before reading data: exit 1, nothing on
+ * stdout (no epoch line), one stderr line holding frag1 and frag2. */
+static void expect_refused(const char *cfg, const char *out, const char *extra,
+                           const char *frag1, const char *frag2) {
+    char args[3000];
+    snprintf(args, sizeof args, "fit %s --out %s --no-progress %s", cfg, out, extra);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 1 || ct_test_count_lines(r.err) != 1 || r.out[0] != 0 ||
+        !strstr(r.err, "ctrain: error: ") || !strstr(r.err, frag1) || !strstr(r.err, frag2))
+        fail_msg("ctrain %s: exit %d, stdout '%s', stderr '%s' (wanted exit 1, no stdout, one "
+                 "line with '%s' and '%s')", args, r.status, r.out, r.err, frag1, frag2);
+    ct_test_run_free(&r);
+}
+
+/* Reads f until a line starting with prefix: true, or false at EOF. */
+static bool read_until_line(FILE *f, const char *prefix) {
+    char line[4096];
+    bool at_start = true;
+    while (fgets(line, sizeof line, f)) {
+        if (at_start && !strncmp(line, prefix, strlen(prefix))) return true;
+        at_start = strchr(line, '\n') != NULL;
+    }
+    return false;
+}
+
+/* Starts `ctrain fit good_cfg --out out` for (nearly) ever and returns once it has
+ * printed its first epoch line: by then it holds the lock. *out_pipe gets its stdout. */
+static pid_t start_long_fit(const char *out, FILE **out_pipe) {
+    char bin[700];
+    snprintf(bin, sizeof bin, "%s/ctrain", ct_test_build_root());
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        if (!freopen("/dev/null", "w", stderr)) _exit(127);
+        execl(bin, bin, "fit", good_cfg, "--out", out, "--epochs", "100000", "--batch-size", "10",
+              "--no-progress", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "r");
+    assert_non_null(f);
+    if (!read_until_line(f, "Epoch 01 |")) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        fail_msg("the first fit printed no epoch line");
+    }
+    *out_pipe = f;
+    return pid;
+}
+
+static void test_second_fit_refused_while_first_runs(void **state) {
+    (void)state;
+    char out[700], lock[760], frag[128], args[2048];
+    snprintf(out, sizeof out, "%s/run-locked", dir);
+    snprintf(lock, sizeof lock, "%s/.lock", out);
+    FILE *first_out;
+    pid_t first = start_long_fit(out, &first_out);
+    char *text = ct_test_read_file(lock, NULL);
+    char pid_line[32];
+    snprintf(pid_line, sizeof pid_line, "%ld\n", (long)first);
+    bool pid_written = text && !strcmp(text, pid_line);
+    free(text);
+
+    /* the same directory, while the first fit trains: refused before any data is read */
+    snprintf(frag, sizeof frag, "is in use by another ctrain fit (pid %ld)", (long)first);
+    bool refused = true;
+    snprintf(args, sizeof args, "fit %s --out %s --no-progress", nodata_cfg, out);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 1 || ct_test_count_lines(r.err) != 1 || !strstr(r.err, out) ||
+        !strstr(r.err, frag) || r.out[0] != 0)
+        refused = false;
+    char err_copy[2048];
+    snprintf(err_copy, sizeof err_copy, "%s", r.err);
+    int status_second = r.status;
+    ct_test_run_free(&r);
+
+    kill(first, SIGKILL);
+    while (fgetc(first_out) != EOF) {}
+    fclose(first_out);
+    int status;
+    assert_int_equal(waitpid(first, &status, 0), first);
+    if (!pid_written) fail_msg("%s does not hold the first fit's pid %ld", lock, (long)first);
+    if (!refused)
+        fail_msg("second fit into %s: exit %d, stderr '%s' (wanted exit 1, one line with '%s')",
+                 out, status_second, err_copy, frag);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    /* kill -9 left the lock file with a dead pid in it; the lock itself is gone */
+    assert_true(exists(lock));
+    snprintf(args, sizeof args, "fit %s --out %s --no-progress", good_cfg, out);
+    r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("fit after the holder was killed: exit %d: %s", r.status, r.err);
+    assert_null(strstr(r.err, "in use"));
+    assert_non_null(strstr(r.out, "Epoch 01 |"));
+    ct_test_run_free(&r);
+    assert_false(exists(lock)); /* a fit that ends removes its lock file */
+}
+
+/* A name in out that looks like an atomic writer's temporary file. */
+static bool any_temp_of_model(const char *out) {
+    DIR *d = opendir(out);
+    assert_non_null(d);
+    bool found = false;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *t = "model.bin.tmp-";
+        if (!strncmp(e->d_name, t, strlen(t)) && strlen(e->d_name) == strlen(t) + 6) found = true;
+    }
+    closedir(d);
+    return found;
+}
+
+static void test_stale_temps_removed_at_start(void **state) {
+    (void)state;
+    char out[700], p[900], args[2048];
+    snprintf(out, sizeof out, "%s/run-stale", dir);
+    assert_int_equal(mkdir(out, 0755), 0);
+    /* left by killed writers of model.bin: removed */
+    static const char *const stale[] = {"model.bin.tmp-Ab12Cd", "model.bin.tmp-zzzzzz"};
+    /* anything else stays: other names, other files' temporaries, a directory */
+    static const char *const kept[] = {"notes.txt", "model.bin.tmp-Ab12C", "model.bin.tmp-Ab12Cd7",
+                                       "other.bin.tmp-Ab12Cd", "model.bin.tmp-Ab12C.",
+                                       "xmodel.bin.tmp-Ab12Cd"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", out, stale[i]);
+        ct_test_write_file(p, "partial", 7);
+    }
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", out, kept[i]);
+        ct_test_write_file(p, "keep", 4);
+    }
+    snprintf(p, sizeof p, "%s/model.bin.tmp-Dir123", out);
+    assert_int_equal(mkdir(p, 0755), 0);
+
+    snprintf(args, sizeof args, "fit %s --out %s --no-progress", good_cfg, out);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("fit: exit %d: %s", r.status, r.err);
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", out, stale[i]);
+        if (exists(p)) fail_msg("%s: stale temporary file not removed", p);
+    }
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", out, kept[i]);
+        char *text = ct_test_read_file(p, NULL);
+        if (!text || strcmp(text, "keep") != 0) fail_msg("%s: removed or changed", p);
+        free(text);
+    }
+    snprintf(p, sizeof p, "%s/model.bin.tmp-Dir123", out);
+    assert_true(exists(p));
+    snprintf(p, sizeof p, "%s/model.bin", out);
+    assert_true(exists(p));
+    assert_non_null(strstr(r.err, "removed 2 temporary files that interrupted writes left in"));
+    ct_test_run_free(&r);
+}
+
+static void test_unwritable_out_fails_before_data(void **state) {
+    (void)state;
+    char file[700], under[760];
+    snprintf(file, sizeof file, "%s/a-file", dir);
+    ct_test_write_file(file, "data", 4);
+    expect_refused(nodata_cfg, file, "", file, ": exists and is not a directory");
+    snprintf(under, sizeof under, "%s/sub", file);
+    expect_refused(nodata_cfg, under, "", under, "cannot create directory: Not a directory");
+    char *text = ct_test_read_file(file, NULL);
+    assert_string_equal(text, "data");
+    free(text);
+}
+
+/* A fit that fails before writing anything (here: its data is missing) removes the
+ * directories it created and its lock file; an existing directory stays. */
+static void test_early_failure_leaves_nothing(void **state) {
+    (void)state;
+    char top[700], out[760], lock[800], args[2048];
+    snprintf(top, sizeof top, "%s/new", dir);
+    snprintf(out, sizeof out, "%s/deeper/run", top);
+    snprintf(args, sizeof args, "fit %s --out %s --no-progress", nodata_cfg, out);
+    ct_run_result r = ct_test_run(dir, args);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "/nonexistent/train-images.gz"));
+    ct_test_run_free(&r);
+    assert_false(exists(top));
+
+    snprintf(out, sizeof out, "%s/existing", dir);
+    assert_int_equal(mkdir(out, 0755), 0);
+    snprintf(args, sizeof args, "fit %s --out %s --no-progress", nodata_cfg, out);
+    r = ct_test_run(dir, args);
+    assert_int_equal(r.status, 1);
+    ct_test_run_free(&r);
+    snprintf(lock, sizeof lock, "%s/.lock", out);
+    assert_true(exists(out));
+    assert_false(exists(lock));
+}
+
+/* ---- the `mounts` group ------------------------------------------------------------- */
+
+static bool write_text(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY);
+    if (fd < 0) return false;
+    bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+    return close(fd) == 0 && ok;
+}
+
+/* Moves this process into a mount namespace of its own (as root, or as the root of a
+ * new user namespace), so that it and the ctrain it starts see mounts that nobody
+ * else does. false (with why) where the system does not allow it. */
+static bool private_mounts(char *why, size_t n) {
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (unshare(CLONE_NEWNS) != 0) {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+            snprintf(why, n, "no private mount namespace: %s", strerror(errno));
+            return false;
+        }
+        char map[64];
+        snprintf(map, sizeof map, "0 %u 1\n", (unsigned)uid);
+        bool ok = write_text("/proc/self/uid_map", map) &&
+                  write_text("/proc/self/setgroups", "deny");
+        snprintf(map, sizeof map, "0 %u 1\n", (unsigned)gid);
+        if (!ok || !write_text("/proc/self/gid_map", map)) {
+            snprintf(why, n, "cannot map the user into a user namespace");
+            return false;
+        }
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+        snprintf(why, n, "cannot make mounts private: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* The mount points of the group's cases, under dir. */
+static const char *const mount_points[] = {"ro", "full", "small"};
+
+/* Detaches what a failed case left mounted, so that dir can be removed. */
+static int teardown_mounts(void **state) {
+    for (size_t i = 0; i < sizeof mount_points / sizeof mount_points[0]; i++) {
+        char p[700];
+        snprintf(p, sizeof p, "%s/%s", dir, mount_points[i]);
+        umount2(p, MNT_DETACH);
+    }
+    return teardown(state);
+}
+
+static void mount_tmpfs(const char *path, const char *opts) {
+    assert_int_equal(mkdir(path, 0755), 0);
+    if (mount("tmpfs", path, "tmpfs", 0, opts) != 0) fail_msg("mount tmpfs %s: %s", path, strerror(errno));
+}
+
+static void test_read_only_file_system(void **state) {
+    (void)state;
+    char ro[700], out[760];
+    snprintf(ro, sizeof ro, "%s/%s", dir, mount_points[0]);
+    mount_tmpfs(ro, "size=64k");
+    snprintf(out, sizeof out, "%s/existing", ro);
+    assert_int_equal(mkdir(out, 0755), 0);
+    if (mount(NULL, ro, NULL, MS_REMOUNT | MS_RDONLY, "size=64k") != 0)
+        fail_msg("remount %s read-only: %s", ro, strerror(errno));
+    expect_refused(nodata_cfg, out, "", out, "not writable: Read-only file system");
+    snprintf(out, sizeof out, "%s/new", ro);
+    expect_refused(nodata_cfg, out, "", out, "cannot create directory: Read-only file system");
+    umount(ro);
+}
+
+static void test_full_disk(void **state) {
+    (void)state;
+    char full[700], fill[760], out[760];
+    snprintf(full, sizeof full, "%s/%s", dir, mount_points[1]);
+    mount_tmpfs(full, "size=64k");
+    snprintf(fill, sizeof fill, "%s/fill", full);
+    FILE *f = fopen(fill, "wb");
+    assert_non_null(f);
+    char block[4096] = {0};
+    while (fwrite(block, 1, sizeof block, f) == sizeof block) {}
+    fclose(f);
+    snprintf(out, sizeof out, "%s/run", full);
+    expect_refused(nodata_cfg, out, "", out, "No space left on device");
+    umount(full);
+}
+
+/* Room for one checkpoint of this model (about 94 KB with Adam's state) but not for
+ * a second one next to it: the second save fails, naming model.bin and the cause;
+ * the first stays whole and no temporary file is left. */
+static void test_checkpoint_write_fails_keeps_previous(void **state) {
+    (void)state;
+    char small[700], out[760], ck[800], args[2048];
+    snprintf(small, sizeof small, "%s/%s", dir, mount_points[2]);
+    mount_tmpfs(small, "size=160k");
+    snprintf(out, sizeof out, "%s/run", small);
+    snprintf(ck, sizeof ck, "%s/model.bin", out);
+    snprintf(args, sizeof args, "fit %s --out %s --epochs 2 --no-progress", good_cfg, out);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 1 || ct_test_count_lines(r.err) != 1 || !strstr(r.err, ck) ||
+        !strstr(r.err, "write failed: No space left on device"))
+        fail_msg("ctrain %s: exit %d, stderr '%s' (wanted exit 1, '%s: write failed: No space "
+                 "left on device')", args, r.status, r.err, ck);
+    assert_non_null(strstr(r.out, "Epoch 01 |"));
+    ct_test_run_free(&r);
+    ct_checkpoint c;
+    ct_err err = {{0}};
+    if (ct_checkpoint_read(ck, &c, &err) != 0) fail_msg("previous checkpoint damaged: %s", err.msg);
+    assert_string_equal(ct_checkpoint_meta_get(&c, "epoch"), "1");
+    ct_checkpoint_free(&c);
+    assert_false(any_temp_of_model(out));
+    umount(small);
+}
+
+int main(int argc, char **argv) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_second_fit_refused_while_first_runs),
+        cmocka_unit_test(test_stale_temps_removed_at_start),
+        cmocka_unit_test(test_unwritable_out_fails_before_data),
+        cmocka_unit_test(test_early_failure_leaves_nothing),
+    };
+    const struct CMUnitTest mounts[] = {
+        cmocka_unit_test(test_read_only_file_system),
+        cmocka_unit_test(test_full_disk),
+        cmocka_unit_test(test_checkpoint_write_fails_keeps_previous),
+    };
+    if (!ct_test_group_is(argc, argv, "mounts"))
+        return cmocka_run_group_tests_name("run directory", tests, setup, teardown) ? 1 : 0;
+    char why[256];
+    if (!private_mounts(why, sizeof why)) return ct_test_skip("the mounted file systems: %s", why);
+    return cmocka_run_group_tests_name("mounted file systems", mounts, setup, teardown_mounts) ? 1 : 0;
+}
