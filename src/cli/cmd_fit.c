@@ -131,7 +131,11 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     if (rc != 0) return CT_EXIT_ERROR;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    if (res.epochs_done > 0 && !nprof && ct_dist_world()->rank == 0)
+    if (res.epoch_batches > 0 && ct_dist_world()->rank == 0)
+        printf("Saved %s (%d epoch%s and %d batches of the next; --resume continues there); "
+               "peak RSS %.0f MiB\n", res.checkpoint, res.epochs_done,
+               res.epochs_done == 1 ? "" : "s", res.epoch_batches, ru.ru_maxrss / 1024.0);
+    else if (res.epochs_done > 0 && !nprof && ct_dist_world()->rank == 0)
         printf("Saved %s (epoch %d, val acc %.4f); peak RSS %.0f MiB\n", res.checkpoint,
                res.epochs_done, res.val_acc, ru.ru_maxrss / 1024.0);
     return res.interrupted ? ct_signals_exit_status(res.stop_signal) : CT_EXIT_OK;

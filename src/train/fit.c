@@ -502,6 +502,7 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         if (own) ct_signals_graceful(false);
     }
     res->epochs_done = s.info.epoch;
+    res->epoch_batches = s.info.epoch_batches;
     res->train_loss = s.info.train_loss;
     res->train_acc = s.info.train_acc;
     res->val_loss = s.info.val_loss;

@@ -44,6 +44,7 @@ typedef struct ct_fit_result {
     double samples_per_sec; /* training throughput of the last epoch */
     bool interrupted;       /* stopped by a signal: state saved, exit quietly */
     int stop_signal;        /* that signal (SIGINT, SIGTERM, SIGHUP) */
+    int epoch_batches;      /* batches of the unfinished epoch in the checkpoint */
     char checkpoint[CT_PATH_MAX + 32];
 } ct_fit_result;
 
