@@ -575,7 +575,7 @@ void parity_test_adam_step(void **state) {
     /* The step changed the weights: a forward must now use the new ones. */
     assert_true(memcmp(w, w2, n * sizeof *w) != 0);
     free(w), free(g), free(m), free(v), free(w2), free(m2), free(v2);
-    free(o1.grads), free(o1.y), free(o3.grads), free(o3.y);
+    parity_out_free(&o1), parity_out_free(&o3);
     close_h(h);
 }
 
@@ -588,9 +588,9 @@ void parity_partial_batch(float row_tol) {
     /* Fill every row first so the rows past n hold stale, non-zero data. */
     parity_out full = parity_n(h, 3, 8, true);
     parity_out part = parity_n(h, 3, 5, true); /* grads vs the 5-row reference */
-    free(full.grads), free(full.y), free(part.grads), free(part.y);
+    parity_out_free(&full), parity_out_free(&part);
     parity_out c = parity_n(h, 0, 3, true);
-    free(c.grads), free(c.y);
+    parity_out_free(&c);
     /* Same rows, same results: per-row outputs of a partial batch equal the full one. */
     float *x = rand_f(8 * 72, 1.0), *p = rand_params(&h->g);
     int32_t lab[8] = {0};

@@ -395,6 +395,29 @@ static void test_out_of_memory_advice(void **state) {
     expect_error("fit configs/mlp.yaml --max-memory 12X", 2, "--max-memory: expected a size", NULL);
 }
 
+/* The largest train.batch_size and train.grad_accum_steps the config accepts
+ * (INT32_MAX): the shard size and the steps per epoch derived from them must not
+ * overflow int (in the sanitizer build, scripts/test-sanitize.sh, that aborts the
+ * run and fails the exit-status check). */
+static void test_largest_batch_and_accumulation(void **state) {
+    (void)state;
+    char path[1024], args[1200];
+    write_config("largest", dir, "", path, sizeof path);
+    snprintf(args, sizeof args, "fit %s --batch-size 100 --grad-accum-steps 2147483647 "
+             "--no-progress", path);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("fit with grad_accum_steps 2147483647: exit %d, %s", r.status, r.err);
+    assert_non_null(strstr(r.out, "Saved "));
+    ct_test_run_free(&r);
+    /* Split over two replicas, planned, then refused before the arena exists. */
+    snprintf(args, sizeof args, "fit %s --batch-size 2147483647 --device cpu:2 --max-memory 1G",
+             path);
+    r = ct_test_run(dir, args);
+    if (r.status != 1 || !strstr(r.err, "ctrain: error: out of memory before training"))
+        fail_msg("fit with batch_size 2147483647: exit %d, %s", r.status, r.err);
+    ct_test_run_free(&r);
+}
+
 static void test_profile(void **state) {
     (void)state;
     char path[1024], args[1200];
@@ -435,6 +458,7 @@ int main(void) {
         cmocka_unit_test(test_nan_loss_stops),
         cmocka_unit_test(test_ctrl_c_saves),
         cmocka_unit_test(test_out_of_memory_advice),
+        cmocka_unit_test(test_largest_batch_and_accumulation),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_summary_and_devices),
     };

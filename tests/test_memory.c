@@ -35,6 +35,16 @@ static void test_parse_size(void **state) {
     assert_non_null(strstr(err.msg, "--max-memory: expected a size like 512M"));
     assert_int_equal(ct_parse_size("-5M", &v, &err), -1);
     assert_int_equal(ct_parse_size("", &v, &err), -1);
+    /* The largest size a size_t holds in whole T, and the first past it (2^64 bytes),
+     * which is refused rather than converted (undefined behaviour); so are inf and
+     * nan, which strtod accepts. */
+    assert_int_equal(ct_parse_size("16777215T", &v, &err), 0);
+    assert_true(v == (size_t)16777215 << 40);
+    assert_int_equal(ct_parse_size("16777216T", &v, &err), -1);
+    assert_non_null(strstr(err.msg, "--max-memory: '16777216T' is not a size this machine can address"));
+    assert_int_equal(ct_parse_size("1e30G", &v, &err), -1);
+    assert_int_equal(ct_parse_size("inf", &v, &err), -1);
+    assert_int_equal(ct_parse_size("nan", &v, &err), -1);
 }
 
 static ct_config *load_cnn(void) {

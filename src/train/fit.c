@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/intmath.h"
 #include "common/signals.h"
 #include "data/idx.h"
 #include "dist/dist_train.h"
@@ -145,7 +146,7 @@ static void warn_slow_layers(ct_model *m, FILE *log) {
 static int create_model(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
                         const ct_device_choice *dev, ct_err *err) {
     int ranks = s->dist->size;
-    ct_model_req req = {.training = true, .batch = (cfg->train.batch_size + ranks - 1) / ranks,
+    ct_model_req req = {.training = true, .batch = ct_div_up(cfg->train.batch_size, ranks),
                         .sync_debug = o->sync_debug,
                         .datasets = {&s->train, &s->test}};
     return ct_model_create(cfg, dev, &req, &s->model, err);
@@ -335,7 +336,7 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     const ct_backend_vt *vt = m->device.vt;
     int accum = cfg->train.grad_accum_steps;
     int nb = s->train_batches_used;
-    int steps_per_epoch = (nb + accum - 1) / accum;
+    int steps_per_epoch = ct_div_up(nb, accum);
     ct_metrics zero = {0};
     if (vt->read_metrics(m->be, &zero, true, err) != 0) return -1;
     ct_progress bar;

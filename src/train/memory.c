@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,10 @@ int ct_parse_size(const char *s, size_t *out, ct_err *err) {
     if (mult > 1 && (!strcmp(end, "iB") || !strcmp(end, "B"))) end += strlen(end);
     if (*end == 'B' && !end[1]) end++;
     if (*end) return ct_errorf(err, "--max-memory: expected a size like 512M or 2G, got '%s'", s);
-    *out = (size_t)(v * mult);
+    double bytes = v * mult;
+    if (!(bytes < (double)SIZE_MAX)) /* also inf and nan, which strtod accepts */
+        return ct_errorf(err, "--max-memory: '%s' is not a size this machine can address", s);
+    *out = (size_t)bytes;
     return 0;
 }
 

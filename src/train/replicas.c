@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/device.h"
+#include "common/intmath.h"
 #include "common/signals.h"
 #include "dist/dist.h"
 #include "train/fit.h"
@@ -100,7 +101,7 @@ int ct_fit_replicas(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct
     char dev[64];
     fprintf(o->log, "ctrain: %d replicas on %s in one process (global batch %d, shards of %d)\n",
             n, ct_device_name(&cfg->device, dev, sizeof dev), cfg->train.batch_size,
-            (cfg->train.batch_size + n - 1) / n);
+            ct_div_up(cfg->train.batch_size, n));
     ct_signals_graceful(true); /* for every rank thread at once */
     for (; started < n; started++)
         if (pthread_create(&thread[started], NULL, replica_main, &r[started]) != 0) {
