@@ -4,8 +4,9 @@
  * file with a label file into a ct_dataset. Invariants on success: the buffer
  * holds exactly prod(dims) bytes, every dim is in 1..INT_MAX, the total is at most
  * CT_IDX_MAX_BYTES, the file held no bytes after the data, and the gzip stream
- * (if any) decompressed cleanly including its CRC trailer. On failure nothing is
- * left allocated and err names the file and the problem.
+ * (if any) decompressed cleanly including its CRC trailer. Memory follows the
+ * bytes the file delivers, never the sizes its header claims (read_data). On
+ * failure nothing is left allocated and err names the file and the problem.
  */
 #include "data/idx.h"
 
@@ -18,6 +19,7 @@
 #define CT_IDX_MAX_BYTES ((uint64_t)1 << 31) /* cap on the data size of one file */
 #define CT_IDX_CHUNK (1u << 30)              /* largest single gzread */
 #define CT_IDX_GZBUF (1u << 20)              /* zlib input buffer size */
+#define CT_IDX_FIRST_ALLOC (1u << 20)        /* first data buffer; grows as data arrives */
 #define CT_IDX_DTYPE_U8 0x08
 
 /* Fills err from zlib's error state for f. zlib formats its message as
@@ -95,17 +97,31 @@ static int read_header(gzFile f, const char *path, int expect_ndim, int dims[3],
     return 0;
 }
 
-/* Reads exactly total bytes of data into a new buffer and checks nothing follows. */
+/* Reads exactly total bytes of data into a new buffer and checks nothing follows.
+ * The header's total is a claim, not a size: the buffer starts at most
+ * CT_IDX_FIRST_ALLOC bytes and doubles (capped at total) only while the stream keeps
+ * filling it, so a file that delivers n bytes costs at most about 2n of memory
+ * whatever its header says. */
 static int read_data(gzFile f, const char *path, uint64_t total, uint8_t **out, ct_err *err) {
-    uint8_t *buf = malloc(total);
-    if (!buf)
-        return ct_errorf(err, "%s: out of memory for %llu bytes of data", path,
-                         (unsigned long long)total);
-    uint64_t got;
-    if (gz_read_full(f, path, buf, total, &got, err)) goto fail;
-    if (got < total) {
+    uint64_t cap = total < CT_IDX_FIRST_ALLOC ? total : CT_IDX_FIRST_ALLOC, have = 0, got;
+    uint8_t *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            ct_errorf(err, "%s: out of memory for %llu bytes of data", path,
+                      (unsigned long long)cap);
+            return -1;
+        }
+        if (gz_read_full(f, path, buf + have, cap - have, &got, err)) goto fail;
+        have += got;
+        if (have < cap || cap == total) break;
+        cap = cap > total / 2 ? total : 2 * cap;
+        uint8_t *grown = realloc(buf, cap);
+        if (!grown) free(buf);
+        buf = grown;
+    }
+    if (have < total) {
         ct_errorf(err, "%s: truncated: expected %llu bytes of data, got %llu", path,
-                  (unsigned long long)total, (unsigned long long)got);
+                  (unsigned long long)total, (unsigned long long)have);
         goto fail;
     }
     /* Reading past the end also makes zlib check the gzip CRC trailer. */
