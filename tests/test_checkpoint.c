@@ -704,6 +704,9 @@ static void test_json_rejects_garbage(void **state) {
         {"\"\xc3\x28\"", "invalid UTF-8"},
         {"\"\xed\xa0\x80\"", "invalid UTF-8"},
         {"{\"a\":1,\"a\":2}", "duplicate key \"a\""},
+        /* The first key, in document order, that repeats an earlier one, at its start. */
+        {"{\"b\":1,\"a\":2,\"c\":3,\"a\":4,\"b\":5}", "byte 19: duplicate key \"a\""},
+        {"{\"x\":{\"k\":1,\"k\":2}}", "byte 12: duplicate key \"k\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ct_json *v = (ct_json *)1;
