@@ -1,6 +1,7 @@
 /* bounded_alloc.c: see bounded_alloc.h. */
 #include "bounded_alloc.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -90,6 +91,11 @@ int ct_test_bounded(ct_bounded_fn fn, void *arg, size_t budget, char *msg, size_
         return -1;
     }
     if (pid == 0) {
+        /* cmocka catches these to go on with the next test; the child must die of
+         * them instead, so the parent sees the crash. */
+        static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+        for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
+            signal(crash_signals[i], SIG_DFL);
         close(fds[0]);
         char child_msg[1024] = "";
         int rc = run_limited(fn, arg, budget, child_msg, sizeof child_msg);

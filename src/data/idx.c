@@ -17,10 +17,18 @@
 #include <zlib.h>
 
 #define CT_IDX_MAX_BYTES ((uint64_t)1 << 31) /* cap on the data size of one file */
-#define CT_IDX_CHUNK (1u << 30)              /* largest single gzread */
-#define CT_IDX_GZBUF (1u << 20)              /* zlib input buffer size */
-#define CT_IDX_FIRST_ALLOC (1u << 20)        /* first data buffer; grows as data arrives */
 #define CT_IDX_DTYPE_U8 0x08
+/* Buffer sizes. The fuzz build (tests/fuzz/meson.build) makes them small, so that
+ * inputs of a few KiB cross every refill and growth boundary. */
+#ifndef CT_IDX_CHUNK
+#define CT_IDX_CHUNK (1u << 30) /* largest single gzread */
+#endif
+#ifndef CT_IDX_GZBUF
+#define CT_IDX_GZBUF (1u << 20) /* zlib input buffer size */
+#endif
+#ifndef CT_IDX_FIRST_ALLOC
+#define CT_IDX_FIRST_ALLOC (1u << 20) /* first data buffer; grows as data arrives */
+#endif
 
 /* Fills err from zlib's error state for f. zlib formats its message as
  * "<path>: <problem>"; the path prefix is dropped since we add our own. */
