@@ -8,7 +8,7 @@
 # Seeds named valid-* must be accepted by their reader (test_fuzz_regressions
 # checks it); the others are edge cases a reader must refuse cleanly. The idx
 # target's inputs start with a mode byte (tests/fuzz/targets.h): bit 0, the harness
-# compresses the rest; bit 1, the rest is read as images.
+# compresses the rest; bit 1, the rest is read as images; bit 2, through a pipe.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build="${1:-build}"
@@ -102,6 +102,10 @@ put(f"{c}/valid-labels-gzip", b"\x01" + labels)
 put(f"{c}/valid-images-gzfile", b"\x02" + gz(images))
 put(f"{c}/valid-labels-gzfile", b"\x00" + gz(labels))
 put(f"{c}/valid-labels-two-members", b"\x00" + gz(labels[:6]) + gz(labels[6:]))
+put(f"{c}/valid-labels-pipe", b"\x04" + labels)
+put(f"{c}/valid-images-gzip-pipe", b"\x07" + images)
+put(f"{c}/valid-images-gzfile-pipe", b"\x06" + gz(images))
+put(f"{c}/truncated-images-pipe", b"\x06" + images[:-1])
 put(f"{c}/truncated-images", b"\x02" + images[:-1])
 put(f"{c}/trailing-labels", b"\x01" + labels + b"\x00")
 put(f"{c}/bad-dtype", b"\x01" + bytes([0, 0, 0x0D, 1]) + labels[4:])
@@ -118,6 +122,8 @@ claim = idx([2739000, 28, 28], b"")
 put(f"{r}/claim-2.1GB-images.gz", b"\x02" + gz(claim))
 put(f"{r}/claim-2.1GB-images-plain", b"\x02" + claim)
 put(f"{r}/claim-2GB-labels-3MiB-held.gz", b"\x00" + gz(idx([0x7FFFFFFF], bytes(3 << 20))))
+put(f"{r}/claim-2.1GB-images-pipe", b"\x06" + claim)
+put(f"{r}/claim-2GB-labels-3MiB-held-pipe.gz", b"\x04" + gz(idx([0x7FFFFFFF], bytes(3 << 20))))
 PY
 
 # ---- checkpoint ---------------------------------------------------------------------

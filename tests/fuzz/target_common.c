@@ -1,7 +1,8 @@
-/* target_common.c: the refusal contract and the in-memory scratch file shared by
- * the fuzz targets (targets.h). */
-#define _GNU_SOURCE /* memfd_create */
+/* target_common.c: the refusal contract, the in-memory scratch file and the pipe
+ * shared by the fuzz targets (targets.h). */
+#define _GNU_SOURCE /* memfd_create, pipe2 */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -52,4 +53,31 @@ int ct_fuzz_file(const uint8_t *data, size_t size, char *path, size_t path_n, ch
     }
     snprintf(path, path_n, "/proc/self/fd/%d", fd);
     return 0;
+}
+
+int ct_fuzz_pipe(const uint8_t *data, size_t size, char *path, size_t path_n, char *why,
+                 size_t n) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        snprintf(why, n, "pipe2 failed");
+        return -1;
+    }
+    /* The whole input must fit the pipe's buffer: nothing reads it until later. */
+    int capacity = fcntl(fds[1], F_GETPIPE_SZ);
+    size_t done = 0;
+    while (capacity > 0 && size <= (size_t)capacity && done < size) {
+        ssize_t w = write(fds[1], data + done, size - done);
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    close(fds[1]);
+    if (done != size) {
+        close(fds[0]);
+        snprintf(why, n, "cannot put %zu bytes into a pipe", size);
+        return -1;
+    }
+    /* Opening /proc/self/fd/N of a pipe opens the pipe itself (without waiting for
+     * a writer, unlike a named FIFO). */
+    snprintf(path, path_n, "/proc/self/fd/%d", fds[0]);
+    return fds[0];
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "data/idx.h"
@@ -11,6 +12,7 @@
 
 #define MODE_GZIP 1u   /* compress the rest of the input first */
 #define MODE_IMAGES 2u /* read as images (ndim 3), else labels (ndim 1) */
+#define MODE_PIPE 4u   /* serve the file through a pipe, else a regular file */
 
 /* Compresses src into a new gzip stream; NULL when zlib fails. */
 static uint8_t *gzip_bytes(const uint8_t *src, size_t len, size_t *out_len) {
@@ -80,7 +82,16 @@ ct_fuzz_result ct_fuzz_idx(const uint8_t *data, size_t size, char *why, size_t n
     }
     char path[64];
     ct_fuzz_result r = CT_FUZZ_BROKEN;
-    if (ct_fuzz_file(gz ? gz : idx, gz ? gz_len : idx_len, path, sizeof path, why, n) == 0) {
+    const uint8_t *file = gz ? gz : idx;
+    size_t file_len = gz ? gz_len : idx_len;
+    int pipe_fd = -1, ok;
+    if (mode & MODE_PIPE) {
+        pipe_fd = ct_fuzz_pipe(file, file_len, path, sizeof path, why, n);
+        ok = pipe_fd >= 0;
+    } else {
+        ok = ct_fuzz_file(file, file_len, path, sizeof path, why, n) == 0;
+    }
+    if (ok) {
         uint8_t *out = (uint8_t *)1;
         int dims[3] = {0, 0, 0};
         ct_err err = {{0}};
@@ -97,6 +108,7 @@ ct_fuzz_result ct_fuzz_idx(const uint8_t *data, size_t size, char *why, size_t n
             free(out);
         }
     }
+    if (pipe_fd >= 0) close(pipe_fd);
     free(gz);
     return r;
 }

@@ -32,7 +32,9 @@ ct_fuzz_result ct_fuzz_config(const uint8_t *data, size_t size, char *why, size_
 /* The first byte says how the rest becomes an IDX file for ct_idx_read_u8:
  * bit 0 set, the rest is gzip-compressed first (a valid stream around fuzzed IDX
  * bytes), clear, it is the file as is (plain IDX, or a gzip stream that is itself
- * fuzzed); bit 1 set, the file is read as images (ndim 3), clear, as labels. */
+ * fuzzed); bit 1 set, the file is read as images (ndim 3), clear, as labels;
+ * bit 2 set, the file comes through a pipe, whose size the reader cannot know,
+ * clear, from a regular (in-memory) file. */
 ct_fuzz_result ct_fuzz_idx(const uint8_t *data, size_t size, char *why, size_t n);
 
 /* The input is a checkpoint file for ct_checkpoint_read. */
@@ -49,6 +51,12 @@ ct_fuzz_result ct_fuzz_refusal(const char *msg, const char *source, int errno_af
  * data[0..size) and writes a path that opens it to path[n]. Returns -1 (why
  * filled) when that fails. */
 int ct_fuzz_file(const uint8_t *data, size_t size, char *path, size_t path_n, char *why,
+                 size_t n);
+
+/* Puts data[0..size) into a new pipe, closes its write end and writes a path that
+ * opens the read end to path[n]; returns the read end's descriptor, for the caller
+ * to close, or -1 (why filled) when that fails (or data does not fit the pipe). */
+int ct_fuzz_pipe(const uint8_t *data, size_t size, char *path, size_t path_n, char *why,
                  size_t n);
 
 #endif
