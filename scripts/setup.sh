@@ -17,9 +17,11 @@ for a in "$@"; do
   esac
 done
 
-# openmpi: multi-process data parallelism (mpirun) and its tests.
+# openmpi: multi-process data parallelism (mpirun) and its tests. clang, its
+# sanitizer and libFuzzer runtimes (libclang-rt-dev) and its OpenMP (libomp-dev):
+# the fuzz build (scripts/fuzz.sh).
 packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libdnnl-dev libcmocka-dev
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin clang libclang-rt-dev libomp-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,8 @@
 /* test_checkpoint.c: checkpoint files (safetensors), the JSON reader/writer they
  * use, and atomic replacement: round trip, byte layout, corruption and truncation
- * errors, files from other writers (F16/BF16/F64, no CRC), and that a failed write
- * leaves neither temporary files nor a damaged old checkpoint.
+ * errors, files from other writers (F16/BF16/F64, no CRC), that what a header
+ * claims is checked against the file's size before anything is allocated, and that
+ * a failed write leaves neither temporary files nor a damaged old checkpoint.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "bounded_alloc.h"
 #include "helpers.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
@@ -301,6 +303,63 @@ static void test_corrupted_data_and_header(void **state) {
     assert_int_equal(ct_checkpoint_read(bad, &ck, &err), 0);
     ct_checkpoint_free(&ck);
     free(f);
+    ct_test_rmtree(dir);
+}
+
+/* ---- claims checked against the file's size ------------------------------------ */
+
+#define CLAIM_BUDGET ((size_t)64 << 20) /* far below the claims below */
+
+typedef struct claim_case {
+    const char *path;
+    const char *want; /* the error expected */
+} claim_case;
+
+static int read_claim(void *arg, char *msg, size_t n) {
+    const claim_case *c = arg;
+    ct_checkpoint ck;
+    ct_err err = {{0}};
+    int rc = ct_checkpoint_read(c->path, &ck, &err);
+    ct_checkpoint_free(&ck);
+    if (rc == 0) {
+        snprintf(msg, n, "%s: read succeeded, expected \"%s\"", c->path, c->want);
+        return 1;
+    }
+    snprintf(msg, n, "%s", err.msg);
+    return strstr(err.msg, c->path) && strstr(err.msg, c->want) && !strchr(err.msg, '\n') ? 0 : 1;
+}
+
+static void expect_bounded_claim(const char *path, const char *want) {
+    claim_case c = {path, want};
+    char msg[1100];
+    if (ct_test_bounded(read_claim, &c, CLAIM_BUDGET, msg, sizeof msg) != 0)
+        fail_msg("%s: want \"%s\" within %zu bytes of heap; got: %s", path, want, CLAIM_BUDGET, msg);
+}
+
+/* Small files whose header claims a 100 MB header or a 2.4 GB tensor: each is a
+ * "truncated" error reached without allocating (or reading) the claim. */
+static void test_huge_claims(void **state) {
+    (void)state;
+    char dir[256], path[512];
+    ct_test_mkdtemp(dir, sizeof dir);
+    join(path, sizeof path, dir, "claim.bin");
+    unsigned char head[64];
+    memset(head, ' ', sizeof head);
+    uint64_t claimed = 100u * 1000 * 1000;
+    for (int i = 0; i < 8; i++) head[i] = (unsigned char)(claimed >> (8 * i));
+    head[8] = '{';
+    ct_test_write_file(path, head, sizeof head);
+    expect_bounded_claim(path, "truncated: header length 100000000 but only 56 bytes follow");
+
+    float data[2] = {1, 2};
+    write_raw_st(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[600000000],\"data_offsets\":[0,2400000000]}}",
+                 data, sizeof data);
+    expect_bounded_claim(path, "truncated: tensor data needs 2400000000 bytes but the file holds 8");
+    write_raw_st(path,
+                 "{\"a\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]},"
+                 "\"b\":{\"dtype\":\"F64\",\"shape\":[300000000],\"data_offsets\":[0,2400000000]}}",
+                 data, sizeof data);
+    expect_bounded_claim(path, "truncated: tensor data needs 2400000000 bytes but the file holds 8");
     ct_test_rmtree(dir);
 }
 
@@ -657,6 +716,9 @@ static void test_json_rejects_garbage(void **state) {
         {"\"\xc3\x28\"", "invalid UTF-8"},
         {"\"\xed\xa0\x80\"", "invalid UTF-8"},
         {"{\"a\":1,\"a\":2}", "duplicate key \"a\""},
+        /* The first key, in document order, that repeats an earlier one, at its start. */
+        {"{\"b\":1,\"a\":2,\"c\":3,\"a\":4,\"b\":5}", "byte 19: duplicate key \"a\""},
+        {"{\"x\":{\"k\":1,\"k\":2}}", "byte 12: duplicate key \"k\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ct_json *v = (ct_json *)1;
@@ -683,6 +745,7 @@ int main(void) {
         cmocka_unit_test(test_byte_layout),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_corrupted_data_and_header),
+        cmocka_unit_test(test_huge_claims),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_bad_offsets),
         cmocka_unit_test(test_foreign_dtypes),

@@ -1,6 +1,7 @@
 /* test_config.c: the YAML config parser: the shipped configs, defaults, every
- * class of error with its exact line:col, overrides, device strings, and data
- * path resolution relative to the config file.
+ * class of error with its exact line:col, overrides, device strings, data path
+ * resolution relative to the config file, and that reading a config file costs
+ * memory only up to the size limit.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "bounded_alloc.h"
 #include "config/config.h"
 #include "helpers.h"
 
@@ -685,6 +688,41 @@ static void test_load_errors(void **state) {
     assert_null(cfg.text);
 }
 
+/* A config file over the limit is refused with memory bounded: a regular file
+ * before anything is read (a 2 GiB sparse file, within 1 MiB of heap), a device
+ * that never ends once the limit has arrived (/dev/zero, within 16 MiB). */
+typedef struct big_case {
+    const char *path;
+} big_case;
+
+static int load_big(void *arg, char *msg, size_t n) {
+    const big_case *c = arg;
+    ct_config cfg;
+    ct_err err = {{0}};
+    int rc = ct_config_load(c->path, &cfg, &err);
+    ct_config_free(&cfg);
+    char want[1200];
+    snprintf(want, sizeof want, "%s: error: config is larger than 4194303 bytes", c->path);
+    snprintf(msg, n, "%s", rc == 0 ? "load succeeded" : err.msg);
+    return rc == -1 && strcmp(err.msg, want) == 0 ? 0 : 1;
+}
+
+static void test_load_too_large(void **state) {
+    (void)state;
+    char dir[512], path[600], msg[1100];
+    ct_test_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/huge.yaml", dir);
+    ct_test_write_file(path, "", 0);
+    assert_int_equal(truncate(path, (off_t)2 << 30), 0);
+    big_case c = {path};
+    if (ct_test_bounded(load_big, &c, (size_t)1 << 20, msg, sizeof msg) != 0)
+        fail_msg("%s: %s", path, msg);
+    c.path = "/dev/zero";
+    if (ct_test_bounded(load_big, &c, (size_t)16 << 20, msg, sizeof msg) != 0)
+        fail_msg("/dev/zero: %s", msg);
+    ct_test_rmtree(dir);
+}
+
 static void test_path_resolution(void **state) {
     (void)state;
     char dir[512], path[1024], sub[600], want[1200];
@@ -773,6 +811,7 @@ int main(void) {
         cmocka_unit_test(test_device_strings),
         cmocka_unit_test(test_enum_names),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_load_too_large),
         cmocka_unit_test(test_path_resolution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -139,6 +139,41 @@ static void test_errors_name_layer(void **state) {
     expect_error(&cfg, "layer 2 (maxpool2d): needs a C x H x W input, got a flat vector of 784");
 }
 
+/* Shapes whose per-sample size or fan-in passes INT_MAX are refused at the layer
+ * (once, a 65536x65536 kernel over 65536 channels overflowed the fan-in's int). */
+static void test_too_large_shapes(void **state) {
+    (void)state;
+    ct_config cfg;
+    cnn_config(&cfg);
+    cfg.input_c = cfg.input_h = cfg.input_w = 65536;
+    expect_error(&cfg, "cnn.yaml: error: model.input 65536x65536x65536 holds more than "
+                       "2147483647 values per sample");
+
+    cnn_config(&cfg);
+    cfg.input_c = 65536, cfg.input_h = cfg.input_w = 180; /* 2,123,366,400 values */
+    cfg.layers[0] = L(CT_LAYER_CONV2D, 8, 182, 1);
+    expect_error(&cfg, "cnn.yaml:10:7: error: layer 0 (conv2d): a 182x182 kernel over 65536 "
+                       "input channels is more than 2147483647 weights per output channel");
+
+    cnn_config(&cfg);
+    cfg.input_h = cfg.input_w = 40000; /* 1.6e9 values; the conv's 32 channels hold 5.1e10 */
+    expect_error(&cfg, "cnn.yaml:10:7: error: layer 0 (conv2d): output 32x40000x40000 holds "
+                       "more than 2147483647 values per sample");
+
+    /* The largest that fits builds, and its fan-in is exact. */
+    cnn_config(&cfg);
+    cfg.input_c = 65536, cfg.input_h = cfg.input_w = 180;
+    cfg.layers[0] = L(CT_LAYER_CONV2D, 1, 181, 1); /* 65536 * 181^2 = 2,147,024,896 */
+    cfg.layers[2] = L(CT_LAYER_RELU, 0, 0, 0);
+    cfg.layers[3] = L(CT_LAYER_RELU, 0, 0, 0);
+    cfg.layers[5] = L(CT_LAYER_RELU, 0, 0, 0);
+    cfg.data.num_classes = 10;
+    ct_graph g;
+    ct_err err = {{0}};
+    if (ct_graph_build(&cfg, &g, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(g.params[0].fan_in, 2147024896);
+}
+
 static void test_plan_alignment_and_totals(void **state) {
     (void)state;
     ct_plan p;
@@ -181,6 +216,7 @@ int main(void) {
         cmocka_unit_test(test_no_bias),
         cmocka_unit_test(test_input_grad_flags),
         cmocka_unit_test(test_errors_name_layer),
+        cmocka_unit_test(test_too_large_shapes),
         cmocka_unit_test(test_plan_alignment_and_totals),
         cmocka_unit_test(test_plan_full),
     };

@@ -1,16 +1,22 @@
 /* test_idx.c: IDX reading (src/data/idx.c) on generated files, gzip and plain,
- * every header/length/gzip corruption, dataset pairing checks and real MNIST t10k. */
+ * every header/length/gzip corruption, dataset pairing checks, memory that follows
+ * the data a file holds rather than its header's claim, and real MNIST t10k. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "bounded_alloc.h"
 #include "data/idx.h"
 #include "helpers.h"
 
@@ -247,6 +253,167 @@ static void test_truncated_gzip(void **state) {
     free(gz);
 }
 
+/* ---- memory follows the data, not the header's claim ---------------------- */
+
+#define CLAIM_BUDGET ((size_t)64 << 20) /* far below any claim below, far above the data */
+
+typedef struct claim_case {
+    const char *path;
+    int ndim;
+    const char *want; /* the error expected */
+} claim_case;
+
+static int read_claim(void *arg, char *msg, size_t n) {
+    const claim_case *c = arg;
+    uint8_t *data = NULL;
+    int dims[3];
+    ct_err err = {{0}};
+    int rc = ct_idx_read_u8(c->path, c->ndim, &data, dims, &err);
+    free(data);
+    if (rc == 0) {
+        snprintf(msg, n, "%s: read succeeded, expected \"%s\"", c->path, c->want);
+        return 1;
+    }
+    snprintf(msg, n, "%s", err.msg);
+    return strstr(err.msg, c->path) && strstr(err.msg, c->want) && !strchr(err.msg, '\n') ? 0 : 1;
+}
+
+static void expect_bounded_claim(const char *path, int ndim, const char *want) {
+    claim_case c = {path, ndim, want};
+    char msg[1100];
+    if (ct_test_bounded(read_claim, &c, CLAIM_BUDGET, msg, sizeof msg) != 0)
+        fail_msg("%s: want \"%s\" within %zu bytes of heap; got: %s", path, want, CLAIM_BUDGET,
+                 msg);
+}
+
+/* A 35-byte .gz whose header claims 2,739,000 images of 28x28 (2.1 GB): the error is
+ * "truncated", reached without allocating the claim. */
+static void test_huge_claim_gzip(void **state) {
+    (void)state;
+    char p[600];
+    uint8_t buf[16];
+    uint32_t dims[3] = {2739000, 28, 28};
+    path_in(p, sizeof p, "claim.gz");
+    write_gz(p, buf, make_idx(buf, 0x08, 3, dims, NULL, 0));
+    size_t len;
+    free(ct_test_read_file(p, &len));
+    assert_true(len < 40);
+    expect_bounded_claim(p, 3, "truncated: expected 2147376000 bytes of data, got 0");
+}
+
+/* The same claim in a plain file; and a .gz label file that claims 2^31-1 labels
+ * and holds 3 MiB of them: the buffer grows with the data, not to the claim. */
+static void test_huge_claim_plain(void **state) {
+    (void)state;
+    char p[600];
+    uint8_t hdr[16];
+    uint32_t dims[3] = {2739000, 28, 28};
+    path_in(p, sizeof p, "claim-plain");
+    ct_test_write_file(p, hdr, make_idx(hdr, 0x08, 3, dims, NULL, 0));
+    expect_bounded_claim(p, 3, "truncated: expected 2147376000 bytes of data, got 0");
+
+    enum { HELD = 3 << 20 };
+    uint8_t *buf = calloc(1, HELD + 8);
+    assert_non_null(buf);
+    uint32_t lab_dims[1] = {0x7FFFFFFFu};
+    path_in(p, sizeof p, "claim-labels.gz");
+    write_gz(p, buf, make_idx(buf, 0x08, 1, lab_dims, NULL, 0) + HELD);
+    free(buf);
+    expect_bounded_claim(p, 1, "truncated: expected 2147483647 bytes of data, got 3145728");
+}
+
+/* Serves data through a new FIFO at path from a child process, so the reader
+ * cannot know its size (as with `<(zcat file)`); returns the child's pid. */
+static pid_t serve_fifo(const char *path, const void *data, size_t len) {
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY); /* waits for the reader */
+        const uint8_t *p = data;
+        while (fd >= 0 && len > 0) {
+            ssize_t w = write(fd, p, len);
+            if (w <= 0) break; /* the reader stopped early */
+            p += w;
+            len -= (size_t)w;
+        }
+        _exit(0);
+    }
+    return pid;
+}
+
+static void wait_server(pid_t pid) {
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
+/* Data larger than the first buffer of a pipe, of a size no power of two, reads back
+ * exactly: from a regular file (one buffer of the claimed size) and through a FIFO
+ * (a buffer that grows), gzip and plain. */
+static void test_data_beyond_first_buffer(void **state) {
+    (void)state;
+    enum { N = (5 << 20) + 12345 };
+    char p[600];
+    uint8_t *buf = malloc(N + 8), *px = malloc(N);
+    assert_non_null(buf);
+    assert_non_null(px);
+    uint32_t s = 777, dims[1] = {N};
+    for (int i = 0; i < N; i++) {
+        s = s * 1103515245u + 12345u;
+        px[i] = (uint8_t)(s >> 16);
+    }
+    path_in(p, sizeof p, "big.gz");
+    write_gz(p, buf, make_idx(buf, 0x08, 1, dims, px, N));
+    path_in(p, sizeof p, "big");
+    ct_test_write_file(p, buf, make_idx(buf, 0x08, 1, dims, px, N));
+    free(buf);
+    const char *names[2] = {"big.gz", "big"};
+    char fifo[600];
+    path_in(fifo, sizeof fifo, "big.fifo");
+    for (int i = 0; i < 4; i++) {
+        path_in(p, sizeof p, names[i % 2]);
+        pid_t server = -1;
+        size_t len = 0;
+        char *file = NULL;
+        if (i >= 2) {
+            file = ct_test_read_file(p, &len);
+            assert_non_null(file);
+            server = serve_fifo(fifo, file, len);
+        }
+        uint8_t *data = NULL;
+        int d[3] = {0, 0, 0};
+        ct_err err = {{0}};
+        if (ct_idx_read_u8(i >= 2 ? fifo : p, 1, &data, d, &err) != 0) fail_msg("%s", err.msg);
+        assert_int_equal(d[0], N);
+        assert_memory_equal(data, px, N);
+        free(data);
+        if (server > 0) wait_server(server);
+        free(file);
+    }
+    free(px);
+}
+
+/* Through a FIFO the reader cannot bound the claim by the file's size: the buffer
+ * grows only as data arrives, so the 2.1 GB claim costs little there too. */
+static void test_huge_claim_pipe(void **state) {
+    (void)state;
+    char p[600];
+    uint8_t hdr[16];
+    uint32_t dims[3] = {2739000, 28, 28};
+    size_t n = make_idx(hdr, 0x08, 3, dims, NULL, 0);
+    enum { HELD = 3 << 20 };
+    uint8_t *buf = calloc(1, HELD + 16);
+    assert_non_null(buf);
+    memcpy(buf, hdr, n);
+    path_in(p, sizeof p, "claim.fifo");
+    pid_t server = serve_fifo(p, buf, n + HELD);
+    expect_bounded_claim(p, 3, "truncated: expected 2147376000 bytes of data, got 3145728");
+    wait_server(server);
+    free(buf);
+}
+
 static void test_missing_file(void **state) {
     (void)state;
     char p[600];
@@ -333,6 +500,10 @@ int main(void) {
         cmocka_unit_test(test_trailing_data),
         cmocka_unit_test(test_corrupt_gzip),
         cmocka_unit_test(test_truncated_gzip),
+        cmocka_unit_test(test_huge_claim_gzip),
+        cmocka_unit_test(test_huge_claim_plain),
+        cmocka_unit_test(test_data_beyond_first_buffer),
+        cmocka_unit_test(test_huge_claim_pipe),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_count_mismatch),
         cmocka_unit_test(test_label_out_of_range),

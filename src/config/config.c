@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/config_internal.h"
@@ -164,19 +165,36 @@ int ct_config_parse(const char *text, size_t len, const char *source, const char
     return 0;
 }
 
-/* Reads a whole file into a malloc'd, NUL-terminated buffer. */
+static int ct_config_too_large(const char *path, ct_err *err) {
+    return ct_errorf(err, "%s: error: config is larger than %u bytes", path,
+                     CT_CONFIG_MAX_BYTES - 1);
+}
+
+/* Reads a whole file into a malloc'd, NUL-terminated buffer. A regular file's
+ * size is known: one too large fails before anything is read, and the buffer is
+ * that size (plus the NUL). Pipes and devices start small and double while they
+ * deliver, up to the limit, so memory follows the bytes that arrive. */
 static int ct_read_config_file(const char *path, char **text, size_t *len, ct_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return ct_errorf(err, "%s: error: cannot open config: %s", path, strerror(errno));
     size_t cap = 4096, n = 0;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+        if (st.st_size >= (off_t)CT_CONFIG_MAX_BYTES) {
+            fclose(f);
+            return ct_config_too_large(path, err);
+        }
+        cap = (size_t)st.st_size + 1;
+    }
     char *buf = malloc(cap);
     while (buf) {
         n += fread(buf + n, 1, cap - n, f);
         if (n < cap || cap >= CT_CONFIG_MAX_BYTES) break;
-        char *grown = realloc(buf, cap * 2);
+        size_t grown_cap = cap * 2 < CT_CONFIG_MAX_BYTES ? cap * 2 : CT_CONFIG_MAX_BYTES;
+        char *grown = realloc(buf, grown_cap);
         if (!grown) free(buf);
         buf = grown;
-        cap *= 2;
+        cap = grown_cap;
     }
     const char *why = !buf ? "out of memory" : ferror(f) ? strerror(errno) : NULL;
     fclose(f);
@@ -187,8 +205,7 @@ static int ct_read_config_file(const char *path, char **text, size_t *len, ct_er
     }
     if (n >= CT_CONFIG_MAX_BYTES) {
         free(buf);
-        return ct_errorf(err, "%s: error: config is larger than %u bytes", path,
-                         CT_CONFIG_MAX_BYTES - 1);
+        return ct_config_too_large(path, err);
     }
     buf[n] = '\0';
     *text = buf;

@@ -4,21 +4,35 @@
  * file with a label file into a ct_dataset. Invariants on success: the buffer
  * holds exactly prod(dims) bytes, every dim is in 1..INT_MAX, the total is at most
  * CT_IDX_MAX_BYTES, the file held no bytes after the data, and the gzip stream
- * (if any) decompressed cleanly including its CRC trailer. On failure nothing is
- * left allocated and err names the file and the problem.
+ * (if any) decompressed cleanly including its CRC trailer. Memory is bounded by
+ * what the file can deliver, never by the sizes its header claims (read_data). On
+ * failure nothing is left allocated and err names the file and the problem.
  */
 #include "data/idx.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define CT_IDX_MAX_BYTES ((uint64_t)1 << 31) /* cap on the data size of one file */
-#define CT_IDX_CHUNK (1u << 30)              /* largest single gzread */
-#define CT_IDX_GZBUF (1u << 20)              /* zlib input buffer size */
 #define CT_IDX_DTYPE_U8 0x08
+#define CT_IDX_GZIP_MAX_RATIO 1032u /* deflate's largest output per input byte */
+/* Buffer sizes. The fuzz build (tests/fuzz/meson.build) makes them small, so that
+ * inputs of a few KiB cross every refill and growth boundary. */
+#ifndef CT_IDX_CHUNK
+#define CT_IDX_CHUNK (1u << 30) /* largest single gzread */
+#endif
+#ifndef CT_IDX_GZBUF
+#define CT_IDX_GZBUF (1u << 20) /* zlib input buffer size */
+#endif
+#ifndef CT_IDX_FIRST_ALLOC
+#define CT_IDX_FIRST_ALLOC (1u << 20) /* first data buffer from a pipe; grows as data arrives */
+#endif
 
 /* Fills err from zlib's error state for f. zlib formats its message as
  * "<path>: <problem>"; the path prefix is dropped since we add our own. */
@@ -95,17 +109,45 @@ static int read_header(gzFile f, const char *path, int expect_ndim, int dims[3],
     return 0;
 }
 
-/* Reads exactly total bytes of data into a new buffer and checks nothing follows. */
-static int read_data(gzFile f, const char *path, uint64_t total, uint8_t **out, ct_err *err) {
-    uint8_t *buf = malloc(total);
-    if (!buf)
-        return ct_errorf(err, "%s: out of memory for %llu bytes of data", path,
-                         (unsigned long long)total);
-    uint64_t got;
-    if (gz_read_full(f, path, buf, total, &got, err)) goto fail;
-    if (got < total) {
+/* The most data bytes the open file can deliver, to bound a header's claim: a
+ * plain file's size, or for a gzip stream 1032 times it (deflate's largest
+ * expansion); 0 when unknown (not a regular file). */
+static uint64_t deliverable(gzFile f, uint64_t file_bytes) {
+    if (file_bytes == 0 || gzdirect(f)) return file_bytes;
+    return file_bytes > UINT64_MAX / CT_IDX_GZIP_MAX_RATIO ? UINT64_MAX
+                                                           : file_bytes * CT_IDX_GZIP_MAX_RATIO;
+}
+
+/* Reads exactly total bytes of data into a new buffer and checks nothing follows.
+ * The header's total is a claim, not a size: the buffer is at most what the file
+ * can deliver (deliverable), so a regular file gets one allocation of the right
+ * size when it is whole and a small one when it is not. When that is unknown (a
+ * pipe), the buffer starts at CT_IDX_FIRST_ALLOC bytes and doubles, capped at
+ * total, only while the stream keeps filling it: n bytes delivered cost at most
+ * about 2n whatever the header says. */
+static int read_data(gzFile f, const char *path, uint64_t total, uint64_t file_bytes,
+                     uint8_t **out, ct_err *err) {
+    uint64_t most = deliverable(f, file_bytes), cap = total, have = 0, got;
+    if (most == 0 && cap > CT_IDX_FIRST_ALLOC) cap = CT_IDX_FIRST_ALLOC;
+    if (most != 0 && cap > most) cap = most;
+    uint8_t *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            ct_errorf(err, "%s: out of memory for %llu bytes of data", path,
+                      (unsigned long long)cap);
+            return -1;
+        }
+        if (gz_read_full(f, path, buf + have, cap - have, &got, err)) goto fail;
+        have += got;
+        if (have < cap || cap == total) break;
+        cap = cap > total / 2 ? total : 2 * cap;
+        uint8_t *grown = realloc(buf, cap);
+        if (!grown) free(buf);
+        buf = grown;
+    }
+    if (have < total) {
         ct_errorf(err, "%s: truncated: expected %llu bytes of data, got %llu", path,
-                  (unsigned long long)total, (unsigned long long)got);
+                  (unsigned long long)total, (unsigned long long)have);
         goto fail;
     }
     /* Reading past the end also makes zlib check the gzip CRC trailer. */
@@ -129,15 +171,19 @@ int ct_idx_read_u8(const char *path, int expect_ndim, uint8_t **data, int dims[3
     if (expect_ndim != 1 && expect_ndim != 3)
         return ct_errorf(err, "%s: expected IDX ndim must be 1 or 3, not %d", path, expect_ndim);
     for (int d = 0; d < 3; d++) dims[d] = 1;
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return ct_errorf(err, "%s: cannot open: %s", path,
-                         errno ? strerror(errno) : "out of memory");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ct_errorf(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    uint64_t file_bytes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+    gzFile f = gzdopen(fd, "rb"); /* owns fd from here */
+    if (!f) {
+        close(fd);
+        return ct_errorf(err, "%s: cannot open: out of memory", path);
+    }
     gzbuffer(f, CT_IDX_GZBUF);
     uint64_t total = 0;
     int rc = read_header(f, path, expect_ndim, dims, &total, err);
-    if (rc == 0) rc = read_data(f, path, total, data, err);
+    if (rc == 0) rc = read_data(f, path, total, file_bytes, data, err);
     gzclose(f);
     return rc;
 }

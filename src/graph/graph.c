@@ -1,7 +1,9 @@
 /* graph.c: builds the static graph from a config (shape inference and the flat
- * parameter table in PyTorch state_dict order). Allocates nothing. */
+ * parameter table in PyTorch state_dict order). Allocates nothing. Every shape,
+ * the input's included, holds at most CT_SHAPE_MAX_NUMEL values per sample. */
 #include "graph/graph.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +48,12 @@ static void add_node_params(ct_graph *g, ct_node *n) {
     if (n->cfg.bias) n->bias = add_param(g, n->index, "bias", 1, dims, fan_in);
 }
 
+/* Whether c*h*w (all >= 1) is at most CT_SHAPE_MAX_NUMEL, computed without overflow. */
+static bool numel_fits(ct_shape s) {
+    uint64_t hw = (uint64_t)s.h * (uint64_t)s.w; /* < 2^62 */
+    return hw <= CT_SHAPE_MAX_NUMEL && (uint64_t)s.c * hw <= CT_SHAPE_MAX_NUMEL;
+}
+
 /* Groups consecutive checkpointed layers into spans. */
 static void find_spans(ct_graph *g) {
     g->n_spans = 0;
@@ -67,6 +75,10 @@ int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err) {
     if (cfg->n_layers < 1)
         return ct_errorf(err, "%s: error: model.layers is empty", cfg->source);
     g->input = (ct_shape){cfg->input_c, cfg->input_h, cfg->input_w, false};
+    if (!numel_fits(g->input))
+        return ct_errorf(err, "%s: error: model.input %s holds more than %d values per sample",
+                         cfg->source, ct_shape_str(g->input, (char[48]){0}, 48),
+                         CT_SHAPE_MAX_NUMEL);
     ct_shape cur = g->input;
     for (int i = 0; i < cfg->n_layers; i++) {
         ct_node *n = &g->nodes[i];
@@ -81,6 +93,11 @@ int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err) {
         if (n->out.c < 1 || n->out.h < 1 || n->out.w < 1)
             return ct_errorf(err, "%s:%d:%d: error: layer %d (%s): output shape is empty",
                              cfg->source, n->cfg.line, n->cfg.col, i, ct_op(n->kind)->name);
+        if (!numel_fits(n->out))
+            return ct_errorf(err, "%s:%d:%d: error: layer %d (%s): output %s holds more than %d "
+                             "values per sample", cfg->source, n->cfg.line, n->cfg.col, i,
+                             ct_op(n->kind)->name, ct_shape_str(n->out, (char[48]){0}, 48),
+                             CT_SHAPE_MAX_NUMEL);
         n->fwd_flops = ct_op(n->kind)->flops(n);
         add_node_params(g, n);
         cur = n->out;

@@ -15,6 +15,7 @@
 #ifndef CT_GRAPH_H
 #define CT_GRAPH_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -30,6 +31,11 @@ typedef struct ct_shape {
     int c, h, w;
     bool flat;
 } ct_shape;
+
+/* Most values one sample may hold at any node (the input included), and most
+ * weights one output channel or feature may have (fan_in): ct_graph_build refuses
+ * larger shapes, so per-sample sizes and fan-ins fit in an int. */
+#define CT_SHAPE_MAX_NUMEL INT_MAX
 
 static inline size_t ct_shape_numel(ct_shape s) { return (size_t)s.c * s.h * s.w; }
 

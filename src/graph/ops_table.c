@@ -3,6 +3,7 @@
 #include "graph/graph.h"
 
 #include <assert.h>
+#include <stdint.h>
 
 static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
@@ -20,10 +21,21 @@ static int infer_window(ct_node *n, int out_c, ct_err *err) {
     return 0;
 }
 
-static int infer_conv(ct_node *n, ct_err *err) { return infer_window(n, n->cfg.out_channels, err); }
+/* Also bounds the fan-in (in.c * kernel^2), so conv_weight's int cannot overflow. */
+static int infer_conv(ct_node *n, ct_err *err) {
+    if (infer_window(n, n->cfg.out_channels, err) != 0) return -1;
+    uint64_t window = (uint64_t)n->cfg.kernel * (uint64_t)n->cfg.kernel;
+    if (window > (uint64_t)(CT_SHAPE_MAX_NUMEL / n->in.c))
+        return ct_errorf(err, "a %dx%d kernel over %d input channels is more than %d weights "
+                         "per output channel", n->cfg.kernel, n->cfg.kernel, n->in.c,
+                         CT_SHAPE_MAX_NUMEL);
+    return 0;
+}
 static int infer_pool(ct_node *n, ct_err *err) { return infer_window(n, n->in.c, err); }
 static int infer_same(ct_node *n, ct_err *err) { (void)err; n->out = n->in; return 0; }
 
+/* The input holds at most CT_SHAPE_MAX_NUMEL values (ct_graph_build checks every
+ * shape), so the count fits in an int. */
 static int infer_flatten(ct_node *n, ct_err *err) {
     (void)err;
     n->out = (ct_shape){(int)ct_shape_numel(n->in), 1, 1, true};

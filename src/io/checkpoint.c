@@ -9,7 +9,10 @@
  * Reader: maps the file, and before converting anything checks that the header
  * is a JSON object of well-formed tensor entries whose offsets tile the data
  * section exactly (no gap, overlap, short or trailing data) and that the CRC, when
- * present, matches. On error nothing is returned.
+ * present, matches. On error nothing is returned. No size a file claims is
+ * allocated before it is checked against the file's size: the header is parsed
+ * only once its length fits, tensors are converted only once their offsets tile
+ * the data section, so memory stays in proportion to the file.
  */
 #include "io/checkpoint.h"
 

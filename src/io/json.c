@@ -347,19 +347,15 @@ static int push_item(json_parser *p, ct_json *c, ct_json *value, char *key) {
     return 0;
 }
 
-static int object_member(json_parser *p, ct_json *obj) {
+/* Parses one "key": value member; *key_pos gets where the key starts. Duplicate
+ * keys are found once the object is complete (check_unique_keys). */
+static int object_member(json_parser *p, ct_json *obj, size_t *key_pos) {
     skip_space(p);
     if (at_end(p)) return parse_fail(p, "unexpected end of input, expected a string key");
     if (p->s[p->pos] != '"') return parse_fail(p, "expected a string key");
-    size_t key_pos = p->pos;
+    *key_pos = p->pos;
     char *key = NULL;
     if (parse_string(p, &key) != 0) return -1;
-    if (ct_json_get(obj, key)) {
-        p->pos = key_pos;
-        parse_fail(p, "duplicate key \"%.100s\"", key);
-        free(key);
-        return -1;
-    }
     ct_json value = {0};
     if (expect(p, ':', "':' after object key") != 0 || parse_value(p, &value) != 0) {
         free(key);
@@ -368,12 +364,42 @@ static int object_member(json_parser *p, ct_json *obj) {
     return push_item(p, obj, &value, key);
 }
 
-/* Parses "{...}" or "[...]" starting at the bracket. */
-static int parse_container(json_parser *p, ct_json *out, int is_object) {
+typedef struct key_ref {
+    const char *key;
+    int index;
+} key_ref;
+
+static int cmp_key_ref(const void *a, const void *b) {
+    const key_ref *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Fails at the first key, in document order, that repeats an earlier key of obj
+ * (key_pos[i]: where key i starts). Sorting keeps this O(n log n): a header may
+ * name many tensors. */
+static int check_unique_keys(json_parser *p, const ct_json *obj, const size_t *key_pos) {
+    if (obj->n < 2) return 0;
+    key_ref *refs = malloc((size_t)obj->n * sizeof *refs);
+    if (!refs) return parse_fail(p, "out of memory");
+    for (int i = 0; i < obj->n; i++) refs[i] = (key_ref){obj->keys[i], i};
+    qsort(refs, (size_t)obj->n, sizeof *refs, cmp_key_ref);
+    int dup = -1;
+    for (int i = 1; i < obj->n; i++)
+        if (strcmp(refs[i].key, refs[i - 1].key) == 0 && (dup < 0 || refs[i].index < dup))
+            dup = refs[i].index;
+    free(refs);
+    if (dup < 0) return 0;
+    p->pos = key_pos[dup];
+    return parse_fail(p, "duplicate key \"%.100s\"", obj->keys[dup]);
+}
+
+/* Parses the members after the opening bracket, through the closing one; for an
+ * object, (*key_pos)[i] gets where key i starts (*cap entries allocated). */
+static int parse_members(json_parser *p, ct_json *out, int is_object, size_t **key_pos,
+                         size_t *cap) {
     char close = is_object ? '}' : ']';
     const char *sep_msg = is_object ? "',' or '}'" : "',' or ']'";
-    out->type = is_object ? CT_JSON_OBJECT : CT_JSON_ARRAY;
-    p->pos++;
     skip_space(p);
     if (!at_end(p) && p->s[p->pos] == (unsigned char)close) {
         p->pos++;
@@ -381,7 +407,14 @@ static int parse_container(json_parser *p, ct_json *out, int is_object) {
     }
     for (;;) {
         if (is_object) {
-            if (object_member(p, out) != 0) return -1;
+            if ((size_t)out->n == *cap) {
+                size_t grown = *cap ? 2 * *cap : 16;
+                size_t *pos = realloc(*key_pos, grown * sizeof *pos);
+                if (!pos) return parse_fail(p, "out of memory");
+                *key_pos = pos;
+                *cap = grown;
+            }
+            if (object_member(p, out, &(*key_pos)[out->n]) != 0) return -1;
         } else {
             ct_json value = {0};
             if (parse_value(p, &value) != 0 || push_item(p, out, &value, NULL) != 0) return -1;
@@ -395,6 +428,17 @@ static int parse_container(json_parser *p, ct_json *out, int is_object) {
             return parse_fail(p, "expected %s", sep_msg);
         }
     }
+}
+
+/* Parses "{...}" or "[...]" starting at the bracket. */
+static int parse_container(json_parser *p, ct_json *out, int is_object) {
+    out->type = is_object ? CT_JSON_OBJECT : CT_JSON_ARRAY;
+    p->pos++;
+    size_t *key_pos = NULL, cap = 0;
+    int rc = parse_members(p, out, is_object, &key_pos, &cap);
+    if (rc == 0 && is_object) rc = check_unique_keys(p, out, key_pos);
+    free(key_pos);
+    return rc;
 }
 
 static int parse_value(json_parser *p, ct_json *out) {

@@ -1,0 +1,72 @@
+/* target_config.c: the config parser and shape inference on fuzzed YAML (targets.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "graph/graph.h"
+#include "targets.h"
+
+#define SOURCE "fuzz.yaml"
+
+/* An accepted config keeps exactly the text it was parsed from. */
+static ct_fuzz_result check_config(const ct_config *cfg, const uint8_t *data, size_t size,
+                                   char *why, size_t n) {
+    if (!cfg->text || cfg->text_len != size || memcmp(cfg->text, data, size) != 0 ||
+        cfg->text[size] != '\0') {
+        snprintf(why, n, "accepted, but the config's text is not the input");
+        return CT_FUZZ_BROKEN;
+    }
+    if (cfg->n_layers < 0 || cfg->n_layers > CT_MAX_LAYERS) {
+        snprintf(why, n, "accepted with %d layers", cfg->n_layers);
+        return CT_FUZZ_BROKEN;
+    }
+    return CT_FUZZ_ACCEPTED;
+}
+
+/* A graph that builds has consistent parameters: they tile the flat array. */
+static ct_fuzz_result check_graph(const ct_graph *g, char *why, size_t n) {
+    size_t offset = 0;
+    for (int i = 0; i < g->n_params; i++) {
+        const ct_param_info *p = &g->params[i];
+        size_t count = 1;
+        for (int d = 0; d < p->ndim; d++) count *= (size_t)p->dims[d];
+        if (p->offset != offset || p->count != count) {
+            snprintf(why, n, "graph parameter %s does not tile the flat array", p->name);
+            return CT_FUZZ_BROKEN;
+        }
+        offset += count;
+    }
+    if (offset != g->n_param_floats) {
+        snprintf(why, n, "graph parameters hold %zu floats, n_param_floats says %zu", offset,
+                 g->n_param_floats);
+        return CT_FUZZ_BROKEN;
+    }
+    snprintf(why, n, "accepted: %d layers, %zu parameters", g->n_nodes, g->n_param_floats);
+    return CT_FUZZ_ACCEPTED;
+}
+
+ct_fuzz_result ct_fuzz_config(const uint8_t *data, size_t size, char *why, size_t n) {
+    ct_config cfg;
+    ct_err err = {{0}};
+    errno = 0;
+    if (ct_config_parse((const char *)data, size, SOURCE, NULL, &cfg, &err) != 0) {
+        if (cfg.text) {
+            snprintf(why, n, "refused, but the config still holds text");
+            return CT_FUZZ_BROKEN;
+        }
+        return ct_fuzz_refusal(err.msg, SOURCE, errno, why, n);
+    }
+    ct_fuzz_result r = check_config(&cfg, data, size, why, n);
+    if (r == CT_FUZZ_ACCEPTED) {
+        static ct_graph g; /* large; one per process */
+        memset(&err, 0, sizeof err);
+        errno = 0;
+        if (ct_graph_build(&cfg, &g, &err) != 0)
+            r = ct_fuzz_refusal(err.msg, SOURCE, errno, why, n);
+        else
+            r = check_graph(&g, why, n);
+    }
+    ct_config_free(&cfg);
+    return r;
+}
