@@ -398,16 +398,6 @@ static bool mpirun_usable(char *why, size_t n) {
 }
 
 int main(int argc, char **argv) {
-#ifdef CT_SIGNAL_SKIP
-    (void)argc, (void)argv;
-    return ct_test_skip("%s", CT_SIGNAL_SKIP);
-#else
-    if (ct_test_group_is(argc, argv, "mpi")) {
-        char why[128];
-        if (!mpirun_usable(why, sizeof why)) return ct_test_skip("%s", why);
-        const struct CMUnitTest tests[] = {cmocka_unit_test(test_mpi_ranks_stop_together)};
-        return cmocka_run_group_tests(tests, setup, teardown) ? 1 : 0;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_signal_saves),
         cmocka_unit_test(test_resume_exact_mlp),
@@ -416,6 +406,15 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_resume_exact_replicas),
         cmocka_unit_test(test_second_signal_exits_at_once),
     };
-    return cmocka_run_group_tests(tests, setup, teardown) ? 1 : 0;
+    const struct CMUnitTest mpi_tests[] = {cmocka_unit_test(test_mpi_ranks_stop_together)};
+    bool mpi = ct_test_group_is(argc, argv, "mpi");
+#ifdef CT_SIGNAL_SKIP
+    return ct_test_skip("%s", CT_SIGNAL_SKIP);
 #endif
+    if (mpi) {
+        char why[128];
+        if (!mpirun_usable(why, sizeof why)) return ct_test_skip("%s", why);
+        return cmocka_run_group_tests(mpi_tests, setup, teardown) ? 1 : 0;
+    }
+    return cmocka_run_group_tests(tests, setup, teardown) ? 1 : 0;
 }
