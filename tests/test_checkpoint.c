@@ -25,6 +25,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/json.h"
+#include "train/model.h"
 
 #define CONFIG_TEXT                                                                                 \
     "# model \"tiny\"\n"                                                                             \
@@ -739,6 +740,76 @@ static void test_json_rejects_garbage(void **state) {
     assert_non_null(strstr(err.msg, "control character"));
 }
 
+/* ---- training progress in the metadata (ct_model_read_progress) --------------------- */
+
+/* Writes a one-tensor checkpoint with these metadata pairs ("key=value", NULL-ended),
+ * reads its progress into *info; returns ct_model_read_progress's result, its message
+ * in msg. */
+static int progress_of(const char *const *pairs, ct_ckpt_info *info, char *msg, size_t n) {
+    char tmpdir[512], path[600], keys[16][64], values[16][64];
+    ct_test_mkdtemp(tmpdir, sizeof tmpdir);
+    snprintf(path, sizeof path, "%s/p.bin", tmpdir);
+    float w = 1.0f;
+    ct_ckpt_tensor t = {.name = "layers.0.weight", .ndim = 1, .shape = {1}, .count = 1, .data = &w};
+    ct_ckpt_meta meta[16];
+    int nm = 0;
+    for (; pairs[nm]; nm++) {
+        const char *eq = strchr(pairs[nm], '=');
+        snprintf(keys[nm], sizeof keys[nm], "%.*s", (int)(eq - pairs[nm]), pairs[nm]);
+        snprintf(values[nm], sizeof values[nm], "%s", eq + 1);
+        meta[nm] = (ct_ckpt_meta){keys[nm], values[nm]};
+    }
+    ct_err err = {{0}};
+    assert_int_equal(ct_checkpoint_write(path, &t, 1, meta, nm, &err), 0);
+    ct_checkpoint ck;
+    assert_int_equal(ct_checkpoint_read(path, &ck, &err), 0);
+    memset(info, 0, sizeof *info);
+    int rc = ct_model_read_progress(&ck, path, info, &err);
+    snprintf(msg, n, "%s", err.msg);
+    ct_checkpoint_free(&ck);
+    ct_test_rmtree(tmpdir);
+    return rc;
+}
+
+static void test_progress_metadata(void **state) {
+    (void)state;
+    ct_ckpt_info info;
+    char msg[CT_ERR_MSG_MAX];
+    const char *full[] = {"epoch=3", "step=700", "amp_scale=32768", "amp_growth_tracker=12",
+                          "epoch_batches=40", "epoch_loss_sum=12.5", "epoch_correct=300",
+                          "epoch_samples=1280", NULL};
+    assert_int_equal(progress_of(full, &info, msg, sizeof msg), 0);
+    assert_int_equal(info.epoch, 3);
+    assert_int_equal(info.step, 700);
+    assert_true(info.amp_scale == 32768.0 && info.amp_growth_tracker == 12);
+    assert_int_equal(info.epoch_batches, 40);
+    assert_true(info.epoch_loss_sum == 12.5);
+    assert_true(info.epoch_correct == 300 && info.epoch_samples == 1280);
+    const char *plain[] = {"epoch=1", "step=5", NULL}; /* an epoch's end, no scaler */
+    assert_int_equal(progress_of(plain, &info, msg, sizeof msg), 0);
+    assert_true(info.epoch == 1 && info.step == 5 && info.amp_scale == 0.0 &&
+                info.epoch_batches == 0);
+    static const struct {
+        const char *pairs[8];
+        const char *want;
+    } bad[] = {
+        {{"epoch=1", NULL}, "no epoch/step"},
+        {{"epoch=99999999999999999999", "step=1", NULL}, "metadata epoch is"},
+        {{"epoch=-1", "step=1", NULL}, "not a whole number in 0.."},
+        {{"epoch=2x", "step=1", NULL}, "metadata epoch is '2x'"},
+        {{"epoch=1", "step=", NULL}, "metadata step is ''"},
+        {{"epoch=1", "step=1", "amp_scale=nan", "amp_growth_tracker=0", NULL}, "amp_scale"},
+        {{"epoch=1", "step=1", "epoch_batches=4", NULL}, "position is incomplete"},
+        {{"epoch=1", "step=1", "epoch_batches=4", "epoch_loss_sum=1", "epoch_correct=9",
+          "epoch_samples=8", NULL}, "exceeds epoch_samples"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        if (progress_of(bad[k].pairs, &info, msg, sizeof msg) != -1 || !strstr(msg, bad[k].want) ||
+            !strstr(msg, "p.bin"))
+            fail_msg("case %zu: '%s', want an error with '%s'", k, msg, bad[k].want);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
@@ -756,6 +827,7 @@ int main(void) {
         cmocka_unit_test(test_atomic_file),
         cmocka_unit_test(test_json_escapes_round_trip),
         cmocka_unit_test(test_json_rejects_garbage),
+        cmocka_unit_test(test_progress_metadata),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,28 +79,6 @@ static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
     return 0;
 }
 
-/* The loss scaler's state from a resumed checkpoint; a checkpoint without it (an
- * fp32 or bf16 run) leaves the initial scale. */
-static void restore_scaler(const ct_checkpoint *ck, ct_scaler *sc) {
-    const char *scale = ct_checkpoint_meta_get(ck, "amp_scale");
-    const char *growth = ct_checkpoint_meta_get(ck, "amp_growth_tracker");
-    if (scale && growth) ct_scaler_restore(sc, strtod(scale, NULL), atoi(growth));
-}
-
-/* Where an interrupted epoch stood (model.h); a checkpoint written at an epoch's end
- * has no position: the next epoch starts at its first batch. */
-static void restore_position(const ct_checkpoint *ck, ct_ckpt_info *info) {
-    const char *b = ct_checkpoint_meta_get(ck, "epoch_batches");
-    const char *l = ct_checkpoint_meta_get(ck, "epoch_loss_sum");
-    const char *c = ct_checkpoint_meta_get(ck, "epoch_correct");
-    const char *n = ct_checkpoint_meta_get(ck, "epoch_samples");
-    if (!b || !l || !c || !n) return;
-    info->epoch_batches = atoi(b);
-    info->epoch_loss_sum = strtod(l, NULL);
-    info->epoch_correct = atoll(c);
-    info->epoch_samples = atoll(n);
-}
-
 /* Weights: resume checkpoint, --init-from file, or seeded init. */
 static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     ct_model *m = s->model;
@@ -115,15 +93,10 @@ static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
     if (ct_checkpoint_read(path, &ck, err) != 0) return -1;
     int rc = ct_model_load_params(m, &ck, path, o->resume, err);
     if (rc == 0 && o->resume) {
-        const char *e = ct_checkpoint_meta_get(&ck, "epoch");
-        const char *st = ct_checkpoint_meta_get(&ck, "step");
-        if (!e || !st) rc = ct_errorf(err, "%s: not a ctrain training checkpoint (no epoch/step)", path);
-        else {
-            s->info.epoch = atoi(e);
-            s->info.step = atoll(st);
-            restore_scaler(&ck, &s->scaler);
-            restore_position(&ck, &s->info);
-        }
+        rc = ct_model_read_progress(&ck, path, &s->info, err);
+        /* a checkpoint without the scaler's state (fp32, bf16) leaves the initial scale */
+        if (rc == 0 && s->info.amp_scale > 0.0)
+            ct_scaler_restore(&s->scaler, s->info.amp_scale, s->info.amp_growth_tracker);
     }
     ct_checkpoint_free(&ck);
     return rc;

@@ -84,6 +84,13 @@ typedef struct ct_ckpt_info {
     int amp_growth_tracker;
 } ct_ckpt_info;
 
+/* The progress a training checkpoint records (path names it in errors): epoch,
+ * step, the loss scaler's state (amp_scale 0 when absent) and an interrupted
+ * epoch's position (epoch_* 0 when absent); every value must be a whole, in-range
+ * number. Returns 0, or -1 when the metadata is missing or malformed. */
+int ct_model_read_progress(const ct_checkpoint *ck, const char *path, ct_ckpt_info *info,
+                           ct_err *err);
+
 /* Writes params (+ optimizer state when training) and metadata atomically. */
 int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
                   const char *path, ct_err *err);

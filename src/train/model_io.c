@@ -1,8 +1,10 @@
 /* model_io.c: the model's parameters and optimizer state to and from
  * checkpoints (format in io/checkpoint.h). Tensor names are the graph's
  * PyTorch state_dict names; optimizer slots are "optimizer.<slot>.<name>". */
+#include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,4 +148,69 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
     free(t);
     free(names);
     return rc;
+}
+
+/* ---- progress -------------------------------------------------------------------- */
+
+/* Metadata value `key` as an integer in [lo, hi] (absent: *out untouched, 1). */
+static int meta_int(const ct_checkpoint *ck, const char *path, const char *key, long long lo,
+                    long long hi, long long *out, ct_err *err) {
+    const char *v = ct_checkpoint_meta_get(ck, key);
+    if (!v) return 1;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return ct_errorf(err, "%s: metadata %s is '%.40s', not a whole number in %lld..%lld", path,
+                         key, v, lo, hi);
+    *out = x;
+    return 0;
+}
+
+/* Metadata value `key` as a finite number >= 0 (absent: 1). */
+static int meta_real(const ct_checkpoint *ck, const char *path, const char *key, double *out,
+                     ct_err *err) {
+    const char *v = ct_checkpoint_meta_get(ck, key);
+    if (!v) return 1;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x) || x < 0.0)
+        return ct_errorf(err, "%s: metadata %s is '%.40s', not a finite number >= 0", path, key,
+                         v);
+    *out = x;
+    return 0;
+}
+
+int ct_model_read_progress(const ct_checkpoint *ck, const char *path, ct_ckpt_info *info,
+                           ct_err *err) {
+    long long epoch = 0, step = 0, growth = 0, batches = 0, correct = 0, samples = 0;
+    double scale = 0.0, loss = 0.0;
+    int e = meta_int(ck, path, "epoch", 0, INT_MAX, &epoch, err);
+    int s = e < 0 ? -1 : meta_int(ck, path, "step", 0, LLONG_MAX, &step, err);
+    if (e < 0 || s < 0) return -1;
+    if (e || s) return ct_errorf(err, "%s: not a ctrain training checkpoint (no epoch/step)", path);
+    int a = meta_real(ck, path, "amp_scale", &scale, err);
+    int g = a < 0 ? -1 : meta_int(ck, path, "amp_growth_tracker", 0, INT_MAX, &growth, err);
+    if (a < 0 || g < 0) return -1;
+    int b = meta_int(ck, path, "epoch_batches", 1, INT_MAX, &batches, err);
+    int l = b < 0 ? -1 : meta_real(ck, path, "epoch_loss_sum", &loss, err);
+    int c = l < 0 ? -1 : meta_int(ck, path, "epoch_correct", 0, LLONG_MAX, &correct, err);
+    int n = c < 0 ? -1 : meta_int(ck, path, "epoch_samples", 1, LLONG_MAX, &samples, err);
+    if (b < 0 || l < 0 || c < 0 || n < 0) return -1;
+    int present = (b == 0) + (l == 0) + (c == 0) + (n == 0); /* of the position's 4 keys */
+    if (present != 0 && present != 4)
+        return ct_errorf(err, "%s: an interrupted epoch's position is incomplete (epoch_batches, "
+                         "epoch_loss_sum, epoch_correct, epoch_samples)", path);
+    if (present && correct > samples)
+        return ct_errorf(err, "%s: metadata epoch_correct %lld exceeds epoch_samples %lld", path,
+                         correct, samples);
+    info->epoch = (int)epoch;
+    info->step = step;
+    info->amp_scale = a == 0 && g == 0 ? scale : 0.0;
+    info->amp_growth_tracker = (int)growth;
+    info->epoch_batches = b == 0 ? (int)batches : 0;
+    info->epoch_loss_sum = loss;
+    info->epoch_correct = correct;
+    info->epoch_samples = samples;
+    return 0;
 }
