@@ -1,6 +1,8 @@
 /* helpers.c: see helpers.h. */
 #include "helpers.h"
 
+#include "ct_build_config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -165,4 +167,25 @@ int ct_test_skip(const char *fmt, ...) {
 bool ct_test_gpu_usable(char *why, size_t n) {
     int count = 0;
     return ct_cuda_usable(&count, why, n);
+}
+
+bool ct_test_mpirun_usable(char *why, size_t n) {
+#ifndef CT_HAVE_MPI
+    snprintf(why, n, "this build has no MPI (meson option mpi)");
+    return false;
+#else
+    if (system("command -v mpirun >/dev/null 2>&1") == 0) return true;
+    snprintf(why, n, "mpirun not found (install openmpi-bin)");
+    return false;
+#endif
+}
+
+bool ct_test_read_until_line(FILE *f, const char *prefix) {
+    char line[4096];
+    bool at_start = true;
+    while (fgets(line, sizeof line, f)) {
+        if (at_start && !strncmp(line, prefix, strlen(prefix))) return true;
+        at_start = strchr(line, '\n') != NULL;
+    }
+    return false;
 }

@@ -60,4 +60,13 @@ bool ct_test_group_is(int argc, char **argv, const char *group);
 int ct_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Whether CUDA is usable here; why not in why[n] when it is not. */
 bool ct_test_gpu_usable(char *why, size_t n);
+/* Whether mpirun cases can run here (a build with MPI, mpirun installed); why not in
+ * why[n] when they cannot. */
+bool ct_test_mpirun_usable(char *why, size_t n);
+
+#include <stdio.h>
+
+/* Reads f line by line until a line that starts with prefix: true, or false at EOF
+ * (for following a child's output without waiting on time). */
+bool ct_test_read_until_line(FILE *f, const char *prefix);
 #endif

@@ -287,17 +287,6 @@ static void test_nan_loss_stops(void **state) {
     assert_false(exists("%s/out-nan/model.bin", dir));
 }
 
-/* Reads f line by line until a line starting with prefix: true, or false at EOF. */
-static bool read_until_line(FILE *f, const char *prefix) {
-    char line[4096];
-    bool at_start = true;
-    while (fgets(line, sizeof line, f)) {
-        if (at_start && !strncmp(line, prefix, strlen(prefix))) return true;
-        at_start = strchr(line, '\n') != NULL;
-    }
-    return false;
-}
-
 /* Ctrl-C from another process during training: the run stops at the next step (or
  * at the epoch's end, when the signal comes during a checkpoint's write), saves a
  * checkpoint, exits with 130; the checkpoint evaluates, and --resume ends with the
@@ -326,7 +315,7 @@ static void test_ctrl_c_saves(void **state) {
     FILE *child = fdopen(out[0], "r");
     assert_non_null(child);
     /* Epoch 2's line comes after epoch 1's checkpoint and metrics row are written. */
-    bool second = read_until_line(child, "Epoch 02 |");
+    bool second = ct_test_read_until_line(child, "Epoch 02 |");
     if (!second) kill(pid, SIGKILL);
     assert_true(second);
     struct stat st;

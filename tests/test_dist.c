@@ -364,18 +364,6 @@ static void test_single_process_command_refused(void **state) {
     free(out);
 }
 
-/* Whether the mpirun cases can run here; why not in why[n]. */
-static bool mpirun_usable(char *why, size_t n) {
-#ifndef CT_HAVE_MPI
-    snprintf(why, n, "this build has no MPI (meson option mpi)");
-    return false;
-#else
-    if (system("command -v mpirun >/dev/null 2>&1") == 0) return true;
-    snprintf(why, n, "mpirun not found (install openmpi-bin)");
-    return false;
-#endif
-}
-
 /* `test_dist`: the replica cases; `test_dist mpi` (meson test test_dist_mpi): the
  * mpirun cases, skipped (exit 77) without MPI or mpirun. */
 int main(int argc, char **argv) {
@@ -396,6 +384,6 @@ int main(int argc, char **argv) {
     if (!ct_test_group_is(argc, argv, "mpi"))
         return cmocka_run_group_tests_name("replicas", threads, setup, teardown) ? 1 : 0;
     char why[128];
-    if (!mpirun_usable(why, sizeof why)) return ct_test_skip("the mpirun cases: %s", why);
+    if (!ct_test_mpirun_usable(why, sizeof why)) return ct_test_skip("the mpirun cases: %s", why);
     return cmocka_run_group_tests_name("mpirun", tests, setup, teardown) ? 1 : 0;
 }

@@ -93,17 +93,6 @@ static void expect_refused(const char *cfg, const char *out, const char *extra,
     ct_test_run_free(&r);
 }
 
-/* Reads f until a line starting with prefix: true, or false at EOF. */
-static bool read_until_line(FILE *f, const char *prefix) {
-    char line[4096];
-    bool at_start = true;
-    while (fgets(line, sizeof line, f)) {
-        if (at_start && !strncmp(line, prefix, strlen(prefix))) return true;
-        at_start = strchr(line, '\n') != NULL;
-    }
-    return false;
-}
-
 /* Starts `ctrain fit good_cfg --out out` for (nearly) ever and returns once it has
  * printed its first epoch line: by then it holds the lock. *out_pipe gets its stdout. */
 static pid_t start_long_fit(const char *out, FILE **out_pipe) {
@@ -125,7 +114,7 @@ static pid_t start_long_fit(const char *out, FILE **out_pipe) {
     close(fds[1]);
     FILE *f = fdopen(fds[0], "r");
     assert_non_null(f);
-    if (!read_until_line(f, "Epoch 01 |")) {
+    if (!ct_test_read_until_line(f, "Epoch 01 |")) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         fail_msg("the first fit printed no epoch line");

@@ -387,16 +387,6 @@ static void test_mpi_ranks_stop_together(void **state) {
     assert_same_tensors("np2-ref", "np2-stop");
 }
 
-static bool mpirun_usable(char *why, size_t n) {
-#ifdef CT_HAVE_MPI
-    if (system("mpirun --version >/dev/null 2>&1") == 0) return true;
-    snprintf(why, n, "mpirun is not installed");
-#else
-    snprintf(why, n, "this build has no MPI");
-#endif
-    return false;
-}
-
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_signal_saves),
@@ -413,7 +403,7 @@ int main(int argc, char **argv) {
 #endif
     if (mpi) {
         char why[128];
-        if (!mpirun_usable(why, sizeof why)) return ct_test_skip("%s", why);
+        if (!ct_test_mpirun_usable(why, sizeof why)) return ct_test_skip("%s", why);
         return cmocka_run_group_tests(mpi_tests, setup, teardown) ? 1 : 0;
     }
     return cmocka_run_group_tests(tests, setup, teardown) ? 1 : 0;

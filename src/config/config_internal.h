@@ -50,11 +50,19 @@ ct_num_status ct_scan_u64(const char *s, uint64_t *out);
 ct_num_status ct_scan_double(const char *s, double *out);
 /* true/false/yes/no, any case. Returns false when s is none of them. */
 bool ct_scan_bool(const char *s, bool *out);
-/* off (also false/no), fp16, bf16. Returns false otherwise. */
-bool ct_scan_amp(const char *s, ct_amp_mode *out);
-/* auto, off (also false/no). Returns false otherwise. */
-bool ct_scan_graph(const char *s, ct_graph_mode *out);
-bool ct_scan_cpu_loops(const char *s, ct_cpu_loops *out);
+/* A key whose value is one of a few names, one of them "off" (which "false" and
+ * "no" also mean: YAML 1.1 reads a bare off as false). */
+typedef struct ct_choice {
+    const char *key;          /* "train.amp" */
+    const char *const *names; /* indexed by the enum */
+    int n;
+    int off;                  /* the enum value of off */
+} ct_choice;
+extern const ct_choice ct_amp_choice, ct_graph_choice, ct_cpu_loops_choice;
+/* The enum value s names, or -1. */
+int ct_scan_choice(const char *s, const ct_choice *c);
+/* "off, fp16 or bf16" into buf. */
+const char *ct_choice_list(const ct_choice *c, char *buf, size_t n);
 
 /* ---- near-miss suggestions (did_you_mean.c) ------------------------------ */
 /* Case-insensitive edit distance (insert, delete, substitute, transpose). */

@@ -62,21 +62,37 @@ static int ct_ov_out(ct_config *cfg, const char *value, ct_err *err) {
     return 0;
 }
 
+/* A choice option's value (config_internal.h) into *out, an enum value. */
+static int ct_ov_choice(const char *option, const ct_choice *c, const char *value, int *out,
+                        ct_err *err) {
+    int m = ct_scan_choice(value, c);
+    if (m < 0) {
+        char list[128];
+        return ct_errorf(err, "--%s: expected %s, got '%.100s'", option,
+                         ct_choice_list(c, list, sizeof list), value);
+    }
+    *out = m;
+    return 0;
+}
+
 static int ct_ov_amp(ct_config *cfg, const char *value, ct_err *err) {
-    if (!ct_scan_amp(value, &cfg->train.amp))
-        return ct_errorf(err, "--amp: expected off, fp16 or bf16, got '%.100s'", value);
+    int m = 0;
+    if (ct_ov_choice("amp", &ct_amp_choice, value, &m, err) != 0) return -1;
+    cfg->train.amp = (ct_amp_mode)m;
     return 0;
 }
 
 static int ct_ov_graph(ct_config *cfg, const char *value, ct_err *err) {
-    if (!ct_scan_graph(value, &cfg->train.graph))
-        return ct_errorf(err, "--graph: expected auto or off, got '%.100s'", value);
+    int m = 0;
+    if (ct_ov_choice("graph", &ct_graph_choice, value, &m, err) != 0) return -1;
+    cfg->train.graph = (ct_graph_mode)m;
     return 0;
 }
 
 static int ct_ov_cpu_loops(ct_config *cfg, const char *value, ct_err *err) {
-    if (!ct_scan_cpu_loops(value, &cfg->train.cpu_loops))
-        return ct_errorf(err, "--cpu-loops: expected auto, portable or off, got '%.100s'", value);
+    int m = 0;
+    if (ct_ov_choice("cpu-loops", &ct_cpu_loops_choice, value, &m, err) != 0) return -1;
+    cfg->train.cpu_loops = (ct_cpu_loops)m;
     return 0;
 }
 

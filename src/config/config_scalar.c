@@ -68,30 +68,24 @@ bool ct_scan_bool(const char *s, bool *out) {
     return false;
 }
 
-bool ct_scan_amp(const char *s, ct_amp_mode *out) {
-    if (!s) return false;
-    int m = ct_name_lookup(s, ct_amp_mode_names, 3);
-    if (m < 0 && (strcmp(s, "false") == 0 || strcmp(s, "no") == 0)) m = CT_AMP_OFF;
-    if (m < 0) return false;
-    *out = (ct_amp_mode)m;
-    return true;
+int ct_scan_choice(const char *s, const ct_choice *c) {
+    if (!s) return -1;
+    int m = ct_name_lookup(s, c->names, c->n);
+    if (m < 0 && (strcmp(s, "false") == 0 || strcmp(s, "no") == 0)) m = c->off;
+    return m;
 }
 
-/* auto/portable/off; "false" and "no" also mean off. */
-bool ct_scan_cpu_loops(const char *s, ct_cpu_loops *out) {
-    if (!s) return false;
-    int m = ct_name_lookup(s, ct_cpu_loops_names, 3);
-    if (m < 0 && (strcmp(s, "false") == 0 || strcmp(s, "no") == 0)) m = CT_CPU_LOOPS_OFF;
-    if (m < 0) return false;
-    *out = (ct_cpu_loops)m;
-    return true;
-}
+const ct_choice ct_amp_choice = {"train.amp", ct_amp_mode_names, 3, CT_AMP_OFF};
+const ct_choice ct_graph_choice = {"train.graph", ct_graph_mode_names, 2, CT_GRAPH_OFF};
+const ct_choice ct_cpu_loops_choice = {"train.cpu_loops", ct_cpu_loops_names, 3,
+                                       CT_CPU_LOOPS_OFF};
 
-bool ct_scan_graph(const char *s, ct_graph_mode *out) {
-    if (!s) return false;
-    int m = ct_name_lookup(s, ct_graph_mode_names, 2);
-    if (m < 0 && (strcmp(s, "false") == 0 || strcmp(s, "no") == 0)) m = CT_GRAPH_OFF;
-    if (m < 0) return false;
-    *out = (ct_graph_mode)m;
-    return true;
+const char *ct_choice_list(const ct_choice *c, char *buf, size_t n) {
+    buf[0] = 0;
+    for (int i = 0; i < c->n; i++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s%s", i == 0 ? "" : i + 1 == c->n ? " or " : ", ",
+                 c->names[i]);
+    }
+    return buf;
 }

@@ -206,44 +206,23 @@ enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH, T_CP
 static const char *const ct_train_keys[] = {"epochs", "batch_size", "grad_accum_steps", "amp",
                                             "seed",   "out",        "graph",            "cpu_loops"};
 
-/* off/fp16/bf16; "false" and "no" also mean off (YAML 1.1 reads bare off as one). */
-static int ct_walk_amp(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_amp_mode *out) {
+/* A choice key's scalar (config_internal.h) into *out, an enum value. */
+static int ct_walk_choice(const ct_yaml_ctx *ctx, yaml_node_t *node, const ct_choice *c, int *out) {
+    char list[128];
     if (node->type != YAML_SCALAR_NODE || ct_node_is_null(node)) {
         char got[128];
         ct_node_describe(node, got, sizeof got);
-        return ct_node_error(ctx, node, "'train.amp' expects off, fp16 or bf16, got %s", got);
+        return ct_node_error(ctx, node, "'%s' expects %s, got %s", c->key,
+                             ct_choice_list(c, list, sizeof list), got);
     }
-    if (ct_scan_amp(ct_node_text(node), out)) return 0;
-    char hint[256];
-    ct_suggest(ct_node_text(node), ct_amp_mode_names, 3, "expected one of", hint, sizeof hint);
-    return ct_node_error(ctx, node, "unknown train.amp '%.80s'%s", ct_node_text(node), hint);
-}
-
-/* auto/off; "false" and "no" also mean off. */
-static int ct_walk_graph(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_graph_mode *out) {
-    if (node->type != YAML_SCALAR_NODE || ct_node_is_null(node)) {
-        char got[128];
-        ct_node_describe(node, got, sizeof got);
-        return ct_node_error(ctx, node, "'train.graph' expects auto or off, got %s", got);
+    int m = ct_scan_choice(ct_node_text(node), c);
+    if (m >= 0) {
+        *out = m;
+        return 0;
     }
-    if (ct_scan_graph(ct_node_text(node), out)) return 0;
     char hint[256];
-    ct_suggest(ct_node_text(node), ct_graph_mode_names, 2, "expected one of", hint, sizeof hint);
-    return ct_node_error(ctx, node, "unknown train.graph '%.80s'%s", ct_node_text(node), hint);
-}
-
-/* auto/portable/off; "false" and "no" also mean off. */
-static int ct_walk_cpu_loops(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_cpu_loops *out) {
-    if (node->type != YAML_SCALAR_NODE || ct_node_is_null(node)) {
-        char got[128];
-        ct_node_describe(node, got, sizeof got);
-        return ct_node_error(ctx, node, "'train.cpu_loops' expects auto, portable or off, got %s",
-                             got);
-    }
-    if (ct_scan_cpu_loops(ct_node_text(node), out)) return 0;
-    char hint[256];
-    ct_suggest(ct_node_text(node), ct_cpu_loops_names, 3, "expected one of", hint, sizeof hint);
-    return ct_node_error(ctx, node, "unknown train.cpu_loops '%.80s'%s", ct_node_text(node), hint);
+    ct_suggest(ct_node_text(node), c->names, (size_t)c->n, "expected one of", hint, sizeof hint);
+    return ct_node_error(ctx, node, "unknown %s '%.80s'%s", c->key, ct_node_text(node), hint);
 }
 
 static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
@@ -259,9 +238,19 @@ static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     if (v.val[T_GRAD_ACCUM] && ct_get_int(ctx, v.val[T_GRAD_ACCUM], "train.grad_accum_steps", 1,
                                           INT32_MAX, &t->grad_accum_steps))
         return -1;
-    if (v.val[T_AMP] && ct_walk_amp(ctx, v.val[T_AMP], &t->amp)) return -1;
-    if (v.val[T_GRAPH] && ct_walk_graph(ctx, v.val[T_GRAPH], &t->graph)) return -1;
-    if (v.val[T_CPU_LOOPS] && ct_walk_cpu_loops(ctx, v.val[T_CPU_LOOPS], &t->cpu_loops)) return -1;
+    int m = 0;
+    if (v.val[T_AMP]) {
+        if (ct_walk_choice(ctx, v.val[T_AMP], &ct_amp_choice, &m)) return -1;
+        t->amp = (ct_amp_mode)m;
+    }
+    if (v.val[T_GRAPH]) {
+        if (ct_walk_choice(ctx, v.val[T_GRAPH], &ct_graph_choice, &m)) return -1;
+        t->graph = (ct_graph_mode)m;
+    }
+    if (v.val[T_CPU_LOOPS]) {
+        if (ct_walk_choice(ctx, v.val[T_CPU_LOOPS], &ct_cpu_loops_choice, &m)) return -1;
+        t->cpu_loops = (ct_cpu_loops)m;
+    }
     if (v.val[T_SEED] && ct_get_u64(ctx, v.val[T_SEED], "train.seed", &t->seed)) return -1;
     if (v.val[T_OUT]) {
         if (ct_get_string(ctx, v.val[T_OUT], "train.out", t->out, sizeof t->out)) return -1;

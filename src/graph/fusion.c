@@ -32,18 +32,12 @@ static bool is_pool2(const ct_graph *g, int i) {
  * there, else -1. */
 static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool training) {
     bool weighted = is_kind(g, i, CT_LAYER_CONV2D) || is_kind(g, i, CT_LAYER_LINEAR);
+    bool relu_next = is_kind(g, i + 1, CT_LAYER_RELU);
+    bool conv_relu_pool2 = is_kind(g, i, CT_LAYER_CONV2D) && relu_next && is_pool2(g, i + 2);
     switch (kind) {
-    case CT_FUSE_CONV_RELU_POOL:
-        return is_kind(g, i, CT_LAYER_CONV2D) && is_kind(g, i + 1, CT_LAYER_RELU) &&
-                       is_pool2(g, i + 2)
-                   ? i + 2
-                   : -1;
-    case CT_FUSE_CONV_BWD_FROM_POOL:
-        return training && is_kind(g, i, CT_LAYER_CONV2D) && is_kind(g, i + 1, CT_LAYER_RELU) &&
-                       is_pool2(g, i + 2)
-                   ? i + 2
-                   : -1;
-    case CT_FUSE_RELU_POST_OP: return weighted && is_kind(g, i + 1, CT_LAYER_RELU) ? i + 1 : -1;
+    case CT_FUSE_CONV_RELU_POOL: return conv_relu_pool2 ? i + 2 : -1;
+    case CT_FUSE_CONV_BWD_FROM_POOL: return training && conv_relu_pool2 ? i + 2 : -1;
+    case CT_FUSE_RELU_POST_OP: return weighted && relu_next ? i + 1 : -1;
     case CT_FUSE_RELU_BWD_IN_POOL:
         return training && is_kind(g, i, CT_LAYER_RELU) && g->nodes[i].input_grad &&
                        is_kind(g, i + 1, CT_LAYER_MAXPOOL2D)

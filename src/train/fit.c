@@ -181,21 +181,10 @@ static int join_ranks(const ct_fit_opts *o, fit_state *s, ct_err *err) {
     if (ct_dist_check_same(strcmp(be, "cpu") == 0 ? 1 : 2, "the backend (cpu or cuda)", err) != 0)
         return -1;
     if (ct_dist_share_model(s->model, o->resume, err) != 0) return -1;
-    struct {
-        int epoch, growth, epoch_batches;
-        long long step, epoch_correct, epoch_samples;
-        double scale, epoch_loss_sum;
-    } p = {s->info.epoch, s->scaler.growth_tracker, s->info.epoch_batches, s->info.step,
-           s->info.epoch_correct, s->info.epoch_samples, s->scaler.scale,
-           s->info.epoch_loss_sum};
-    if (ct_dist_broadcast(&p, sizeof p, err) != 0) return -1;
-    s->info.epoch = p.epoch;
-    s->info.step = p.step;
-    s->info.epoch_batches = p.epoch_batches;
-    s->info.epoch_loss_sum = p.epoch_loss_sum;
-    s->info.epoch_correct = p.epoch_correct;
-    s->info.epoch_samples = p.epoch_samples;
-    if (s->scaler.enabled) ct_scaler_restore(&s->scaler, p.scale, p.growth);
+    /* rank 0's progress (plain data), as init_weights read it */
+    if (ct_dist_broadcast(&s->info, sizeof s->info, err) != 0) return -1;
+    if (s->scaler.enabled && s->info.amp_scale > 0.0)
+        ct_scaler_restore(&s->scaler, s->info.amp_scale, s->info.amp_growth_tracker);
     int rc = ct_dist_grads_open(&s->reducer, s->model, err);
     if (ct_dist_agree(rc, err) != 0) return -1;
     s->stepper.reduce_grads = ct_dist_grads_reduce;
