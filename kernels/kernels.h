@@ -57,6 +57,13 @@ int ct_cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n, 
 int ct_cuda_dropout(const float *src, float *dst, size_t rows, size_t sample_numel,
                     uint64_t seed, int layer, uint32_t epoch, int64_t first_pos, float p,
                     const ct_cuda_step_args *args, void *stream);
+/* ---- residual graphs (residual.cu) ------------------------------------------- */
+
+/* y = a + b over n elements (y may equal a or b). */
+int ct_cuda_add(const float *a, const float *b, float *y, size_t n, void *stream);
+/* y += x over n elements. */
+int ct_cuda_accumulate(float *y, const float *x, size_t n, void *stream);
+
 /* p[0..n) = v. */
 int ct_cuda_fill(float *p, float v, size_t n, void *stream);
 /* out[0..4) = cuRAND's curand_Philox4x32_10(ctr, {k0, k1}) (device buffer), to

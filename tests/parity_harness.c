@@ -67,6 +67,15 @@ ct_layer_cfg dropout(double p) {
     return c;
 }
 
+ct_layer_cfg body(ct_layer_cfg l) {
+    l.branch = CT_BRANCH_BODY;
+    return l;
+}
+ct_layer_cfg shortcut(ct_layer_cfg l) {
+    l.branch = CT_BRANCH_SHORTCUT;
+    return l;
+}
+
 static harness *open_any(int C, int H, int W, const ct_layer_cfg *layers, int n, int N,
                          bool training, ct_opt_kind opt, int slots, bool all_input_grads) {
     harness *h = calloc(1, sizeof *h);
@@ -79,7 +88,8 @@ static harness *open_any(int C, int H, int W, const ct_layer_cfg *layers, int n,
     if (ct_graph_build(&h->cfg, &h->g, &err) != 0) fail_msg("graph: %s", err.msg);
     /* Every layer but the first is checked for its input gradient, as it would be
      * behind a layer with parameters: ask the backend for all of them. */
-    for (int i = 1; i < n && all_input_grads; i++) h->g.nodes[i].input_grad = true;
+    for (int i = 1; i < n && all_input_grads; i++)
+        if (h->g.nodes[i].src[0] >= 0) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
                      .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED,
                      .fuse = parity_fuse, .cpu_loops = parity_cpu_loops, .accumulate = true};
@@ -304,6 +314,113 @@ void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N
     parity_out o = parity_n(h, k, N, true);
     parity_out_free(&o);
     close_h(h);
+}
+
+/* ---- whole graphs ---------------------------------------------------------------- */
+
+void parity_graph(harness *h, int n, const char *what) {
+    const ct_graph *g = &h->g;
+    int last = g->n_nodes - 1;
+    size_t x_row = row_numel(g->input), out_row = row_numel(g->nodes[last].out);
+    float *x = rand_f((size_t)n * x_row, 1.0), *p = rand_params(g);
+    float *dy = rand_f((size_t)n * out_row, 1.0);
+    int32_t *lab = calloc((size_t)n, sizeof *lab);
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, lab, n, FIRST_POS, E));
+    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    float *y = malloc((size_t)n * out_row * sizeof *y);
+    OK(h->vt->tensor_to_host(h->b, last, false, y, E));
+    OK(h->vt->grad_from_host(h->b, last, dy, E));
+    for (int i = last; i >= 0; i--) OK(h->vt->backward(h->b, i, false, STEP, E));
+    float *grads = malloc((g->n_param_floats + 1) * sizeof *grads);
+    OK(h->vt->grads_to_host(h->b, grads, E));
+
+    /* the reference, node by node over the DAG */
+    double *xd = to_d(x, (size_t)n * x_row), *pd = to_d(p, g->n_param_floats);
+    double *act[CT_MAX_LAYERS], *gr[CT_MAX_LAYERS];
+    double *dp = calloc(g->n_param_floats + 1, sizeof *dp);
+    for (int i = 0; i <= last; i++) {
+        const ct_node *nd = &g->nodes[i];
+        size_t rows = (size_t)n * row_numel(nd->out);
+        act[i] = calloc(rows, sizeof(double));
+        gr[i] = calloc(rows, sizeof(double));
+        const double *in0 = nd->src[0] < 0 ? xd : act[nd->src[0]];
+        if (nd->kind == CT_LAYER_RESIDUAL)
+            ct_ref_add_forward(in0, nd->src[1] < 0 ? xd : act[nd->src[1]], (long)rows, act[i]);
+        else
+            ref_forward(g, i, in0, pd, n, act[i]);
+    }
+    for (size_t j = 0; j < (size_t)n * out_row; j++) gr[last][j] = dy[j];
+    for (int i = last; i >= 0; i--) {
+        const ct_node *nd = &g->nodes[i];
+        size_t in_rows = (size_t)n * row_numel(nd->in);
+        double *dx[2] = {calloc(in_rows, sizeof(double)), calloc(in_rows, sizeof(double))};
+        if (nd->kind == CT_LAYER_RESIDUAL)
+            ct_ref_add_backward(gr[i], (long)in_rows, dx[0], dx[1]);
+        else
+            ref_backward(g, i, nd->src[0] < 0 ? xd : act[nd->src[0]], pd, n, gr[i], dx[0], dp);
+        for (int k = 0; k < nd->n_src; k++)
+            if (nd->src[k] >= 0)
+                for (size_t j = 0; j < in_rows; j++) gr[nd->src[k]][j] += dx[k][j];
+        free(dx[0]), free(dx[1]);
+    }
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: output", what);
+    check_close(y, act[last], (size_t)n * out_row, msg);
+    for (int k = 0; k < g->n_params; k++) {
+        const ct_param_info *pi = &g->params[k];
+        snprintf(msg, sizeof msg, "%s: %s gradient", what, pi->name);
+        check_close(grads + pi->offset, dp + pi->offset, pi->count, msg);
+    }
+    for (int i = 0; i <= last; i++) free(act[i]), free(gr[i]);
+    free(x), free(p), free(dy), free(lab), free(y), free(grads), free(xd), free(pd), free(dp);
+}
+
+void parity_test_residual(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    ct_layer_cfg R = L(CT_LAYER_RESIDUAL), relu = L(CT_LAYER_RELU), flat = L(CT_LAYER_FLATTEN);
+    /* identity shortcut between convs, blocked layouts inside */
+    const ct_layer_cfg identity[] = {
+        conv(8, 3, 1, 1, true), relu,
+        body(conv(8, 3, 1, 1, false)), body(relu), body(conv(8, 3, 1, 1, true)), R, relu,
+        flat, linear(5, true)};
+    /* projection shortcut (1x1, stride 2), a body that starts in place on the shared
+     * input, two blocks in a row */
+    const ct_layer_cfg projection[] = {
+        conv(4, 3, 1, 1, true),
+        body(relu), body(conv(8, 3, 2, 1, true)), body(relu), body(conv(8, 3, 1, 1, true)),
+        shortcut(conv(8, 1, 2, 0, false)), R,
+        body(conv(8, 3, 1, 1, true)), body(relu), R, relu,
+        pool(CT_LAYER_MAXPOOL2D, 2, 2, 0), flat, linear(5, true)};
+    /* a block on the batch itself (no gradient of the input) */
+    const ct_layer_cfg on_input[] = {
+        body(conv(3, 3, 1, 1, true)), body(relu), R, flat, linear(5, true)};
+    /* flat blocks: plain [N, F] tensors, dropout inside */
+    const ct_layer_cfg flat_blocks[] = {
+        flat, linear(16, true),
+        body(linear(16, true)), body(relu), body(dropout(0.25)), body(linear(16, true)), R,
+        body(relu), body(linear(16, false)), shortcut(linear(16, true)), R,
+        linear(5, true)};
+    struct { const char *name; const ct_layer_cfg *l; int n; } cases[] = {
+        {"identity", identity, (int)(sizeof identity / sizeof *identity)},
+        {"projection", projection, (int)(sizeof projection / sizeof *projection)},
+        {"on the input", on_input, (int)(sizeof on_input / sizeof *on_input)},
+        {"flat blocks", flat_blocks, (int)(sizeof flat_blocks / sizeof *flat_blocks)},
+    };
+    bool fuse_was = parity_fuse;
+    for (int f = 0; f < 2; f++) {
+        parity_fuse = f == 1;
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s (fusion %s)", cases[c].name, f ? "on" : "off");
+            harness *h = open_as_built(3, 8, 8, cases[c].l, cases[c].n, 6);
+            parity_graph(h, 6, what);
+            parity_graph(h, 4, what); /* a partial batch after a full one */
+            close_h(h);
+        }
+    }
+    parity_fuse = fuse_was;
 }
 
 /* ---- per-op tests, the same on every backend ------------------------------------- */

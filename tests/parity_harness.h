@@ -52,6 +52,10 @@ ct_layer_cfg conv(int out, int k, int s, int p, bool bias);
 ct_layer_cfg pool(ct_layer_kind kind, int k, int s, int p);
 ct_layer_cfg linear(int out, bool bias);
 ct_layer_cfg dropout(double p);
+/* l placed in a residual block's body / shortcut; the block ends with
+ * L(CT_LAYER_RESIDUAL) (config.h ct_branch). */
+ct_layer_cfg body(ct_layer_cfg l);
+ct_layer_cfg shortcut(ct_layer_cfg l);
 
 /* A graph of n layers on a C x H x W input, planned and bound on parity_vt at
  * batch N. */
@@ -102,6 +106,15 @@ void parity_out_free(parity_out *o);
 parity_out parity_n(harness *h, int k, int n, bool train);
 /* parity_n on a full batch, freeing the results. */
 void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N, int k);
+
+/* The whole graph on n random rows: forward of every node, backward of every node
+ * (descending) from a random dy at the last, against the double reference walked
+ * over the DAG (graph.h: src inputs; gradients of an output read by several nodes
+ * added up). Compares the last output and every parameter gradient. */
+void parity_graph(harness *h, int n, const char *what);
+/* Residual graphs (identity and projection shortcuts, a block reading the batch, a
+ * branch that starts with an in-place op, flat blocks), with fusion off and on. */
+void parity_test_residual(void **state);
 
 /* The per-op cmocka tests, identical on every backend: conv2d (strides, padding,
  * bias or not, 1 and several channels), max and avg pooling, relu, flatten +

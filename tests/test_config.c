@@ -397,7 +397,7 @@ static void test_error_layers(void **state) {
                  "5:7", "unknown layer kind 'linaer' (did you mean 'linear'?)");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - softmax\n" DATA, "4:7",
                  "unknown layer kind 'softmax' (expected one of: conv2d, maxpool2d, "
-                 "avgpool2d, relu, flatten, linear, dropout)");
+                 "avgpool2d, relu, flatten, linear, dropout, residual)");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n"
                  "    - linear: {out_features: 10, kernel: 3}\n" DATA,
                  "4:34", "unknown key 'kernel' in 'linear' (valid keys: out_features, bias, checkpoint)");
@@ -423,7 +423,9 @@ static void test_error_too_many_layers(void **state) {
     for (int i = 0; i <= CT_MAX_LAYERS; i++)
         n += snprintf(yaml + n, sizeof yaml - (size_t)n, "    - relu\n");
     snprintf(yaml + n, sizeof yaml - (size_t)n, "%s", DATA);
-    expect_error(yaml, "68:7", "too many layers (at most 64)");
+    char at[16]; /* the first entry past the limit: line 4 is the first layer */
+    snprintf(at, sizeof at, "%d:7", CT_MAX_LAYERS + 4);
+    expect_error(yaml, at, "too many layers (at most 128");
 }
 
 static void test_error_missing_required(void **state) {

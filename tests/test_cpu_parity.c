@@ -813,6 +813,7 @@ int main(void) {
         cmocka_unit_test(parity_test_dropout),
         cmocka_unit_test(parity_test_dropout_keys),
         cmocka_unit_test(parity_test_loss),
+        cmocka_unit_test(parity_test_residual),
         cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_partial_batch),
         cmocka_unit_test(parity_test_adam_step),

@@ -7,8 +7,170 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "graph/fusion.h"
 #include "graph/graph.h"
 #include "plan/plan.h"
+
+/* Parses YAML model text (model: section, data keys given) and builds its graph;
+ * returns the graph build's (or the parse's) status with the message in err. */
+static int build_yaml(const char *layers, ct_graph *g, ct_err *err) {
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "model:\n  input: [3, 8, 8]\n  layers:\n%s"
+             "data: {train_images: a, train_labels: b, test_images: c, test_labels: d, "
+             "num_classes: 5}\n", layers);
+    ct_config cfg;
+    ct_config_defaults(&cfg);
+    int rc = ct_config_parse(yaml, strlen(yaml), "r.yaml", NULL, &cfg, err);
+    if (rc == 0) rc = ct_graph_build(&cfg, g, err);
+    ct_config_free(&cfg);
+    return rc;
+}
+
+/* A stem, a block with a projection shortcut, a block with an identity one. */
+static const char *const resnet_yaml =
+    "    - conv2d: {out_channels: 4, kernel: 3, padding: 1}\n"          /* 0 */
+    "    - relu\n"                                                      /* 1 */
+    "    - residual:\n"
+    "        body:\n"
+    "          - conv2d: {out_channels: 8, kernel: 3, stride: 2, padding: 1}\n" /* 2 */
+    "          - relu\n"                                                /* 3 */
+    "          - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"    /* 4 */
+    "        shortcut:\n"
+    "          - conv2d: {out_channels: 8, kernel: 1, stride: 2, bias: false}\n" /* 5 */
+    "    - relu\n"                                                      /* 6: add, 7: relu */
+    "    - residual: {body: [conv2d: {out_channels: 8, kernel: 3, padding: 1}, relu]}\n"
+    "    - flatten\n"                                                   /* 8, 9, 10: add */
+    "    - linear: {out_features: 5}\n";                                /* 11, 12 */
+
+/* Names, inputs, readers, which gradients are added, and the parameter names
+ * PyTorch's module tree gives (layers.<t>.body.<j>). */
+static void test_residual_structure(void **state) {
+    (void)state;
+    ct_graph g;
+    ct_err err = {{0}};
+    char yaml[2048];
+    /* the relu after the first block sits between its add and the second block */
+    snprintf(yaml, sizeof yaml, "%s", resnet_yaml);
+    if (build_yaml(yaml, &g, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(g.n_nodes, 13);
+    const char *names[] = {"layers.0", "layers.1", "layers.2.body.0", "layers.2.body.1",
+                           "layers.2.body.2", "layers.2.shortcut.0", "layers.2", "layers.3",
+                           "layers.4.body.0", "layers.4.body.1", "layers.4", "layers.5",
+                           "layers.6"};
+    int src0[] = {-1, 0, 1, 2, 3, 1, 4, 6, 7, 8, 9, 10, 11};
+    for (int i = 0; i < 13; i++) {
+        assert_string_equal(g.nodes[i].name, names[i]);
+        assert_int_equal(g.nodes[i].src[0], src0[i]);
+    }
+    assert_int_equal(g.nodes[6].kind, CT_LAYER_RESIDUAL);
+    assert_int_equal(g.nodes[6].n_src, 2);
+    assert_int_equal(g.nodes[6].src[1], 5);  /* the shortcut's last */
+    assert_int_equal(g.nodes[10].src[1], 7); /* identity: the block's input */
+    assert_int_equal(g.nodes[1].n_consumers, 2);
+    assert_int_equal(g.nodes[7].n_consumers, 2);
+    assert_int_equal(g.nodes[4].n_consumers, 1);
+    /* backward is descending: the shortcut (5) writes gact[1], the body (2) adds; the
+     * add (10) writes gact[7], the body (8) adds */
+    assert_false(g.nodes[5].gin_add[0]);
+    assert_true(g.nodes[2].gin_add[0]);
+    assert_false(g.nodes[10].gin_add[1]);
+    assert_true(g.nodes[8].gin_add[0]);
+    assert_false(g.nodes[10].gin_add[0]);
+    assert_true(g.nodes[10].input_grad && g.nodes[10].input_grad1);
+    assert_false(g.nodes[0].input_grad);
+    /* a flat chain: fusion may take 2-3 (conv, relu in the body) but not 0-1's
+     * neighbour 1-2 (1's output has two readers) */
+    assert_true(ct_graph_chain(&g, 2));
+    assert_false(ct_graph_chain(&g, 1));
+    assert_false(ct_graph_chain(&g, 4)); /* 5 reads 1, not 4 */
+    const char *params[] = {"layers.0.weight", "layers.0.bias", "layers.2.body.0.weight",
+                            "layers.2.body.0.bias", "layers.2.body.2.weight",
+                            "layers.2.body.2.bias", "layers.2.shortcut.0.weight",
+                            "layers.4.body.0.weight", "layers.4.body.0.bias",
+                            "layers.6.weight", "layers.6.bias"};
+    assert_int_equal(g.n_params, 11);
+    for (int k = 0; k < 11; k++) assert_string_equal(g.params[k].name, params[k]);
+    char b[32];
+    assert_string_equal(ct_shape_str(g.nodes[6].out, b, sizeof b), "8x4x4");
+    assert_int_equal(g.nodes[11].out.c, 128);
+}
+
+/* A relu right after a conv whose output a block's shortcut also reads is not that
+ * conv's post-op: the plan has no such candidate. */
+static bool accept_all(const ct_graph *g, ct_fusion_kind kind, int first, const void *ctx,
+                       char *why, size_t n) {
+    (void)g, (void)kind, (void)first, (void)ctx, (void)why, (void)n;
+    return true;
+}
+
+static void test_residual_fusion_only_chains(void **state) {
+    (void)state;
+    ct_graph g;
+    ct_err err = {{0}};
+    if (build_yaml("    - conv2d: {out_channels: 4, kernel: 3, padding: 1}\n"
+                   "    - residual: {body: [relu, conv2d: {out_channels: 4, kernel: 3, "
+                   "padding: 1}]}\n"
+                   "    - flatten\n    - linear: {out_features: 5}\n", &g, &err) != 0)
+        fail_msg("%s", err.msg);
+    static ct_fusion_plan p;
+    ct_fusion_plan_build(&g, true, true, accept_all, NULL, &p);
+    for (int k = 0; k < p.n; k++)
+        if (p.groups[k].first == 0) fail_msg("a fusion group starts at the shared conv");
+}
+
+static void expect_build_error(const char *layers, const char *want) {
+    ct_graph g;
+    ct_err err = {{0}};
+    assert_int_not_equal(build_yaml(layers, &g, &err), 0);
+    if (!strstr(err.msg, want)) fail_msg("error '%s' lacks '%s'", err.msg, want);
+}
+
+static void test_residual_errors(void **state) {
+    (void)state;
+    /* shapes that do not add up, with the fix in the message */
+    expect_build_error("    - residual: {body: [conv2d: {out_channels: 8, kernel: 3, padding: "
+                       "1}]}\n    - flatten\n    - linear: {out_features: 5}\n",
+                       "r.yaml:4:7: error: layer 0 (residual): the body gives 8x8x8 but the "
+                       "shortcut gives 3x8x8");
+    /* a flatten on an output two layers read */
+    expect_build_error("    - conv2d: {out_channels: 3, kernel: 1}\n"
+                       "    - residual: {body: [flatten, linear: {out_features: 192}], "
+                       "shortcut: [flatten]}\n    - linear: {out_features: 5}\n",
+                       "layer 1.body.0 (flatten): flatten is a view of its input");
+    /* a checkpointed span whose inner output the add reads from outside it */
+    expect_build_error("    - conv2d: {out_channels: 3, kernel: 1}\n"
+                       "    - residual:\n        body:\n"
+                       "          - conv2d: {out_channels: 3, kernel: 1, checkpoint: true}\n"
+                       "          - relu: {checkpoint: true}\n"
+                       "        shortcut: [conv2d: {out_channels: 3, kernel: 1, checkpoint: "
+                       "true}]\n"
+                       "    - flatten\n    - linear: {out_features: 5}\n",
+                       "layer 1.body.1 (relu): checkpointed, but layer 1 (residual) after its "
+                       "span reads its output");
+    /* nesting, an empty body, a bare residual */
+    expect_build_error("    - residual: {body: [residual: {body: [relu]}]}\n",
+                       "residual blocks do not nest");
+    expect_build_error("    - residual: {body: []}\n", "'residual.body' must not be empty");
+    expect_build_error("    - residual\n", "layer 'residual' needs parameters");
+    expect_build_error("    - residual: {body: [relu], shortcuts: [relu]}\n",
+                       "did you mean 'shortcut'");
+}
+
+/* A whole block checkpointed is one span the graph accepts. */
+static void test_residual_checkpointed_block(void **state) {
+    (void)state;
+    ct_graph g;
+    ct_err err = {{0}};
+    if (build_yaml("    - conv2d: {out_channels: 3, kernel: 1}\n"
+                   "    - residual: {checkpoint: true, body: [relu, conv2d: {out_channels: 3, "
+                   "kernel: 3, padding: 1}], shortcut: [conv2d: {out_channels: 3, kernel: 1}]}\n"
+                   "    - flatten\n    - linear: {out_features: 5}\n", &g, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(g.n_spans, 1);
+    assert_int_equal(g.spans[0].first, 1);
+    assert_int_equal(g.spans[0].last, 4);
+}
 
 static ct_layer_cfg L(ct_layer_kind k, int a, int kernel, int pad) {
     ct_layer_cfg c;
@@ -216,6 +378,10 @@ int main(void) {
         cmocka_unit_test(test_no_bias),
         cmocka_unit_test(test_input_grad_flags),
         cmocka_unit_test(test_errors_name_layer),
+        cmocka_unit_test(test_residual_structure),
+        cmocka_unit_test(test_residual_fusion_only_chains),
+        cmocka_unit_test(test_residual_errors),
+        cmocka_unit_test(test_residual_checkpointed_block),
         cmocka_unit_test(test_too_large_shapes),
         cmocka_unit_test(test_plan_alignment_and_totals),
         cmocka_unit_test(test_plan_full),

@@ -10,5 +10,6 @@ int ct_run_opts_check(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
 }
 
 int ct_layer_err(const ct_graph *g, int node, ct_err *err) {
-    return ct_err_prefix(err, "layer %d (%s)", node, ct_op(g->nodes[node].kind)->name);
+    return ct_err_prefix(err, "layer %s (%s)", ct_node_label(&g->nodes[node]),
+                         ct_op(g->nodes[node].kind)->name);
 }

@@ -34,21 +34,38 @@ static const char *backward_impl(const ct_model *m, int node, char *buf, size_t 
     return buf;
 }
 
+/* The inputs of node i when they are not simply the row above: "input" for the
+ * batch, "3.body.2 + 2" for a residual add (graph.h labels). */
+static const char *inputs_of(const ct_graph *g, int i, char *buf, size_t n) {
+    const ct_node *nd = &g->nodes[i];
+    buf[0] = 0;
+    if (nd->n_src == 1 && nd->src[0] == i - 1) return buf;
+    size_t used = 0;
+    for (int k = 0; k < nd->n_src && used < n; k++) {
+        int s = nd->src[k];
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? " + " : "",
+                                 s < 0 ? "input" : ct_node_label(&g->nodes[s]));
+    }
+    return buf;
+}
+
 static void print_table(const ct_model *m, const ct_config *cfg) {
     const ct_graph *g = &m->graph;
-    char s1[32], b1[32], b2[32], bwd[160];
+    char s1[32], b1[32], b2[32], bwd[160], from[2 * CT_NODE_NAME_MAX + 8];
     double flops = 0, train_flops = 0;
     printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n\n", cfg->name,
            g->n_nodes, g->n_param_floats, ct_shape_str(g->input, s1, sizeof s1),
            m->opts.batch_size, m->device.name);
-    printf("  %-3s %-10s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "output", "params",
-           "activations", "workspace", "forward", m->opts.training ? "backward" : "");
+    printf("  %-14s %-10s %-24s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "from",
+           "output", "params", "activations", "workspace", "forward",
+           m->opts.training ? "backward" : "");
     for (int i = 0; i < g->n_nodes; i++) {
         const ct_node *n = &g->nodes[i];
         size_t np = 0;
         if (n->weight >= 0) np += g->params[n->weight].count;
         if (n->bias >= 0) np += g->params[n->bias].count;
-        printf("  %-3d %-10s %-12s %10zu %12s %12s  %-34s %s\n", i, ct_op(n->kind)->name,
+        printf("  %-14s %-10s %-24s %-12s %10zu %12s %12s  %-34s %s\n", ct_node_label(n),
+               ct_op(n->kind)->name, inputs_of(g, i, from, sizeof from),
                ct_shape_str(n->out, s1, sizeof s1), np,
                ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_ACTIVATIONS), b1, sizeof b1),
                ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_WORKSPACE), b2, sizeof b2),

@@ -18,6 +18,9 @@
  *       - linear: {out_features: 10}
  *       - dropout: {p: 0.5}
  *       - relu: {checkpoint: true}  # any layer: recompute in backward (graph.h)
+ *       - residual:                 # output = body(x) + shortcut(x); shortcut
+ *           body: [conv2d: {...}, relu]  # absent = identity (ct_branch)
+ *           shortcut: [conv2d: {out_channels: 64, kernel: 1, stride: 2}]
  *     loss: cross_entropy
  *   optimizer: {type: adam, lr: 0.001, betas: [0.9, 0.999], eps: 1e-8,
  *               weight_decay: 0, momentum: 0, nesterov: false}
@@ -39,7 +42,9 @@
 
 #include "common/error.h"
 
-#define CT_MAX_LAYERS 64
+/* Most graph nodes: top-level layers plus every layer inside residual blocks and
+ * one add node per block. */
+#define CT_MAX_LAYERS 128
 #define CT_PATH_MAX 1024
 #define CT_NAME_MAX 64
 
@@ -51,10 +56,20 @@ typedef enum {
     CT_LAYER_FLATTEN,
     CT_LAYER_LINEAR,
     CT_LAYER_DROPOUT,
+    CT_LAYER_RESIDUAL, /* the add node ending a residual block (below) */
     CT_LAYER_KIND_COUNT
 } ct_layer_kind;
 
-/* One entry of model.layers. Fields not used by a kind keep their defaults. */
+/* Where a layer sits. A residual block in the YAML,
+ *   - residual: {body: [layers...], shortcut: [layers...], checkpoint: false}
+ * is stored flat: its body layers (CT_BRANCH_BODY), then its shortcut layers
+ * (CT_BRANCH_SHORTCUT, none for an identity shortcut), then one CT_LAYER_RESIDUAL
+ * entry (CT_BRANCH_MAIN) for the block itself, whose output is body(x) + shortcut(x)
+ * (graph.h). Blocks do not nest. */
+typedef enum { CT_BRANCH_MAIN, CT_BRANCH_BODY, CT_BRANCH_SHORTCUT } ct_branch;
+
+/* One entry of model.layers, flattened as above. Fields not used by a kind keep
+ * their defaults. */
 typedef struct ct_layer_cfg {
     ct_layer_kind kind;
     int out_channels; /* conv2d, >= 1 */
@@ -65,6 +80,7 @@ typedef struct ct_layer_cfg {
     bool bias;        /* conv2d, linear; default true */
     double p;         /* dropout probability, 0 <= p < 1 */
     bool checkpoint;  /* any kind: activation checkpointing (see graph.h); default false */
+    ct_branch branch; /* default CT_BRANCH_MAIN */
     int line, col;    /* 1-based position of the entry in the YAML, for errors */
 } ct_layer_cfg;
 
@@ -143,7 +159,7 @@ typedef struct ct_config {
     char source[CT_PATH_MAX]; /* file the config came from ("<string>" if none) */
     int input_c, input_h, input_w;
     ct_layer_cfg layers[CT_MAX_LAYERS];
-    int n_layers;
+    int n_layers;             /* entries of layers[], flattened (ct_branch) */
     ct_loss_kind loss;
     ct_optimizer_cfg optimizer;
     ct_schedule_cfg schedule;

@@ -31,6 +31,7 @@ static const struct { unsigned accepts, needs; } ct_kind_params[CT_LAYER_KIND_CO
     [CT_LAYER_FLATTEN] = {ANY, 0},
     [CT_LAYER_LINEAR] = {B(P_OUT_FEATURES) | B(P_BIAS) | ANY, B(P_OUT_FEATURES)},
     [CT_LAYER_DROPOUT] = {B(P_P) | ANY, 0},
+    [CT_LAYER_RESIDUAL] = {0, 0}, /* read by ct_walk_residual */
 };
 
 static bool ct_is_pool(ct_layer_kind k) {
@@ -111,36 +112,91 @@ static int ct_layer_split(const ct_yaml_ctx *ctx, yaml_node_t *entry, yaml_node_
     return 0;
 }
 
-static int ct_walk_layer(const ct_yaml_ctx *ctx, yaml_node_t *entry, ct_layer_cfg *l) {
+/* Room for one more flattened entry at `entry`, else the error. */
+static int ct_layer_room(const ct_yaml_ctx *ctx, yaml_node_t *entry, const ct_config *cfg) {
+    if (cfg->n_layers < CT_MAX_LAYERS) return 0;
+    return ct_node_error(ctx, entry, "too many layers (at most %d, counting the layers inside "
+                         "residual blocks and one per block)", CT_MAX_LAYERS);
+}
+
+static int ct_walk_list(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *where,
+                        ct_branch branch, ct_config *cfg);
+
+enum { R_BODY, R_SHORTCUT, R_CHECKPOINT, R_COUNT };
+static const char *const ct_residual_keys[R_COUNT] = {"body", "shortcut", "checkpoint"};
+
+/* A residual block: its body, its shortcut (absent or empty: identity), then the
+ * block's own entry, which ends it. */
+static int ct_walk_residual(const ct_yaml_ctx *ctx, yaml_node_t *entry, yaml_node_t *params,
+                            ct_branch branch, ct_config *cfg) {
+    if (branch != CT_BRANCH_MAIN)
+        return ct_node_error(ctx, entry, "residual blocks do not nest: a 'residual' inside "
+                             "a block's body or shortcut");
+    if (!params)
+        return ct_node_error(ctx, entry, "layer 'residual' needs parameters, e.g. "
+                             "'- residual: {body: [...]}'");
+    ct_map_view v;
+    if (ct_map_collect(ctx, params, "residual", ct_residual_keys, R_COUNT, &v) ||
+        ct_map_require(ctx, &v, "residual", ct_residual_keys, R_BODY))
+        return -1;
+    bool checkpoint = false;
+    if (v.val[R_CHECKPOINT] &&
+        ct_get_bool(ctx, v.val[R_CHECKPOINT], "residual.checkpoint", &checkpoint))
+        return -1;
+    int first = cfg->n_layers;
+    if (ct_walk_list(ctx, v.val[R_BODY], "residual.body", CT_BRANCH_BODY, cfg)) return -1;
+    if (v.val[R_SHORTCUT] && !ct_node_is_null(v.val[R_SHORTCUT]) &&
+        ct_walk_list(ctx, v.val[R_SHORTCUT], "residual.shortcut", CT_BRANCH_SHORTCUT, cfg))
+        return -1;
+    if (ct_layer_room(ctx, entry, cfg)) return -1;
+    ct_layer_cfg *l = &cfg->layers[cfg->n_layers++];
+    ct_layer_defaults(CT_LAYER_RESIDUAL, l);
+    l->line = (int)entry->start_mark.line + 1;
+    l->col = (int)entry->start_mark.column + 1;
+    for (int i = first; i < cfg->n_layers; i++) cfg->layers[i].checkpoint |= checkpoint;
+    return 0;
+}
+
+/* Appends the entry (one layer, or a residual block's layers) to cfg->layers. */
+static int ct_walk_layer(const ct_yaml_ctx *ctx, yaml_node_t *entry, ct_branch branch,
+                         ct_config *cfg) {
     yaml_node_t *kind_node = NULL, *params = NULL;
     int kind;
     if (ct_layer_split(ctx, entry, &kind_node, &params)) return -1;
     if (ct_get_enum(ctx, kind_node, "layer kind", ct_layer_kind_names, CT_LAYER_KIND_COUNT,
                     &kind))
         return -1;
+    if (kind == CT_LAYER_RESIDUAL) return ct_walk_residual(ctx, entry, params, branch, cfg);
+    if (ct_layer_room(ctx, entry, cfg)) return -1;
+    ct_layer_cfg *l = &cfg->layers[cfg->n_layers];
     ct_layer_defaults((ct_layer_kind)kind, l);
+    l->branch = branch;
     l->line = (int)entry->start_mark.line + 1;
     l->col = (int)entry->start_mark.column + 1;
-    return ct_layer_params(ctx, entry, params, l);
+    if (ct_layer_params(ctx, entry, params, l)) return -1;
+    cfg->n_layers++;
+    return 0;
 }
 
-static int ct_walk_layers(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
+/* A non-empty sequence of layer entries (`where`: "model.layers", "residual.body"). */
+static int ct_walk_list(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *where,
+                        ct_branch branch, ct_config *cfg) {
     if (node->type != YAML_SEQUENCE_NODE) {
         char got[128];
         ct_node_describe(node, got, sizeof got);
-        return ct_node_error(ctx, node, "'model.layers' expects a sequence of layers, got %s", got);
+        return ct_node_error(ctx, node, "'%s' expects a sequence of layers, got %s", where, got);
     }
     yaml_node_item_t *start = node->data.sequence.items.start;
     long n = node->data.sequence.items.top - start;
-    if (n == 0) return ct_node_error(ctx, node, "'model.layers' must not be empty");
-    for (long i = 0; i < n; i++) {
-        yaml_node_t *entry = ct_node_get(ctx, start[i]);
-        if (i >= CT_MAX_LAYERS)
-            return ct_node_error(ctx, entry, "too many layers (at most %d)", CT_MAX_LAYERS);
-        if (ct_walk_layer(ctx, entry, &cfg->layers[i])) return -1;
-        cfg->n_layers = (int)i + 1;
-    }
+    if (n == 0) return ct_node_error(ctx, node, "'%s' must not be empty", where);
+    for (long i = 0; i < n; i++)
+        if (ct_walk_layer(ctx, ct_node_get(ctx, start[i]), branch, cfg)) return -1;
     return 0;
+}
+
+static int ct_walk_layers(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
+    cfg->n_layers = 0;
+    return ct_walk_list(ctx, node, "model.layers", CT_BRANCH_MAIN, cfg);
 }
 
 static int ct_walk_input(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {

@@ -32,15 +32,16 @@ static bool is_pool2(const ct_graph *g, int i) {
  * there, else -1. */
 static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool training) {
     bool weighted = is_kind(g, i, CT_LAYER_CONV2D) || is_kind(g, i, CT_LAYER_LINEAR);
-    bool relu_next = is_kind(g, i + 1, CT_LAYER_RELU);
-    bool conv_relu_pool2 = is_kind(g, i, CT_LAYER_CONV2D) && relu_next && is_pool2(g, i + 2);
+    bool relu_next = is_kind(g, i + 1, CT_LAYER_RELU) && ct_graph_chain(g, i);
+    bool conv_relu_pool2 = is_kind(g, i, CT_LAYER_CONV2D) && relu_next && is_pool2(g, i + 2) &&
+                           ct_graph_chain(g, i + 1);
     switch (kind) {
     case CT_FUSE_CONV_RELU_POOL: return conv_relu_pool2 ? i + 2 : -1;
     case CT_FUSE_CONV_BWD_FROM_POOL: return training && conv_relu_pool2 ? i + 2 : -1;
     case CT_FUSE_RELU_POST_OP: return weighted && relu_next ? i + 1 : -1;
     case CT_FUSE_RELU_BWD_IN_POOL:
         return training && is_kind(g, i, CT_LAYER_RELU) && g->nodes[i].input_grad &&
-                       is_kind(g, i + 1, CT_LAYER_MAXPOOL2D)
+                       is_kind(g, i + 1, CT_LAYER_MAXPOOL2D) && ct_graph_chain(g, i)
                    ? i + 1
                    : -1;
     default: return -1;
@@ -161,8 +162,9 @@ void ct_fusion_print(const ct_fusion_plan *p, const ct_graph *g, FILE *f) {
     for (int gi = 0; gi < p->n; gi++) {
         const ct_fusion_group *gr = &p->groups[gi];
         if (gr->fused && gr->subsumed_by >= 0) continue;
-        char range[24], layers[96];
-        snprintf(range, sizeof range, "%d-%d", gr->first, gr->last);
+        char range[2 * CT_NODE_NAME_MAX + 2], layers[96];
+        snprintf(range, sizeof range, "%s-%s", ct_node_label(&g->nodes[gr->first]),
+                 ct_node_label(&g->nodes[gr->last]));
         ct_fusion_group_layers(p, g, gi, layers, sizeof layers);
         fprintf(f, "  %-7s %-22s %-39s %s%s\n", range, layers, ct_fusion_kind_name(gr->kind),
                 gr->fused ? "fused" : "not fused: ", gr->fused ? "" : gr->why_not);

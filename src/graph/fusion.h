@@ -11,7 +11,10 @@
  * A backend reads the plan and nothing else to know what its neighbours do:
  * fwd_by / bwd_by say which node runs a node's forward / backward (itself when not
  * fused), and ct_fusion_active whether a group is in force. Fusion never changes
- * results: a fused group gives the same bits as its layers one by one.
+ * results: a fused group gives the same bits as its layers one by one. Every group
+ * is a chain (graph.h ct_graph_chain): each of its nodes after the first reads the
+ * one before it only and is that node's only reader, so no branch of a residual
+ * block sees a fused-away output.
  *
  * Groups overlap. In the order of the kinds below, an active group claims the
  * forward and backward of its later nodes; a fused group some of whose claims an

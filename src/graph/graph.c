@@ -1,8 +1,9 @@
-/* graph.c: builds the static graph from a config (shape inference and the flat
- * parameter table in PyTorch state_dict order). Allocates nothing. Every shape,
- * the input's included, holds at most CT_SHAPE_MAX_NUMEL values per sample. */
+/* graph.c: builds the static graph from a config (structure, shape inference and
+ * the flat parameter table in PyTorch state_dict order). Allocates nothing. Every
+ * shape, the input's included, holds at most CT_SHAPE_MAX_NUMEL values per sample. */
 #include "graph/graph.h"
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,10 +22,18 @@ const char *ct_shape_str(ct_shape s, char *buf, size_t n) {
     return buf;
 }
 
+bool ct_graph_chain(const ct_graph *g, int i) {
+    if (i < 0 || i + 1 >= g->n_nodes) return false;
+    const ct_node *next = &g->nodes[i + 1];
+    return next->n_src == 1 && next->src[0] == i && g->nodes[i].n_consumers == 1;
+}
+
 static int add_param(ct_graph *g, int layer, const char *suffix, int ndim, const int dims[4],
                      int fan_in) {
     ct_param_info *p = &g->params[g->n_params];
-    snprintf(p->name, sizeof p->name, "layers.%d.%s", layer, suffix);
+    char module[CT_NODE_NAME_MAX];
+    memcpy(module, g->nodes[layer].name, sizeof module);
+    snprintf(p->name, sizeof p->name, "%s.%s", module, suffix);
     p->ndim = ndim;
     p->count = 1;
     for (int d = 0; d < 4; d++) {
@@ -54,8 +63,126 @@ static bool numel_fits(ct_shape s) {
     return hw <= CT_SHAPE_MAX_NUMEL && (uint64_t)s.c * hw <= CT_SHAPE_MAX_NUMEL;
 }
 
-/* Groups consecutive checkpointed layers into spans. */
-static void find_spans(ct_graph *g) {
+const char *ct_node_label(const ct_node *n) { return n->name + strlen("layers."); }
+#define label ct_node_label
+
+static int node_error(const ct_config *cfg, const ct_node *n, ct_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int node_error(const ct_config *cfg, const ct_node *n, ct_err *err, const char *fmt, ...) {
+    char msg[CT_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ct_errorf(err, "%s:%d:%d: error: layer %s (%s): %s", cfg->source, n->cfg.line,
+                     n->cfg.col, label(n), ct_op(n->kind)->name, msg);
+}
+
+/* Structure: names and inputs of every node from the flattened entries (config.h
+ * ct_branch). t counts top-level entries; `prev` is the last node of the main chain
+ * (-1: the input batch). */
+static int link_nodes(const ct_config *cfg, ct_graph *g, ct_err *err) {
+    int t = 0, prev = -1;
+    int body_last = -1, sc_last = -1, n_body = 0, n_sc = 0; /* the open block */
+    for (int i = 0; i < g->n_nodes; i++) {
+        ct_node *n = &g->nodes[i];
+        ct_branch br = n->cfg.branch;
+        bool open = n_body > 0;
+        n->n_src = 1;
+        n->src[1] = -1;
+        if (br == CT_BRANCH_BODY) {
+            if (n_sc > 0)
+                return ct_errorf(err, "%s:%d:%d: error: a residual body layer after the "
+                                 "block's shortcut", cfg->source, n->cfg.line, n->cfg.col);
+            snprintf(n->name, sizeof n->name, "layers.%d.body.%d", t, n_body++);
+            n->src[0] = body_last >= 0 ? body_last : prev;
+            body_last = i;
+        } else if (br == CT_BRANCH_SHORTCUT) {
+            if (!open)
+                return ct_errorf(err, "%s:%d:%d: error: a residual shortcut layer without a "
+                                 "body", cfg->source, n->cfg.line, n->cfg.col);
+            snprintf(n->name, sizeof n->name, "layers.%d.shortcut.%d", t, n_sc++);
+            n->src[0] = sc_last >= 0 ? sc_last : prev;
+            sc_last = i;
+        } else if (n->kind == CT_LAYER_RESIDUAL) {
+            if (!open)
+                return ct_errorf(err, "%s:%d:%d: error: a residual block needs a body",
+                                 cfg->source, n->cfg.line, n->cfg.col);
+            snprintf(n->name, sizeof n->name, "layers.%d", t++);
+            n->n_src = 2;
+            n->src[0] = body_last;
+            n->src[1] = sc_last >= 0 ? sc_last : prev;
+            prev = i;
+            body_last = sc_last = -1;
+            n_body = n_sc = 0;
+        } else {
+            if (open)
+                return ct_errorf(err, "%s:%d:%d: error: a residual block's layers must end "
+                                 "with its residual entry", cfg->source, n->cfg.line,
+                                 n->cfg.col);
+            snprintf(n->name, sizeof n->name, "layers.%d", t++);
+            n->src[0] = prev;
+            prev = i;
+        }
+    }
+    if (n_body > 0)
+        return ct_errorf(err, "%s: error: model.layers ends inside a residual block",
+                         cfg->source);
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_src; k++)
+            if (g->nodes[i].src[k] >= 0) g->nodes[g->nodes[i].src[k]].n_consumers++;
+    return 0;
+}
+
+/* Backward runs in descending node order: among the readers of one output, the
+ * input with the highest (node, k) gives its gradient first (writes it), the others
+ * add theirs. Input gradients are needed where a node with parameters lies
+ * upstream (for a sequential graph: where some earlier node has parameters). */
+static void link_gradients(ct_graph *g) {
+    bool upstream[CT_MAX_LAYERS]; /* node i or an ancestor has parameters */
+    for (int i = 0; i < g->n_nodes; i++) {
+        ct_node *n = &g->nodes[i];
+        upstream[i] = n->weight >= 0 || n->bias >= 0;
+        for (int k = 0; k < n->n_src; k++) {
+            int s = n->src[k];
+            bool need = s >= 0 && upstream[s];
+            upstream[i] |= need;
+            if (k == 0) n->input_grad = need;
+            else n->input_grad1 = need;
+            n->gin_add[k] = false;
+            for (int m = i; m < g->n_nodes && s >= 0; m++)
+                for (int j = m == i ? k + 1 : 0; j < g->nodes[m].n_src; j++)
+                    n->gin_add[k] |= g->nodes[m].src[j] == s;
+        }
+    }
+}
+
+/* A residual add's inputs must agree; a flatten is a view of its input, so it may
+ * not share that input with another reader (a branch would write the gradient the
+ * other reads). */
+static int check_inputs(const ct_config *cfg, const ct_graph *g, ct_err *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ct_node *n = &g->nodes[i];
+        int s0 = n->src[0], s1 = n->src[1];
+        if (n->kind == CT_LAYER_RESIDUAL) {
+            ct_shape b = g->nodes[s0].out, c = s1 >= 0 ? g->nodes[s1].out : g->input;
+            char bs[48], cs[48];
+            if (b.c != c.c || b.h != c.h || b.w != c.w || b.flat != c.flat)
+                return node_error(cfg, n, err, "the body gives %s but the shortcut gives %s; "
+                                  "give the block a shortcut (e.g. a 1x1 conv2d with the "
+                                  "body's stride and channels) that matches",
+                                  ct_shape_str(b, bs, sizeof bs), ct_shape_str(c, cs, sizeof cs));
+        }
+        if (n->kind == CT_LAYER_FLATTEN && s0 >= 0 && g->nodes[s0].n_consumers > 1)
+            return node_error(cfg, n, err, "flatten is a view of its input, which other layers "
+                              "read too; flatten before or after the residual block");
+    }
+    return 0;
+}
+
+/* Groups consecutive checkpointed nodes into spans; refuses a span one of whose
+ * outputs but the last is read after it (that output is not kept). */
+static int find_spans(const ct_config *cfg, ct_graph *g, ct_err *err) {
     g->n_spans = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         g->nodes[i].span = -1;
@@ -65,6 +192,19 @@ static void find_spans(ct_graph *g) {
         g->spans[g->n_spans - 1].last = i;
         g->nodes[i].span = g->n_spans - 1;
     }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ct_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_src; k++) {
+            int s = n->src[k];
+            if (s < 0 || g->nodes[s].span < 0 || n->span == g->nodes[s].span) continue;
+            if (g->spans[g->nodes[s].span].last == s) continue;
+            return node_error(cfg, &g->nodes[s], err, "checkpointed, but layer %s (%s) after "
+                              "its span reads its output; checkpoint the whole residual block "
+                              "or none of the layers whose outputs leave it",
+                              label(n), ct_op(n->kind)->name);
+        }
+    }
+    return 0;
 }
 
 int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err) {
@@ -74,50 +214,43 @@ int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err) {
                          cfg->source);
     if (cfg->n_layers < 1)
         return ct_errorf(err, "%s: error: model.layers is empty", cfg->source);
+    if (cfg->n_layers > CT_MAX_LAYERS)
+        return ct_errorf(err, "%s: error: more than %d layers", cfg->source, CT_MAX_LAYERS);
     g->input = (ct_shape){cfg->input_c, cfg->input_h, cfg->input_w, false};
     if (!numel_fits(g->input))
         return ct_errorf(err, "%s: error: model.input %s holds more than %d values per sample",
                          cfg->source, ct_shape_str(g->input, (char[48]){0}, 48),
                          CT_SHAPE_MAX_NUMEL);
-    ct_shape cur = g->input;
-    for (int i = 0; i < cfg->n_layers; i++) {
+    g->n_nodes = cfg->n_layers;
+    for (int i = 0; i < g->n_nodes; i++) {
         ct_node *n = &g->nodes[i];
         n->kind = cfg->layers[i].kind;
         n->cfg = cfg->layers[i];
         n->index = i;
-        n->in = cur;
+    }
+    if (link_nodes(cfg, g, err) != 0) return -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        ct_node *n = &g->nodes[i];
+        n->in = n->src[0] >= 0 ? g->nodes[n->src[0]].out : g->input;
         ct_err e = {{0}};
-        if (ct_op(n->kind)->infer(n, &e) != 0)
-            return ct_errorf(err, "%s:%d:%d: error: layer %d (%s): %s", cfg->source, n->cfg.line,
-                             n->cfg.col, i, ct_op(n->kind)->name, e.msg);
+        if (ct_op(n->kind)->infer(n, &e) != 0) return node_error(cfg, n, err, "%s", e.msg);
         if (n->out.c < 1 || n->out.h < 1 || n->out.w < 1)
-            return ct_errorf(err, "%s:%d:%d: error: layer %d (%s): output shape is empty",
-                             cfg->source, n->cfg.line, n->cfg.col, i, ct_op(n->kind)->name);
+            return node_error(cfg, n, err, "output shape is empty");
         if (!numel_fits(n->out))
-            return ct_errorf(err, "%s:%d:%d: error: layer %d (%s): output %s holds more than %d "
-                             "values per sample", cfg->source, n->cfg.line, n->cfg.col, i,
-                             ct_op(n->kind)->name, ct_shape_str(n->out, (char[48]){0}, 48),
-                             CT_SHAPE_MAX_NUMEL);
+            return node_error(cfg, n, err, "output %s holds more than %d values per sample",
+                              ct_shape_str(n->out, (char[48]){0}, 48), CT_SHAPE_MAX_NUMEL);
         n->fwd_flops = ct_op(n->kind)->flops(n);
         add_node_params(g, n);
-        cur = n->out;
     }
-    g->n_nodes = cfg->n_layers;
-    bool params_before = false;
-    for (int i = 0; i < g->n_nodes; i++) {
-        g->nodes[i].input_grad = params_before;
-        params_before |= g->nodes[i].weight >= 0 || g->nodes[i].bias >= 0;
-    }
-    find_spans(g);
+    if (check_inputs(cfg, g, err) != 0) return -1;
+    link_gradients(g);
+    if (find_spans(cfg, g, err) != 0) return -1;
     const ct_node *last = &g->nodes[g->n_nodes - 1];
     if (cfg->data.num_classes > 0 &&
         (!last->out.flat || last->out.c != cfg->data.num_classes))
-        return ct_errorf(err,
-                         "%s:%d:%d: error: layer %d (%s): the model must end with %d outputs "
-                         "(data.num_classes), got %s",
-                         cfg->source, last->cfg.line, last->cfg.col, last->index,
-                         ct_op(last->kind)->name, cfg->data.num_classes,
-                         ct_shape_str(last->out, (char[32]){0}, 32));
+        return node_error(cfg, last, err, "the model must end with %d outputs "
+                          "(data.num_classes), got %s", cfg->data.num_classes,
+                          ct_shape_str(last->out, (char[32]){0}, 32));
     g->num_classes = last->out.flat ? last->out.c : 0;
     return 0;
 }

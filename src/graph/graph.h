@@ -1,11 +1,21 @@
 /* graph.h: the static layer graph built from a config.
  *
- * A sequential list of nodes, one per config layer, with per-sample shapes
- * inferred front to back (a linear layer's input size is inferred), and the
- * parameter table. Parameters live in ONE flat float array in the order and
- * layout of PyTorch's state_dict for the equivalent nn.Sequential:
- *   layers.<i>.weight  conv2d: [out, in, k, k] (OIHW); linear: [out, in]
- *   layers.<i>.bias    [out]
+ * A DAG of nodes, one per (flattened, config.h ct_branch) config layer, in
+ * topological order: node i reads the outputs of src[0] (and, for a residual
+ * block's add node, src[1]), each < i, or the input batch (-1). Without residual
+ * blocks every node reads the one before it. A block's body and shortcut read the
+ * block's input; its CT_LAYER_RESIDUAL node adds the body's last output and the
+ * shortcut's (or the block's input, for an identity shortcut). Per-sample shapes
+ * are inferred front to back (a linear layer's input size is inferred).
+ *
+ * Every node has its PyTorch module path (name): "layers.<t>" for top-level entry t
+ * of model.layers (the block itself for a residual node), "layers.<t>.body.<j>" and
+ * "layers.<t>.shortcut.<j>" inside block t. Parameters live in ONE flat float array
+ * in the order and layout of PyTorch's state_dict for the equivalent module tree
+ * (an nn.Sequential `layers` whose residual entries hold nn.Sequential `body` and
+ * `shortcut`, scripts/reference_pytorch.py):
+ *   <name>.weight  conv2d: [out, in, k, k] (OIHW); linear: [out, in]
+ *   <name>.bias    [out]
  * Gradients and optimizer state mirror that array element for element, so the
  * optimizer, zeroing, all-reduce and checkpoint code each walk one flat range.
  *
@@ -24,6 +34,7 @@
 
 #define CT_MAX_PARAMS (2 * CT_MAX_LAYERS)
 #define CT_PARAM_NAME_MAX 64
+#define CT_NODE_NAME_MAX 40 /* "layers.<int>.shortcut.<int>" */
 
 /* Shape of ONE sample; the batch dimension N is implicit everywhere.
  * Flat vectors (after flatten or linear) have c = features, h = w = 1, flat = true. */
@@ -52,19 +63,29 @@ typedef struct ct_param_info {
 typedef struct ct_node {
     ct_layer_kind kind;
     ct_layer_cfg cfg;   /* copy of the config entry */
-    int index;          /* position in the sequential list = PyTorch module index */
-    ct_shape in, out;
+    int index;          /* position in the graph (topological order) */
+    char name[CT_NODE_NAME_MAX]; /* PyTorch module path, "layers.3.body.0" */
+    int n_src;          /* inputs: 1, or 2 for a residual add */
+    int src[2];         /* node whose output input k is, -1 for the input batch */
+    int n_consumers;    /* nodes reading this node's output (0 for the last node) */
+    /* Backward order is descending node index. gin_add[k]: another reader of
+     * src[k]'s output gave its gradient earlier in backward, so this node's backward
+     * ADDS its input-k gradient to gact[src[k]] instead of writing it. */
+    bool gin_add[2];
+    ct_shape in, out;   /* in: input 0's shape (a residual add's inputs agree) */
     int weight;         /* index into graph.params, -1 if none */
     int bias;           /* index into graph.params, -1 if none */
     double fwd_flops;   /* per sample, multiply-add = 2 */
     int span;           /* checkpointed span this node belongs to, or -1 */
-    bool input_grad;    /* some earlier node has parameters, so backward must give
-                           the gradient of this node's input; false for node 0 and
-                           every node before the first with parameters */
+    bool input_grad;    /* backward must give the gradient of input 0: a node with
+                           parameters is upstream of it (for a sequential graph: some
+                           earlier node has parameters); false for the input batch */
+    bool input_grad1;   /* the same for input 1 (residual adds) */
 } ct_node;
 
-/* Activation checkpointing: a maximal run of consecutive layers with
- * `checkpoint: true` is a span. The outputs of a span's layers except its last
+/* Activation checkpointing: a maximal run of consecutive nodes with
+ * `checkpoint: true` is a span; no node after a span reads the output of a span
+ * node but its last (ct_graph_build refuses such spans). The outputs of a span's layers except its last
  * are not kept after forward: every span's share one buffer (plan.h), and in
  * backward, before the span's last layer, its layers first..last-1 run forward
  * again from the span's input (same dropout draws, so the same values). The
@@ -113,6 +134,14 @@ int ct_graph_build(const ct_config *cfg, ct_graph *g, ct_err *err);
  * (or backward) wrote to the amp mode's precision; false for amp off and for passes
  * that only move values their rounded inputs held. */
 bool ct_amp_rounds(const ct_node *n, ct_amp_mode amp, bool backward);
+
+/* "3" for top-level layer 3, "3.body.0" inside block 3: the name without
+ * "layers.", for messages ("layer 3.body.0 (conv2d): ..."). */
+const char *ct_node_label(const ct_node *n);
+
+/* Whether node i + 1 exists, reads node i's output only, and is its only reader:
+ * i and i + 1 form a chain that fusion may treat as one. */
+bool ct_graph_chain(const ct_graph *g, int i);
 
 /* Checks that node is a node of g ("<who>: node N out of range (0..M)"). */
 int ct_graph_check_node(const ct_graph *g, int node, const char *who, ct_err *err);

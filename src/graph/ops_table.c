@@ -83,9 +83,12 @@ static const ct_op_desc op_table[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_FLATTEN] = {"flatten", false, infer_flatten, NULL, no_flops, true, true},
     [CT_LAYER_LINEAR] = {"linear", true, infer_linear, linear_weight, linear_flops, false, false},
     [CT_LAYER_DROPOUT] = {"dropout", false, infer_same, NULL, elem_flops, false, false},
+    /* the add of a residual block (graph.c checks that its inputs agree); its
+     * backward passes the gradient on to both inputs unchanged */
+    [CT_LAYER_RESIDUAL] = {"residual", false, infer_same, NULL, elem_flops, false, true},
 };
 
-_Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to op_table for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 8, "add a row to op_table for every layer kind");
 
 const ct_op_desc *ct_op(ct_layer_kind kind) {
     assert(kind >= 0 && kind < CT_LAYER_KIND_COUNT);

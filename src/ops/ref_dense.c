@@ -22,6 +22,17 @@ void ct_ref_relu_backward(const double *x, long n, const double *dy, double *dx)
     for (long i = 0; i < n; i++) dx[i] = x[i] > 0.0 ? dy[i] : 0.0;
 }
 
+void ct_ref_add_forward(const double *a, const double *b, long n, double *y) {
+    for (long i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+void ct_ref_add_backward(const double *dy, long n, double *da, double *db) {
+    for (long i = 0; i < n; i++) {
+        if (da) da[i] = dy[i];
+        if (db) db[i] = dy[i];
+    }
+}
+
 void ct_ref_linear_forward(const double *x, int N, int I, const double *w, const double *b,
                            int O, double *y) {
     for (int n = 0; n < N; n++)

@@ -40,6 +40,10 @@ void ct_ref_avgpool2d_backward(int N, int C, int H, int W, int K, int S, int P,
 void ct_ref_relu_forward(const double *x, long n, double *y);
 void ct_ref_relu_backward(const double *x, long n, const double *dy, double *dx);
 
+/* residual add over n elements: y = a + b; backward gives dy to both inputs. */
+void ct_ref_add_forward(const double *a, const double *b, long n, double *y);
+void ct_ref_add_backward(const double *dy, long n, double *da, double *db);
+
 /* linear: x [N,I], w [O,I], b [O] or NULL -> y [N,O]. */
 void ct_ref_linear_forward(const double *x, int N, int I, const double *w, const double *b,
                            int O, double *y);

@@ -14,8 +14,8 @@
 
 #include "common/error.h"
 
-#define CT_MAX_REGIONS 512
-#define CT_REGION_NAME_MAX 48
+#define CT_MAX_REGIONS 1024
+#define CT_REGION_NAME_MAX 64
 
 typedef enum {
     CT_REGION_PARAMS,

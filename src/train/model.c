@@ -13,12 +13,12 @@ static int find_region(const ct_plan *p, const char *name) {
     return -1;
 }
 
-/* Region holding node i's output: backends name it "layers.<i>.out" and give it 0
- * bytes when the node works in place on its input's storage (relu, flatten). */
-static int output_storage(const ct_plan *p, int i) {
-    for (; i >= 0; i--) {
+/* Region holding node i's output: backends name it "<name>.out" (graph.h) and give
+ * it 0 bytes when the node works in place on its input's storage (relu, flatten). */
+static int output_storage(const ct_graph *g, const ct_plan *p, int i) {
+    for (; i >= 0; i = g->nodes[i].src[0]) {
         char name[CT_REGION_NAME_MAX];
-        snprintf(name, sizeof name, "layers.%d.out", i);
+        snprintf(name, sizeof name, "%s.out", g->nodes[i].name);
         int r = find_region(p, name);
         if (r >= 0 && p->regions[r].bytes > 0) return r;
     }
@@ -33,14 +33,14 @@ static int output_storage(const ct_plan *p, int i) {
 static void share_span_outputs(ct_model *m) {
     for (int s = 0; s < m->graph.n_spans; s++) {
         const ct_span *sp = &m->graph.spans[s];
-        int kept = output_storage(&m->plan, sp->last);
+        int kept = output_storage(&m->graph, &m->plan, sp->last);
         for (int i = sp->first; i < sp->last; i++) {
-            int r = output_storage(&m->plan, i);
+            int r = output_storage(&m->graph, &m->plan, i);
             if (r >= 0 && r != kept && m->plan.regions[r].layer >= sp->first)
                 ct_plan_set_span(&m->plan, r, s);
         }
         for (int i = sp->first; i < sp->last; i++) {
-            int r = output_storage(&m->plan, i);
+            int r = output_storage(&m->graph, &m->plan, i);
             m->recompute[i] = r >= 0 && m->plan.regions[r].span == s;
         }
     }

@@ -31,9 +31,9 @@ static const ct_cpu_op *const cpu_ops[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_CONV2D] = &ct_cpu_op_conv,       [CT_LAYER_MAXPOOL2D] = &ct_cpu_op_maxpool,
     [CT_LAYER_AVGPOOL2D] = &ct_cpu_op_avgpool, [CT_LAYER_RELU] = &ct_cpu_op_relu,
     [CT_LAYER_FLATTEN] = &ct_cpu_op_flatten,   [CT_LAYER_LINEAR] = &ct_cpu_op_linear,
-    [CT_LAYER_DROPOUT] = &ct_cpu_op_dropout,
+    [CT_LAYER_DROPOUT] = &ct_cpu_op_dropout,   [CT_LAYER_RESIDUAL] = &ct_cpu_op_residual,
 };
-_Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to cpu_ops for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 8, "add a row to cpu_ops for every layer kind");
 
 static ct_cpu *as_cpu(ct_backend *b) { return (ct_cpu *)b; }
 
@@ -41,12 +41,33 @@ static int layer_err(const ct_cpu *b, int i, ct_err *err) { return ct_layer_err(
 
 /* ---- shared helpers ------------------------------------------------------------- */
 
-ct_cpu_tensor *ct_cpu_in(ct_cpu *b, int i) { return i == 0 ? &b->x : &b->nodes[i - 1].act; }
-ct_cpu_tensor *ct_cpu_gin(ct_cpu *b, int i) {
-    return ct_cpu_has_gin(b, i) ? &b->nodes[i - 1].gact : NULL;
+ct_cpu_tensor *ct_cpu_in_k(ct_cpu *b, int i, int k) {
+    int s = b->g->nodes[i].src[k];
+    return s < 0 ? &b->x : &b->nodes[s].act;
 }
+ct_cpu_tensor *ct_cpu_in(ct_cpu *b, int i) { return ct_cpu_in_k(b, i, 0); }
 
-bool ct_cpu_has_gin(const ct_cpu *b, int i) { return i > 0 && b->g->nodes[i].input_grad; }
+bool ct_cpu_has_gin_k(const ct_cpu *b, int i, int k) {
+    const ct_node *n = &b->g->nodes[i];
+    return k == 0 ? n->input_grad : k < n->n_src && n->input_grad1;
+}
+bool ct_cpu_has_gin(const ct_cpu *b, int i) { return ct_cpu_has_gin_k(b, i, 0); }
+
+ct_cpu_tensor *ct_cpu_gin_k(ct_cpu *b, int i, int k) {
+    if (!ct_cpu_has_gin_k(b, i, k)) return NULL;
+    const ct_node *n = &b->g->nodes[i];
+    return n->gin_add[k] ? &b->nodes[i].gin_part[k] : &b->nodes[n->src[k]].gact;
+}
+ct_cpu_tensor *ct_cpu_gin(ct_cpu *b, int i) { return ct_cpu_gin_k(b, i, 0); }
+
+const char *ct_cpu_node_name(const ct_cpu *b, int i) { return b->g->nodes[i].name; }
+
+/* Whether node i's input (0) is an output other nodes read too: then the node may
+ * not work in place on it nor share its gradient's storage. */
+static bool input_shared(const ct_cpu *b, int i) {
+    int s = b->g->nodes[i].src[0];
+    return s >= 0 && b->g->nodes[s].n_consumers > 1;
+}
 
 static int add_region(ct_cpu *b, ct_region_kind kind, int layer, const char *name, size_t bytes,
                       ct_err *err) {
@@ -57,15 +78,16 @@ int ct_cpu_add_act(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, boo
                    bool alias_grad, ct_err *err) {
     char name[CT_REGION_NAME_MAX];
     size_t bytes = dnnl_memory_desc_get_size(md);
+    if (input_shared(b, nd->i)) alias_act = alias_grad = false;
     nd->act.md = *md;
-    snprintf(name, sizeof name, "layers.%d.out", nd->i);
+    snprintf(name, sizeof name, "%s.out", nd->g->name);
     int r = add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_act ? 0 : bytes, err);
     if (r < 0) return -1;
     nd->act.region = alias_act ? ct_cpu_in(b, nd->i)->region : r;
     nd->gact.region = -1;
     if (!b->o.training) return 0;
     nd->gact.md = *md;
-    snprintf(name, sizeof name, "layers.%d.grad", nd->i);
+    snprintf(name, sizeof name, "%s.grad", nd->g->name);
     r = add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_grad ? 0 : bytes, err);
     if (r < 0) return -1;
     nd->gact.region = alias_grad ? ct_cpu_gin(b, nd->i)->region : r;
@@ -74,7 +96,7 @@ int ct_cpu_add_act(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, boo
 
 int ct_cpu_add_ws(ct_cpu *b, ct_cpu_tensor *t, int layer, const char *suffix, ct_err *err) {
     char name[CT_REGION_NAME_MAX];
-    snprintf(name, sizeof name, "layers.%d.%s", layer, suffix);
+    snprintf(name, sizeof name, "%s.%s", ct_cpu_node_name(b, layer), suffix);
     t->region = add_region(b, CT_REGION_WORKSPACE, layer, name, dnnl_memory_desc_get_size(&t->md),
                            err);
     return t->region < 0 ? -1 : 0;
@@ -190,6 +212,21 @@ static void grads_in_dead_outputs(ct_cpu *b) {
     }
 }
 
+/* The gin_part tensors of node i's inputs whose gradient is added (cpu_internal.h),
+ * with their summing reorders. */
+static int create_gin_parts(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    for (int k = 0; k < 2; k++) {
+        nd->gin_part[k].region = -1;
+        if (!b->o.training || !ct_cpu_has_gin_k(b, nd->i, k) || !nd->g->gin_add[k]) continue;
+        const dnnl_memory_desc_t *md = &b->nodes[nd->g->src[k]].gact.md;
+        nd->gin_part[k].md = *md;
+        if (ct_cpu_add_ws(b, &nd->gin_part[k], nd->i, k ? "gin1" : "gin0", err) != 0 ||
+            ct_cpu_reorder_pd(&b->c, &nd->gin_sum[k], md, md, true, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* The fusion plan first (the graph pass with the CPU's conditions); each op's create
  * then confirms the groups it heads or ends, in node order. */
 static int create_nodes(ct_cpu *b, ct_err *err) {
@@ -199,7 +236,8 @@ static int create_nodes(ct_cpu *b, ct_err *err) {
         nd->g = &b->g->nodes[i];
         nd->i = i;
         nd->ws.region = -1;
-        if (cpu_ops[nd->g->kind]->create(b, nd, err) != 0) return layer_err(b, i, err);
+        if (create_gin_parts(b, nd, err) != 0 || cpu_ops[nd->g->kind]->create(b, nd, err) != 0)
+            return layer_err(b, i, err);
     }
     grads_in_dead_outputs(b);
     return 0;
@@ -252,6 +290,14 @@ static int bind_all(ct_cpu *b, ct_err *err) {
         if (ct_cpu_bind_tensor(b, &b->nodes[i].act, err) != 0 ||
             ct_cpu_bind_tensor(b, &b->nodes[i].gact, err) != 0)
             return layer_err(b, i, err);
+    for (int i = 0; i < b->g->n_nodes; i++)
+        for (int k = 0; k < 2; k++) {
+            ct_cpu_node *nd = &b->nodes[i];
+            if (nd->gin_part[k].region < 0) continue;
+            if (ct_cpu_bind_tensor(b, &nd->gin_part[k], err) != 0) return layer_err(b, i, err);
+            ct_cpu_arg(&nd->gin_sum[k], DNNL_ARG_SRC, nd->gin_part[k].mem);
+            ct_cpu_arg(&nd->gin_sum[k], DNNL_ARG_DST, b->nodes[nd->g->src[k]].gact.mem);
+        }
     if (ct_cpu_ctx_bind(&b->c, region_ptr(b, b->r_scratch), err) != 0) return -1;
     for (int i = 0; i < b->g->n_nodes; i++)
         if (cpu_ops[b->nodes[i].g->kind]->bind(b, &b->nodes[i], err) != 0)
@@ -328,7 +374,14 @@ static int cpu_backward(ct_backend *bb, int node, bool accumulate, uint32_t step
     if (b->fusion.bwd_by[node] != node) return 0; /* another node runs it */
     if (cpu_ops[nd->g->kind]->backward(b, nd, accumulate, step, err) != 0)
         return layer_err(b, node, err);
-    if (amp_needs_round(b, node, true)) amp_round(b, ct_cpu_gin(b, node));
+    for (int k = 0; k < nd->g->n_src; k++) {
+        if (!ct_cpu_has_gin_k(b, node, k)) continue;
+        if (amp_needs_round(b, node, true)) amp_round(b, ct_cpu_gin_k(b, node, k));
+        if (!nd->g->gin_add[k]) continue;
+        /* gact[src] += this node's part; the sum is a new value to round */
+        if (ct_cpu_exec(&b->c, &nd->gin_sum[k], err) != 0) return layer_err(b, node, err);
+        amp_round(b, &b->nodes[nd->g->src[k]].gact);
+    }
     return 0;
 }
 
@@ -600,7 +653,8 @@ static const char *cpu_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
     char *buf = nd->impl[pass];
     int by = pass == CT_PASS_FORWARD ? b->fusion.fwd_by[node] : b->fusion.bwd_by[node];
     if (by != node && (pass != CT_PASS_BACKWARD_DATA || ct_cpu_has_gin(b, node))) {
-        snprintf(buf, sizeof nd->impl[pass], "fused into layer %d", by);
+        snprintf(buf, sizeof nd->impl[pass], "fused into layer %s",
+                 ct_node_label(&b->g->nodes[by]));
         return buf;
     }
     if (by != node) return "";

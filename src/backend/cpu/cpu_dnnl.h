@@ -25,6 +25,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "common/error.h"
+#include "config/config.h"
 
 /* Checks one dnnl call; on failure fills err with "<call> failed: <status>" and
  * returns -1 from the enclosing function. */
@@ -37,8 +38,8 @@
 int ct_cpu_dnnl_fail(ct_err *err, const char *call, dnnl_status_t st);
 
 #define CT_CPU_MAX_ARGS 12
-#define CT_CPU_MAX_PRIMS (16 * 64 + 16)
-#define CT_CPU_MAX_MEMS (24 * 64 + 16)
+#define CT_CPU_MAX_PRIMS (16 * CT_MAX_LAYERS + 16)
+#define CT_CPU_MAX_MEMS (24 * CT_MAX_LAYERS + 16)
 
 /* A primitive with its fixed arguments. pd is set at create time, prim and the
  * scratchpad argument at bind time; args[] are filled by the op's bind. */

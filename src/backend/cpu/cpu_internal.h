@@ -3,8 +3,15 @@
  * One ct_cpu_node per graph node. Tensors are (desc, arena region) pairs:
  *   act   output of the node in the layout its producer chose
  *   gact  dLoss/dact, same desc as act (training plans only)
- * Flatten, and relu/dropout whose input is not the batch, alias their input's
- * region (their own "layers.<i>.out"/".grad" regions have 0 bytes). Every op runs
+ * Flatten, and relu/dropout whose input is not the batch and has no other reader,
+ * alias their input's region (their own "<name>.out"/".grad" regions have 0
+ * bytes; regions are named by the node's module path, graph.h).
+ *
+ * Residual graphs (graph.h): an output read by several nodes gets its gradient
+ * from each. The reader that runs first in backward writes gact[src]; for the
+ * others (ct_node.gin_add) ct_cpu_gin points at the node's own gin_part tensor
+ * (gact[src]'s desc, region "<name>.gin<k>"), which cpu_backward then adds into
+ * gact[src] with a summing reorder. Ops need not know. Every op runs
  * its primitives on all batch_size rows; a partial last batch just carries stale
  * rows that loss() ignores and gives zero gradient, so they add nothing to the
  * parameter gradients.
@@ -105,6 +112,14 @@ typedef struct ct_cpu_node {
     ct_cpu_prim fwd, bwd;    /* pools, relu */
     ct_cpu_tensor ws;        /* max-pool workspace */
     ct_cpu_xfer dsrc;        /* pools: diff_src layout -> gact[i-1] */
+    /* Input k's gradient when it is added to gact[src[k]] (ct_node.gin_add): the op
+     * writes gin_part[k], gin_sum[k] adds it into gact[src[k]]. */
+    ct_cpu_tensor gin_part[2];
+    ct_cpu_prim gin_sum[2];
+    /* residual add (cpu_residual.c): input 1 in input 0's layout when they differ;
+     * the backward copy of gact into input 1's gradient */
+    ct_cpu_xfer in1;
+    ct_cpu_prim gin1_copy, gin0_copy;
     char impl[3][64];        /* impl_name's answers, per ct_impl_pass */
 } ct_cpu_node;
 
@@ -158,18 +173,24 @@ struct ct_cpu {
 
 /* ---- shared helpers (cpu_backend.c) -------------------------------------------- */
 
-/* act[i-1] / gact[i-1] (i == 0: the batch / NULL). */
+/* Node i's input k (k = 1: a residual add's second): act[src[k]], or the batch. */
 ct_cpu_tensor *ct_cpu_in(ct_cpu *b, int i);
-/* gact[i-1], or NULL when node i's backward gives no input gradient (node 0, and
- * nodes before the first with parameters: graph.h input_grad). */
+ct_cpu_tensor *ct_cpu_in_k(ct_cpu *b, int i, int k);
+/* Where node i's backward writes the gradient of input k: gact[src[k]], or its
+ * gin_part[k] when that gradient is added (above); NULL when node i gives no such
+ * gradient (graph.h input_grad / input_grad1). */
 ct_cpu_tensor *ct_cpu_gin(ct_cpu *b, int i);
+ct_cpu_tensor *ct_cpu_gin_k(ct_cpu *b, int i, int k);
 bool ct_cpu_has_gin(const ct_cpu *b, int i);
+bool ct_cpu_has_gin_k(const ct_cpu *b, int i, int k);
+/* "layers.3.body.0", node i's module path, for region names. */
+const char *ct_cpu_node_name(const ct_cpu *b, int i);
 /* Sets nd->act (and gact when training) to md, adding "layers.<i>.out"/".grad"
  * regions; alias_act / alias_grad: reuse the input's region instead (the node's own
  * region then has 0 bytes). */
 int ct_cpu_add_act(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, bool alias_act,
                    bool alias_grad, ct_err *err);
-/* Adds the workspace region "layers.<layer>.<suffix>" for t (t->md set by the caller). */
+/* Adds the workspace region "<name of node layer>.<suffix>" for t (t->md set by the caller). */
 int ct_cpu_add_ws(ct_cpu *b, ct_cpu_tensor *t, int layer, const char *suffix, ct_err *err);
 /* Binds t: pointer into the arena and a memory object (no-op for region -1). */
 int ct_cpu_bind_tensor(ct_cpu *b, ct_cpu_tensor *t, ct_err *err);
@@ -219,7 +240,8 @@ int ct_cpu_load_batch_range(ct_backend *b, int slot, int start, int n, ct_err *e
 /* ---- op rows --------------------------------------------------------------------- */
 
 extern const ct_cpu_op ct_cpu_op_conv, ct_cpu_op_linear, ct_cpu_op_maxpool,
-    ct_cpu_op_avgpool, ct_cpu_op_relu, ct_cpu_op_dropout, ct_cpu_op_flatten;
+    ct_cpu_op_avgpool, ct_cpu_op_relu, ct_cpu_op_dropout, ct_cpu_op_flatten,
+    ct_cpu_op_residual;
 
 /* cpu_weighted.c: shared by conv and linear; the per-kind files give the descs. */
 #define CT_CPU_BWD_W_VARIANTS 5

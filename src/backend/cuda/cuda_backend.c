@@ -25,9 +25,9 @@ static const ct_cuda_op *const cuda_ops[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_CONV2D] = &ct_cuda_op_conv,       [CT_LAYER_MAXPOOL2D] = &ct_cuda_op_maxpool,
     [CT_LAYER_AVGPOOL2D] = &ct_cuda_op_avgpool, [CT_LAYER_RELU] = &ct_cuda_op_relu,
     [CT_LAYER_FLATTEN] = &ct_cuda_op_flatten,   [CT_LAYER_LINEAR] = &ct_cuda_op_linear,
-    [CT_LAYER_DROPOUT] = &ct_cuda_op_dropout,
+    [CT_LAYER_DROPOUT] = &ct_cuda_op_dropout,   [CT_LAYER_RESIDUAL] = &ct_cuda_op_residual,
 };
-_Static_assert(CT_LAYER_KIND_COUNT == 7, "add a row to cuda_ops for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 8, "add a row to cuda_ops for every layer kind");
 
 static ct_cuda *as_cuda(ct_backend *b) { return (ct_cuda *)b; }
 
@@ -39,8 +39,18 @@ static size_t row_numel(const ct_cuda *b, int node) {
 
 /* ---- shared helpers ------------------------------------------------------------- */
 
-float *ct_cuda_in(ct_cuda *b, int i) { return i == 0 ? b->x : b->nodes[i - 1].act; }
-float *ct_cuda_gin(ct_cuda *b, int i) { return i == 0 ? NULL : b->nodes[i - 1].gact; }
+float *ct_cuda_in_k(ct_cuda *b, int i, int k) {
+    int s = b->g->nodes[i].src[k];
+    return s < 0 ? b->x : b->nodes[s].act;
+}
+float *ct_cuda_in(ct_cuda *b, int i) { return ct_cuda_in_k(b, i, 0); }
+
+float *ct_cuda_gin_k(ct_cuda *b, int i, int k) {
+    const ct_node *n = &b->g->nodes[i];
+    if (k >= n->n_src || n->src[k] < 0) return NULL;
+    return n->gin_add[k] ? b->nodes[i].gin_part[k] : b->nodes[n->src[k]].gact;
+}
+float *ct_cuda_gin(ct_cuda *b, int i) { return ct_cuda_gin_k(b, i, 0); }
 
 static float *param_view(const ct_cuda *b, float *base, const ct_cuda_node *nd, bool bias) {
     int k = bias ? nd->g->bias : nd->g->weight;
@@ -114,7 +124,7 @@ static int relu_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step,
 static int relu_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step,
                          ct_err *err) {
     (void)accumulate, (void)step;
-    if (nd->i == 0) return 0;
+    if (!ct_cuda_gin(b, nd->i)) return 0;
     CT_KERNEL(err, ct_cuda_relu_backward(nd->act, nd->gact, ct_cuda_gin(b, nd->i),
                                          batch_numel(b, nd), b->stream));
     return 0;
@@ -141,7 +151,7 @@ static int dropout_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t ep
 static int dropout_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t epoch,
                             ct_err *err) {
     (void)accumulate;
-    if (nd->i == 0) return 0;
+    if (!ct_cuda_gin(b, nd->i)) return 0;
     CT_KERNEL(err, ct_cuda_dropout(nd->gact, ct_cuda_gin(b, nd->i), (size_t)b->N,
                                    ct_shape_numel(nd->g->out), b->o.seed, nd->i, epoch,
                                    b->first_pos, (float)nd->g->cfg.p, b->rec_args, b->stream));
@@ -156,6 +166,30 @@ static int no_run(ct_cuda *b, ct_cuda_node *nd, bool flag, uint32_t step, ct_err
 }
 
 const ct_cuda_op ct_cuda_op_flatten = {no_create, no_run, no_run};
+
+/* Residual add (graph.h): act = act[src0] + act[src1]; the gradient of a sum goes
+ * to both inputs unchanged. */
+static int residual_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step,
+                            ct_err *err) {
+    (void)train, (void)step;
+    CT_KERNEL(err, ct_cuda_add(ct_cuda_in_k(b, nd->i, 0), ct_cuda_in_k(b, nd->i, 1), nd->act,
+                               batch_numel(b, nd), b->stream));
+    return 0;
+}
+
+static int residual_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step,
+                             ct_err *err) {
+    (void)accumulate, (void)step;
+    for (int k = 0; k < 2; k++) {
+        float *gin = ct_cuda_gin_k(b, nd->i, k);
+        if (gin)
+            CT_CUDART(err, cudaMemcpyAsync(gin, nd->gact, batch_numel(b, nd) * sizeof(float),
+                                           cudaMemcpyDeviceToDevice, b->stream));
+    }
+    return 0;
+}
+
+const ct_cuda_op ct_cuda_op_residual = {no_create, residual_forward, residual_backward};
 
 /* ---- create ---------------------------------------------------------------------- */
 
@@ -212,22 +246,33 @@ static int add_batch_regions(ct_cuda *b, ct_err *err) {
 }
 
 /* act/gact regions of node i: own ones, or its input's for flatten (gact of a
- * flatten at node 0 is its own: there is no gact[-1]). */
+ * flatten of the batch is its own: there is no gradient of the batch; the graph
+ * gives a flatten no input another node reads). And the gin_part regions of the
+ * inputs whose gradient is added. */
 static int add_act_regions(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     char name[CT_REGION_NAME_MAX];
     size_t bytes = (size_t)b->N * ct_shape_numel(nd->g->out) * sizeof(float);
-    bool alias_act = nd->g->kind == CT_LAYER_FLATTEN, alias_grad = alias_act && nd->i > 0;
+    int src = nd->g->src[0];
+    bool alias_act = nd->g->kind == CT_LAYER_FLATTEN, alias_grad = alias_act && src >= 0;
     int r;
-    snprintf(name, sizeof name, "layers.%d.out", nd->i);
+    snprintf(name, sizeof name, "%s.out", nd->g->name);
     if (add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_act ? 0 : bytes, &r, err) != 0)
         return -1;
-    nd->r_act = !alias_act ? r : nd->i == 0 ? b->r_x : b->nodes[nd->i - 1].r_act;
-    nd->r_gact = -1;
+    nd->r_act = !alias_act ? r : src < 0 ? b->r_x : b->nodes[src].r_act;
+    nd->r_gact = nd->r_gin_part[0] = nd->r_gin_part[1] = -1;
     if (!b->o.training) return 0;
-    snprintf(name, sizeof name, "layers.%d.grad", nd->i);
+    snprintf(name, sizeof name, "%s.grad", nd->g->name);
     if (add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_grad ? 0 : bytes, &r, err) != 0)
         return -1;
-    nd->r_gact = alias_grad ? b->nodes[nd->i - 1].r_gact : r;
+    nd->r_gact = alias_grad ? b->nodes[src].r_gact : r;
+    for (int k = 0; k < nd->g->n_src; k++) {
+        if (!nd->g->gin_add[k]) continue;
+        snprintf(name, sizeof name, "%s.gin%d", nd->g->name, k);
+        size_t in_bytes = (size_t)b->N * row_numel(b, nd->g->src[k]) * sizeof(float);
+        if (add_region(b, CT_REGION_WORKSPACE, nd->i, name, in_bytes, &nd->r_gin_part[k],
+                       err) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -322,6 +367,7 @@ static void bind_pointers(ct_cuda *b) {
         ct_cuda_node *nd = &b->nodes[i];
         nd->act = region_ptr(b, nd->r_act);
         nd->gact = region_ptr(b, nd->r_gact);
+        for (int k = 0; k < 2; k++) nd->gin_part[k] = region_ptr(b, nd->r_gin_part[k]);
     }
     ct_cuda_data_bind(b);
 }
@@ -452,14 +498,31 @@ static int cuda_forward(ct_backend *bb, int node, bool train, uint32_t epoch, ct
     return 0;
 }
 
+/* After node's backward: rounds each input gradient it gave (amp), and adds those
+ * that go into a gradient another reader already wrote (rounding the sum). */
+static int gin_finish(ct_cuda *b, int node, ct_err *err) {
+    const ct_node *g = &b->g->nodes[node];
+    for (int k = 0; k < g->n_src; k++) {
+        float *gin = ct_cuda_gin_k(b, node, k);
+        bool gives = k == 0 ? g->input_grad : g->input_grad1;
+        if (!gin || !gives) continue;
+        if (amp_needs_round(b, node, true) && amp_round(b, gin, g->src[k], err) != 0) return -1;
+        if (!g->gin_add[k]) continue;
+        float *sum = b->nodes[g->src[k]].gact;
+        CT_KERNEL(err, ct_cuda_accumulate(sum, gin, (size_t)b->N * row_numel(b, g->src[k]),
+                                          b->stream));
+        if (amp_round(b, sum, g->src[k], err) != 0) return -1;
+    }
+    return 0;
+}
+
 static int cuda_backward(ct_backend *bb, int node, bool accumulate, uint32_t epoch, ct_err *err) {
     ct_cuda *b = as_cuda(bb);
     if (check_node(b, node, err) != 0) return -1;
     if (!b->o.training) return ct_errorf(err, "cuda backend: backward on a forward-only plan");
     ct_cuda_node *nd = &b->nodes[node];
     if (cuda_ops[nd->g->kind]->backward(b, nd, accumulate, epoch, err) != 0 ||
-        (amp_needs_round(b, node, true) && amp_round(b, ct_cuda_gin(b, node), node - 1, err) != 0) ||
-        ct_cuda_debug_sync(b, "backward", err) != 0)
+        gin_finish(b, node, err) != 0 || ct_cuda_debug_sync(b, "backward", err) != 0)
         return layer_err(b, node, err);
     return 0;
 }
@@ -686,7 +749,7 @@ static const char *cuda_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
     const ct_node *g = b->nodes[node].g;
     bool data = pass == CT_PASS_BACKWARD_DATA, weights = pass == CT_PASS_BACKWARD_WEIGHTS;
     if (pass != CT_PASS_FORWARD && !b->o.training) return "";
-    if ((data && (node == 0 || !g->input_grad)) || (weights && !ct_op(g->kind)->has_params))
+    if ((data && !g->input_grad) || (weights && !ct_op(g->kind)->has_params))
         return "";
     switch (g->kind) {
     case CT_LAYER_CONV2D: return ct_cuda_conv_algo_name(&b->nodes[node], pass);

@@ -5,10 +5,14 @@
  * params, grads and optimizer state are the flat PyTorch-layout arrays, and conv
  * filters (OIHW) are cuDNN's NCHW filter format, so nothing is ever reordered.
  *
- * Buffers: every node except flatten owns its "layers.<i>.out" and ".grad"
- * regions (flatten aliases its input's), so each op's backward can read its own
- * input and output intact (max pooling needs both). All of it lives in ONE
- * cudaMalloc arena per device, carved by the plan at 256-byte alignment.
+ * Buffers: every node except flatten owns its "<name>.out" and ".grad" regions
+ * (flatten aliases its input's; graph.h names), so each op's backward can read its
+ * own input and output intact (max pooling needs both). Residual graphs: where an
+ * output is read by several nodes, the reader that runs first in backward writes its
+ * gradient and the others (ct_node.gin_add) write their own "<name>.gin<k>"
+ * region (ct_cuda_gin_k), which cuda_backward then adds in (kernels/residual.cu).
+ * All of it lives in ONE cudaMalloc arena per device, carved by the plan at
+ * 256-byte alignment.
  *
  * Execution: one stream; the cuBLAS and cuDNN handles are bound to it; no call
  * synchronizes the host except the host copies, read_metrics and sync (and, with
@@ -69,6 +73,8 @@ typedef struct ct_cuda_node {
     int r_act, r_gact;    /* plan regions (flatten: its input's); r_gact -1 when none */
     float *act;           /* [N, numel(out)] NCHW, valid after bind */
     float *gact;          /* same shape; NULL in forward-only plans */
+    int r_gin_part[2];    /* input k's gradient when added (gin_add), else -1 */
+    float *gin_part[2];
     /* conv2d and pools (cuda_conv.c, cuda_pool.c) */
     cudnnTensorDescriptor_t in_desc;   /* [N, C, H, W] */
     cudnnTensorDescriptor_t out_desc;  /* [N, C', OH, OW] */
@@ -155,13 +161,18 @@ typedef struct ct_cuda_op {
 } ct_cuda_op;
 
 extern const ct_cuda_op ct_cuda_op_conv, ct_cuda_op_linear, ct_cuda_op_maxpool,
-    ct_cuda_op_avgpool, ct_cuda_op_relu, ct_cuda_op_dropout, ct_cuda_op_flatten;
+    ct_cuda_op_avgpool, ct_cuda_op_relu, ct_cuda_op_dropout, ct_cuda_op_flatten,
+    ct_cuda_op_residual;
 
 /* ---- shared helpers (cuda_backend.c) -------------------------------------------- */
 
-/* act[i-1] (i == 0: the batch x) and gact[i-1] (i == 0: NULL). */
+/* Node i's input k (k = 1: a residual add's second): act[src[k]], or the batch x;
+ * and where node i's backward writes that input's gradient: gact[src[k]], or the
+ * node's gin_part[k] when the gradient is added (above); NULL for the batch. */
 float *ct_cuda_in(ct_cuda *b, int i);
+float *ct_cuda_in_k(ct_cuda *b, int i, int k);
 float *ct_cuda_gin(ct_cuda *b, int i);
+float *ct_cuda_gin_k(ct_cuda *b, int i, int k);
 /* Parameter / gradient views of node nd's weight or bias (NULL when absent). */
 float *ct_cuda_param(ct_cuda *b, const ct_cuda_node *nd, bool bias);
 float *ct_cuda_grad(ct_cuda *b, const ct_cuda_node *nd, bool bias);

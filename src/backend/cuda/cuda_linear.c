@@ -60,7 +60,7 @@ static int linear_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32
     const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
     const float *x = ct_cuda_in(b, nd->i), *W = ct_cuda_param(b, nd, false);
     float *db = ct_cuda_grad(b, nd, true);
-    if (nd->i > 0)
+    if (nd->g->src[0] >= 0)
         CT_CUBLAS(err, cublas_gemm(b, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &one, W, I, nd->gact, O,
                                    &zero, ct_cuda_gin(b, nd->i), I));
     CT_CUBLAS(err, cublas_gemm(b, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, &one, x, I, nd->gact, O,

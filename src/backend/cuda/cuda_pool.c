@@ -40,7 +40,7 @@ static int pool_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step,
 static int pool_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step,
                          ct_err *err) {
     (void)accumulate, (void)step;
-    if (nd->i == 0) return 0;
+    if (nd->g->src[0] < 0) return 0;
     const float one = 1.0f, zero = 0.0f;
     CT_CUDNN(err, cudnnPoolingBackward(b->dnn, nd->pool, &one, nd->out_desc, nd->act, nd->out_desc,
                                        nd->gact, nd->in_desc, ct_cuda_in(b, nd->i), &zero,
