@@ -46,11 +46,25 @@ def resolve(path, config_path):
     return path
 
 
-def build_model(cfg):
-    c, h, w = cfg["model"]["input"]
-    shape = (c, h, w)
+class Residual(nn.Module):
+    """ctrain's residual block: body(x) + shortcut(x); an absent shortcut is the
+    identity (no parameters, so state_dict names are layers.<t>.body.<j>.* and
+    layers.<t>.shortcut.<j>.*)."""
+
+    def __init__(self, body, shortcut):
+        super().__init__()
+        self.body = body
+        self.shortcut = shortcut if shortcut is not None else nn.Identity()
+
+    def forward(self, x):
+        return self.body(x) + self.shortcut(x)
+
+
+def build_layers(entries, shape):
+    """nn.Modules for a list of config layer entries from input shape (C, H, W);
+    returns (modules, output shape)."""
     mods = []
-    for entry in cfg["model"]["layers"]:
+    for entry in entries:
         kind, p = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
         p = p or {}
         if kind == "conv2d":
@@ -64,7 +78,8 @@ def build_model(cfg):
             m = (nn.MaxPool2d if kind == "maxpool2d" else nn.AvgPool2d)(k, s, pad)
             shape = (shape[0], (shape[1] + 2 * pad - k) // s + 1, (shape[2] + 2 * pad - k) // s + 1)
         elif kind == "relu":
-            m = nn.ReLU(inplace=True)
+            # not in place: inside a residual block the input is also the shortcut's
+            m = nn.ReLU()
         elif kind == "flatten":
             m = nn.Flatten()
             shape = (shape[0] * shape[1] * shape[2], 1, 1)
@@ -73,9 +88,22 @@ def build_model(cfg):
             shape = (p["out_features"], 1, 1)
         elif kind == "dropout":
             m = nn.Dropout(p.get("p", 0.5))
+        elif kind == "residual":
+            body, out = build_layers(p["body"], shape)
+            shortcut = None
+            if p.get("shortcut"):
+                sc, _ = build_layers(p["shortcut"], shape)
+                shortcut = nn.Sequential(*sc)
+            m = Residual(nn.Sequential(*body), shortcut)
+            shape = out
         else:
             sys.exit(f"reference_pytorch.py: unsupported layer '{kind}'")
         mods.append(m)
+    return mods, shape
+
+
+def build_model(cfg):
+    mods, _ = build_layers(cfg["model"]["layers"], tuple(cfg["model"]["input"]))
     net = nn.Module()
     net.layers = nn.Sequential(*mods)
     net.forward = net.layers.forward

@@ -396,10 +396,11 @@ void parity_test_residual(void **state) {
     /* a block on the batch itself (no gradient of the input) */
     const ct_layer_cfg on_input[] = {
         body(conv(3, 3, 1, 1, true)), body(relu), R, flat, linear(5, true)};
-    /* flat blocks: plain [N, F] tensors, dropout inside */
+    /* flat blocks: the first adds a flatten's output (a conv's 4-D, maybe blocked,
+     * desc read as [N, F]), dropout inside; then plain [N, F] tensors */
     const ct_layer_cfg flat_blocks[] = {
-        flat, linear(16, true),
-        body(linear(16, true)), body(relu), body(dropout(0.25)), body(linear(16, true)), R,
+        conv(4, 3, 1, 1, true), flat,
+        body(linear(256, true)), body(relu), body(dropout(0.25)), body(linear(256, true)), R,
         body(relu), body(linear(16, false)), shortcut(linear(16, true)), R,
         linear(5, true)};
     struct { const char *name; const ct_layer_cfg *l; int n; } cases[] = {

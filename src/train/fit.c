@@ -111,8 +111,9 @@ static void warn_slow_layers(ct_model *m, FILE *log) {
         for (int p = CT_PASS_FORWARD; p <= CT_PASS_BACKWARD_WEIGHTS; p++) {
             const char *impl = m->device.vt->impl_name(m->be, i, (ct_impl_pass)p);
             if (impl && strncmp(impl, "ref", 3) == 0)
-                fprintf(log, "ctrain: layer %d (%s) %s runs on the reference implementation "
-                        "'%s' (slow)\n", i, ct_op(m->graph.nodes[i].kind)->name, pass_names[p], impl);
+                fprintf(log, "ctrain: layer %s (%s) %s runs on the reference implementation "
+                        "'%s' (slow)\n", ct_node_label(&m->graph.nodes[i]),
+                        ct_op(m->graph.nodes[i].kind)->name, pass_names[p], impl);
         }
 }
 

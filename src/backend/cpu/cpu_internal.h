@@ -116,10 +116,13 @@ typedef struct ct_cpu_node {
      * writes gin_part[k], gin_sum[k] adds it into gact[src[k]]. */
     ct_cpu_tensor gin_part[2];
     ct_cpu_prim gin_sum[2];
-    /* residual add (cpu_residual.c): input 1 in input 0's layout when they differ;
-     * the backward copy of gact into input 1's gradient */
-    ct_cpu_xfer in1;
-    ct_cpu_prim gin1_copy, gin0_copy;
+    /* residual add (cpu_residual.c): each input in the add's layout when it differs
+     * (in_x), the memory objects the add and the gradient copies read (views), and
+     * the gradient copies of gact into each input's gradient */
+    ct_cpu_xfer in_x[2];
+    dnnl_memory_t in_mem[2], gsrc_mem[2];
+    dnnl_memory_desc_t gsrc_md[2];
+    ct_cpu_prim gin_copy[2];
     char impl[3][64];        /* impl_name's answers, per ct_impl_pass */
 } ct_cpu_node;
 

@@ -1,47 +1,76 @@
 /* cpu_residual.c: the add node of a residual block (graph.h), on oneDNN.
  *
- * Forward: act = act[src0] + act[src1], a oneDNN binary add whose output takes
- * input 0's layout; input 1 is first reordered into that layout ("<name>.in1")
- * when its producer chose another. Backward: the gradient of a sum is the sum's
- * gradient, so gact is copied (reordered) into each input's gradient
- * (ct_cpu_gin_k: gact[src] or the node's gin_part, cpu_internal.h).
+ * Forward: act = act[src0] + act[src1], a oneDNN binary add in one layout P: input
+ * 0's for a C x H x W output, plain [N, F] for a flat one. An input in another
+ * layout is first reordered into P ("<name>.in<k>"). A flat input may still carry
+ * its 4-D desc [N, C, H, W] (flatten is a view, cpu_eltwise.c): it is reordered into
+ * plain [N, C, H, W], whose bytes are plain [N, F]'s, and read through a [N, F]
+ * view. Backward: the gradient of a sum is the sum's gradient, so gact is copied
+ * (reordered) into each input's gradient (ct_cpu_gin_k: gact[src] or the node's
+ * gin_part, cpu_internal.h), read through a plain [N, C, H, W] view where the
+ * input's desc is 4-D.
  */
 #include "backend/cpu/cpu_internal.h"
 
+/* Plain desc with md's dims. */
+static int plain_like(const dnnl_memory_desc_t *md, dnnl_memory_desc_t *out, ct_err *err) {
+    return ct_cpu_md_plain(out, md->ndims, md->dims, err);
+}
+
 static int residual_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    const dnnl_memory_desc_t *md0 = &ct_cpu_in_k(b, nd->i, 0)->md;
-    const dnnl_memory_desc_t *md1 = &ct_cpu_in_k(b, nd->i, 1)->md;
-    if (ct_cpu_add_act(b, nd, md0, false, false, err) != 0) return -1;
-    if (!ct_cpu_md_eq(md0, md1) &&
-        ct_cpu_xfer_plan(b, &nd->in1, nd->i, "in1", md0, md1, true, err) != 0)
-        return -1;
+    dnnl_memory_desc_t P;
+    if (nd->g->out.flat) {
+        dnnl_dim_t dims[2] = {b->N, nd->g->out.c};
+        if (ct_cpu_md_plain(&P, 2, dims, err) != 0) return -1;
+    } else {
+        P = ct_cpu_in_k(b, nd->i, 0)->md;
+    }
+    if (ct_cpu_add_act(b, nd, &P, false, false, err) != 0) return -1;
+    for (int k = 0; k < 2; k++) {
+        const dnnl_memory_desc_t *mk = &ct_cpu_in_k(b, nd->i, k)->md;
+        dnnl_memory_desc_t t = P;
+        if (mk->ndims != P.ndims && plain_like(mk, &t, err) != 0) return -1;
+        if (!ct_cpu_md_eq(mk, &P) &&
+            ct_cpu_xfer_plan(b, &nd->in_x[k], nd->i, k ? "in1" : "in0", &t, mk, true, err) != 0)
+            return -1;
+    }
     dnnl_binary_desc_t d;
-    CT_DNNL(err, dnnl_binary_desc_init(&d, dnnl_binary_add, md0, md0, md0));
+    CT_DNNL(err, dnnl_binary_desc_init(&d, dnnl_binary_add, &P, &P, &P));
     if (ct_cpu_pick(&b->c, &nd->fwd, &d, 1, sizeof d, NULL, "residual add", err) != 0) return -1;
     if (!b->o.training) return 0;
-    if (ct_cpu_has_gin_k(b, nd->i, 0) &&
-        ct_cpu_reorder_pd(&b->c, &nd->gin0_copy, md0, &ct_cpu_gin_k(b, nd->i, 0)->md, false,
-                          err) != 0)
-        return -1;
-    if (ct_cpu_has_gin_k(b, nd->i, 1) &&
-        ct_cpu_reorder_pd(&b->c, &nd->gin1_copy, md0, &ct_cpu_gin_k(b, nd->i, 1)->md, false,
-                          err) != 0)
-        return -1;
+    for (int k = 0; k < 2; k++) {
+        if (!ct_cpu_has_gin_k(b, nd->i, k)) continue;
+        const dnnl_memory_desc_t *gk = &ct_cpu_gin_k(b, nd->i, k)->md;
+        nd->gsrc_md[k] = P;
+        if (gk->ndims != P.ndims && plain_like(gk, &nd->gsrc_md[k], err) != 0) return -1;
+        if (ct_cpu_reorder_pd(&b->c, &nd->gin_copy[k], &nd->gsrc_md[k], gk, false, err) != 0)
+            return -1;
+    }
     return 0;
 }
 
 static int residual_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    const ct_cpu_tensor *in1 = ct_cpu_in_k(b, nd->i, 1);
-    if (ct_cpu_xfer_bind(b, &nd->in1, in1, err) != 0) return -1;
-    ct_cpu_arg(&nd->fwd, DNNL_ARG_SRC_0, ct_cpu_in_k(b, nd->i, 0)->mem);
-    ct_cpu_arg(&nd->fwd, DNNL_ARG_SRC_1, nd->in1.on ? nd->in1.t.mem : in1->mem);
+    for (int k = 0; k < 2; k++) {
+        const ct_cpu_tensor *in = ct_cpu_in_k(b, nd->i, k);
+        if (ct_cpu_xfer_bind(b, &nd->in_x[k], in, err) != 0) return -1;
+        const ct_cpu_tensor *src = nd->in_x[k].on ? &nd->in_x[k].t : in;
+        nd->in_mem[k] = src->mem;
+        if (!ct_cpu_md_eq(&src->md, &nd->act.md) && /* a plain 4-D [N,C,H,W] read as [N,F] */
+            ct_cpu_mem(&b->c, &nd->act.md, src->ptr, &nd->in_mem[k], err) != 0)
+            return -1;
+    }
+    ct_cpu_arg(&nd->fwd, DNNL_ARG_SRC_0, nd->in_mem[0]);
+    ct_cpu_arg(&nd->fwd, DNNL_ARG_SRC_1, nd->in_mem[1]);
     ct_cpu_arg(&nd->fwd, DNNL_ARG_DST, nd->act.mem);
     if (!b->o.training) return 0;
-    ct_cpu_prim *copy[2] = {&nd->gin0_copy, &nd->gin1_copy};
     for (int k = 0; k < 2; k++) {
         if (!ct_cpu_has_gin_k(b, nd->i, k)) continue;
-        ct_cpu_arg(copy[k], DNNL_ARG_SRC, nd->gact.mem);
-        ct_cpu_arg(copy[k], DNNL_ARG_DST, ct_cpu_gin_k(b, nd->i, k)->mem);
+        nd->gsrc_mem[k] = nd->gact.mem;
+        if (!ct_cpu_md_eq(&nd->gsrc_md[k], &nd->gact.md) &&
+            ct_cpu_mem(&b->c, &nd->gsrc_md[k], nd->gact.ptr, &nd->gsrc_mem[k], err) != 0)
+            return -1;
+        ct_cpu_arg(&nd->gin_copy[k], DNNL_ARG_SRC, nd->gsrc_mem[k]);
+        ct_cpu_arg(&nd->gin_copy[k], DNNL_ARG_DST, ct_cpu_gin_k(b, nd->i, k)->mem);
     }
     return 0;
 }
@@ -50,7 +79,8 @@ static int residual_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t epo
                             ct_err *err) {
     (void)train;
     (void)epoch;
-    if (nd->in1.on && ct_cpu_exec(&b->c, &nd->in1.r, err) != 0) return -1;
+    for (int k = 0; k < 2; k++)
+        if (nd->in_x[k].on && ct_cpu_exec(&b->c, &nd->in_x[k].r, err) != 0) return -1;
     return ct_cpu_exec(&b->c, &nd->fwd, err);
 }
 
@@ -58,8 +88,9 @@ static int residual_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32
                              ct_err *err) {
     (void)accumulate;
     (void)epoch;
-    if (ct_cpu_has_gin_k(b, nd->i, 0) && ct_cpu_exec(&b->c, &nd->gin0_copy, err) != 0) return -1;
-    if (ct_cpu_has_gin_k(b, nd->i, 1) && ct_cpu_exec(&b->c, &nd->gin1_copy, err) != 0) return -1;
+    for (int k = 0; k < 2; k++)
+        if (ct_cpu_has_gin_k(b, nd->i, k) && ct_cpu_exec(&b->c, &nd->gin_copy[k], err) != 0)
+            return -1;
     return 0;
 }
 
@@ -68,9 +99,11 @@ static const char *residual_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass 
     buf[0] = 0;
     if (pass == CT_PASS_FORWARD) return ct_cpu_impl(&nd->fwd);
     if (pass != CT_PASS_BACKWARD_DATA || !b->o.training) return buf;
-    if (ct_cpu_has_gin_k(b, nd->i, 0) || ct_cpu_has_gin_k(b, nd->i, 1))
-        snprintf(buf, n, "copy:%s", ct_cpu_impl(ct_cpu_has_gin_k(b, nd->i, 0) ? &nd->gin0_copy
-                                                                              : &nd->gin1_copy));
+    for (int k = 0; k < 2; k++)
+        if (ct_cpu_has_gin_k(b, nd->i, k)) {
+            snprintf(buf, n, "copy:%s", ct_cpu_impl(&nd->gin_copy[k]));
+            break;
+        }
     return buf;
 }
 
