@@ -5,7 +5,8 @@
  * loss L = sum(y * r) (so dy = r), dL/dp[i] ~ (L(p+h) - L(p-h)) / 2h with h = 1e-6,
  * each element within 1e-6 + 1e-5 * |numeric| of the analytic value. Outputs of
  * backward are pre-filled with garbage so a backward that adds instead of writing
- * fails. Also: dropout mask statistics and determinism.
+ * fails. Also: dropout mask statistics and determinism; a residual add whose input
+ * has two readers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -151,6 +152,40 @@ static void gradcheck_conv(int N, int C, int H, int W, int O, int K, int S, int 
     if (bias) check_grad(conv_fwd, &c, ny, r, c.b, O, db, "conv db");
     else assert_true(db[0] == GARBAGE); /* a NULL db is skipped, not written */
     free(c.x); free(c.w); free(c.b); free(r); free(dx); free(dw); free(db);
+}
+
+/* ---- residual add -------------------------------------------------------------- */
+
+/* y = conv(x) + x: the block's add, and x read by two layers, whose gradient is the
+ * sum of both readers' (what the graph's backward does). */
+static void residual_fwd(const void *ctx, double *y) {
+    const conv_ctx *c = ctx;
+    long n = (long)c->N * c->O * c->H * c->W;
+    double *t = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(t);
+    ct_ref_conv2d_forward(c->x, c->N, c->C, c->H, c->W, c->w, c->b, c->O, c->K, c->S, c->P, t);
+    ct_ref_add_forward(t, c->x, n, y);
+    free(t);
+}
+
+static void test_residual_add_gradcheck(void **state) {
+    (void)state;
+    rng_seed(31);
+    conv_ctx c = {NULL, NULL, NULL, 2, 3, 5, 5, 3, 3, 1, 1};
+    long n = 2 * 3 * 5 * 5, nw = 3 * 3 * 3 * 3;
+    c.x = rand_array(n, -1, 1);
+    c.w = rand_array(nw, -1, 1);
+    c.b = rand_array(3, -1, 1);
+    double *r = rand_array(n, -1, 1);
+    double *dt = garbage_array(n), *dskip = garbage_array(n), *dx = garbage_array(n);
+    double *dw = garbage_array(nw), *db = garbage_array(3);
+    ct_ref_add_backward(r, n, dt, dskip);
+    ct_ref_conv2d_backward(c.x, 2, 3, 5, 5, c.w, 3, 3, 1, 1, dt, dx, dw, db);
+    for (long i = 0; i < n; i++) dx[i] += dskip[i]; /* x's two readers */
+    check_grad(residual_fwd, &c, n, r, c.x, n, dx, "residual dx");
+    check_grad(residual_fwd, &c, n, r, c.w, nw, dw, "residual dw");
+    check_grad(residual_fwd, &c, n, r, c.b, 3, db, "residual db");
+    free(c.x); free(c.w); free(c.b); free(r); free(dt); free(dskip); free(dx); free(dw); free(db);
 }
 
 static void test_conv_gradcheck(void **state) {
@@ -578,6 +613,7 @@ static void test_softmax_xent_by_hand(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_gradcheck),
+        cmocka_unit_test(test_residual_add_gradcheck),
         cmocka_unit_test(test_conv_backward_null_outputs),
         cmocka_unit_test(test_conv_forward_by_hand),
         cmocka_unit_test(test_conv_forward_channels),
