@@ -362,6 +362,31 @@ static void test_ctrl_c_saves(void **state) {
     ct_checkpoint_free(&b);
 }
 
+/* A residual model's advice checkpoints whole blocks, named by their place in
+ * model.layers. */
+static void test_out_of_memory_advice_residual(void **state) {
+    (void)state;
+    char path[1024], args[2200];
+    ct_test_write_config(dir, "oom_res",
+                         "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+                         "    - relu\n"
+                         "    - residual: {body: [conv2d: {out_channels: 8, kernel: 3, "
+                         "padding: 1}, relu, conv2d: {out_channels: 8, kernel: 3, padding: 1}]}\n"
+                         "    - relu\n"
+                         "    - residual: {body: [conv2d: {out_channels: 8, kernel: 3, "
+                         "padding: 1}, relu, conv2d: {out_channels: 8, kernel: 3, padding: 1}]}\n"
+                         "    - relu\n    - flatten\n    - linear: {out_features: 10}\n",
+                         "train: {batch_size: 128}\ndevice: cpu\n", path, sizeof path);
+    snprintf(args, sizeof args, "fit %s --max-memory 20M --out %s/out-oom-res", path, dir);
+    ct_run_result r = ct_test_run(dir, args);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "activation checkpointing (checkpoint: true on residual blocks 2,4): "
+                       "arena "))
+        fail_msg("no block checkpointing advice in:\n%s", r.err);
+    assert_non_null(strstr(r.err, "saving"));
+    ct_test_run_free(&r);
+}
+
 static void test_out_of_memory_advice(void **state) {
     (void)state;
     char path[1024], args[1200];
@@ -447,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_nan_loss_stops),
         cmocka_unit_test(test_ctrl_c_saves),
         cmocka_unit_test(test_out_of_memory_advice),
+        cmocka_unit_test(test_out_of_memory_advice_residual),
         cmocka_unit_test(test_largest_batch_and_accumulation),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_summary_and_devices),

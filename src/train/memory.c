@@ -160,24 +160,38 @@ int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, boo
 }
 
 /* Checkpointing every layer except the one after each pooling layer makes one span
- * per block (conv, relu, pool), the pattern that pays on conv nets. Returns the
- * arena bytes at cfg's batch with that pattern (0 when it cannot be planned) and the
- * checkpointed layer list in `which`. */
+ * per block (conv, relu, pool), the pattern that pays on conv nets; in a model with
+ * residual blocks, checkpointing each block whole (the layers between blocks end
+ * the spans). Returns the arena bytes at cfg's batch with that pattern (0 when it
+ * cannot be planned) and what to checkpoint in `which` ("layers 0,1,3" or
+ * "residual blocks 2,4": top-level entries of model.layers). */
 static size_t checkpointed_bytes(const ct_config *cfg, const ct_device_choice *dev, bool training,
                                  char *which, size_t n) {
     ct_config *c = malloc(sizeof *c);
     if (!c) return 0;
     *c = *cfg;
-    size_t used = 0;
-    which[0] = 0;
+    bool residual = false;
+    for (int i = 0; i < c->n_layers; i++) residual |= c->layers[i].kind == CT_LAYER_RESIDUAL;
+    size_t used = (size_t)snprintf(which, n, "%s", residual ? "residual blocks " : "layers ");
+    int top = 0; /* the top-level entry layer i belongs to (a block's: the block's) */
+    bool first = true;
     for (int i = 0; i < c->n_layers; i++) {
-        bool after_pool = i > 0 && (c->layers[i - 1].kind == CT_LAYER_MAXPOOL2D ||
-                                    c->layers[i - 1].kind == CT_LAYER_AVGPOOL2D);
-        c->layers[i].checkpoint = !after_pool;
-        if (c->layers[i].checkpoint && used < n)
-            used += (size_t)snprintf(which + used, n - used, "%s%d", used ? "," : "", i);
+        const ct_layer_cfg *l = &c->layers[i];
+        bool on;
+        if (residual)
+            on = l->branch != CT_BRANCH_MAIN || l->kind == CT_LAYER_RESIDUAL;
+        else
+            on = !(i > 0 && (c->layers[i - 1].kind == CT_LAYER_MAXPOOL2D ||
+                             c->layers[i - 1].kind == CT_LAYER_AVGPOOL2D));
+        c->layers[i].checkpoint = on;
+        bool named = residual ? l->kind == CT_LAYER_RESIDUAL : on;
+        if (named && used < n) {
+            used += (size_t)snprintf(which + used, n - used, "%s%d", first ? "" : ",", top);
+            first = false;
+        }
+        if (l->branch == CT_BRANCH_MAIN) top++;
     }
-    size_t t = plan_bytes(c, dev, training, c->train.batch_size);
+    size_t t = first ? 0 : plan_bytes(c, dev, training, c->train.batch_size);
     free(c);
     return t;
 }
@@ -219,7 +233,7 @@ void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *bud, const ct
     char which[256];
     size_t ck = checkpointed_bytes(cfg, dev, training, which, sizeof which);
     if (ck && ck < plan->total)
-        fprintf(out, "  - activation checkpointing (checkpoint: true on layers %s): arena %s at "
+        fprintf(out, "  - activation checkpointing (checkpoint: true on %s): arena %s at "
                      "batch %d, saving %s\n",
                 which, ct_fmt_bytes(ck, b1, sizeof b1), cfg->train.batch_size,
                 ct_fmt_bytes(plan->total - ck, b2, sizeof b2));
