@@ -22,6 +22,7 @@
 
 #define CT_IDX_MAX_BYTES ((uint64_t)1 << 31) /* cap on the data size of one file */
 #define CT_IDX_DTYPE_U8 0x08
+#define CT_IDX_IMAGES 34 /* read_header's expect_ndim for "3 or 4 dimensions" */
 #define CT_IDX_GZIP_MAX_RATIO 1032u /* deflate's largest output per input byte */
 /* Buffer sizes. The fuzz build (tests/fuzz/meson.build) makes them small, so that
  * inputs of a few KiB cross every refill and growth boundary. */

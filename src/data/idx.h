@@ -29,8 +29,6 @@ typedef struct ct_dataset {
 int ct_idx_read_u8(const char *path, int expect_ndim, uint8_t **data, int dims[3],
                    ct_err *err);
 
-#define CT_IDX_IMAGES 34 /* read_header's "3 or 4 dimensions" (internal) */
-
 /* Reads an image IDX file of uint8 with 3 or 4 dimensions: *ndim gets which,
  * dims[0..*ndim-1] the sizes (the rest 1). Otherwise as ct_idx_read_u8. */
 int ct_idx_read_images(const char *path, uint8_t **data, int dims[4], int *ndim, ct_err *err);
