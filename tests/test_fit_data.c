@@ -17,11 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/config.h"
 #include "data/images.h"
 #include "helpers.h"
 #include "io/checkpoint.h"
+#include "train/datasets.h"
 #include "train/fit.h"
 
 static char dir[512];
@@ -197,10 +199,61 @@ static void test_augmented_resume_equals_straight_run(void **state) {
     free(wa), free(wb), free(wc);
 }
 
+/* Bad data stops the fit before training with one line naming the file. */
+static void test_data_errors_stop_fit(void **state) {
+    (void)state;
+    char path[700], text[600];
+    snprintf(path, sizeof path, "%s/cut", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/cut/data_batch_1.bin", dir);
+    size_t len;
+    snprintf(text, sizeof text, "%s/data_batch_1.bin", dir);
+    char *whole = ct_test_read_file(text, &len);
+    ct_test_write_file(path, whole, len - 1000); /* the last record cut short */
+    free(whole);
+    struct {
+        const char *name, *data, *want;
+    } cases[] = {
+        {"cutfile", "", "data_batch_1.bin: 121920 bytes is not a whole number of CIFAR-10 records"},
+        {"nomatch", "", "matches no file"},
+        {"badsplit", "  val_split: 80\n", "data.val_split 80 holds out 80 of the 80"},
+    };
+    for (int i = 0; i < 3; i++) {
+        ct_config cfg;
+        load_cfg(cases[i].name, cases[i].data, 1, &cfg);
+        if (i == 0)
+            snprintf(cfg.data.train_images, sizeof cfg.data.train_images, "%s/cut/data_batch_*.bin",
+                     dir);
+        if (i == 1)
+            snprintf(cfg.data.train_images, sizeof cfg.data.train_images, "%s/none_*.bin", dir);
+        FILE *devnull = fopen("/dev/null", "w");
+        ct_fit_opts o = {.save = true, .out = devnull, .log = devnull};
+        ct_fit_result res;
+        ct_err err = {{0}};
+        assert_int_equal(ct_fit(&cfg, &o, &res, &err), -1);
+        fclose(devnull);
+        if (!strstr(err.msg, cases[i].want)) fail_msg("'%s' lacks '%s'", err.msg, cases[i].want);
+        assert_null(strchr(err.msg, '\n'));
+        ct_config_free(&cfg);
+    }
+    /* a model whose input is not CIFAR-10's */
+    ct_config cfg;
+    load_cfg("gray", "", 1, &cfg);
+    cfg.input_c = 1;
+    cfg.data.n_mean = cfg.data.n_std = 0;
+    ct_err err = {{0}};
+    ct_dataset tr, va;
+    bool has_val;
+    assert_int_equal(ct_data_load_train(&cfg, &tr, &va, &has_val, &err), -1);
+    assert_non_null(strstr(err.msg, "images are 3x32x32 but model.input is 1x32x32"));
+    ct_config_free(&cfg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_val_split_and_final_test_line),
         cmocka_unit_test(test_augmented_resume_equals_straight_run),
+        cmocka_unit_test(test_data_errors_stop_fit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

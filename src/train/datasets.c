@@ -15,7 +15,8 @@ ct_pixel_prep ct_data_prep(const ct_config *cfg, bool train) {
     const ct_data_cfg *d = &cfg->data;
     ct_pixel_prep p;
     memset(&p, 0, sizeof p);
-    p.channels = cfg->input_c;
+    /* more channels than a prep holds: the backends and the loader refuse it */
+    p.channels = cfg->input_c < CT_MAX_CHANNELS ? cfg->input_c : CT_MAX_CHANNELS;
     for (int c = 0; c < CT_MAX_CHANNELS; c++) {
         p.mean[c] = (float)d->mean[d->n_mean ? (c < d->n_mean ? c : 0) : 0];
         p.std[c] = (float)d->std[d->n_std ? (c < d->n_std ? c : 0) : 0];
@@ -26,6 +27,12 @@ ct_pixel_prep ct_data_prep(const ct_config *cfg, bool train) {
         p.seed = cfg->train.seed;
     }
     return p;
+}
+
+static int check_channels(const ct_config *cfg, ct_err *err) {
+    if (cfg->input_c <= CT_MAX_CHANNELS) return 0;
+    return ct_errorf(err, "model.input has %d channels; image data has at most %d", cfg->input_c,
+                     CT_MAX_CHANNELS);
 }
 
 static ct_image_spec spec_of(const ct_config *cfg) {
@@ -60,6 +67,7 @@ int ct_data_load_train(const ct_config *cfg, ct_dataset *train, ct_dataset *val,
     ct_dataset all;
     memset(val, 0, sizeof *val);
     *has_val = false;
+    if (check_channels(cfg, err)) return -1;
     int rc = d->format == CT_DATA_CIFAR10
                  ? load_cifar_train(cfg, &all, err)
                  : ct_images_load_idx(d->train_images, d->train_labels, d->num_classes, &want,
@@ -84,9 +92,10 @@ int ct_data_load_test(const ct_config *cfg, const char *images, const char *labe
                       ct_dataset *test, ct_err *err) {
     const ct_data_cfg *d = &cfg->data;
     ct_image_spec want = spec_of(cfg);
+    memset(test, 0, sizeof *test);
+    if (check_channels(cfg, err)) return -1;
     if (d->format == CT_DATA_CIFAR10) {
         if (images || labels) {
-            memset(test, 0, sizeof *test);
             return ct_errorf(err, "--data takes IDX image and label files; this model's "
                              "data.format is cifar10");
         }
