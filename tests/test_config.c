@@ -860,6 +860,23 @@ static void test_data_val_split_augment(void **state) {
     expect_error(BASE "  augment: {flip: true}\n", "11:13", "did you mean 'hflip'");
 }
 
+/* The shipped CIFAR-10 example parses with every data key it shows. */
+static void test_cifar10_config(void **state) {
+    (void)state;
+    ct_config cfg;
+    ct_err err = {{0}};
+    if (ct_config_load("configs/cifar10.yaml", &cfg, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(cfg.input_c, 3);
+    assert_int_equal(cfg.data.format, CT_DATA_CIFAR10);
+    assert_non_null(strstr(cfg.data.train_images, "data_batch_*.bin"));
+    assert_int_equal(cfg.data.n_mean, 3);
+    assert_int_equal(cfg.data.n_std, 3);
+    assert_true(cfg.data.val_split == 5000.0);
+    assert_int_equal(cfg.data.crop, 4);
+    assert_true(cfg.data.hflip);
+    ct_config_free(&cfg);
+}
+
 static void test_layer_checkpoint_flag(void **state) {
     (void)state;
     ct_config cfg;
@@ -885,6 +902,7 @@ int main(void) {
         cmocka_unit_test(test_layer_checkpoint_flag),
         cmocka_unit_test(test_cnn_config),
         cmocka_unit_test(test_mlp_config),
+        cmocka_unit_test(test_cifar10_config),
         cmocka_unit_test(test_reparse_embedded_text),
         cmocka_unit_test(test_defaults_when_absent),
         cmocka_unit_test(test_default_name_from_source),
