@@ -225,6 +225,12 @@ static void test_cifar10_errors(void **state) {
     one[0] = q;
     expect_fail(ct_images_load_cifar10(one, 1, 10, &want, &ds, &err), &err, "short.bin.gz",
                 "6145 bytes is not a whole number");
+    size_t zlen; /* a gzip stream cut in the middle */
+    char *gz = ct_test_read_file(q, &zlen);
+    ct_test_write_file(q, gz, zlen / 2);
+    free(gz);
+    expect_fail(ct_images_load_cifar10(one, 1, 10, &want, &ds, &err), &err, "short.bin.gz",
+                "corrupt gzip stream");
     path_in(z, sizeof z, "empty.bin");
     ct_test_write_file(z, "", 0);
     one[0] = z;

@@ -2,7 +2,7 @@
  *
  * Owns the permutation, two batch slots (float x [cap,C,rows,cols], int32 y [cap],
  * cap = min(batch_size, count)) and the producer thread; all allocated in
- * ct_loader_create, nothing afterwards. Batch k of an epoch lives in slot k % 2.
+ * ct_loader_open, nothing afterwards. Batch k of an epoch lives in slot k % 2.
  *
  * Protocol, all counters guarded by mu and reset by ct_loader_start_epoch:
  *   produced  batches 0..produced-1 are filled;
@@ -74,7 +74,7 @@ static void fill_batch(ct_loader *l, int k) {
     const ct_dataset *ds = l->ds;
     bool augment = ct_prep_augments(&l->prep);
     for (int i = 0; i < n; i++) {
-        ct_aug_draw d;
+        ct_aug_draw d = {0, 0, 0};
         if (augment) d = ct_aug_draw_for(&l->prep, (uint32_t)l->epoch, (uint32_t)idx[i]);
         ct_prep_sample(ds->images + (size_t)idx[i] * l->sample_px, ds->channels, ds->rows,
                        ds->cols, (const float(*)[256])l->lut, augment ? &d : NULL, l->prep.crop,
