@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/pixels.h"
 #include "ops/elementwise.h"
 
 #ifdef __cplusplus
@@ -103,11 +104,13 @@ int ct_cuda_any_nonfinite(const float *g, size_t n, unsigned *flag, void *stream
 /* ---- device-resident datasets (data.cu) ---------------------------------------- */
 
 /* Gathers rows order[start + r], r in [0, n), of a uint8 dataset (images [count,
- * numel], labels [count]) into x [n, numel] = (p / 255 - mean) / std (the loader's
- * arithmetic, in float) and y [n] (int32). Indices were validated by the caller. */
+ * C, H, W], labels [count]) into x [n, C, H, W] and y [n] (int32), each pixel
+ * through data/pixels.h under prep (the loader's arithmetic, in float): normalized
+ * per channel, and augmented by the draw of (prep.seed, epoch, order[start + r])
+ * when `augment` is set. Indices were validated by the caller. */
 int ct_cuda_gather_batch(const uint8_t *images, const uint8_t *labels, const int32_t *order,
-                         int start, int n, size_t numel, float mean, float std, float *x,
-                         int32_t *y, void *stream);
+                         int start, int n, int C, int H, int W, ct_pixel_prep prep, int augment,
+                         uint32_t epoch, float *x, int32_t *y, void *stream);
 
 #ifdef __cplusplus
 }

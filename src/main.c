@@ -32,6 +32,7 @@ static const ct_command commands[] = {
      ct_cmd_fit, true},
     {"eval", "eval --checkpoint FILE [options]", "evaluate a checkpoint (needs no YAML)",
      "  --data IMAGES LABELS  evaluate on these IDX files instead of the config's test set\n"
+     "                        (data.format idx)\n"
      "  --device D  --batch-size N\n",
      ct_cmd_eval, false},
     {"summary", "summary CONFIG [options]", "print the layer table and memory plan",

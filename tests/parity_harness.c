@@ -731,13 +731,13 @@ void parity_partial_batch(float row_tol) {
 
 /* ---- the backend's own datasets against the host loader ------------------------------ */
 
-static void fill_dataset(ct_dataset *ds, int count, int rows, int cols, int K) {
+static void fill_dataset(ct_dataset *ds, int count, int C, int rows, int cols, int K) {
     memset(ds, 0, sizeof *ds);
-    ds->count = count, ds->rows = rows, ds->cols = cols, ds->num_classes = K;
-    ds->images = malloc((size_t)count * rows * cols);
+    ds->count = count, ds->channels = C, ds->rows = rows, ds->cols = cols, ds->num_classes = K;
+    ds->images = malloc((size_t)count * C * rows * cols);
     ds->labels = malloc((size_t)count);
     assert_true(ds->images && ds->labels);
-    for (size_t i = 0; i < (size_t)count * rows * cols; i++)
+    for (size_t i = 0; i < (size_t)count * C * rows * cols; i++)
         ds->images[i] = (uint8_t)((urand() + 1.0) * 127.9);
     for (int i = 0; i < count; i++) ds->labels[i] = (uint8_t)(i * 7 % K);
 }
@@ -765,38 +765,37 @@ static void compare_batch(harness *h, const ct_batch *bt, int start, float *xd) 
     assert_true(fabs(ma.loss_sum - mb.loss_sum) <= 1e-9 * (1.0 + fabs(mb.loss_sum)));
 }
 
-void parity_test_dataset(void **state) {
-    (void)state;
-    if (parity_skip && parity_skip()) skip();
+/* Two shuffled epochs of COUNT samples [C, ROWS, COLS] through both paths under prep. */
+static void dataset_case(int C, const ct_pixel_prep *prep) {
     enum { COUNT = 37, ROWS = 4, COLS = 5, K = 10, BATCH = 8 };
     ct_dataset ds;
-    fill_dataset(&ds, COUNT, ROWS, COLS, K);
+    fill_dataset(&ds, COUNT, C, ROWS, COLS, K);
     harness *h = calloc(1, sizeof *h);
     assert_non_null(h);
     snprintf(h->cfg.source, sizeof h->cfg.source, "test");
-    h->cfg.input_c = 1, h->cfg.input_h = ROWS, h->cfg.input_w = COLS;
+    h->cfg.input_c = C, h->cfg.input_h = ROWS, h->cfg.input_w = COLS;
     h->cfg.layers[0] = L(CT_LAYER_FLATTEN), h->cfg.layers[1] = dropout(0.5);
     h->cfg.layers[2] = linear(K, true);
     h->cfg.n_layers = 3;
     ct_err e = {{0}};
     if (ct_graph_build(&h->cfg, &h->g, &e) != 0) fail_msg("graph: %s", e.msg);
     ct_run_opts o = {.batch_size = BATCH, .training = true, .seed = SEED,
-                     .dataset_count = {COUNT, 0}, .data_mean = 0.1307f, .data_std = 0.3081f};
+                     .dataset_count = {COUNT, 0}, .prep = *prep};
     ct_plan_init(&h->plan, 64); /* create may raise it to the backend's alignment */
     h->vt = parity_vt;
     if (h->vt->create(&h->g, &o, &h->plan, &h->b, &e) != 0) fail_msg("create: %s", e.msg);
     ct_plan_finalize(&h->plan);
     if (h->vt->bind(h->b, &h->plan, &e) != 0) fail_msg("bind: %s", e.msg);
-    float *p = rand_params(&h->g), *xd = malloc(BATCH * ROWS * COLS * sizeof *xd);
+    float *p = rand_params(&h->g), *xd = malloc((size_t)BATCH * C * ROWS * COLS * sizeof *xd);
     int32_t order[COUNT];
     OK(h->vt->params_from_host(h->b, p, E));
     OK(h->vt->dataset_upload(h->b, 0, ds.images, ds.labels, COUNT, E));
     ct_loader *ld = NULL;
-    if (ct_loader_create(&ds, BATCH, true, SEED, 0.1307, 0.3081, &ld, &e) != 0)
+    if (ct_loader_open(&ds, BATCH, true, SEED, prep, &ld, &e) != 0)
         fail_msg("loader: %s", e.msg);
     for (int epoch = 0; epoch < 2; epoch++) {
         ct_epoch_order(SEED, epoch, true, COUNT, order);
-        OK(h->vt->dataset_order(h->b, 0, order, COUNT, E));
+        OK(h->vt->dataset_order(h->b, 0, order, COUNT, (uint32_t)epoch, E));
         ct_loader_start_epoch(ld, epoch);
         ct_batch bt;
         int start = 0;
@@ -816,4 +815,23 @@ void parity_test_dataset(void **state) {
     ct_loader_destroy(ld);
     free(p), free(xd), free(ds.images), free(ds.labels);
     close_h(h);
+}
+
+void parity_test_dataset(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    ct_pixel_prep prep = ct_pixel_prep_uniform(1, 0.1307, 0.3081);
+    dataset_case(1, &prep);
+}
+
+void parity_test_dataset_rgb_augment(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    ct_pixel_prep prep = ct_pixel_prep_uniform(3, 0.0, 1.0);
+    const float mean[3] = {0.49f, 0.48f, 0.45f}, std[3] = {0.25f, 0.24f, 0.26f};
+    for (int c = 0; c < 3; c++) prep.mean[c] = mean[c], prep.std[c] = std[c];
+    prep.crop = 2; /* of 4 x 5 images: many windows reach into the padding */
+    prep.hflip = 1;
+    prep.seed = SEED;
+    dataset_case(3, &prep);
 }

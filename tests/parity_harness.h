@@ -148,5 +148,9 @@ void parity_partial_batch(float row_tol);
  * graph (flatten, dropout, linear) ends with a training step: a dropout with no
  * input gradient to give. */
 void parity_test_dataset(void **state);
+/* The same for 3-channel samples with per-channel normalization and the training
+ * augmentation (crop 2, hflip; data/pixels.h) on slot 0: the backend's gather
+ * augments exactly as the host loader does, epoch by epoch. */
+void parity_test_dataset_rgb_augment(void **state);
 
 #endif

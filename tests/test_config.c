@@ -66,7 +66,7 @@ static void check_mnist_data(const ct_config *cfg) {
     assert_string_equal(cfg->data.test_images, "data/mnist/t10k-images-idx3-ubyte.gz");
     assert_string_equal(cfg->data.test_labels, "data/mnist/t10k-labels-idx1-ubyte.gz");
     assert_int_equal(cfg->data.num_classes, 10);
-    assert_true(cfg->data.mean == 0.5 && cfg->data.std == 0.5);
+    assert_true(cfg->data.mean[0] == 0.5 && cfg->data.std[0] == 0.5 && cfg->data.n_mean == 0);
     assert_true(cfg->data.shuffle);
     assert_int_equal(cfg->train.epochs, 10);
     assert_int_equal(cfg->train.batch_size, 256);
@@ -183,7 +183,7 @@ static void test_defaults_when_absent(void **state) {
     assert_true(cfg.schedule.gamma == 0.1 && cfg.schedule.min_lr == 0.0);
     assert_int_equal(cfg.schedule.warmup_epochs, 0);
     assert_int_equal(cfg.data.num_classes, 10);
-    assert_true(cfg.data.mean == 0.0 && cfg.data.std == 1.0 && cfg.data.shuffle);
+    assert_true(cfg.data.mean[0] == 0.0 && cfg.data.std[0] == 1.0 && cfg.data.shuffle);
     assert_string_equal(cfg.data.train_images, "a.gz");
     assert_int_equal(cfg.train.epochs, 10);
     assert_int_equal(cfg.train.batch_size, 64);
@@ -345,7 +345,7 @@ static void test_error_wrong_type(void **state) {
     expect_error(MODEL "data:\n  shuffle: maybe\n", "7:12",
                  "'data.shuffle' expects true or false, got 'maybe'");
     expect_error(MODEL "data:\n  train_images: [a, b]\n", "7:17",
-                 "'data.train_images' expects a string, got a sequence");
+                 "'data.train_images' is one IDX file with format idx; a list needs format: cifar10");
     expect_error(BASE "optimizer: adam\n", "11:12", "'optimizer' expects a mapping, got 'adam'");
     expect_error(BASE "device: [cpu]\n", "11:9", "'device' expects a string, got a sequence");
     expect_error("- model\n", "1:1", "'config' expects a mapping, got a sequence");
@@ -763,6 +763,122 @@ static void test_path_resolution(void **state) {
     ct_test_rmtree(dir);
 }
 
+/* ---- the data section's formats, layouts, normalization, split, augmentation ---- */
+
+#define RGB_MODEL                                                                      \
+    "model:\n"                                                                         \
+    "  input: [3, 32, 32]\n"                                                           \
+    "  layers:\n"                                                                      \
+    "    - flatten\n"                                                                  \
+    "    - linear: {out_features: 10}\n"
+
+static void test_data_cifar10_keys(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok(RGB_MODEL "data:\n  format: cifar10\n"
+              "  train_images: [b1.bin, b2.bin, b3.bin]\n  test_images: t.bin\n", &cfg);
+    assert_int_equal(cfg.data.format, CT_DATA_CIFAR10);
+    assert_int_equal(cfg.data.n_train_images, 3);
+    assert_string_equal(cfg.data.train_images, "b1.bin");
+    assert_string_equal(cfg.data.train_images_more[0], "b2.bin");
+    assert_string_equal(cfg.data.train_images_more[1], "b3.bin");
+    assert_string_equal(cfg.data.test_images, "t.bin");
+    ct_config_free(&cfg);
+    expect_ok(RGB_MODEL "data: {format: cifar10, train_images: 'd/data_batch_*.bin', "
+              "test_images: t.bin}\n", &cfg);
+    assert_int_equal(cfg.data.n_train_images, 1);
+    assert_string_equal(cfg.data.train_images, "d/data_batch_*.bin");
+    ct_config_free(&cfg);
+    /* IDX stays the default, and needs its label files */
+    expect_ok(BASE, &cfg);
+    assert_int_equal(cfg.data.format, CT_DATA_IDX);
+    assert_int_equal(cfg.data.layout, CT_DATA_LAYOUT_AUTO);
+    ct_config_free(&cfg);
+    expect_error(RGB_MODEL "data:\n  format: cifar10\n  train_images: a.bin\n"
+                 "  train_labels: l.bin\n  test_images: t.bin\n", "9:3",
+                 "'data.train_labels' does not apply to format cifar10");
+    expect_error(RGB_MODEL "data:\n  format: cifar10\n  train_images: a.bin\n"
+                 "  test_images: t.bin\n  test_labels: l.bin\n", "10:3",
+                 "'data.test_labels' does not apply to format cifar10");
+    expect_error(RGB_MODEL "data:\n  format: cifar10\n  train_images: a.bin\n"
+                 "  test_images: t.bin\n  layout: nhwc\n", "10:3",
+                 "'data.layout' applies to 4-d IDX files");
+    expect_error(RGB_MODEL "data:\n  format: cifar100\n  train_images: a.bin\n  test_images: t\n",
+                 "7:11", "did you mean 'cifar10'");
+    expect_error(RGB_MODEL "data:\n  format: cifar10\n  train_images: a.bin\n", "7:3",
+                 "test_images");
+    expect_error(MODEL "data:\n  train_images: a\n  test_images: c\n  test_labels: d\n", "7:3",
+                 "train_labels");
+    expect_error(RGB_MODEL "data:\n  format: cifar10\n  train_images: []\n  test_images: t\n",
+                 "8:17", "lists 0 files");
+}
+
+static void test_data_layout_normalize(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok(RGB_MODEL "data:\n  train_images: a\n  train_labels: b\n  test_images: c\n"
+              "  test_labels: d\n  layout: nhwc\n"
+              "  normalize: {mean: [0.49, 0.48, 0.45], std: [0.25, 0.24, 0.26]}\n", &cfg);
+    assert_int_equal(cfg.data.layout, CT_DATA_LAYOUT_NHWC);
+    assert_int_equal(cfg.data.n_mean, 3);
+    assert_int_equal(cfg.data.n_std, 3);
+    assert_true(cfg.data.mean[0] == 0.49 && cfg.data.mean[1] == 0.48 && cfg.data.mean[2] == 0.45);
+    assert_true(cfg.data.std[0] == 0.25 && cfg.data.std[1] == 0.24 && cfg.data.std[2] == 0.26);
+    ct_config_free(&cfg);
+    /* a scalar still applies to every channel, next to a list for the other */
+    expect_ok(RGB_MODEL "data:\n  train_images: a\n  train_labels: b\n  test_images: c\n"
+              "  test_labels: d\n  normalize: {mean: 0.5, std: [1, 2, 3]}\n", &cfg);
+    assert_int_equal(cfg.data.n_mean, 0);
+    assert_true(cfg.data.mean[0] == 0.5 && cfg.data.std[2] == 3.0);
+    ct_config_free(&cfg);
+    expect_error(RGB_MODEL "data:\n  train_images: a\n  train_labels: b\n  test_images: c\n"
+                 "  test_labels: d\n  normalize: {mean: [0.5, 0.5], std: 1}\n", "11:21",
+                 "'data.normalize.mean' lists 2 values but model.input has 3 channels");
+    expect_error(BASE "  normalize: {std: [1, 0]}\n", "11:24",
+                 "'data.normalize.std[1]' must be > 0");
+    expect_error(BASE "  layout: chw\n", "11:11", "unknown data.layout 'chw'");
+}
+
+static void test_data_val_split_augment(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok(BASE "  val_split: 0.1\n  augment: {crop: 4, hflip: true}\n", &cfg);
+    assert_true(cfg.data.val_split == 0.1);
+    assert_int_equal(cfg.data.crop, 4);
+    assert_true(cfg.data.hflip);
+    ct_config_free(&cfg);
+    expect_ok(BASE "  val_split: 5000\n", &cfg);
+    assert_true(cfg.data.val_split == 5000.0);
+    assert_int_equal(cfg.data.crop, 0);
+    assert_false(cfg.data.hflip);
+    ct_config_free(&cfg);
+    expect_ok(BASE, &cfg);
+    assert_true(cfg.data.val_split == 0.0);
+    ct_config_free(&cfg);
+    expect_error(BASE "  val_split: 2.5\n", "11:14", "a fraction in (0, 1) or a whole count");
+    expect_error(BASE "  val_split: 0\n", "11:14", "'data.val_split' must be > 0");
+    expect_error(BASE "  val_split: -0.2\n", "11:14", "'data.val_split' must be > 0");
+    expect_error(BASE "  augment: {crop: -1}\n", "11:19", "'data.augment.crop'");
+    expect_error(BASE "  augment: {flip: true}\n", "11:13", "did you mean 'hflip'");
+}
+
+/* The shipped CIFAR-10 example parses with every data key it shows. */
+static void test_cifar10_config(void **state) {
+    (void)state;
+    ct_config cfg;
+    ct_err err = {{0}};
+    if (ct_config_load("configs/cifar10.yaml", &cfg, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(cfg.input_c, 3);
+    assert_int_equal(cfg.data.format, CT_DATA_CIFAR10);
+    assert_non_null(strstr(cfg.data.train_images, "data_batch_*.bin"));
+    assert_int_equal(cfg.data.n_mean, 3);
+    assert_int_equal(cfg.data.n_std, 3);
+    assert_true(cfg.data.val_split == 5000.0);
+    assert_int_equal(cfg.data.crop, 4);
+    assert_true(cfg.data.hflip);
+    ct_config_free(&cfg);
+}
+
 static void test_layer_checkpoint_flag(void **state) {
     (void)state;
     ct_config cfg;
@@ -788,6 +904,7 @@ int main(void) {
         cmocka_unit_test(test_layer_checkpoint_flag),
         cmocka_unit_test(test_cnn_config),
         cmocka_unit_test(test_mlp_config),
+        cmocka_unit_test(test_cifar10_config),
         cmocka_unit_test(test_reparse_embedded_text),
         cmocka_unit_test(test_defaults_when_absent),
         cmocka_unit_test(test_default_name_from_source),
@@ -815,6 +932,9 @@ int main(void) {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_load_too_large),
         cmocka_unit_test(test_path_resolution),
+        cmocka_unit_test(test_data_cifar10_keys),
+        cmocka_unit_test(test_data_layout_normalize),
+        cmocka_unit_test(test_data_val_split_augment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

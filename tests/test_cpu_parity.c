@@ -818,6 +818,7 @@ int main(void) {
         cmocka_unit_test(test_partial_batch),
         cmocka_unit_test(parity_test_adam_step),
         cmocka_unit_test(parity_test_dataset),
+        cmocka_unit_test(parity_test_dataset_rgb_augment),
         cmocka_unit_test(test_params_roundtrip_and_impl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -308,6 +308,7 @@ int main(void) {
         cmocka_unit_test(test_params_roundtrip_and_impl),
         cmocka_unit_test(test_philox_matches_curand),
         cmocka_unit_test(parity_test_dataset),
+        cmocka_unit_test(parity_test_dataset_rgb_augment),
         cmocka_unit_test(test_cpu_vs_cuda_training),
         cmocka_unit_test(test_sync_debug_step),
     };

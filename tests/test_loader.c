@@ -37,7 +37,7 @@ static ct_dataset *make_ds(int n, int classes) {
         for (int p = 2; p < ROWS * COLS; p++) px[p] = (uint8_t)(i * (5 + 2 * p) + p);
         f->labels[i] = (uint8_t)(i % classes);
     }
-    f->ds = (ct_dataset){.images = f->images, .labels = f->labels, .count = n, .rows = ROWS,
+    f->ds = (ct_dataset){.images = f->images, .labels = f->labels, .count = n, .channels = 1, .rows = ROWS,
                          .cols = COLS, .num_classes = classes};
     return &f->ds;
 }
@@ -209,7 +209,7 @@ static void test_normalization(void **state) {
     ct_loader_destroy(l);
     /* Values that are exact in binary: pixel 0 and 255 with mean 0.5, std 0.25. */
     uint8_t img[ROWS * COLS] = {0, 255, 0, 255, 0, 255}, lab[1] = {0};
-    ct_dataset one = {.images = img, .labels = lab, .count = 1, .rows = ROWS, .cols = COLS,
+    ct_dataset one = {.images = img, .labels = lab, .count = 1, .channels = 1, .rows = ROWS, .cols = COLS,
                       .num_classes = 1};
     assert_int_equal(ct_loader_create(&one, 1, true, 0, 0.5, 0.25, &l, &err), 0);
     ct_loader_start_epoch(l, 0);

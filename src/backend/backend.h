@@ -51,6 +51,7 @@
 #include "common/error.h"
 #include "ct_build_config.h"
 #include "config/config.h"
+#include "data/pixels.h"
 #include "graph/fusion.h"
 #include "graph/graph.h"
 #include "ops/elementwise.h"
@@ -80,7 +81,11 @@ typedef struct ct_run_opts {
      * training (slot 0) and evaluation (slot 1) sets to plan room for; 0 = none.
      * Each sample is numel(input) uint8 pixels and one uint8 label. */
     int dataset_count[2];
-    float data_mean, data_std; /* normalization applied when gathering on the device */
+    /* What gathering on the device does to the pixels (data/pixels.h): per-channel
+     * normalization, channels == the input's C, for both slots; the augmentation
+     * (crop, hflip) only for slot 0, the training set, keyed by dataset_order's
+     * epoch and each sample's index in the dataset. */
+    ct_pixel_prep prep;
 } ct_run_opts;
 
 /* Device-side accumulators, read once per epoch. */
@@ -138,13 +143,14 @@ typedef struct ct_backend_vt {
     /* Optional (NULL: the caller feeds host batches through load_batch). A whole
      * uint8 dataset kept on the device in regions create() planned from
      * o->dataset_count[slot]: dataset_upload copies it once (after bind);
-     * dataset_order sets the sample order of an epoch (count indices, copied
-     * asynchronously); load_batch_range gathers positions [start, start + n) of
+     * dataset_order sets the sample order of epoch `epoch` (count indices, copied
+     * asynchronously; the epoch keys slot 0's augmentation); load_batch_range gathers positions [start, start + n) of
      * that order into the batch, normalizing on the device (start is the batch's
      * first_pos, as for load_batch). */
     int (*dataset_upload)(ct_backend *b, int slot, const uint8_t *images, const uint8_t *labels,
                           int count, ct_err *err);
-    int (*dataset_order)(ct_backend *b, int slot, const int32_t *order, int count, ct_err *err);
+    int (*dataset_order)(ct_backend *b, int slot, const int32_t *order, int count, uint32_t epoch,
+                         ct_err *err);
     int (*load_batch_range)(ct_backend *b, int slot, int start, int n, ct_err *err);
 
     /* train: dropout active. epoch: the training epoch (0-based). Dropout draws are

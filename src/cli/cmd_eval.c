@@ -8,6 +8,7 @@
 #include "cli/overrides.h"
 #include "data/idx.h"
 #include "io/checkpoint.h"
+#include "train/datasets.h"
 #include "train/evaluate.h"
 #include "train/model.h"
 
@@ -66,20 +67,15 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     if (ct_checkpoint_read(a->checkpoint, &ck, err) != 0) return -1;
     if (config_from_checkpoint(&ck, a, &cfg, err) != 0) goto out;
     const char *images = a->images ? a->images : cfg.data.test_images;
-    const char *labels = a->labels ? a->labels : cfg.data.test_labels;
-    if (ct_dataset_load(images, labels, cfg.data.num_classes, &ds, err) != 0) goto out;
+    if (ct_data_load_test(&cfg, a->images, a->labels, &ds, err) != 0) goto out;
     ct_device_choice dev;
     if (ct_device_select(&cfg.device, &dev, err) != 0) goto out;
     if (dev.notice[0]) fprintf(stderr, "ctrain: %s\n", dev.notice);
     ct_model_req req = {.training = false, .batch = cfg.train.batch_size, .datasets = {NULL, &ds}};
     if (ct_model_create(&cfg, &dev, &req, &m, err) != 0) goto out;
-    if (ds.rows != cfg.input_h || ds.cols != cfg.input_w) {
-        ct_errorf(err, "%s: images are %dx%d but the model expects %dx%d", images, ds.rows,
-                  ds.cols, cfg.input_h, cfg.input_w);
-        goto out;
-    }
     if (ct_model_bind(m, err) != 0) goto out;
-    if (ct_batches_open(&bt, m, 1, &ds, false, 0, cfg.data.mean, cfg.data.std, NULL, err) != 0) goto out;
+    ct_pixel_prep prep = ct_data_prep(&cfg, false);
+    if (ct_batches_open(&bt, m, 1, &ds, false, 0, &prep, NULL, err) != 0) goto out;
     if (ct_model_load_params(m, &ck, a->checkpoint, false, err) != 0) goto out;
     int K = cfg.data.num_classes;
     conf = calloc((size_t)K * K, sizeof *conf);

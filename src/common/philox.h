@@ -63,6 +63,8 @@ enum {
     CT_RNG_STREAM_INIT = 1,       /* parameter init: step = parameter index */
     CT_RNG_STREAM_DROPOUT = 2,    /* dropout: stream + layer<<8, step = epoch */
     CT_RNG_STREAM_SHUFFLE = 3,    /* data order: step = epoch */
+    CT_RNG_STREAM_AUGMENT = 4,    /* augmentation (data/pixels.h): step = epoch */
+    CT_RNG_STREAM_SPLIT = 5,      /* the validation split: step = 0 */
 };
 
 #endif

@@ -8,6 +8,7 @@
  * exactly one document.
  */
 #include <errno.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,14 @@ static int ct_copy_path(const char *src, char *out, size_t n) {
     return 0;
 }
 
+/* A file, or for a glob pattern (data.train_images with cifar10) any match. */
 static bool ct_exists(const char *path) {
-    return access(path, F_OK) == 0;
+    if (access(path, F_OK) == 0) return true;
+    if (!strpbrk(path, "*?[")) return false;
+    glob_t g;
+    bool found = glob(path, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    globfree(&g);
+    return found;
 }
 
 int ct_config_resolve_path(const char *path, const char *base_dir, char *out, size_t n) {

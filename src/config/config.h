@@ -27,7 +27,12 @@
  *   schedule: {type: constant|step|cosine, step_size: 1, gamma: 0.1,
  *              warmup_epochs: 0, min_lr: 0}
  *   data: {train_images: ..., train_labels: ..., test_images: ..., test_labels: ...,
- *          num_classes: 10, normalize: {mean: 0.5, std: 0.5}, shuffle: true}
+ *          num_classes: 10, normalize: {mean: 0.5, std: 0.5}, shuffle: true,
+ *          layout: nchw,              # 4-d IDX only, when C == H == W makes it ambiguous
+ *          val_split: 0.1,            # or a count: held out of the training set
+ *          augment: {crop: 4, hflip: true}}
+ *   data: {format: cifar10, train_images: [a.bin, b.bin] or "dir/data_batch_*.bin",
+ *          test_images: dir/test_batch.bin, ...}   # no label keys: labels are in the records
  *   train: {epochs: 10, batch_size: 256, grad_accum_steps: 1, amp: off, seed: 42,
  *           out: runs/cnn, graph: auto,   # graph: auto | off (captured CUDA steps)
  *           cpu_loops: auto}          # auto | portable | off (ctrain's own CPU loops)
@@ -117,14 +122,35 @@ typedef struct ct_schedule_cfg {
     double min_lr;      /* cosine: final lr, >= 0 */
 } ct_schedule_cfg;
 
+typedef enum { CT_DATA_IDX, CT_DATA_CIFAR10 } ct_data_format;
+/* How a 4-d IDX image file is laid out (auto: by matching model.input). */
+typedef enum { CT_DATA_LAYOUT_AUTO, CT_DATA_LAYOUT_NCHW, CT_DATA_LAYOUT_NHWC } ct_data_layout;
+
+#define CT_DATA_FILES_MAX 16 /* entries of a data.train_images list */
+#define CT_DATA_CHANNELS_MAX 64 /* entries of a per-channel normalize list (pixels.h) */
+
 typedef struct ct_data_cfg {
-    char train_images[CT_PATH_MAX]; /* as resolved (see ct_config_resolve_path) */
-    char train_labels[CT_PATH_MAX];
+    ct_data_format format; /* default idx */
+    /* as resolved (see ct_config_resolve_path); with format cifar10 the first of a
+     * list, or a glob pattern (expanded, sorted, when the data is loaded) */
+    char train_images[CT_PATH_MAX];
+    char train_images_more[CT_DATA_FILES_MAX - 1][CT_PATH_MAX]; /* the list's others */
+    int n_train_images;    /* entries of the list: 1 + those in train_images_more */
+    char train_labels[CT_PATH_MAX]; /* idx only */
     char test_images[CT_PATH_MAX];
-    char test_labels[CT_PATH_MAX];
+    char test_labels[CT_PATH_MAX];  /* idx only */
     int num_classes;   /* >= 2, default 10 */
-    double mean, std;  /* pixel/255 -> (x - mean) / std; std > 0; default 0, 1 */
+    /* pixel/255 -> (x - mean[c]) / std[c]; std > 0; default 0, 1. n_mean (n_std) 0:
+     * mean[0] (std[0]) is a scalar for every channel; else a list of model.input's C. */
+    double mean[CT_DATA_CHANNELS_MAX], std[CT_DATA_CHANNELS_MAX];
+    int n_mean, n_std;
     bool shuffle;      /* default true */
+    ct_data_layout layout; /* default auto */
+    /* held out of the training set as the validation set: 0 none (the test set is
+     * the validation set), a fraction in (0, 1), or a whole count >= 1 */
+    double val_split;
+    int crop;          /* augment.crop: random crop padding, >= 0, default 0 */
+    bool hflip;        /* augment.hflip, default false */
 } ct_data_cfg;
 
 typedef struct ct_train_cfg {

@@ -34,7 +34,8 @@ static const ct_config ct_config_default = {
     /* .optimizer: ct_opt_defaults[CT_OPT_ADAM], copied by ct_config_defaults */
     .schedule = {.type = CT_SCHED_CONSTANT, .step_size = 1, .gamma = 0.1,
                  .warmup_epochs = 0, .min_lr = 0.0},
-    .data = {.num_classes = 10, .mean = 0.0, .std = 1.0, .shuffle = true},
+    .data = {.n_train_images = 1, .num_classes = 10, .mean = {0.0}, .std = {1.0},
+             .shuffle = true},
     .train = {.epochs = 10, .batch_size = 64, .grad_accum_steps = 1, .amp = CT_AMP_OFF,
               .graph = CT_GRAPH_AUTO, .seed = 42, .out = "runs/config"},
     .device = {.kind = CT_DEVICE_AUTO, .index = -1},

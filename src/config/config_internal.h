@@ -87,6 +87,8 @@ typedef struct ct_yaml_ctx {
     const char *base_dir; /* for data paths; may be NULL */
     ct_err *err;
     bool out_given;       /* train.out was set by the YAML */
+    yaml_node_t *norm_list[2]; /* data.normalize mean / std given as lists, for the check
+                                  against model.input once every section is read */
 } ct_yaml_ctx;
 
 /* Most keys any one mapping accepts. */

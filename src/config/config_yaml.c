@@ -6,6 +6,7 @@
  * accessors of config_node.c (wrong type or range fails at the value). Keys that
  * only make sense for another optimizer or schedule type are errors too.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -154,10 +155,13 @@ static int ct_walk_schedule(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg)
 /* ---- data ----------------------------------------------------------------- */
 
 enum { D_TRAIN_IMAGES, D_TRAIN_LABELS, D_TEST_IMAGES, D_TEST_LABELS, D_NUM_CLASSES,
-       D_NORMALIZE, D_SHUFFLE };
+       D_NORMALIZE, D_SHUFFLE, D_FORMAT, D_LAYOUT, D_VAL_SPLIT, D_AUGMENT };
 static const char *const ct_data_keys[] = {"train_images", "train_labels", "test_images",
                                            "test_labels",  "num_classes",  "normalize",
-                                           "shuffle"};
+                                           "shuffle",      "format",       "layout",
+                                           "val_split",    "augment"};
+static const char *const ct_data_format_names[] = {"idx", "cifar10"};
+static const char *const ct_data_layout_names[] = {"auto", "nchw", "nhwc"};
 
 static int ct_walk_path(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name, char *out) {
     char given[CT_PATH_MAX];
@@ -168,26 +172,128 @@ static int ct_walk_path(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *n
     return 0;
 }
 
-static int ct_walk_normalize(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
+static long ct_seq_len(const yaml_node_t *node) {
+    return (long)(node->data.sequence.items.top - node->data.sequence.items.start);
+}
+
+/* data.train_images: a path (a glob pattern with cifar10), or with cifar10 a list. */
+static int ct_walk_train_images(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
+    if (node->type != YAML_SEQUENCE_NODE) {
+        d->n_train_images = 1;
+        return ct_walk_path(ctx, node, "data.train_images", d->train_images);
+    }
+    long n = ct_seq_len(node);
+    if (d->format != CT_DATA_CIFAR10)
+        return ct_node_error(ctx, node, "'data.train_images' is one IDX file with format idx; "
+                             "a list needs format: cifar10");
+    if (n < 1 || n > CT_DATA_FILES_MAX)
+        return ct_node_error(ctx, node, "'data.train_images' lists %ld files (1..%d)", n,
+                             CT_DATA_FILES_MAX);
+    yaml_node_item_t *it = node->data.sequence.items.start;
+    for (long i = 0; i < n; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "data.train_images[%ld]", i);
+        if (ct_walk_path(ctx, ct_node_get(ctx, it[i]), name,
+                         i == 0 ? d->train_images : d->train_images_more[i - 1]))
+            return -1;
+    }
+    d->n_train_images = (int)n;
+    return 0;
+}
+
+/* normalize.mean / .std: a scalar for every channel, or a list of one per channel
+ * (checked against model.input by ct_yaml_walk_root). */
+static int ct_walk_norm_value(ct_yaml_ctx *ctx, yaml_node_t *node, int which, ct_data_cfg *d) {
+    const char *key = which == 0 ? "data.normalize.mean" : "data.normalize.std";
+    ct_range r = which == 0 ? CT_RANGE_ANY : CT_RANGE_POSITIVE;
+    double *out = which == 0 ? d->mean : d->std;
+    int *n_out = which == 0 ? &d->n_mean : &d->n_std;
+    if (node->type != YAML_SEQUENCE_NODE) {
+        *n_out = 0;
+        return ct_get_double(ctx, node, key, r, &out[0]);
+    }
+    long n = ct_seq_len(node);
+    if (n < 1 || n > CT_DATA_CHANNELS_MAX)
+        return ct_node_error(ctx, node, "'%s' lists %ld values (one per channel, 1..%d)", key, n,
+                             CT_DATA_CHANNELS_MAX);
+    yaml_node_item_t *it = node->data.sequence.items.start;
+    for (long i = 0; i < n; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "%s[%ld]", key, i);
+        if (ct_get_double(ctx, ct_node_get(ctx, it[i]), name, r, &out[i])) return -1;
+    }
+    *n_out = (int)n;
+    ctx->norm_list[which] = node;
+    return 0;
+}
+
+static int ct_walk_normalize(ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
     static const char *const keys[] = {"mean", "std"};
     ct_map_view v;
     if (ct_map_collect(ctx, node, "data.normalize", keys, 2, &v)) return -1;
-    if (v.val[0] && ct_get_double(ctx, v.val[0], "data.normalize.mean", CT_RANGE_ANY, &d->mean))
+    for (int i = 0; i < 2; i++)
+        if (v.val[i] && ct_walk_norm_value(ctx, v.val[i], i, d)) return -1;
+    return 0;
+}
+
+static int ct_walk_augment(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
+    static const char *const keys[] = {"crop", "hflip"};
+    ct_map_view v;
+    if (ct_map_collect(ctx, node, "data.augment", keys, 2, &v)) return -1;
+    if (v.val[0] && ct_get_int(ctx, v.val[0], "data.augment.crop", 0, CT_DIM_MAX, &d->crop))
         return -1;
-    if (v.val[1] &&
-        ct_get_double(ctx, v.val[1], "data.normalize.std", CT_RANGE_POSITIVE, &d->std))
-        return -1;
+    if (v.val[1] && ct_get_bool(ctx, v.val[1], "data.augment.hflip", &d->hflip)) return -1;
+    return 0;
+}
+
+/* A fraction in (0, 1) or a whole count >= 1. */
+static int ct_walk_val_split(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
+    double x;
+    if (ct_get_double(ctx, node, "data.val_split", CT_RANGE_POSITIVE, &x)) return -1;
+    if (x >= 1.0 && (x != floor(x) || x > INT32_MAX))
+        return ct_node_error(ctx, node, "'data.val_split' is a fraction in (0, 1) or a whole "
+                             "count of samples, got %g", x);
+    d->val_split = x;
+    return 0;
+}
+
+/* format idx needs both label files; cifar10 has its labels in the records. */
+static int ct_data_check_labels(const ct_yaml_ctx *ctx, const ct_map_view *v,
+                                const ct_data_cfg *d) {
+    for (int i = D_TRAIN_LABELS; i <= D_TEST_LABELS; i += 2) {
+        if (d->format == CT_DATA_IDX) {
+            if (ct_map_require(ctx, v, "data", ct_data_keys, i)) return -1;
+        } else if (v->key[i]) {
+            return ct_node_error(ctx, v->key[i], "'data.%s' does not apply to format cifar10 "
+                                 "(its records hold the labels)", ct_data_keys[i]);
+        }
+    }
+    if (d->format == CT_DATA_CIFAR10 && v->key[D_LAYOUT])
+        return ct_node_error(ctx, v->key[D_LAYOUT], "'data.layout' applies to 4-d IDX files, not "
+                             "to format cifar10");
     return 0;
 }
 
 static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     ct_map_view v;
     ct_data_cfg *d = &cfg->data;
-    char *paths[4] = {d->train_images, d->train_labels, d->test_images, d->test_labels};
+    char *paths[4] = {NULL, d->train_labels, d->test_images, d->test_labels};
     static const char *const names[4] = {"data.train_images", "data.train_labels",
                                          "data.test_images", "data.test_labels"};
+    int m = 0;
     if (ct_map_collect(ctx, node, "data", ct_data_keys, CT_COUNT(ct_data_keys), &v)) return -1;
-    for (int i = 0; i < 4; i++)
+    if (v.val[D_FORMAT]) {
+        if (ct_get_enum(ctx, v.val[D_FORMAT], "data.format", ct_data_format_names, 2, &m))
+            return -1;
+        d->format = (ct_data_format)m;
+    }
+    if (v.val[D_LAYOUT]) {
+        if (ct_get_enum(ctx, v.val[D_LAYOUT], "data.layout", ct_data_layout_names, 3, &m))
+            return -1;
+        d->layout = (ct_data_layout)m;
+    }
+    if (v.val[D_TRAIN_IMAGES] && ct_walk_train_images(ctx, v.val[D_TRAIN_IMAGES], d)) return -1;
+    for (int i = 1; i < 4; i++)
         if (v.val[i] && ct_walk_path(ctx, v.val[i], names[i], paths[i])) return -1;
     if (v.val[D_NUM_CLASSES] && ct_get_int(ctx, v.val[D_NUM_CLASSES], "data.num_classes", 2,
                                            CT_WIDTH_MAX, &d->num_classes))
@@ -195,8 +301,23 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     if (v.val[D_NORMALIZE] && ct_walk_normalize(ctx, v.val[D_NORMALIZE], d)) return -1;
     if (v.val[D_SHUFFLE] && ct_get_bool(ctx, v.val[D_SHUFFLE], "data.shuffle", &d->shuffle))
         return -1;
-    for (int i = 0; i < 4; i++)
-        if (ct_map_require(ctx, &v, "data", ct_data_keys, i)) return -1;
+    if (v.val[D_VAL_SPLIT] && ct_walk_val_split(ctx, v.val[D_VAL_SPLIT], d)) return -1;
+    if (v.val[D_AUGMENT] && ct_walk_augment(ctx, v.val[D_AUGMENT], d)) return -1;
+    if (ct_map_require(ctx, &v, "data", ct_data_keys, D_TRAIN_IMAGES) ||
+        ct_map_require(ctx, &v, "data", ct_data_keys, D_TEST_IMAGES))
+        return -1;
+    return ct_data_check_labels(ctx, &v, d);
+}
+
+/* After every section: a per-channel normalize list has model.input's C values. */
+static int ct_data_check_channels(const ct_yaml_ctx *ctx, const ct_config *cfg) {
+    static const char *const keys[2] = {"mean", "std"};
+    const int n[2] = {cfg->data.n_mean, cfg->data.n_std};
+    for (int i = 0; i < 2; i++)
+        if (ctx->norm_list[i] && n[i] != cfg->input_c)
+            return ct_node_error(ctx, ctx->norm_list[i], "'data.normalize.%s' lists %d values but "
+                                 "model.input has %d channel%s", keys[i], n[i], cfg->input_c,
+                                 cfg->input_c == 1 ? "" : "s");
     return 0;
 }
 
@@ -291,5 +412,6 @@ int ct_yaml_walk_root(ct_yaml_ctx *ctx, yaml_node_t *root, ct_config *cfg) {
     for (int i = 0; i < CT_COUNT(walkers); i++)
         if (v.val[i] && walkers[i](ctx, v.val[i], cfg)) return -1;
     if (ct_map_require(ctx, &v, "", ct_root_keys, R_MODEL)) return -1;
-    return ct_map_require(ctx, &v, "", ct_root_keys, R_DATA);
+    if (ct_map_require(ctx, &v, "", ct_root_keys, R_DATA)) return -1;
+    return ct_data_check_channels(ctx, cfg);
 }

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 
 #define CT_IDX_MAX_BYTES ((uint64_t)1 << 31) /* cap on the data size of one file */
 #define CT_IDX_DTYPE_U8 0x08
+#define CT_IDX_IMAGES 34 /* read_header's expect_ndim for "3 or 4 dimensions" */
 #define CT_IDX_GZIP_MAX_RATIO 1032u /* deflate's largest output per input byte */
 /* Buffer sizes. The fuzz build (tests/fuzz/meson.build) makes them small, so that
  * inputs of a few KiB cross every refill and growth boundary. */
@@ -72,10 +74,20 @@ static uint32_t be32(const uint8_t b[4]) {
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
 }
 
-/* Reads and validates the magic, dtype, ndim and dims; *total gets prod(dims). */
-static int read_header(gzFile f, const char *path, int expect_ndim, int dims[3],
+static const char *ndim_meaning(int ndim) {
+    switch (ndim) {
+    case 1: return "labels [count]";
+    case 3: return "images [count, rows, cols]";
+    default: return "images [count, rows, cols] or [count, C, H, W] / [count, H, W, C]";
+    }
+}
+
+/* Reads and validates the magic, dtype, ndim and dims; *total gets prod(dims).
+ * expect_ndim 1 or 3 asks for exactly that; CT_IDX_IMAGES accepts 3 or 4, and
+ * *ndim gets what the file has. */
+static int read_header(gzFile f, const char *path, int expect_ndim, int *ndim, int dims[4],
                        uint64_t *total, ct_err *err) {
-    uint8_t hdr[4 + 4 * 3];
+    uint8_t hdr[4 + 4 * 4];
     uint64_t got;
     if (gz_read_full(f, path, hdr, 4, &got, err)) return -1;
     if (got < 4)
@@ -87,10 +99,13 @@ static int read_header(gzFile f, const char *path, int expect_ndim, int dims[3],
     if (hdr[2] != CT_IDX_DTYPE_U8)
         return ct_errorf(err, "%s: unsupported IDX dtype 0x%02X (only unsigned byte 0x08)",
                          path, hdr[2]);
-    if (hdr[3] != expect_ndim)
-        return ct_errorf(err, "%s: IDX has %d dimensions, expected %d (%s)", path, hdr[3],
-                         expect_ndim, expect_ndim == 3 ? "images [count, rows, cols]"
-                                                       : "labels [count]");
+    bool ok = expect_ndim == CT_IDX_IMAGES ? hdr[3] == 3 || hdr[3] == 4 : hdr[3] == expect_ndim;
+    if (!ok)
+        return ct_errorf(err, "%s: IDX has %d dimensions, expected %s (%s)", path, hdr[3],
+                         expect_ndim == CT_IDX_IMAGES ? "3 or 4" : expect_ndim == 3 ? "3" : "1",
+                         ndim_meaning(expect_ndim));
+    expect_ndim = hdr[3];
+    *ndim = expect_ndim;
     uint64_t dlen = 4u * (uint64_t)expect_ndim;
     if (gz_read_full(f, path, hdr + 4, dlen, &got, err)) return -1;
     if (got < dlen)
@@ -165,12 +180,10 @@ fail:
     return -1;
 }
 
-int ct_idx_read_u8(const char *path, int expect_ndim, uint8_t **data, int dims[3],
+static int read_u8(const char *path, int expect_ndim, uint8_t **data, int *ndim, int dims[4],
                    ct_err *err) {
     *data = NULL;
-    if (expect_ndim != 1 && expect_ndim != 3)
-        return ct_errorf(err, "%s: expected IDX ndim must be 1 or 3, not %d", path, expect_ndim);
-    for (int d = 0; d < 3; d++) dims[d] = 1;
+    for (int d = 0; d < 4; d++) dims[d] = 1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ct_errorf(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
@@ -182,13 +195,28 @@ int ct_idx_read_u8(const char *path, int expect_ndim, uint8_t **data, int dims[3
     }
     gzbuffer(f, CT_IDX_GZBUF);
     uint64_t total = 0;
-    int rc = read_header(f, path, expect_ndim, dims, &total, err);
+    int rc = read_header(f, path, expect_ndim, ndim, dims, &total, err);
     if (rc == 0) rc = read_data(f, path, total, file_bytes, data, err);
     gzclose(f);
     return rc;
 }
 
-static int check_labels(const ct_dataset *ds, const char *labels_path, ct_err *err) {
+int ct_idx_read_u8(const char *path, int expect_ndim, uint8_t **data, int dims[3],
+                   ct_err *err) {
+    *data = NULL;
+    if (expect_ndim != 1 && expect_ndim != 3)
+        return ct_errorf(err, "%s: expected IDX ndim must be 1 or 3, not %d", path, expect_ndim);
+    int d4[4], ndim;
+    int rc = read_u8(path, expect_ndim, data, &ndim, d4, err);
+    memcpy(dims, d4, 3 * sizeof(int));
+    return rc;
+}
+
+int ct_idx_read_images(const char *path, uint8_t **data, int dims[4], int *ndim, ct_err *err) {
+    return read_u8(path, CT_IDX_IMAGES, data, ndim, dims, err);
+}
+
+int ct_dataset_check_labels(const ct_dataset *ds, const char *labels_path, ct_err *err) {
     for (int i = 0; i < ds->count; i++)
         if (ds->labels[i] >= ds->num_classes)
             return ct_errorf(err, "%s: label %d at index %d is out of range for num_classes %d",
@@ -214,7 +242,8 @@ int ct_dataset_load(const char *images_path, const char *labels_path, int num_cl
     ds->rows = idims[1];
     ds->cols = idims[2];
     ds->num_classes = num_classes;
-    if (check_labels(ds, labels_path, err)) goto fail;
+    ds->channels = 1;
+    if (ct_dataset_check_labels(ds, labels_path, err)) goto fail;
     return 0;
 fail:
     ct_dataset_free(ds);

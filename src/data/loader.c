@@ -1,8 +1,8 @@
 /* loader.c: double-buffered batches prepared by one background thread.
  *
- * Owns the permutation, two batch slots (float x [cap,1,rows,cols], int32 y [cap],
+ * Owns the permutation, two batch slots (float x [cap,C,rows,cols], int32 y [cap],
  * cap = min(batch_size, count)) and the producer thread; all allocated in
- * ct_loader_create, nothing afterwards. Batch k of an epoch lives in slot k % 2.
+ * ct_loader_open, nothing afterwards. Batch k of an epoch lives in slot k % 2.
  *
  * Protocol, all counters guarded by mu and reset by ct_loader_start_epoch:
  *   produced  batches 0..produced-1 are filled;
@@ -31,9 +31,10 @@ struct ct_loader {
     int shard_rank, shard_count; /* this loader delivers shard rank of count (0 of 1) */
     bool shuffle;
     uint64_t seed;
-    float lut[256];   /* normalized value of each pixel byte */
-    size_t sample_px; /* rows * cols */
-    float *x[2];      /* [cap, 1, rows, cols] */
+    ct_pixel_prep prep;
+    float lut[CT_MAX_CHANNELS][256]; /* [C][p]: normalized value of pixel byte p */
+    size_t sample_px; /* channels * rows * cols */
+    float *x[2];      /* [cap, C, rows, cols] */
     int32_t *y[2];    /* [cap] */
     int32_t *perm;    /* [count]: sample index at each epoch position */
 
@@ -42,6 +43,7 @@ struct ct_loader {
     pthread_cond_t work_cv;  /* producer waits here for work */
     pthread_cond_t ready_cv; /* caller waits here for a batch or for !busy */
     unsigned generation;     /* bumped by each start_epoch */
+    int epoch;               /* of the current perm (set while the producer is idle) */
     bool active, busy, quit;
     int produced, consumed, released;
 };
@@ -69,11 +71,15 @@ static void fill_batch(ct_loader *l, int k) {
     int off, n, s = k % 2;
     shard_of(l, k, &off, &n);
     const int32_t *idx = l->perm + (size_t)k * l->batch_size + off;
+    const ct_dataset *ds = l->ds;
+    bool augment = ct_prep_augments(&l->prep);
     for (int i = 0; i < n; i++) {
-        const uint8_t *src = l->ds->images + (size_t)idx[i] * l->sample_px;
-        float *dst = l->x[s] + (size_t)i * l->sample_px;
-        for (size_t p = 0; p < l->sample_px; p++) dst[p] = l->lut[src[p]];
-        l->y[s][i] = l->ds->labels[idx[i]];
+        ct_aug_draw d = {0, 0, 0};
+        if (augment) d = ct_aug_draw_for(&l->prep, (uint32_t)l->epoch, (uint32_t)idx[i]);
+        ct_prep_sample(ds->images + (size_t)idx[i] * l->sample_px, ds->channels, ds->rows,
+                       ds->cols, (const float(*)[256])l->lut, augment ? &d : NULL, l->prep.crop,
+                       l->x[s] + (size_t)i * l->sample_px);
+        l->y[s][i] = ds->labels[idx[i]];
     }
 }
 
@@ -119,16 +125,35 @@ static void make_permutation(ct_loader *l, int epoch) {
     ct_epoch_order(l->seed, epoch, l->shuffle, l->ds->count, l->perm);
 }
 
-static int check_args(const ct_dataset *ds, int batch_size, double mean, double std,
+static int check_args(const ct_dataset *ds, int batch_size, const ct_pixel_prep *p,
                       ct_err *err) {
-    if (!ds || !ds->images || !ds->labels || ds->count < 1 || ds->rows < 1 || ds->cols < 1)
+    if (!ds || !ds->images || !ds->labels || ds->count < 1 || ds->rows < 1 || ds->cols < 1 ||
+        ds->channels < 1 || ds->channels > CT_MAX_CHANNELS)
         return ct_errorf(err, "data loader: empty or invalid dataset");
     if (batch_size < 1)
         return ct_errorf(err, "data loader: batch_size must be >= 1, got %d", batch_size);
-    if (!isfinite(mean) || !isfinite(std) || !(std > 0))
-        return ct_errorf(err, "data loader: normalization needs a finite mean and std > 0 "
-                              "(got mean %g, std %g)", mean, std);
+    if (p->channels != ds->channels)
+        return ct_errorf(err, "data loader: normalization for %d channels, the images have %d",
+                         p->channels, ds->channels);
+    for (int c = 0; c < p->channels; c++)
+        if (!isfinite(p->mean[c]) || !isfinite(p->std[c]) || !(p->std[c] > 0))
+            return ct_errorf(err, "data loader: normalization needs a finite mean and std > 0 "
+                                  "(channel %d: mean %g, std %g)", c, p->mean[c], p->std[c]);
+    if (p->crop < 0 || p->crop > ds->rows || p->crop > ds->cols)
+        return ct_errorf(err, "data loader: crop padding %d is outside 0..%d", p->crop,
+                         ds->rows < ds->cols ? ds->rows : ds->cols);
     return 0;
+}
+
+ct_pixel_prep ct_pixel_prep_uniform(int channels, double mean, double std) {
+    ct_pixel_prep p;
+    memset(&p, 0, sizeof p);
+    p.channels = channels;
+    for (int c = 0; c < CT_MAX_CHANNELS; c++) {
+        p.mean[c] = (float)mean;
+        p.std[c] = (float)std;
+    }
+    return p;
 }
 
 static void free_buffers(ct_loader *l) {
@@ -172,8 +197,19 @@ fail_mu:
 
 int ct_loader_create(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t seed,
                      double mean, double std, ct_loader **out, ct_err *err) {
+    ct_pixel_prep p = ct_pixel_prep_uniform(ds ? ds->channels : 1, mean, std);
+    if (!isfinite(mean) || !isfinite(std) || !(std > 0)) {
+        *out = NULL;
+        return ct_errorf(err, "data loader: normalization needs a finite mean and std > 0 "
+                              "(got mean %g, std %g)", mean, std);
+    }
+    return ct_loader_open(ds, batch_size, shuffle, seed, &p, out, err);
+}
+
+int ct_loader_open(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t seed,
+                   const ct_pixel_prep *prep, ct_loader **out, ct_err *err) {
     *out = NULL;
-    if (check_args(ds, batch_size, mean, std, err)) return -1;
+    if (check_args(ds, batch_size, prep, err)) return -1;
     ct_loader *l = calloc(1, sizeof *l);
     if (!l) return ct_errorf(err, "data loader: out of memory");
     l->ds = ds;
@@ -182,9 +218,9 @@ int ct_loader_create(const ct_dataset *ds, int batch_size, bool shuffle, uint64_
     l->n_batches = (int)(((int64_t)ds->count + batch_size - 1) / batch_size);
     l->shuffle = shuffle;
     l->seed = seed;
-    l->sample_px = (size_t)ds->rows * (size_t)ds->cols;
-    for (int p = 0; p < 256; p++)
-        l->lut[p] = ((float)p / 255.0f - (float)mean) / (float)std;
+    l->sample_px = (size_t)ds->channels * (size_t)ds->rows * (size_t)ds->cols;
+    l->prep = *prep;
+    ct_prep_lut(&l->prep, l->lut);
     if (alloc_buffers(l, err) || start_thread(l, err)) {
         free_buffers(l);
         free(l);
@@ -207,6 +243,7 @@ void ct_loader_start_epoch(ct_loader *l, int epoch) {
     pthread_mutex_unlock(&l->mu);
 
     make_permutation(l, epoch); /* the producer is idle: no epoch is active */
+    l->epoch = epoch;
 
     pthread_mutex_lock(&l->mu);
     l->produced = l->consumed = l->released = 0;

@@ -5,7 +5,9 @@
  * the current one. Order: a seeded Fisher-Yates permutation per epoch (when
  * shuffle is on; the same seed and epoch give the same order on any machine),
  * else dataset order. The last partial batch of an epoch is delivered with n <
- * batch_size (never dropped). Normalization: x = (pixel / 255 - mean) / std.
+ * batch_size (never dropped). Pixels become floats by data/pixels.h: per-channel
+ * normalization x = (pixel / 255 - mean[c]) / std[c], and, when the prep asks for
+ * it, the crop/flip augmentation of (seed, epoch, sample index in ds).
  */
 #ifndef CT_LOADER_H
 #define CT_LOADER_H
@@ -15,9 +17,10 @@
 
 #include "common/error.h"
 #include "data/idx.h"
+#include "data/pixels.h"
 
 typedef struct ct_batch {
-    const float *x;   /* [n, 1, rows, cols] (NCHW, one channel) */
+    const float *x;   /* [n, channels, rows, cols] (NCHW) */
     const int32_t *y; /* [n] */
     int n;            /* samples in this batch: 1..batch_size; with a shard (see
                          ct_loader_set_shard) this rank's rows, possibly 0 */
@@ -29,9 +32,17 @@ typedef struct ct_batch {
 
 typedef struct ct_loader ct_loader;
 
-/* ds must outlive the loader. */
+/* ds must outlive the loader. prep->channels must equal ds->channels; prep is
+ * copied. */
+int ct_loader_open(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t seed,
+                   const ct_pixel_prep *prep, ct_loader **out, ct_err *err);
+
+/* ct_loader_open with one mean and std for every channel and no augmentation. */
 int ct_loader_create(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t seed,
                      double mean, double std, ct_loader **out, ct_err *err);
+
+/* A prep with one mean and std for all `channels` and no augmentation. */
+ct_pixel_prep ct_pixel_prep_uniform(int channels, double mean, double std);
 
 /* Data parallelism: from now on every batch delivers only shard `rank` of `count`
  * of its rows (ct_shard_range), the DistributedSampler equivalent: every rank
@@ -44,7 +55,8 @@ void ct_loader_set_shard(ct_loader *l, int rank, int count);
  * larger), empty when n_global < count for the last ones. */
 void ct_shard_range(int n_global, int rank, int count, int *offset, int *n);
 
-/* Starts epoch `epoch` (0-based): the permutation depends only on (seed, epoch). */
+/* Starts epoch `epoch` (0-based): the permutation depends only on (seed, epoch),
+ * and so does each sample's augmentation (with its index). */
 void ct_loader_start_epoch(ct_loader *l, int epoch);
 
 /* Waits for the next batch of the current epoch. Returns 1 with *b filled, 0 at

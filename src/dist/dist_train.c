@@ -115,6 +115,13 @@ uint64_t ct_dist_config_hash(const ct_config *cfg) {
                      (int)cfg->train.amp, (unsigned long long)cfg->train.seed,
                      (int)cfg->optimizer.type, cfg->optimizer.lr,
                      ct_device_name(&cfg->device, dev, sizeof dev), cfg->data.num_classes,
-                     cfg->data.mean, cfg->data.std, (int)cfg->data.shuffle);
-    return fnv(h, eff, (size_t)n);
+                     cfg->data.mean[0], cfg->data.std[0], (int)cfg->data.shuffle);
+    h = fnv(h, eff, (size_t)n);
+    /* the rest of the data section that shapes what each rank trains on */
+    const ct_data_cfg *d = &cfg->data;
+    n = snprintf(eff, sizeof eff, "format=%d nmean=%d nstd=%d val_split=%.17g crop=%d hflip=%d",
+                 (int)d->format, d->n_mean, d->n_std, d->val_split, d->crop, (int)d->hflip);
+    h = fnv(h, eff, (size_t)n);
+    h = fnv(h, d->mean, sizeof d->mean);
+    return fnv(h, d->std, sizeof d->std);
 }

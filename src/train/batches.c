@@ -5,7 +5,7 @@
 #include <string.h>
 
 int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds, bool shuffle,
-                    uint64_t seed, double mean, double std, const ct_shard *shard,
+                    uint64_t seed, const ct_pixel_prep *prep, const ct_shard *shard,
                     ct_err *err) {
     memset(bt, 0, sizeof *bt);
     bt->m = m;
@@ -20,8 +20,8 @@ int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds,
     if (largest > m->opts.batch_size)
         return ct_errorf(err, "model planned batches of %d rows, its shard of %d needs %d",
                          m->opts.batch_size, bt->batch, largest);
-    if (m->opts.dataset_count[slot] == 0) {
-        if (ct_loader_create(ds, bt->batch, shuffle, seed, mean, std, &bt->loader, err) != 0)
+    if (slot < 0 || m->opts.dataset_count[slot] == 0) {
+        if (ct_loader_open(ds, bt->batch, shuffle, seed, prep, &bt->loader, err) != 0)
             return -1;
         ct_loader_set_shard(bt->loader, bt->shard.rank, bt->shard.count);
         return 0;
@@ -41,7 +41,8 @@ int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err) {
         return 0;
     }
     ct_epoch_order(bt->seed, epoch, bt->shuffle, bt->ds->count, bt->order);
-    return bt->m->device.vt->dataset_order(bt->m->be, bt->slot, bt->order, bt->ds->count, err);
+    return bt->m->device.vt->dataset_order(bt->m->be, bt->slot, bt->order, bt->ds->count,
+                                           (uint32_t)epoch, err);
 }
 
 int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err) {

@@ -6,7 +6,9 @@
  *  - device: when the model planned room for the dataset (backends with
  *    dataset_upload, e.g. CUDA), the uint8 dataset is uploaded once, each epoch's
  *    order is sent once, and every batch is gathered and normalized on the device.
- * Both give the same samples in the same order for the same (seed, epoch).
+ * Both give the same samples in the same order for the same (seed, epoch), and
+ * the same floats (data/pixels.h: the host path applies the prep it is given; the
+ * device path the model's ct_run_opts.prep, augmenting slot 0 only).
  * Everything is allocated by ct_batches_open; nothing per epoch or batch.
  */
 #ifndef CT_BATCHES_H
@@ -27,7 +29,7 @@ typedef struct ct_shard {
 
 typedef struct ct_batches {
     ct_model *m;
-    int slot;              /* 0 training set, 1 evaluation set */
+    int slot;              /* 0 training set, 1 evaluation set, -1 host loader only */
     const ct_dataset *ds;
     bool shuffle;
     uint64_t seed;
@@ -40,9 +42,12 @@ typedef struct ct_batches {
                               (what load_batch / load_batch_range were given) */
 } ct_batches;
 
-/* ds must outlive bt; m must be bound. shard: NULL for a single process. */
+/* ds must outlive bt; m must be bound. shard: NULL for a single process. prep: how
+ * the host loader turns pixels into floats (the device path uses the model's).
+ * slot -1: always the host loader (a dataset the model planned no room for). */
 int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds, bool shuffle,
-                    uint64_t seed, double mean, double std, const ct_shard *shard, ct_err *err);
+                    uint64_t seed, const ct_pixel_prep *prep, const ct_shard *shard,
+                    ct_err *err);
 int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err);
 /* Loads the next batch into the model: 1 with *n rows (this shard's, possibly 0
  * with data parallelism; bt->last_global has the whole batch's, bt->first_pos the

@@ -21,6 +21,7 @@
 #include "dist/dist_train.h"
 #include "io/run_dir.h"
 #include "train/batches.h"
+#include "train/datasets.h"
 #include "train/evaluate.h"
 #include "train/init.h"
 #include "train/memory.h"
@@ -37,8 +38,11 @@ static _Thread_local int stop_requested;
 
 /* Everything the loop owns; released by fit_cleanup. */
 typedef struct fit_state {
-    ct_dataset train, test;
-    ct_batches train_batches, test_batches;
+    ct_dataset train, val, test; /* val: held out of the training file (data.val_split) */
+    bool has_val;
+    /* val_batches: the set each epoch's "Val" reports (val, or test without a
+     * split); test_batches: with a split, the test set, evaluated once at the end */
+    ct_batches train_batches, val_batches, test_batches;
     ct_model *model;
     ct_ckpt_info info;     /* progress so far: epoch, step, last metrics */
     uint32_t batch_tag;    /* batches started in this run (loss() tags) */
@@ -56,27 +60,19 @@ typedef struct fit_state {
 static void fit_cleanup(fit_state *s) {
     ct_dist_grads_close(&s->reducer);
     ct_batches_close(&s->train_batches);
+    ct_batches_close(&s->val_batches);
     ct_batches_close(&s->test_batches);
     ct_model_destroy(s->model);
     ct_dataset_free(&s->train);
+    ct_dataset_free(&s->val);
     ct_dataset_free(&s->test);
     ct_run_dir_close(&s->run_dir);
 }
 
+/* Every set is checked against model.input [C, H, W] as it is read. */
 static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
-    const ct_data_cfg *d = &cfg->data;
-    if (ct_dataset_load(d->train_images, d->train_labels, d->num_classes, &s->train, err) != 0)
-        return -1;
-    if (ct_dataset_load(d->test_images, d->test_labels, d->num_classes, &s->test, err) != 0)
-        return -1;
-    if (s->train.rows != cfg->input_h || s->train.cols != cfg->input_w || cfg->input_c != 1)
-        return ct_errorf(err, "%s: images are 1x%dx%d but model.input is %dx%dx%d",
-                         d->train_images, s->train.rows, s->train.cols, cfg->input_c,
-                         cfg->input_h, cfg->input_w);
-    if (s->test.rows != s->train.rows || s->test.cols != s->train.cols)
-        return ct_errorf(err, "%s: test images are %dx%d but training images are %dx%d",
-                         d->test_images, s->test.rows, s->test.cols, s->train.rows, s->train.cols);
-    return 0;
+    if (ct_data_load_train(cfg, &s->train, &s->val, &s->has_val, err) != 0) return -1;
+    return ct_data_load_test(cfg, NULL, NULL, &s->test, err);
 }
 
 /* Weights: resume checkpoint, --init-from file, or seeded init. */
@@ -122,7 +118,7 @@ static int create_model(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
     int ranks = s->dist->size;
     ct_model_req req = {.training = true, .batch = ct_div_up(cfg->train.batch_size, ranks),
                         .sync_debug = o->sync_debug,
-                        .datasets = {&s->train, &s->test}};
+                        .datasets = {&s->train, s->has_val ? &s->val : &s->test}};
     return ct_model_create(cfg, dev, &req, &s->model, err);
 }
 
@@ -217,11 +213,15 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     if (ct_model_bind(s->model, err) != 0) return -1;
     const ct_data_cfg *d = &cfg->data;
     ct_shard shard = {s->dist->rank, s->dist->size, cfg->train.batch_size};
+    ct_pixel_prep train_prep = ct_data_prep(cfg, true), eval_prep = ct_data_prep(cfg, false);
     if (ct_batches_open(&s->train_batches, s->model, 0, &s->train, d->shuffle, cfg->train.seed,
-                        d->mean, d->std, &shard, err) != 0)
+                        &train_prep, &shard, err) != 0)
         return -1;
-    if (ct_batches_open(&s->test_batches, s->model, 1, &s->test, false, cfg->train.seed, d->mean,
-                        d->std, &shard, err) != 0)
+    if (ct_batches_open(&s->val_batches, s->model, 1, s->has_val ? &s->val : &s->test, false,
+                        cfg->train.seed, &eval_prep, &shard, err) != 0)
+        return -1;
+    if (s->has_val && ct_batches_open(&s->test_batches, s->model, -1, &s->test, false,
+                                      cfg->train.seed, &eval_prep, &shard, err) != 0)
         return -1;
     /* A last training batch smaller than the number of ranks would leave a rank
      * without rows; it is skipped (one notice), like drop_last. */
@@ -396,7 +396,7 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         s->info.epoch_batches = 0;
         s->info.epoch_loss_sum = 0.0;
         s->info.epoch_correct = s->info.epoch_samples = 0;
-        if (ct_evaluate(&s->test_batches, &vm, err) != 0) return -1;
+        if (ct_evaluate(&s->val_batches, &vm, err) != 0) return -1;
         if (ct_dist_sum_metrics(&vm, 0, err) != 0) return -1;
         double t_epoch = ct_now() - t0;
         s->info.epoch = epoch + 1;
@@ -433,6 +433,23 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     return 0;
 }
 
+/* With a validation split, the test set once the epochs are done: one line, and
+ * the checkpoint's metadata. */
+static int final_test(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
+                      ct_fit_result *res, ct_err *err) {
+    ct_metrics tm = {0};
+    if (ct_evaluate(&s->test_batches, &tm, err) != 0) return -1;
+    if (ct_dist_sum_metrics(&tm, 0, err) != 0) return -1;
+    s->info.has_test = true;
+    s->info.test_loss = res->test_loss = tm.loss_sum / (double)tm.samples;
+    s->info.test_acc = res->test_acc = (double)tm.correct / (double)tm.samples;
+    res->has_test = true;
+    fprintf(o->out, "Test Loss: %.4f, Acc: %.4f (%lld samples)\n", res->test_loss, res->test_acc,
+            tm.samples);
+    fflush(o->out);
+    return save(cfg, o, s, err);
+}
+
 int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err) {
     memset(res, 0, sizeof *res);
     fit_state s;
@@ -465,6 +482,7 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         rc = run_epochs(cfg, o, &s, res, err);
         if (own) ct_signals_graceful(false);
     }
+    if (rc == 0 && s.has_val && !res->interrupted) rc = final_test(cfg, o, &s, res, err);
     res->epochs_done = s.info.epoch;
     res->epoch_batches = s.info.epoch_batches;
     res->train_loss = s.info.train_loss;

@@ -3,9 +3,12 @@
  * Order of work: load and validate both datasets, build and plan the model, bind
  * its arena (every input validated before the first byte is allocated), then
  * epochs of: shuffled micro-batches -> forward -> loss -> backward, one
- * optimizer step every grad_accum_steps micro-batches; an eval pass on the test
- * set; one output line; an atomic checkpoint <out>/model.bin and a row in
- * <out>/metrics.csv. Nothing is allocated inside the loop.
+ * optimizer step every grad_accum_steps micro-batches; an eval pass on the
+ * validation set (held out by data.val_split, else the test set); one output
+ * line; an atomic checkpoint <out>/model.bin and a row in <out>/metrics.csv.
+ * With data.val_split, the test set is evaluated once after the last epoch: one
+ * line "Test Loss: ..., Acc: ..." and test_loss / test_acc in the checkpoint's
+ * metadata. Nothing is allocated inside the loop.
  *
  * Signals (common/signals.h): while the loop runs, SIGINT, SIGTERM or SIGHUP stops
  * it at the end of the current optimizer step (every rank at the same one), saves
@@ -42,6 +45,8 @@ typedef struct ct_fit_result {
     double train_loss, train_acc, val_loss, val_acc; /* of the last epoch */
     double train_seconds;   /* training time of the last epoch (no eval) */
     double samples_per_sec; /* training throughput of the last epoch */
+    bool has_test;          /* data.val_split: the test set was evaluated at the end */
+    double test_loss, test_acc;
     bool interrupted;       /* stopped by a signal: state saved, exit quietly */
     int stop_signal;        /* that signal (SIGINT, SIGTERM, SIGHUP) */
     int epoch_batches;      /* batches of the unfinished epoch in the checkpoint */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/datasets.h"
 #include "train/schedule.h"
 
 static int find_region(const ct_plan *p, const char *name) {
@@ -65,8 +66,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
         .fuse = true,
         .cpu_loops = cfg->train.cpu_loops,
         .accumulate = req->training && cfg->train.grad_accum_steps > 1,
-        .data_mean = (float)cfg->data.mean,
-        .data_std = (float)cfg->data.std,
+        .prep = ct_data_prep(cfg, req->training),
     };
     for (int s = 0; s < 2; s++)
         if (dev->vt->dataset_upload && req->datasets[s])

@@ -70,6 +70,8 @@ typedef struct ct_ckpt_info {
     int epoch;            /* epochs completed */
     long long step;       /* optimizer steps done */
     double train_loss, train_acc, val_loss, val_acc;
+    bool has_test;        /* test_loss / test_acc are set (written as metadata) */
+    double test_loss, test_acc; /* the test set after the last epoch (data.val_split) */
     bool interrupted;     /* saved on a signal before the epoch ended */
     /* Where an interrupted epoch (number `epoch`, from 0) stands: its first
      * epoch_batches batches are trained, and their training metrics summed over the

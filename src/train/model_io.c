@@ -99,7 +99,7 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         snprintf(prefix, sizeof prefix, "optimizer.%s.", ct_opt_slot_name(&m->optimizer, s));
         add_tensors(m, prefix, ct_model_host(m, s), t + np * (1 + s), names + np * (1 + s));
     }
-    char v[14][48];
+    char v[16][48];
     snprintf(v[0], sizeof v[0], "%d", info->epoch);
     snprintf(v[1], sizeof v[1], "%lld", info->step);
     snprintf(v[2], sizeof v[2], "%.6f", info->train_loss);
@@ -114,10 +114,12 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
     snprintf(v[11], sizeof v[11], "%.17g", info->epoch_loss_sum);
     snprintf(v[12], sizeof v[12], "%lld", info->epoch_correct);
     snprintf(v[13], sizeof v[13], "%lld", info->epoch_samples);
+    snprintf(v[14], sizeof v[14], "%.6f", info->test_loss);
+    snprintf(v[15], sizeof v[15], "%.6f", info->test_acc);
     char dir[CT_PATH_MAX], absdir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", cfg->source);
     if (!realpath(dirname(dir), absdir)) snprintf(absdir, sizeof absdir, ".");
-    ct_ckpt_meta meta[20] = {
+    ct_ckpt_meta meta[22] = {
         {"format", CT_CKPT_FORMAT},
         {"format_version", CT_CKPT_FORMAT_VERSION},
         {"config", cfg->text ? cfg->text : ""},
@@ -137,6 +139,10 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
     if (info->amp_scale > 0.0) { /* the loss scaler's state, with a scaler */
         meta[n_meta++] = (ct_ckpt_meta){"amp_scale", v[8]};
         meta[n_meta++] = (ct_ckpt_meta){"amp_growth_tracker", v[9]};
+    }
+    if (info->has_test) { /* the test set after the last epoch (data.val_split) */
+        meta[n_meta++] = (ct_ckpt_meta){"test_loss", v[14]};
+        meta[n_meta++] = (ct_ckpt_meta){"test_acc", v[15]};
     }
     if (info->epoch_batches > 0) { /* where an interrupted epoch stands */
         meta[n_meta++] = (ct_ckpt_meta){"epoch_batches", v[10]};

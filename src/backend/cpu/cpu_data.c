@@ -7,9 +7,10 @@
  * region, and load_batch_range gathers and normalizes the rows of a batch straight
  * into batch.x with OpenMP, on the step's own threads: on a machine whose cores the
  * step already keeps busy this beats a prefetching thread (BENCHMARKS.md).
- * Normalization is the loader's float arithmetic
- * through the same 256-entry table, (p / 255 - mean) / std, so both paths give the
- * same bits.
+ * Pixels become floats through data/pixels.h, as in the host loader: a 256-entry
+ * table per channel, (p / 255 - mean[c]) / std[c], and for slot 0 the training
+ * augmentation keyed by (seed, the order's epoch, sample index), so both paths
+ * give the same bits.
  */
 #include "backend/cpu/cpu_internal.h"
 
@@ -17,7 +18,11 @@
 #include <string.h>
 
 int ct_cpu_add_dataset_regions(ct_cpu *b, ct_err *err) {
-    for (int p = 0; p < 256; p++) b->lut[p] = ((float)p / 255.0f - b->o.data_mean) / b->o.data_std;
+    bool any = b->o.dataset_count[0] > 0 || b->o.dataset_count[1] > 0;
+    if (any && b->o.prep.channels != b->g->input.c)
+        return ct_errorf(err, "cpu backend: pixel normalization for %d channels, the input has %d",
+                         b->o.prep.channels, b->g->input.c);
+    if (any) ct_prep_lut(&b->o.prep, b->lut);
     for (int s = 0; s < 2; s++) {
         b->ds[s].r_order = -1;
         if (b->o.dataset_count[s] <= 0) continue;
@@ -72,7 +77,8 @@ int ct_cpu_dataset_upload(ct_backend *bb, int slot, const uint8_t *images, const
     return 0;
 }
 
-int ct_cpu_dataset_order(ct_backend *bb, int slot, const int32_t *order, int count, ct_err *err) {
+int ct_cpu_dataset_order(ct_backend *bb, int slot, const int32_t *order, int count, uint32_t epoch,
+                         ct_err *err) {
     ct_cpu *b = (ct_cpu *)bb;
     ct_cpu_dataset *d = dataset(b, slot, err);
     if (!d) return -1;
@@ -85,6 +91,7 @@ int ct_cpu_dataset_order(ct_backend *bb, int slot, const int32_t *order, int cou
                              i, order[i], slot, count - 1);
     memcpy(d->order, order, (size_t)count * sizeof(int32_t));
     d->ordered = true;
+    d->epoch = epoch;
     return 0;
 }
 
@@ -98,16 +105,21 @@ int ct_cpu_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *
     if (n < 1 || n > b->N || start < 0 || start > count - n)
         return ct_errorf(err, "cpu backend: rows [%d, %d) of dataset slot %d (%d samples, batch "
                               "of at most %d)", start, start + n, slot, count, b->N);
-    size_t row = ct_shape_numel(b->g->input);
+    ct_shape in = b->g->input;
+    size_t row = ct_shape_numel(in);
     const uint8_t *images = d->images;
     const int32_t *order = d->order + start;
-    const float *lut = b->lut;
+    const float(*lut)[256] = (const float(*)[256])b->lut;
+    const ct_pixel_prep *prep = &b->o.prep;
+    bool augment = slot == 0 && ct_prep_augments(prep);
+    uint32_t epoch = d->epoch;
     float *x = b->x.ptr;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) {
-        const uint8_t *src = images + (size_t)order[r] * row;
-        float *dst = x + (size_t)r * row;
-        for (size_t p = 0; p < row; p++) dst[p] = lut[src[p]];
+        ct_aug_draw draw = {0, 0, 0};
+        if (augment) draw = ct_aug_draw_for(prep, epoch, (uint32_t)order[r]);
+        ct_prep_sample(images + (size_t)order[r] * row, in.c, in.h, in.w, lut,
+                       augment ? &draw : NULL, prep->crop, x + (size_t)r * row);
     }
     for (int r = 0; r < n; r++) b->y[r] = d->labels[order[r]];
     b->n = n;

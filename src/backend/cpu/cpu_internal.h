@@ -135,6 +135,7 @@ typedef struct ct_cpu_dataset {
     int32_t *order;
     int r_order; /* region, -1 when the plan has no such slot */
     bool ordered;
+    uint32_t epoch; /* of the order (keys slot 0's augmentation) */
 } ct_cpu_dataset;
 
 /* One row per layer kind. create: descriptors, act/gact descs and regions;
@@ -169,7 +170,7 @@ struct ct_cpu {
     float *logits;          /* [2][N*K] plain z, dz when act[last] is blocked, else NULL */
     int32_t *pred;          /* [N] */
     ct_cpu_dataset ds[2];   /* training (0) and evaluation (1) sets */
-    float lut[256];         /* normalized value of each pixel byte */
+    float lut[CT_MAX_CHANNELS][256]; /* [C][p]: normalized value of pixel byte p (pixels.h) */
     ct_fusion_plan fusion;  /* made and confirmed by create (cpu_fusion.c) */
     ct_cpu_node nodes[CT_MAX_LAYERS];
 };
@@ -237,7 +238,8 @@ int ct_cpu_load_batch(ct_backend *b, const float *x, const int32_t *y, int n, in
                       ct_err *err);
 int ct_cpu_dataset_upload(ct_backend *b, int slot, const uint8_t *images, const uint8_t *labels,
                           int count, ct_err *err);
-int ct_cpu_dataset_order(ct_backend *b, int slot, const int32_t *order, int count, ct_err *err);
+int ct_cpu_dataset_order(ct_backend *b, int slot, const int32_t *order, int count, uint32_t epoch,
+                         ct_err *err);
 int ct_cpu_load_batch_range(ct_backend *b, int slot, int start, int n, ct_err *err);
 
 /* ---- op rows --------------------------------------------------------------------- */

@@ -7,7 +7,9 @@
  * it asynchronously (the caller's buffer may be reused on return: a copy from
  * pageable memory is staged before cudaMemcpyAsync returns); load_batch_range
  * gathers and normalizes positions [start, start + n) of that order into the batch
- * with one kernel (kernels/data.cu), the same float arithmetic as the host loader.
+ * with one kernel (kernels/data.cu), the same float arithmetic as the host loader
+ * (data/pixels.h: per-channel normalization; slot 0 augmented by o.prep's crop and
+ * flip, keyed by the order's epoch).
  */
 #include "backend/cuda/cuda_internal.h"
 
@@ -16,6 +18,10 @@
 static size_t sample_bytes(const ct_cuda *b) { return ct_shape_numel(b->g->input); }
 
 int ct_cuda_data_plan(ct_cuda *b, ct_err *err) {
+    bool any = b->o.dataset_count[0] > 0 || b->o.dataset_count[1] > 0;
+    if (any && b->o.prep.channels != b->g->input.c)
+        return ct_errorf(err, "cuda backend: pixel normalization for %d channels, the input has %d",
+                         b->o.prep.channels, b->g->input.c);
     for (int s = 0; s < 2; s++) {
         ct_cuda_dataset *d = &b->ds[s];
         d->r_images = d->r_labels = d->r_order = -1;
@@ -88,7 +94,7 @@ int ct_cuda_dataset_upload(ct_backend *bb, int slot, const uint8_t *images,
 }
 
 int ct_cuda_dataset_order(ct_backend *bb, int slot, const int32_t *order, int count,
-                          ct_err *err) {
+                          uint32_t epoch, ct_err *err) {
     ct_cuda *b = (ct_cuda *)bb;
     ct_cuda_dataset *d = dataset(b, slot, err);
     if (!d) return -1;
@@ -106,13 +112,16 @@ int ct_cuda_dataset_order(ct_backend *bb, int slot, const int32_t *order, int co
         return ct_err_prefix(err, "cuda backend: dataset_order (slot %d)", slot);
     }
     d->ordered = true;
+    d->epoch = epoch;
     if (ct_cuda_debug_sync(b, "dataset_order", err) != 0) return ct_err_prefix(err, "cuda backend");
     return 0;
 }
 
-static int gather(ct_cuda *b, const ct_cuda_dataset *d, int start, int n, ct_err *err) {
-    CT_KERNEL(err, ct_cuda_gather_batch(d->images, d->labels, d->order, start, n, sample_bytes(b),
-                                        b->o.data_mean, b->o.data_std, b->x, b->y, b->stream));
+static int gather(ct_cuda *b, const ct_cuda_dataset *d, bool augment, int start, int n,
+                  ct_err *err) {
+    ct_shape in = b->g->input;
+    CT_KERNEL(err, ct_cuda_gather_batch(d->images, d->labels, d->order, start, n, in.c, in.h, in.w,
+                                        b->o.prep, augment, d->epoch, b->x, b->y, b->stream));
     return ct_cuda_set_rows(b, n, start, err);
 }
 
@@ -126,7 +135,8 @@ int ct_cuda_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err 
     if (n < 1 || n > b->N || start < 0 || start > d->count - n)
         return ct_errorf(err, "cuda backend: batch [%d, %d) of dataset slot %d (%d samples, "
                               "batch_size %d)", start, start + n, slot, d->count, b->N);
-    if (gather(b, d, start, n, err) != 0 || ct_cuda_debug_sync(b, "load_batch_range", err) != 0)
+    bool augment = slot == 0 && ct_prep_augments(&b->o.prep);
+    if (gather(b, d, augment, start, n, err) != 0 || ct_cuda_debug_sync(b, "load_batch_range", err) != 0)
         return ct_err_prefix(err, "cuda backend");
     return 0;
 }

@@ -95,6 +95,7 @@ typedef struct ct_cuda_dataset {
     uint8_t *images;      /* [count, numel(input)] */
     uint8_t *labels;      /* [count] */
     int32_t *order;       /* [count], set by dataset_order */
+    uint32_t epoch;       /* of the order (keys slot 0's augmentation) */
 } ct_cuda_dataset;
 
 #define CT_CUDA_STAGES 2
@@ -194,7 +195,7 @@ void ct_cuda_data_bind(ct_cuda *b);
 int ct_cuda_dataset_upload(ct_backend *bb, int slot, const uint8_t *images,
                            const uint8_t *labels, int count, ct_err *err);
 int ct_cuda_dataset_order(ct_backend *bb, int slot, const int32_t *order, int count,
-                          ct_err *err);
+                          uint32_t epoch, ct_err *err);
 int ct_cuda_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *err);
 /* Zeroes the batch rows [n, N) (partial batches), sets b->n = n and the batch's
  * epoch position b->first_pos. */

@@ -1,0 +1,107 @@
+/* datasets.c: loading the data of a config (datasets.h). */
+#include "train/datasets.h"
+
+#include <glob.h>
+#include <string.h>
+
+#include "data/images.h"
+#include "data/split.h"
+
+_Static_assert(CT_DATA_CHANNELS_MAX == CT_MAX_CHANNELS, "normalize lists fit a ct_pixel_prep");
+_Static_assert((int)CT_DATA_LAYOUT_NHWC == (int)CT_LAYOUT_NHWC &&
+               (int)CT_DATA_LAYOUT_NCHW == (int)CT_LAYOUT_NCHW, "layout enums agree");
+
+ct_pixel_prep ct_data_prep(const ct_config *cfg, bool train) {
+    const ct_data_cfg *d = &cfg->data;
+    ct_pixel_prep p;
+    memset(&p, 0, sizeof p);
+    /* more channels than a prep holds: the backends and the loader refuse it */
+    p.channels = cfg->input_c < CT_MAX_CHANNELS ? cfg->input_c : CT_MAX_CHANNELS;
+    for (int c = 0; c < CT_MAX_CHANNELS; c++) {
+        p.mean[c] = (float)d->mean[d->n_mean ? (c < d->n_mean ? c : 0) : 0];
+        p.std[c] = (float)d->std[d->n_std ? (c < d->n_std ? c : 0) : 0];
+    }
+    if (train) {
+        p.crop = d->crop;
+        p.hflip = d->hflip;
+        p.seed = cfg->train.seed;
+    }
+    return p;
+}
+
+static int check_channels(const ct_config *cfg, ct_err *err) {
+    if (cfg->input_c <= CT_MAX_CHANNELS) return 0;
+    return ct_errorf(err, "model.input has %d channels; image data has at most %d", cfg->input_c,
+                     CT_MAX_CHANNELS);
+}
+
+static ct_image_spec spec_of(const ct_config *cfg) {
+    return (ct_image_spec){cfg->input_c, cfg->input_h, cfg->input_w, (ct_layout)cfg->data.layout};
+}
+
+/* cifar10 training files: the list, or the sorted matches of a glob pattern. */
+static int load_cifar_train(const ct_config *cfg, ct_dataset *ds, ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    ct_image_spec want = spec_of(cfg);
+    const char *paths[CT_DATA_FILES_MAX];
+    paths[0] = d->train_images;
+    for (int i = 1; i < d->n_train_images; i++) paths[i] = d->train_images_more[i - 1];
+    if (d->n_train_images > 1 || !strpbrk(d->train_images, "*?["))
+        return ct_images_load_cifar10(paths, d->n_train_images, d->num_classes, &want, ds, err);
+    glob_t g;
+    int rc = glob(d->train_images, 0, NULL, &g);
+    if (rc != 0 || g.gl_pathc == 0) {
+        if (rc == 0) globfree(&g);
+        return ct_errorf(err, "data.train_images: '%s' matches no file", d->train_images);
+    }
+    rc = ct_images_load_cifar10((const char *const *)g.gl_pathv, (int)g.gl_pathc, d->num_classes,
+                                &want, ds, err);
+    globfree(&g);
+    return rc;
+}
+
+int ct_data_load_train(const ct_config *cfg, ct_dataset *train, ct_dataset *val, bool *has_val,
+                       ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    ct_image_spec want = spec_of(cfg);
+    ct_dataset all;
+    memset(val, 0, sizeof *val);
+    *has_val = false;
+    if (check_channels(cfg, err)) return -1;
+    int rc = d->format == CT_DATA_CIFAR10
+                 ? load_cifar_train(cfg, &all, err)
+                 : ct_images_load_idx(d->train_images, d->train_labels, d->num_classes, &want,
+                                      &all, err);
+    if (rc != 0) return -1;
+    if (d->val_split == 0.0) {
+        *train = all;
+        return 0;
+    }
+    int n_val;
+    if (ct_val_count(d->val_split, all.count, &n_val, err) != 0 ||
+        ct_dataset_split(&all, n_val, cfg->train.seed, train, val, err) != 0) {
+        ct_dataset_free(&all);
+        return -1;
+    }
+    ct_dataset_free(&all);
+    *has_val = true;
+    return 0;
+}
+
+int ct_data_load_test(const ct_config *cfg, const char *images, const char *labels,
+                      ct_dataset *test, ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    ct_image_spec want = spec_of(cfg);
+    memset(test, 0, sizeof *test);
+    if (check_channels(cfg, err)) return -1;
+    if (d->format == CT_DATA_CIFAR10) {
+        if (images || labels) {
+            return ct_errorf(err, "--data takes IDX image and label files; this model's "
+                             "data.format is cifar10");
+        }
+        const char *path = d->test_images;
+        return ct_images_load_cifar10(&path, 1, d->num_classes, &want, test, err);
+    }
+    return ct_images_load_idx(images ? images : d->test_images, labels ? labels : d->test_labels,
+                              d->num_classes, &want, test, err);
+}
