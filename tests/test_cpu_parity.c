@@ -676,9 +676,14 @@ static void test_no_reference_kernels(void **state) {
                            L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
                            conv(8, 3, 2, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_AVGPOOL2D, 2, 2, 0),
                            L(CT_LAYER_FLATTEN), linear(10, true)};
-    const ct_layer_cfg *nets[] = {cnn, deep};
-    int sizes[] = {11, 10};
-    for (int k = 0; k < 2; k++)
+    ct_layer_cfg acts[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_GELU), conv(16, 3, 1, 1, true),
+                           L(CT_LAYER_SILU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                           conv(16, 3, 1, 1, true), L(CT_LAYER_TANH), L(CT_LAYER_SIGMOID),
+                           leaky_relu(0.1), conv(20, 3, 1, 1, true), L(CT_LAYER_SIGMOID),
+                           L(CT_LAYER_GLOBAL_AVGPOOL), L(CT_LAYER_FLATTEN), linear(10, true)};
+    const ct_layer_cfg *nets[] = {cnn, deep, acts};
+    int sizes[] = {11, 10, 14};
+    for (int k = 0; k < 3; k++)
         for (int m = 0; m < N_MODES; m++) {
             parity_cpu_loops = loop_modes[m];
             parity_fuse = true;
@@ -811,6 +816,8 @@ int main(void) {
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),
         cmocka_unit_test(parity_test_dropout),
+        cmocka_unit_test(parity_test_activations),
+        cmocka_unit_test(parity_test_global_avgpool),
         cmocka_unit_test(parity_test_dropout_keys),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(test_accumulate),

@@ -298,6 +298,8 @@ int main(void) {
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),
         cmocka_unit_test(parity_test_dropout),
+        cmocka_unit_test(parity_test_activations),
+        cmocka_unit_test(parity_test_global_avgpool),
         cmocka_unit_test(parity_test_dropout_keys),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(test_nonfinite_tag),

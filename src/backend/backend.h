@@ -18,7 +18,8 @@
  *    input_grad (graph.h: some earlier node has parameters; a backend may also
  *    write it otherwise, nothing reads it then), and
  *    WRITES (accumulate == 0) or ADDS TO (accumulate != 0) the grads of node i.
- *  - loss() computes softmax cross-entropy of act[last] against the batch labels,
+ *  - loss() computes softmax cross-entropy of act[last] against the batch labels
+ *    (smoothed by o.label_smoothing, elementwise.h's ct_softmax_xent_row),
  *    adds loss sum and the confusion counts to the device-side metric
  *    accumulators (and remembers the first non-finite batch), and in training
  *    writes gact[last] = dLoss/dlogits * grad_scale.
@@ -81,6 +82,9 @@ typedef struct ct_run_opts {
      * Each sample is numel(input) uint8 pixels and one uint8 label. */
     int dataset_count[2];
     float data_mean, data_std; /* normalization applied when gathering on the device */
+    /* Cross-entropy label smoothing eps in [0, 1) (train.label_smoothing), in the
+     * training and the evaluation loss alike; 0 = plain cross-entropy. */
+    float label_smoothing;
 } ct_run_opts;
 
 /* Device-side accumulators, read once per epoch. */
