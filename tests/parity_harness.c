@@ -608,6 +608,10 @@ static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, 
     assert_int_equal(m.correct, want_correct);
     OK(h->vt->read_metrics(h->b, &m, false, E)); /* reset zeroed it */
     assert_true(m.loss_sum == 0.0 && m.samples == 0);
+    OK(h->vt->loss(h->b, false, scale, 0, E)); /* evaluation: the same (smoothed) loss */
+    OK(h->vt->read_metrics(h->b, &m, true, E));
+    if (!(fabs(m.loss_sum - mean * n) <= 1e-4 * (1.0 + fabs(mean * n))))
+        fail_msg("eval loss sum %.9g, want %.9g", m.loss_sum, mean * n);
     free(x), free(p), free(y), free(z), free(dz), free(zd), free(dzr), free(conf);
     close_h(h);
 }
