@@ -2,9 +2,10 @@
  * device, so the host reads them once per epoch (read_metrics), never per step.
  * One thread per row; the row math is ops/elementwise.h's ct_softmax_xent_row
  * (shared with the CPU backend), label smoothing eps included. Accumulation:
- * atomicAdd on a double loss sum and on unsigned long long confusion counts; the first non-finite batch is the
- * smallest tag seen (atomicMin), because the caller's tags only grow. In a
- * captured step grad_scale and tag come from the device-side step arguments. */
+ * atomicAdd on a double loss sum and on unsigned long long confusion counts; the
+ * first non-finite batch is the smallest tag seen (atomicMin), because the
+ * caller's tags only grow. In a captured step grad_scale and tag come from the
+ * device-side step arguments. */
 #include <cuda_runtime.h>
 
 #include "kernels/kernels.h"

@@ -419,7 +419,8 @@ void parity_test_activations(void **state) {
         parity_out_free(&o);
         for (int i = 2; i <= 3; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
         size_t n = 2 * row_numel(h->g.nodes[1].out);
-        float *dy = rand_f(n, 1.0), *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+        float *dy = rand_f(n, 1.0), *want = malloc(n * sizeof *want);
+        float *got = malloc(n * sizeof *got);
         OK(h->vt->grad_from_host(h->b, 1, dy, E));
         OK(h->vt->backward(h->b, 1, false, STEP, E));
         OK(h->vt->tensor_to_host(h->b, 0, true, want, E));

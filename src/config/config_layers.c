@@ -2,10 +2,11 @@
  *
  * A layer entry is either a bare kind ("- relu", "- dropout") or a mapping with
  * exactly one key, the kind, whose value maps that kind's parameters
- * ("- conv2d: {out_channels: 32, kernel: 3}"); an empty value means "all
- * defaults" ("- leaky_relu: {slope: 0.1}"; slope defaults to 0.01). Each kind accepts only its own parameters (a key valid for another
- * kind is an error) and must be given its required ones. Pools default their
- * stride to the kernel and keep padding <= kernel/2.
+ * ("- conv2d: {out_channels: 32, kernel: 3}", "- leaky_relu: {slope: 0.1}"); an
+ * empty value means "all defaults". Each kind accepts only its own parameters (a
+ * key valid for another kind is an error) and must be given its required ones.
+ * Pools default their stride to the kernel and keep padding <= kernel/2;
+ * leaky_relu's slope defaults to 0.01 (PyTorch's negative_slope).
  */
 #include <stdio.h>
 #include <string.h>

@@ -42,7 +42,13 @@ void ct_ref_relu_backward(const double *x, long n, const double *dy, double *dx)
 
 /* Elementwise activations over n elements (ref_act.c); slope: leaky_relu's
  * negative slope (ignored by the others). Backward uses the input x. */
-typedef enum { CT_REF_GELU, CT_REF_SILU, CT_REF_TANH, CT_REF_SIGMOID, CT_REF_LEAKY_RELU } ct_ref_act;
+typedef enum {
+    CT_REF_GELU,
+    CT_REF_SILU,
+    CT_REF_TANH,
+    CT_REF_SIGMOID,
+    CT_REF_LEAKY_RELU
+} ct_ref_act;
 void ct_ref_act_forward(ct_ref_act a, double slope, const double *x, long n, double *y);
 void ct_ref_act_backward(ct_ref_act a, double slope, const double *x, long n, const double *dy,
                          double *dx);

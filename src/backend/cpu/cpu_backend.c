@@ -16,9 +16,10 @@
  * the layout does not matter; aliased tensors may be rounded twice, which changes
  * nothing). Ops that only select or move values (relu, flatten, max-pool forward)
  * are not rounded again (ct_amp_rounds: the op table's moves-only columns); every
- * other op, the activations and global_avgpool included, is. fp16 thus overflows and underflows as real fp16 storage
- * would, which the loss scaler needs. Params, grads and optimizer state stay
- * fp32. (The CPU's native bf16 instructions are not used.)
+ * other op, the activations and global_avgpool included, is. fp16 thus overflows
+ * and underflows as real fp16 storage would, which the loss scaler needs. Params,
+ * grads and optimizer state stay fp32. (The CPU's native bf16 instructions are
+ * not used.)
  */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_pool_kernel.h"

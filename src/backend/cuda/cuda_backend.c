@@ -1,6 +1,7 @@
 /* cuda_backend.c: the CUDA backend's vtable (ct_backend_cuda): create/bind/destroy,
- * the batch, relu/dropout/flatten and the other activations, loss and metrics, the optimizer step, the host
- * copies and sync. Layout, buffers and partial batches: see cuda_internal.h.
+ * the batch, relu/dropout/flatten and the other activations, loss and metrics,
+ * the optimizer step, the host copies and sync. Layout, buffers and partial
+ * batches: see cuda_internal.h.
  *
  * create() selects the device, makes the stream and the cuBLAS/cuDNN handles,
  * builds every descriptor for batch_size rows, chooses the convolution algorithms
