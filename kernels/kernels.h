@@ -50,6 +50,20 @@ int ct_cuda_sgd_step(float *w, const float *g, float *buf, size_t n, const ct_op
 int ct_cuda_relu_forward(const float *x, float *y, size_t n, void *stream);
 /* dx = y > 0 ? dy : 0 from the relu OUTPUT y (dx may equal dy). */
 int ct_cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n, void *stream);
+/* The activations of ct_cuda_act_forward / _backward. */
+typedef enum {
+    CT_CUDA_ACT_GELU,      /* exact erf form */
+    CT_CUDA_ACT_SILU,
+    CT_CUDA_ACT_TANH,
+    CT_CUDA_ACT_SIGMOID,
+    CT_CUDA_ACT_LEAKY_RELU /* negative slope `slope` */
+} ct_cuda_act;
+/* y = f(x) over n elements with elementwise.h's math (ct_gelu, ...); slope is
+ * leaky_relu's (ignored by the others). y must not alias x when backward follows. */
+int ct_cuda_act_forward(int act, float slope, const float *x, float *y, size_t n, void *stream);
+/* dx = f'(x) * dy from the activation's INPUT x (dx may equal dy). */
+int ct_cuda_act_backward(int act, float slope, const float *x, const float *dy, float *dx,
+                         size_t n, void *stream);
 /* Dropout over a batch tensor [rows, sample_numel] (canonical NCHW order), row r the
  * sample at epoch position first_pos + r: dst[j] = src[j] * ct_dropout_scale(seed,
  * layer, epoch, ct_dropout_index(first_pos + r, e, sample_numel), p) for j = r *
@@ -82,14 +96,14 @@ typedef struct ct_cuda_metrics_dev {
 } ct_cuda_metrics_dev;
 #define CT_CUDA_NO_TAG 0xFFFFFFFFFFFFFFFFull
 
-/* Softmax cross-entropy of z [N, K] (row-major) against y [n] via
- * ct_softmax_xent_row: rows [0, n) add their loss to m->loss_sum and one count to
+/* Softmax cross-entropy of z [N, K] (row-major) against y [n] with label smoothing
+ * eps via ct_softmax_xent_row: rows [0, n) add their loss to m->loss_sum and one count to
  * confusion[y*K + argmax]; a non-finite row loss does atomicMin(m->tag, tag).
- * dz (NULL in evaluation) gets (softmax - onehot) * grad_scale in rows [0, n) and
+ * dz (NULL in evaluation) gets (softmax - smoothed target) * grad_scale in rows [0, n) and
  * zeros in rows [n, N). confusion points just past *m. grad_scale and tag are
  * args->grad_scale and args->tag when args != NULL. */
-int ct_cuda_softmax_xent(const float *z, const int32_t *y, int N, int n, int K, float *dz,
-                         float grad_scale, ct_cuda_metrics_dev *m,
+int ct_cuda_softmax_xent(const float *z, const int32_t *y, int N, int n, int K, float eps,
+                         float *dz, float grad_scale, ct_cuda_metrics_dev *m,
                          unsigned long long *confusion, unsigned long long tag,
                          const ct_cuda_step_args *args, void *stream);
 

@@ -4,8 +4,9 @@
 Builds the config's layer list as an nn.Sequential stored as `layers` (so its
 state_dict names equal ctrain's checkpoint names), PyTorch's default init (the
 Kaiming-uniform scheme ctrain copies), the config's optimizer (sgd/adam/adamw with
-lr, momentum, weight decay, betas, eps), batch size, normalization and epochs, with
-the whole dataset preloaded as tensors. Prints one JSON object per epoch and a
+lr, momentum, weight decay, betas, eps), batch size, normalization, epochs and
+train.label_smoothing (training and evaluation loss), with the whole dataset
+preloaded as tensors. Prints one JSON object per epoch and a
 final summary line, for scripts/bench-vs-pytorch.
 
     /usr/bin/python3 scripts/reference_pytorch.py configs/cnn.yaml [--epochs N]
@@ -60,9 +61,9 @@ class Residual(nn.Module):
         return self.body(x) + self.shortcut(x)
 
 
-def build_layers(entries, shape):
-    """nn.Modules for a list of config layer entries from input shape (C, H, W);
-    returns (modules, output shape)."""
+def build_layers(entries, shape, flat=False):
+    """nn.Modules for a list of config layer entries from input shape (C, H, W)
+    (flat: a vector, after flatten or linear); returns (modules, shape, flat)."""
     mods = []
     for entry in entries:
         kind, p = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
@@ -80,30 +81,39 @@ def build_layers(entries, shape):
         elif kind == "relu":
             # not in place: inside a residual block the input is also the shortcut's
             m = nn.ReLU()
+        elif kind in ("gelu", "silu", "tanh", "sigmoid"):
+            m = {"gelu": nn.GELU, "silu": nn.SiLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}[kind]()
+        elif kind == "leaky_relu":
+            m = nn.LeakyReLU(p.get("slope", 0.01))
+        elif kind == "global_avgpool":
+            if flat:
+                sys.exit("reference_pytorch.py: global_avgpool needs a C x H x W input")
+            m = nn.AdaptiveAvgPool2d(1)
+            shape = (shape[0], 1, 1)
         elif kind == "flatten":
             m = nn.Flatten()
-            shape = (shape[0] * shape[1] * shape[2], 1, 1)
+            shape, flat = (shape[0] * shape[1] * shape[2], 1, 1), True
         elif kind == "linear":
             m = nn.Linear(shape[0], p["out_features"], bias=p.get("bias", True))
-            shape = (p["out_features"], 1, 1)
+            shape, flat = (p["out_features"], 1, 1), True
         elif kind == "dropout":
             m = nn.Dropout(p.get("p", 0.5))
         elif kind == "residual":
-            body, out = build_layers(p["body"], shape)
+            body, out, out_flat = build_layers(p["body"], shape, flat)
             shortcut = None
             if p.get("shortcut"):
-                sc, _ = build_layers(p["shortcut"], shape)
+                sc, _, _ = build_layers(p["shortcut"], shape, flat)
                 shortcut = nn.Sequential(*sc)
             m = Residual(nn.Sequential(*body), shortcut)
-            shape = out
+            shape, flat = out, out_flat
         else:
             sys.exit(f"reference_pytorch.py: unsupported layer '{kind}'")
         mods.append(m)
-    return mods, shape
+    return mods, shape, flat
 
 
 def build_model(cfg):
-    mods, _ = build_layers(cfg["model"]["layers"], tuple(cfg["model"]["input"]))
+    mods, _, _ = build_layers(cfg["model"]["layers"], tuple(cfg["model"]["input"]))
     net = nn.Module()
     net.layers = nn.Sequential(*mods)
     net.forward = net.layers.forward
@@ -136,13 +146,14 @@ def load_split(cfg, config_path, which):
     return torch.from_numpy(x.reshape(-1, c, h, w).astype(np.float32)), torch.from_numpy(y)
 
 
-def evaluate(net, x, y, batch, bf16):
+def evaluate(net, x, y, batch, bf16, smoothing):
     net.eval()
     loss_sum, correct = 0.0, 0
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         for i in range(0, len(x), batch):
             out = net(x[i:i + batch]).float()
-            loss_sum += nn.functional.cross_entropy(out, y[i:i + batch], reduction="sum").item()
+            loss_sum += nn.functional.cross_entropy(out, y[i:i + batch], reduction="sum",
+                                                    label_smoothing=smoothing).item()
             correct += (out.argmax(1) == y[i:i + batch]).sum().item()
     return loss_sum / len(x), correct / len(x)
 
@@ -167,7 +178,8 @@ def main():
     xte, yte = load_split(cfg, a.config, "test")
     net = build_model(cfg)
     opt = make_optimizer(cfg, net.parameters())
-    lossf = nn.CrossEntropyLoss()
+    smoothing = train.get("label_smoothing", 0.0)
+    lossf = nn.CrossEntropyLoss(label_smoothing=smoothing)
     for epoch in range(epochs):
         net.train()
         t0 = time.perf_counter()
@@ -186,7 +198,7 @@ def main():
             correct += (out.argmax(1) == y).sum().item()
         t_train = time.perf_counter() - t0
         t1 = time.perf_counter()
-        vloss, vacc = evaluate(net, xte, yte, batch, a.bf16)
+        vloss, vacc = evaluate(net, xte, yte, batch, a.bf16, smoothing)
         t_eval = time.perf_counter() - t1
         print(json.dumps({"epoch": epoch + 1, "train_s": round(t_train, 3), "eval_s": round(t_eval, 3),
                           "samples_per_s": round(len(xtr) / t_train, 1),

@@ -24,6 +24,7 @@ double parity_rel_tol = 1e-4;
 bool (*parity_skip)(void);
 bool parity_fuse;
 ct_cpu_loops parity_cpu_loops;
+float parity_label_smoothing;
 
 
 void parity_print_loops_isa(void) {
@@ -66,6 +67,23 @@ ct_layer_cfg dropout(double p) {
     c.p = p;
     return c;
 }
+ct_layer_cfg leaky_relu(double slope) {
+    ct_layer_cfg c = L(CT_LAYER_LEAKY_RELU);
+    c.slope = slope;
+    return c;
+}
+
+/* The reference activation of an activation kind; -1 for other kinds. */
+static int ref_act_of(ct_layer_kind k) {
+    switch (k) {
+    case CT_LAYER_GELU: return CT_REF_GELU;
+    case CT_LAYER_SILU: return CT_REF_SILU;
+    case CT_LAYER_TANH: return CT_REF_TANH;
+    case CT_LAYER_SIGMOID: return CT_REF_SIGMOID;
+    case CT_LAYER_LEAKY_RELU: return CT_REF_LEAKY_RELU;
+    default: return -1;
+    }
+}
 
 ct_layer_cfg body(ct_layer_cfg l) {
     l.branch = CT_BRANCH_BODY;
@@ -92,7 +110,8 @@ static harness *open_any(int C, int H, int W, const ct_layer_cfg *layers, int n,
         if (h->g.nodes[i].src[0] >= 0) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
                      .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED,
-                     .fuse = parity_fuse, .cpu_loops = parity_cpu_loops, .accumulate = true};
+                     .fuse = parity_fuse, .cpu_loops = parity_cpu_loops, .accumulate = true,
+                     .label_smoothing = parity_label_smoothing};
     h->vt = parity_vt;
     ct_plan_init(&h->plan, h->vt->align); /* as ct_model_create does */
     if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
@@ -206,7 +225,10 @@ void ref_forward(const ct_graph *g, int k, const double *x, const double *p, int
     case CT_LAYER_DROPOUT:
         ct_ref_dropout_forward(x, n, (long)row_numel(nd->in), FIRST_POS, c->p, SEED, k, STEP, y);
         break;
-    default: fail();
+    case CT_LAYER_GLOBAL_AVGPOOL: ct_ref_global_avgpool_forward(x, n, C, H, W, y); break;
+    default:
+        if (ref_act_of(nd->kind) < 0) fail();
+        ct_ref_act_forward((ct_ref_act)ref_act_of(nd->kind), c->slope, x, numel, y);
     }
 }
 
@@ -240,7 +262,10 @@ void ref_backward(const ct_graph *g, int k, const double *x, const double *p, in
         ct_ref_dropout_backward(dy, n, (long)row_numel(nd->in), FIRST_POS, c->p, SEED, k, STEP,
                                 dx);
         break;
-    default: fail();
+    case CT_LAYER_GLOBAL_AVGPOOL: ct_ref_global_avgpool_backward(n, C, H, W, dy, dx); break;
+    default:
+        if (ref_act_of(nd->kind) < 0) fail();
+        ct_ref_act_backward((ct_ref_act)ref_act_of(nd->kind), c->slope, x, numel, dy, dx);
     }
 }
 
@@ -483,6 +508,68 @@ void parity_test_relu(void **state) {
     close_h(h);
 }
 
+/* gelu, silu, tanh, sigmoid, leaky_relu (two slopes): on the batch (plain), behind
+ * a conv (its layout, blocked where oneDNN picks that), behind a linear (flat), and
+ * followed by an in-place relu and dropout that change its output but not the
+ * input its backward reads. */
+void parity_test_activations(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    const ct_layer_kind kinds[] = {CT_LAYER_GELU, CT_LAYER_SILU, CT_LAYER_TANH, CT_LAYER_SIGMOID,
+                                   CT_LAYER_LEAKY_RELU, CT_LAYER_LEAKY_RELU};
+    for (int j = 0; j < 6; j++) {
+        ct_layer_cfg act = kinds[j] == CT_LAYER_LEAKY_RELU ? leaky_relu(j == 4 ? 0.01 : -0.3)
+                                                           : L(kinds[j]);
+        ct_layer_cfg a[] = {act};
+        parity(a, 1, 2, 4, 4, 3, 0);
+        ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), act};
+        parity(b, 2, 3, 6, 6, 2, 1);
+        ct_layer_cfg c[] = {conv(20, 3, 1, 1, true), act}; /* 20: a partial channel block */
+        parity(c, 2, 2, 5, 5, 2, 1);
+        ct_layer_cfg d[] = {L(CT_LAYER_FLATTEN), linear(24, true), act};
+        parity(d, 3, 1, 3, 3, 4, 2);
+        /* Backward of node 1 after nodes 2 and 3 ran in place on its output. */
+        ct_layer_cfg e[] = {conv(8, 3, 1, 1, true), act, L(CT_LAYER_RELU), dropout(0.5)};
+        harness *h = open_h(3, 6, 6, e, 4, 2);
+        parity_out o = parity_n(h, 3, 2, true);
+        parity_out_free(&o);
+        o = parity_n(h, 1, 2, true);
+        parity_out_free(&o);
+        for (int i = 2; i <= 3; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        size_t n = 2 * row_numel(h->g.nodes[1].out);
+        float *dy = rand_f(n, 1.0), *want = malloc(n * sizeof *want);
+        float *got = malloc(n * sizeof *got);
+        OK(h->vt->grad_from_host(h->b, 1, dy, E));
+        OK(h->vt->backward(h->b, 1, false, STEP, E));
+        OK(h->vt->tensor_to_host(h->b, 0, true, want, E));
+        /* the same backward before the later layers ran: the same input gradient */
+        OK(h->vt->forward(h->b, 1, true, STEP, E));
+        OK(h->vt->grad_from_host(h->b, 1, dy, E));
+        OK(h->vt->backward(h->b, 1, false, STEP, E));
+        OK(h->vt->tensor_to_host(h->b, 0, true, got, E));
+        assert_memory_equal(got, want, n * sizeof *got);
+        free(dy), free(want), free(got);
+        close_h(h);
+    }
+}
+
+/* global_avgpool ([C,H,W] -> [C,1,1]) on the batch, behind a conv (blocked layout
+ * where oneDNN picks it), on a non-square input, then flatten + linear. */
+void parity_test_global_avgpool(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    ct_layer_cfg a[] = {dropout(0.0), L(CT_LAYER_GLOBAL_AVGPOOL)};
+    parity(a, 2, 3, 5, 4, 2, 1);
+    ct_layer_cfg b[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_GLOBAL_AVGPOOL)};
+    parity(b, 2, 3, 7, 7, 2, 1);
+    ct_layer_cfg c[] = {conv(12, 3, 1, 0, true), L(CT_LAYER_GLOBAL_AVGPOOL),
+                        L(CT_LAYER_FLATTEN), linear(5, true)};
+    parity(c, 4, 2, 6, 9, 3, 1);
+    parity(c, 4, 2, 6, 9, 3, 3);
+    ct_layer_cfg d[] = {L(CT_LAYER_GLOBAL_AVGPOOL)}; /* 1x1 input: an identity */
+    parity(d, 1, 4, 1, 1, 2, 0);
+}
+
 void parity_test_flatten_linear(void **state) {
     (void)state;
     if (parity_skip && parity_skip()) skip();
@@ -619,7 +706,7 @@ static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, 
     OK(h->vt->loss(h->b, true, scale, 0, E));
     OK(h->vt->tensor_to_host(h->b, last, true, dz, E));
     double *zd = to_d(z, (size_t)n * K), *dzr = malloc((size_t)n * K * sizeof *dzr);
-    double mean = ct_ref_softmax_xent(zd, n, K, y, dzr);
+    double mean = ct_ref_softmax_xent(zd, n, K, y, (double)parity_label_smoothing, dzr);
     for (int i = 0; i < n * K; i++) dzr[i] *= 0.5; /* ref dz is d(mean); ours * 0.5 */
     check_close(dz, dzr, (size_t)n * K, "loss gradient");
     long long *conf = calloc((size_t)K * K, sizeof *conf);
@@ -640,6 +727,10 @@ static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, 
     assert_int_equal(m.correct, want_correct);
     OK(h->vt->read_metrics(h->b, &m, false, E)); /* reset zeroed it */
     assert_true(m.loss_sum == 0.0 && m.samples == 0);
+    OK(h->vt->loss(h->b, false, scale, 0, E)); /* evaluation: the same (smoothed) loss */
+    OK(h->vt->read_metrics(h->b, &m, true, E));
+    if (!(fabs(m.loss_sum - mean * n) <= 1e-4 * (1.0 + fabs(mean * n))))
+        fail_msg("eval loss sum %.9g, want %.9g", m.loss_sum, mean * n);
     free(x), free(p), free(y), free(z), free(dz), free(zd), free(dzr), free(conf);
     close_h(h);
 }
@@ -653,6 +744,10 @@ void parity_test_loss(void **state) {
     /* Logits straight from a blocked 4-D conv output ([N,10,1,1], flattened). */
     ct_layer_cfg b[] = {conv(10, 3, 1, 0, true), L(CT_LAYER_FLATTEN)};
     check_loss(b, 2, 3, 3, 3, 9, 9);
+    parity_label_smoothing = 0.3f; /* train.label_smoothing, full and partial batch */
+    check_loss(a, 2, 1, 1, 12, 10, 10);
+    check_loss(b, 2, 3, 3, 3, 9, 5);
+    parity_label_smoothing = 0.0f;
 }
 
 /* One Adam step (L2 decay, grad_scale) against torch.optim.Adam written out. */

@@ -40,6 +40,8 @@ extern bool (*parity_skip)(void);      /* when set and true, the per-op tests sk
 extern bool parity_fuse;
 /* ... and run ctrain's own CPU loops so (ct_run_opts.cpu_loops; default auto). */
 extern ct_cpu_loops parity_cpu_loops;
+/* ... with this train.label_smoothing (ct_run_opts.label_smoothing; default 0). */
+extern float parity_label_smoothing;
 
 /* Says which bodies of ctrain's CPU loops this machine runs: with AVX2 the tests
  * compare them with the portable ones; without (or capped by CTRAIN_MAX_CPU_ISA) the
@@ -56,6 +58,7 @@ ct_layer_cfg dropout(double p);
  * L(CT_LAYER_RESIDUAL) (config.h ct_branch). */
 ct_layer_cfg body(ct_layer_cfg l);
 ct_layer_cfg shortcut(ct_layer_cfg l);
+ct_layer_cfg leaky_relu(double slope);
 
 /* A graph of n layers on a C x H x W input, planned and bound on parity_vt at
  * batch N. */
@@ -126,12 +129,18 @@ void parity_test_relu(void **state);
 void parity_test_flatten_linear(void **state);
 void parity_test_linear(void **state);
 void parity_test_dropout(void **state);
+/* gelu, silu, tanh, sigmoid, leaky_relu behind several producers and layouts, and
+ * their backward after later in-place layers changed their output. */
+void parity_test_activations(void **state);
+/* global_avgpool on plain and blocked inputs, then flatten + linear. */
+void parity_test_global_avgpool(void **state);
 /* Dropout is keyed by (epoch, sample position, element), plain and blocked layouts,
  * forward and backward: a sample at row 0 of one batch and at row 5 of another
  * (other first_pos) draws the same mask; the same rows at other positions (the next
  * micro-batch of an accumulation group) or in another epoch draw other masks. */
 void parity_test_dropout_keys(void **state);
-/* Softmax cross-entropy, its gradient and the metric accumulators; one Adam step. */
+/* Softmax cross-entropy (plain and with label smoothing 0.3), its gradient and the
+ * metric accumulators; one Adam step. */
 void parity_test_loss(void **state);
 void parity_test_adam_step(void **state);
 

@@ -269,16 +269,28 @@ static ct_layer_cfg L(ct_layer_kind kind) {
     } while (0)
 #define E (&e_)
 
-/* conv(4, 3x3, pad 1) relu maxpool(2) flatten linear(16) relu dropout linear(10) on
- * 1x8x8 inputs, N rows, SGD, the given amp mode, fixed random params and batch. */
-static harness *open_cnn_on(const ct_backend_vt *vt, ct_amp_mode amp) {
-    harness *h = calloc(1, sizeof *h);
-    assert_non_null(h);
-    snprintf(h->cfg.source, sizeof h->cfg.source, "test");
-    h->cfg.input_c = 1, h->cfg.input_h = 8, h->cfg.input_w = 8;
-    ct_layer_cfg *l = h->cfg.layers;
-    l[0] = L(CT_LAYER_CONV2D), l[0].out_channels = 4, l[0].kernel = 3, l[0].stride = 1,
-    l[0].padding = 1;
+/* The layers of open_on's model (1x8x8 inputs, K classes). */
+typedef enum { NET_CNN, NET_ACTIVATIONS } net_kind;
+
+static ct_layer_cfg conv3(int out) {
+    ct_layer_cfg c = L(CT_LAYER_CONV2D);
+    c.out_channels = out, c.kernel = 3, c.stride = 1, c.padding = 1;
+    return c;
+}
+
+/* NET_CNN: conv(4, 3x3, pad 1) relu maxpool(2) flatten linear(16) relu dropout
+ * linear(10). NET_ACTIVATIONS: conv(4) gelu conv(4) silu tanh sigmoid leaky_relu
+ * global_avgpool flatten linear(10). */
+static int net_layers(net_kind net, ct_layer_cfg *l) {
+    if (net == NET_ACTIVATIONS) {
+        l[0] = conv3(4), l[1] = L(CT_LAYER_GELU), l[2] = conv3(4), l[3] = L(CT_LAYER_SILU);
+        l[4] = L(CT_LAYER_TANH), l[5] = L(CT_LAYER_SIGMOID);
+        l[6] = L(CT_LAYER_LEAKY_RELU), l[6].slope = 0.1;
+        l[7] = L(CT_LAYER_GLOBAL_AVGPOOL), l[8] = L(CT_LAYER_FLATTEN);
+        l[9] = L(CT_LAYER_LINEAR), l[9].out_features = K;
+        return 10;
+    }
+    l[0] = conv3(4);
     l[1] = L(CT_LAYER_RELU);
     l[2] = L(CT_LAYER_MAXPOOL2D), l[2].kernel = 2, l[2].stride = 2;
     l[3] = L(CT_LAYER_FLATTEN);
@@ -286,7 +298,17 @@ static harness *open_cnn_on(const ct_backend_vt *vt, ct_amp_mode amp) {
     l[5] = L(CT_LAYER_RELU);
     l[6] = L(CT_LAYER_DROPOUT), l[6].p = 0.25;
     l[7] = L(CT_LAYER_LINEAR), l[7].out_features = K;
-    h->cfg.n_layers = 8;
+    return 8;
+}
+
+/* Model `net` on 1x8x8 inputs, N rows, SGD, the given amp mode, fixed random params
+ * and batch. */
+static harness *open_on(const ct_backend_vt *vt, ct_amp_mode amp, net_kind net) {
+    harness *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    snprintf(h->cfg.source, sizeof h->cfg.source, "test");
+    h->cfg.input_c = 1, h->cfg.input_h = 8, h->cfg.input_w = 8;
+    h->cfg.n_layers = net_layers(net, h->cfg.layers);
     ct_err err = {{0}};
     if (ct_graph_build(&h->cfg, &h->g, &err) != 0) fail_msg("graph: %s", err.msg);
     ct_run_opts o = {.batch_size = N, .training = true, .optimizer = CT_OPT_SGD,
@@ -318,6 +340,9 @@ static harness *open_cnn_on(const ct_backend_vt *vt, ct_amp_mode amp) {
     return h;
 }
 
+static harness *open_cnn_on(const ct_backend_vt *vt, ct_amp_mode amp) {
+    return open_on(vt, amp, NET_CNN);
+}
 static harness *open_cnn(ct_amp_mode amp) { return open_cnn_on(&ct_backend_cpu, amp); }
 
 static void close_h(harness *h) {
@@ -371,6 +396,19 @@ static void test_cpu_activations_rounded(void **state) {
     bool found = true;
     OK(h->vt->grads_nonfinite(h->b, &found, E));
     assert_false(found);
+    close_h(h);
+}
+
+/* gelu, silu, tanh, sigmoid, leaky_relu and global_avgpool round what they write. */
+static void test_cpu_activation_layers_rounded(void **state) {
+    (void)state;
+    harness *h = open_on(&ct_backend_cpu, CT_AMP_BF16, NET_ACTIVATIONS);
+    step_pass(h, 1.0f / N);
+    assert_tensors_rounded(h, ct_round_bf16, "bf16");
+    close_h(h);
+    h = open_on(&ct_backend_cpu, CT_AMP_FP16, NET_ACTIVATIONS);
+    step_pass(h, 65536.0f / N);
+    assert_tensors_rounded(h, ct_round_fp16, "fp16");
     close_h(h);
 }
 
@@ -484,6 +522,12 @@ static void test_cuda_amp(void **state) {
     OK(h->vt->grads_nonfinite(h->b, &found, E));
     assert_true(found);
     close_h(h);
+    for (int m = 0; m < 2; m++) { /* the activation layers and global_avgpool */
+        h = open_on(&ct_backend_cuda, m ? CT_AMP_FP16 : CT_AMP_BF16, NET_ACTIVATIONS);
+        step_pass(h, (m ? 65536.0f : 1.0f) / N);
+        assert_tensors_rounded(h, m ? ct_round_fp16 : ct_round_bf16, "cuda activations");
+        close_h(h);
+    }
 #else
     fail_msg("this build has no CUDA support"); /* main skips the group before this */
 #endif
@@ -717,6 +761,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_scaler_inf_halves_and_skips),
         cmocka_unit_test(test_scaler_growth),
         cmocka_unit_test(test_cpu_activations_rounded),
+        cmocka_unit_test(test_cpu_activation_layers_rounded),
         cmocka_unit_test(test_cpu_fp16_overflow_detected),
         cmocka_unit_test(test_cpu_fp16_underflow_and_scaling),
         cmocka_unit_test(test_fit_amp_modes),

@@ -319,7 +319,9 @@ static void test_error_unknown_key(void **state) {
                  "unknown key 'epoch' in 'train' (did you mean 'epochs'?)");
     expect_error(BASE "train:\n  bogus: 1\n", "12:3",
                  "unknown key 'bogus' in 'train' (valid keys: epochs, batch_size, "
-                 "grad_accum_steps, amp, seed, out, graph, cpu_loops)");
+                 "grad_accum_steps, amp, seed, out, graph, cpu_loops, label_smoothing)");
+    expect_error(BASE "train: {label_smothing: 0.1}\n", "11:9",
+                 "unknown key 'label_smothing' in 'train' (did you mean 'label_smoothing'?)");
     expect_error(BASE "optimiser: {lr: 0.1}\n", "11:1",
                  "unknown top-level key 'optimiser' (did you mean 'optimizer'?)");
     expect_error(BASE "data_extra: 1\n", "11:1", "unknown top-level key 'data_extra'");
@@ -386,6 +388,44 @@ static void test_error_out_of_range(void **state) {
                  "4:39", "'maxpool2d.padding' must be <= kernel/2 (1), got 2");
     expect_error("model:\n  input: [1, 28, 28]\n  layers: []\n" DATA, "3:11",
                  "'model.layers' must not be empty");
+    expect_error(BASE "train: {label_smoothing: 1}\n", "11:26",
+                 "'train.label_smoothing' must be in [0, 1), got 1");
+    expect_error(BASE "train: {label_smoothing: -0.1}\n", "11:26",
+                 "'train.label_smoothing' must be in [0, 1), got -0.1");
+}
+
+/* The activation kinds, bare and as mappings; leaky_relu's slope (default 0.01, as
+ * PyTorch's negative_slope); global_avgpool; train.label_smoothing (default 0). */
+static void test_activation_layers(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok("model:\n"
+              "  input: [3, 8, 8]\n"
+              "  layers:\n"
+              "    - gelu\n"
+              "    - silu: {}\n"
+              "    - tanh\n"
+              "    - sigmoid: {checkpoint: true}\n"
+              "    - leaky_relu\n"
+              "    - leaky_relu: {slope: 0.2}\n"
+              "    - leaky_relu: {slope: -1.5}\n"
+              "    - global_avgpool\n"
+              "    - flatten\n"
+              "    - linear: {out_features: 10}\n" DATA,
+              &cfg);
+    assert_int_equal(cfg.n_layers, 10);
+    const ct_layer_kind want[] = {CT_LAYER_GELU, CT_LAYER_SILU, CT_LAYER_TANH, CT_LAYER_SIGMOID,
+                                  CT_LAYER_LEAKY_RELU, CT_LAYER_LEAKY_RELU, CT_LAYER_LEAKY_RELU,
+                                  CT_LAYER_GLOBAL_AVGPOOL};
+    for (int i = 0; i < 8; i++) assert_int_equal(cfg.layers[i].kind, want[i]);
+    assert_true(cfg.layers[3].checkpoint);
+    assert_true(cfg.layers[4].slope == 0.01 && cfg.layers[5].slope == 0.2 &&
+                cfg.layers[6].slope == -1.5);
+    assert_true(cfg.train.label_smoothing == 0.0);
+    ct_config_free(&cfg);
+    expect_ok(BASE "train: {label_smoothing: 0.1}\n", &cfg);
+    assert_true(cfg.train.label_smoothing == 0.1);
+    ct_config_free(&cfg);
 }
 
 static void test_error_layers(void **state) {
@@ -397,7 +437,20 @@ static void test_error_layers(void **state) {
                  "5:7", "unknown layer kind 'linaer' (did you mean 'linear'?)");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - softmax\n" DATA, "4:7",
                  "unknown layer kind 'softmax' (expected one of: conv2d, maxpool2d, "
-                 "avgpool2d, relu, flatten, linear, dropout, residual)");
+                 "avgpool2d, relu, flatten, linear, dropout, residual, gelu, silu, tanh, "
+                 "sigmoid, leaky_relu, global_avgpool)");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - gleu\n" DATA, "4:7",
+                 "unknown layer kind 'gleu' (did you mean 'gelu'?)");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - leaky_rleu\n" DATA, "4:7",
+                 "unknown layer kind 'leaky_rleu' (did you mean 'leaky_relu'?)");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - leaky_relu: {slop: 0.1}\n" DATA,
+                 "4:20", "unknown key 'slop' in 'leaky_relu' (did you mean 'slope'?)");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - gelu: {slope: 0.1}\n" DATA,
+                 "4:14", "unknown key 'slope' in 'gelu' (valid keys: checkpoint)");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - global_avgpool: {kernel: 2}\n"
+                 DATA, "4:24", "unknown key 'kernel' in 'global_avgpool' (valid keys: checkpoint)");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - leaky_relu: {slope: abc}\n" DATA,
+                 "4:27", "'leaky_relu.slope'");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n"
                  "    - linear: {out_features: 10, kernel: 3}\n" DATA,
                  "4:34", "unknown key 'kernel' in 'linear' (valid keys: out_features, bias, checkpoint)");
@@ -911,6 +964,7 @@ int main(void) {
         cmocka_unit_test(test_text_copy_is_exact),
         cmocka_unit_test(test_optimizer_defaults_by_type),
         cmocka_unit_test(test_layer_defaults),
+        cmocka_unit_test(test_activation_layers),
         cmocka_unit_test(test_scalar_forms),
         cmocka_unit_test(test_error_unknown_key),
         cmocka_unit_test(test_error_wrong_type),

@@ -676,9 +676,14 @@ static void test_no_reference_kernels(void **state) {
                            L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
                            conv(8, 3, 2, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_AVGPOOL2D, 2, 2, 0),
                            L(CT_LAYER_FLATTEN), linear(10, true)};
-    const ct_layer_cfg *nets[] = {cnn, deep};
-    int sizes[] = {11, 10};
-    for (int k = 0; k < 2; k++)
+    ct_layer_cfg acts[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_GELU), conv(16, 3, 1, 1, true),
+                           L(CT_LAYER_SILU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                           conv(16, 3, 1, 1, true), L(CT_LAYER_TANH), L(CT_LAYER_SIGMOID),
+                           leaky_relu(0.1), conv(20, 3, 1, 1, true), L(CT_LAYER_SIGMOID),
+                           L(CT_LAYER_GLOBAL_AVGPOOL), L(CT_LAYER_FLATTEN), linear(10, true)};
+    const ct_layer_cfg *nets[] = {cnn, deep, acts};
+    int sizes[] = {11, 10, 14};
+    for (int k = 0; k < 3; k++)
         for (int m = 0; m < N_MODES; m++) {
             parity_cpu_loops = loop_modes[m];
             parity_fuse = true;
@@ -788,6 +793,26 @@ static void test_params_roundtrip_and_impl(void **state) {
     close_h(h);
 }
 
+/* A label smoothing outside [0, 1) reaching the backend is refused at create. */
+static void test_bad_label_smoothing(void **state) {
+    (void)state;
+    ct_config cfg = {.input_c = 1, .input_h = 1, .input_w = 4, .n_layers = 2};
+    cfg.layers[0] = L(CT_LAYER_FLATTEN), cfg.layers[1] = linear(3, true);
+    ct_graph g;
+    ct_err e = {{0}};
+    OK(ct_graph_build(&cfg, &g, E));
+    const float bad[] = {1.0f, -0.5f, NAN};
+    for (int i = 0; i < 3; i++) {
+        ct_run_opts o = {.batch_size = 2, .training = true, .label_smoothing = bad[i]};
+        ct_plan plan;
+        ct_plan_init(&plan, 64);
+        ct_backend *b = NULL;
+        assert_int_equal(ct_backend_cpu.create(&g, &o, &plan, &b, &e), -1);
+        assert_null(b);
+        assert_non_null(strstr(e.msg, "label_smoothing must be in [0, 1)"));
+    }
+}
+
 int main(void) {
     parity_vt = &ct_backend_cpu;
     parity_rel_tol = 1e-4;
@@ -811,6 +836,8 @@ int main(void) {
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),
         cmocka_unit_test(parity_test_dropout),
+        cmocka_unit_test(parity_test_activations),
+        cmocka_unit_test(parity_test_global_avgpool),
         cmocka_unit_test(parity_test_dropout_keys),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(parity_test_residual),
@@ -820,6 +847,7 @@ int main(void) {
         cmocka_unit_test(parity_test_dataset),
         cmocka_unit_test(parity_test_dataset_rgb_augment),
         cmocka_unit_test(test_params_roundtrip_and_impl),
+        cmocka_unit_test(test_bad_label_smoothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -187,16 +187,13 @@ static void train_steps(harness *h, const float *p0, const float *x, const int32
     }
 }
 
-static void test_cpu_vs_cuda_training(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
-    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
-                        conv(12, 3, 2, 1, false), L(CT_LAYER_RELU), dropout(0.25),
-                        L(CT_LAYER_FLATTEN), linear(10, true)};
-    enum { N = 16, STEPS = 6, NL = 8 };
-    harness *gpu = open_opt(1, 12, 12, a, NL, N, true, CT_OPT_SGD, 1);
+/* STEPS SGD steps of the net on both backends from the same weights and batches:
+ * the losses agree within 1e-3 relative. */
+static void cpu_vs_cuda(const ct_layer_cfg *a, int nl) {
+    enum { N = 16, STEPS = 6 };
+    harness *gpu = open_opt(1, 12, 12, a, nl, N, true, CT_OPT_SGD, 1);
     parity_vt = &ct_backend_cpu;
-    harness *cpu = open_opt(1, 12, 12, a, NL, N, true, CT_OPT_SGD, 1);
+    harness *cpu = open_opt(1, 12, 12, a, nl, N, true, CT_OPT_SGD, 1);
     parity_vt = &ct_backend_cuda;
     float *x = rand_f((size_t)STEPS * N * 144, 1.0), *p = rand_params(&gpu->g);
     int32_t *y = malloc((size_t)STEPS * N * sizeof *y);
@@ -212,6 +209,24 @@ static void test_cpu_vs_cuda_training(void **state) {
     free(x), free(p), free(y);
     close_h(cpu);
     close_h(gpu);
+}
+
+/* The tutorial's kinds of layers; then the activation layers and global_avgpool with
+ * label smoothing 0.1. */
+static void test_cpu_vs_cuda_training(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        conv(12, 3, 2, 1, false), L(CT_LAYER_RELU), dropout(0.25),
+                        L(CT_LAYER_FLATTEN), linear(10, true)};
+    cpu_vs_cuda(a, 8);
+    ct_layer_cfg b[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_GELU), conv(12, 3, 2, 1, true),
+                        L(CT_LAYER_SILU), L(CT_LAYER_TANH), L(CT_LAYER_SIGMOID),
+                        leaky_relu(0.1), L(CT_LAYER_GLOBAL_AVGPOOL), L(CT_LAYER_FLATTEN),
+                        linear(10, true)};
+    parity_label_smoothing = 0.1f;
+    cpu_vs_cuda(b, 10);
+    parity_label_smoothing = 0.0f;
 }
 
 /* ---- sync_debug and clean failures ----------------------------------------------------- */
@@ -298,6 +313,8 @@ int main(void) {
         cmocka_unit_test(parity_test_flatten_linear),
         cmocka_unit_test(parity_test_linear),
         cmocka_unit_test(parity_test_dropout),
+        cmocka_unit_test(parity_test_activations),
+        cmocka_unit_test(parity_test_global_avgpool),
         cmocka_unit_test(parity_test_dropout_keys),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(parity_test_residual),

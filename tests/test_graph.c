@@ -299,6 +299,47 @@ static void test_errors_name_layer(void **state) {
     cfg.layers[0] = L(CT_LAYER_FLATTEN, 0, 0, 0);
     cfg.layers[2] = L(CT_LAYER_MAXPOOL2D, 0, 2, 0);
     expect_error(&cfg, "layer 2 (maxpool2d): needs a C x H x W input, got a flat vector of 784");
+
+    cnn_config(&cfg);
+    cfg.layers[8] = L(CT_LAYER_GLOBAL_AVGPOOL, 0, 0, 0); /* after flatten */
+    expect_error(&cfg, "cnn.yaml:10:7: error: layer 8 (global_avgpool): needs a C x H x W input, "
+                       "got a flat vector of 256");
+}
+
+/* The activations keep their input's shape; global_avgpool makes [C,1,1], which a
+ * flatten turns into C features; none has parameters; FLOPs one per element. */
+static void test_activation_shapes(void **state) {
+    (void)state;
+    ct_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    strcpy(cfg.source, "a.yaml");
+    cfg.input_c = 3, cfg.input_h = 6, cfg.input_w = 5;
+    const ct_layer_kind kinds[] = {CT_LAYER_GELU, CT_LAYER_SILU, CT_LAYER_TANH, CT_LAYER_SIGMOID,
+                                   CT_LAYER_LEAKY_RELU};
+    cfg.layers[0] = L(CT_LAYER_CONV2D, 16, 3, 1);
+    for (int i = 0; i < 5; i++) cfg.layers[1 + i] = L(kinds[i], 0, 0, 0);
+    cfg.layers[6] = L(CT_LAYER_GLOBAL_AVGPOOL, 0, 0, 0);
+    cfg.layers[7] = L(CT_LAYER_FLATTEN, 0, 0, 0);
+    cfg.layers[8] = L(CT_LAYER_LINEAR, 10, 0, 0);
+    cfg.n_layers = 9;
+    cfg.data.num_classes = 10;
+    ct_graph g;
+    ct_err err = {{0}};
+    if (ct_graph_build(&cfg, &g, &err) != 0) fail_msg("%s", err.msg);
+    for (int i = 1; i <= 5; i++) {
+        assert_true(g.nodes[i].out.c == 16 && g.nodes[i].out.h == 6 && g.nodes[i].out.w == 5);
+        assert_int_equal(g.nodes[i].weight, -1);
+        assert_true(g.nodes[i].fwd_flops == 16 * 6 * 5);
+        assert_false(ct_op(kinds[i - 1])->fwd_moves_only || ct_op(kinds[i - 1])->bwd_moves_only);
+        assert_true(ct_amp_rounds(&g.nodes[i], CT_AMP_BF16, false));
+    }
+    const ct_node *gp = &g.nodes[6];
+    assert_true(gp->out.c == 16 && gp->out.h == 1 && gp->out.w == 1 && !gp->out.flat);
+    assert_true(gp->fwd_flops == 16 * 6 * 5);
+    assert_true(g.nodes[7].out.c == 16 && g.nodes[7].out.flat);
+    assert_int_equal(g.params[g.nodes[8].weight].dims[1], 16);
+    assert_string_equal(ct_op(CT_LAYER_GLOBAL_AVGPOOL)->name, "global_avgpool");
+    assert_string_equal(ct_op(CT_LAYER_LEAKY_RELU)->name, "leaky_relu");
 }
 
 /* Shapes whose per-sample size or fan-in passes INT_MAX are refused at the layer
@@ -382,6 +423,7 @@ int main(void) {
         cmocka_unit_test(test_residual_fusion_only_chains),
         cmocka_unit_test(test_residual_errors),
         cmocka_unit_test(test_residual_checkpointed_block),
+        cmocka_unit_test(test_activation_shapes),
         cmocka_unit_test(test_too_large_shapes),
         cmocka_unit_test(test_plan_alignment_and_totals),
         cmocka_unit_test(test_plan_full),

@@ -476,7 +476,7 @@ static double rng_uniform(double lo, double hi) {
 
 /* Row of K float logits: loss, gradient (times grad_scale) and argmax vs. the double
  * reference on the same values. */
-static void check_xent_row(const float *z, int K, int y, float grad_scale) {
+static void check_xent_row_eps(const float *z, int K, int y, float eps, float grad_scale) {
     double zd[64], dzd[64];
     float dz[64];
     int32_t lab = y;
@@ -485,8 +485,8 @@ static void check_xent_row(const float *z, int K, int y, float grad_scale) {
     for (int k = 0; k < K; k++) zd[k] = z[k];
     for (int k = 1; k < K; k++)
         if (zd[k] > zd[want_pred]) want_pred = k;
-    double want = ct_ref_softmax_xent(zd, 1, K, &lab, dzd);
-    double got = ct_softmax_xent_row(z, K, y, grad_scale, dz, &pred);
+    double want = ct_ref_softmax_xent(zd, 1, K, &lab, (double)eps, dzd);
+    double got = ct_softmax_xent_row(z, K, y, eps, grad_scale, dz, &pred);
     assert_true(isfinite(got));
     assert_rel(got, want, 1e-5);
     for (int k = 0; k < K; k++) {
@@ -499,6 +499,10 @@ static void check_xent_row(const float *z, int K, int y, float grad_scale) {
     assert_int_equal(pred, want_pred);
 }
 
+static void check_xent_row(const float *z, int K, int y, float grad_scale) {
+    check_xent_row_eps(z, K, y, 0.0f, grad_scale);
+}
+
 static void test_xent_row_random(void **state) {
     (void)state;
     float z[64];
@@ -508,7 +512,30 @@ static void test_xent_row_random(void **state) {
         double spread = trial < 25 ? 5.0 : 50.0;
         for (int k = 0; k < K; k++) z[k] = (float)rng_uniform(-spread, spread);
         check_xent_row(z, K, trial % K, scales[trial % 3]);
+        check_xent_row_eps(z, K, trial % K, (float)(trial % 10) / 10.0f, scales[trial % 3]);
     }
+}
+
+/* Label smoothing eps against its definition written out in double, where it
+ * matters: loss = (1 - eps) * (lse - z_y) + eps * mean_k(lse - z_k), gradient
+ * softmax - ((1 - eps) * onehot + eps / K). */
+static void test_xent_row_label_smoothing(void **state) {
+    (void)state;
+    float z[4] = {2.0f, -1.0f, 0.5f, 3.0f}, dz[4];
+    const float eps = 0.3f;
+    int pred = -1;
+    double lse = 0.0, zmean = 0.0;
+    for (int k = 0; k < 4; k++) lse += exp((double)z[k]), zmean += z[k] / 4.0;
+    lse = log(lse);
+    double want = (1.0 - eps) * (lse - z[1]) + eps * (lse - zmean);
+    double loss = ct_softmax_xent_row(z, 4, 1, eps, 0.5f, dz, &pred);
+    assert_rel(loss, want, 1e-12);
+    assert_true(fabs(loss - (lse - z[1])) > 0.5); /* eps changes the loss here */
+    for (int k = 0; k < 4; k++) {
+        double q = (k == 1 ? 1.0 - eps : 0.0) + eps / 4.0;
+        assert_rel(dz[k], (exp(z[k] - lse) - q) * 0.5, 1e-6);
+    }
+    assert_int_equal(pred, 3);
 }
 
 static void test_xent_row_large_logits(void **state) {
@@ -519,12 +546,12 @@ static void test_xent_row_large_logits(void **state) {
     int pred;
     float dz[4];
     /* label 1: lse = 1000 + log(1 + e^-1) = 1000.31326168751822; loss = 2000.3132616875 */
-    double loss = ct_softmax_xent_row(z, 4, 1, 1.0f, dz, &pred);
+    double loss = ct_softmax_xent_row(z, 4, 1, 0.0f, 1.0f, dz, &pred);
     assert_rel(loss, 2000.31326168751822, 1e-9);
     assert_rel(dz[1], -1.0, 1e-6);
     assert_rel(dz[0], 1.0 / (1.0 + exp(-1.0)), 1e-6);   /* 0.7310585786 */
     float zn[3] = {-1000.0f, -1000.0f, -1000.0f};
-    assert_rel(ct_softmax_xent_row(zn, 3, 2, 1.0f, dz, &pred), log(3.0), 1e-6);
+    assert_rel(ct_softmax_xent_row(zn, 3, 2, 0.0f, 1.0f, dz, &pred), log(3.0), 1e-6);
     assert_int_equal(pred, 0);
 }
 
@@ -533,14 +560,14 @@ static void test_xent_row_grad_scale_and_eval(void **state) {
     /* [0, 0], label 0: loss log 2, dz = [-0.5, 0.5] * grad_scale (here 1/(32*4)). */
     float z[2] = {0.0f, 0.0f}, dz[2];
     int pred = -1;
-    double loss = ct_softmax_xent_row(z, 2, 0, 1.0f / 128, dz, &pred);
+    double loss = ct_softmax_xent_row(z, 2, 0, 0.0f, 1.0f / 128, dz, &pred);
     assert_rel(loss, log(2.0), 1e-12);
     assert_rel(dz[0], -0.5 / 128, 1e-6);
     assert_rel(dz[1], 0.5 / 128, 1e-6);
     assert_int_equal(pred, 0);
     pred = -1;   /* eval: dz may be NULL, pred still written */
     float z2[3] = {1.0f, 2.0f, 3.0f};
-    assert_rel(ct_softmax_xent_row(z2, 3, 2, 1.0f, NULL, &pred), 0.40760596444438013, 1e-6);
+    assert_rel(ct_softmax_xent_row(z2, 3, 2, 0.0f, 1.0f, NULL, &pred), 0.40760596444438013, 1e-6);
     assert_int_equal(pred, 2);
 }
 
@@ -548,13 +575,13 @@ static void test_xent_row_argmax_ties(void **state) {
     (void)state;
     int pred = -1;
     float a[4] = {1.0f, 3.0f, 3.0f, 2.0f};
-    ct_softmax_xent_row(a, 4, 0, 1.0f, NULL, &pred);
+    ct_softmax_xent_row(a, 4, 0, 0.0f, 1.0f, NULL, &pred);
     assert_int_equal(pred, 1);
     float b[3] = {-2.0f, -2.0f, -2.0f};
-    ct_softmax_xent_row(b, 3, 2, 1.0f, NULL, &pred);
+    ct_softmax_xent_row(b, 3, 2, 0.0f, 1.0f, NULL, &pred);
     assert_int_equal(pred, 0);
     float c[5] = {0.0f, 0.0f, 0.0f, 7.0f, 7.0f};
-    ct_softmax_xent_row(c, 5, 4, 1.0f, NULL, &pred);
+    ct_softmax_xent_row(c, 5, 4, 0.0f, 1.0f, NULL, &pred);
     assert_int_equal(pred, 3);
 }
 
@@ -576,6 +603,7 @@ int main(void) {
         cmocka_unit_test(test_lr_cosine),
         cmocka_unit_test(test_lr_warmup),
         cmocka_unit_test(test_xent_row_random),
+        cmocka_unit_test(test_xent_row_label_smoothing),
         cmocka_unit_test(test_xent_row_large_logits),
         cmocka_unit_test(test_xent_row_grad_scale_and_eval),
         cmocka_unit_test(test_xent_row_argmax_ties),

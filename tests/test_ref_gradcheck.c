@@ -386,6 +386,121 @@ static void test_relu(void **state) {
     free(c.x); free(r); free(dx);
 }
 
+/* ---- gelu, silu, tanh, sigmoid, leaky_relu ------------------------------------ */
+
+typedef struct act_ctx {
+    ct_ref_act a;
+    double slope;
+    double *x;
+    long n;
+} act_ctx;
+
+static void act_fwd(const void *ctx, double *y) {
+    const act_ctx *c = ctx;
+    ct_ref_act_forward(c->a, c->slope, c->x, c->n, y);
+}
+
+static void test_act_gradcheck(void **state) {
+    (void)state;
+    static const char *const names[] = {"gelu", "silu", "tanh", "sigmoid", "leaky_relu"};
+    for (int a = CT_REF_GELU; a <= CT_REF_LEAKY_RELU; a++) {
+        rng_seed(50 + (uint64_t)a);
+        long n = 200;
+        act_ctx c = {(ct_ref_act)a, 0.1, rand_array(n, -4, 4), n};
+        for (long i = 0; i < n; i++) /* leaky_relu: x +- h never crosses 0 */
+            if (fabs(c.x[i]) < 0.01) c.x[i] = c.x[i] < 0 ? -0.5 : 0.5;
+        double *r = rand_array(n, -1, 1), *dx = garbage_array(n);
+        ct_ref_act_backward(c.a, c.slope, c.x, n, r, dx);
+        char what[32];
+        snprintf(what, sizeof what, "%s dx", names[a]);
+        check_grad(act_fwd, &c, n, r, c.x, n, dx, what);
+        free(c.x); free(r); free(dx);
+    }
+}
+
+/* Values torch.nn.GELU(), SiLU(), Sigmoid(), Tanh() and LeakyReLU(0.1) give in float64. */
+static void test_act_by_hand(void **state) {
+    (void)state;
+    double x[3] = {-1.5, 0.0, 2.0}, y[3], dy[3] = {1, 1, 1}, g[3];
+    ct_ref_act_forward(CT_REF_GELU, 0, x, 3, y);
+    double gelu[3] = {-0.10021080190328713, 0.0, 1.9544997361036416};
+    assert_all_near(y, gelu, 3, 1e-14);
+    ct_ref_act_forward(CT_REF_SILU, 0, x, 3, y);
+    double silu[3] = {-0.2736382857095345, 0.0, 1.7615941559557646};
+    assert_all_near(y, silu, 3, 1e-14);
+    ct_ref_act_forward(CT_REF_SIGMOID, 0, x, 3, y);
+    double sig[3] = {0.18242552380635635, 0.5, 0.8807970779778823};
+    assert_all_near(y, sig, 3, 1e-14);
+    ct_ref_act_forward(CT_REF_TANH, 0, x, 3, y);
+    double th[3] = {-0.9051482536448664, 0.0, 0.9640275800758169};
+    assert_all_near(y, th, 3, 1e-14);
+    ct_ref_act_forward(CT_REF_LEAKY_RELU, 0.1, x, 3, y);
+    double lr[3] = {-0.15, 0.0, 2.0};
+    assert_all_near(y, lr, 3, 1e-15);
+    ct_ref_act_backward(CT_REF_LEAKY_RELU, 0.1, x, 3, dy, g);
+    double lrg[3] = {0.1, 0.1, 1.0}; /* slope at 0, as PyTorch */
+    assert_all_near(g, lrg, 3, 1e-15);
+    ct_ref_act_backward(CT_REF_GELU, 0, x, 3, dy, g);
+    assert_near(g[1], 0.5, 1e-15); /* Phi(0) */
+}
+
+/* elementwise.h's float math (the CUDA kernels') against the double reference. */
+static void test_act_elementwise_matches_ref(void **state) {
+    (void)state;
+    rng_seed(77);
+    long n = 2000;
+    double *x = rand_array(n, -12, 12), *dy = rand_array(n, -1, 1);
+    double *y = malloc(sizeof(double) * (size_t)n), *dx = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(y);
+    assert_non_null(dx);
+    for (int a = CT_REF_GELU; a <= CT_REF_LEAKY_RELU; a++) {
+        for (long i = 0; i < n; i++) x[i] = (float)x[i], dy[i] = (float)dy[i];
+        ct_ref_act_forward((ct_ref_act)a, 0.1, x, n, y);
+        ct_ref_act_backward((ct_ref_act)a, 0.1, x, n, dy, dx);
+        for (long i = 0; i < n; i++) {
+            float xf = (float)x[i], dyf = (float)dy[i], yf, gf;
+            switch (a) {
+            case CT_REF_GELU: yf = ct_gelu(xf), gf = ct_gelu_grad(xf, dyf); break;
+            case CT_REF_SILU: yf = ct_silu(xf), gf = ct_silu_grad(xf, dyf); break;
+            case CT_REF_TANH: yf = ct_tanh_act(xf), gf = ct_tanh_grad(xf, dyf); break;
+            case CT_REF_SIGMOID: yf = ct_sigmoid(xf), gf = ct_sigmoid_grad(xf, dyf); break;
+            default: yf = ct_leaky_relu(xf, 0.1f), gf = ct_leaky_relu_grad(xf, 0.1f, dyf);
+            }
+            if (!(fabs(yf - y[i]) <= 1e-6 + 1e-5 * fabs(y[i])) ||
+                !(fabs(gf - dx[i]) <= 1e-6 + 1e-5 * fabs(dx[i])))
+                fail_msg("activation %d at x = %.9g: %.9g / %.9g, want %.9g / %.9g", a, x[i],
+                         (double)yf, (double)gf, y[i], dx[i]);
+        }
+    }
+    free(x); free(dy); free(y); free(dx);
+}
+
+/* ---- global_avgpool -------------------------------------------------------------- */
+
+typedef struct gpool_ctx {
+    double *x;
+    int N, C, H, W;
+} gpool_ctx;
+
+static void gpool_fwd(const void *ctx, double *y) {
+    const gpool_ctx *c = ctx;
+    ct_ref_global_avgpool_forward(c->x, c->N, c->C, c->H, c->W, y);
+}
+
+static void test_global_avgpool(void **state) {
+    (void)state;
+    rng_seed(61);
+    gpool_ctx c = {rand_array(2 * 3 * 4 * 5, -1, 1), 2, 3, 4, 5};
+    double *r = rand_array(6, -1, 1), *dx = garbage_array(120);
+    ct_ref_global_avgpool_backward(2, 3, 4, 5, r, dx);
+    check_grad(gpool_fwd, &c, 6, r, c.x, 120, dx, "global_avgpool dx");
+    double x[8] = {1, 2, 3, 6, -1, -1, 5, 1}, y[2]; /* one sample, 2 channels of 2x2 */
+    ct_ref_global_avgpool_forward(x, 1, 2, 2, 2, y);
+    double want[2] = {3, 1};
+    assert_all_near(y, want, 2, 1e-15);
+    free(c.x); free(r); free(dx);
+}
+
 /* ---- linear ------------------------------------------------------------------- */
 
 typedef struct linear_ctx {
@@ -566,23 +681,47 @@ typedef struct xent_ctx {
     double *z;
     int N, K;
     const int32_t *y;
+    double eps;
 } xent_ctx;
 
 static void xent_fwd(const void *ctx, double *out) {
     const xent_ctx *c = ctx;
-    out[0] = ct_ref_softmax_xent(c->z, c->N, c->K, c->y, NULL);
+    out[0] = ct_ref_softmax_xent(c->z, c->N, c->K, c->y, c->eps, NULL);
 }
 
 static void test_softmax_xent_gradcheck(void **state) {
     (void)state;
     rng_seed(9);
     int32_t labels[5] = {0, 3, 6, 6, 2};
-    xent_ctx c = {rand_array(5 * 7, -3, 3), 5, 7, labels};
+    xent_ctx c = {rand_array(5 * 7, -3, 3), 5, 7, labels, 0.0};
     double r[1] = {1.0}, *dz = garbage_array(35);
-    double loss = ct_ref_softmax_xent(c.z, 5, 7, labels, dz);
+    double loss = ct_ref_softmax_xent(c.z, 5, 7, labels, 0.0, dz);
     assert_true(loss > 0);
     check_grad(xent_fwd, &c, 1, r, c.z, 35, dz, "softmax_xent dz");
+    c.eps = 0.25; /* label smoothing */
+    for (int i = 0; i < 35; i++) dz[i] = GARBAGE;
+    ct_ref_softmax_xent(c.z, 5, 7, labels, c.eps, dz);
+    check_grad(xent_fwd, &c, 1, r, c.z, 35, dz, "smoothed softmax_xent dz");
     free(c.z); free(dz);
+}
+
+/* Label smoothing against PyTorch's definition written out: mean over rows of
+ * (1 - eps) * (lse - z_y) + eps * mean_k(lse - z_k). */
+static void test_softmax_xent_label_smoothing(void **state) {
+    (void)state;
+    double z[6] = {1, 2, 3, -1, 0.5, 4};
+    int32_t y[2] = {0, 2};
+    const double eps = 0.2;
+    double want = 0.0;
+    for (int n = 0; n < 2; n++) {
+        const double *zr = z + 3 * n;
+        double lse = log(exp(zr[0]) + exp(zr[1]) + exp(zr[2]));
+        double mean_nll = (3 * lse - zr[0] - zr[1] - zr[2]) / 3;
+        want += ((1 - eps) * (lse - zr[y[n]]) + eps * mean_nll) / 2;
+    }
+    double got = ct_ref_softmax_xent(z, 2, 3, y, eps, NULL);
+    assert_near(got, want, 1e-12);
+    assert_true(fabs(got - ct_ref_softmax_xent(z, 2, 3, y, 0.0, NULL)) > 0.1); /* eps matters */
 }
 
 static void test_softmax_xent_by_hand(void **state) {
@@ -590,7 +729,7 @@ static void test_softmax_xent_by_hand(void **state) {
     /* [0, 0] with label 0: log 2; dz = [0.5 - 1, 0.5]. */
     double z[2] = {0, 0}, dz[2];
     int32_t y0[1] = {0};
-    assert_near(ct_ref_softmax_xent(z, 1, 2, y0, dz), log(2.0), 1e-15);
+    assert_near(ct_ref_softmax_xent(z, 1, 2, y0, 0.0, dz), log(2.0), 1e-15);
     assert_near(dz[0], -0.5, 1e-15);
     assert_near(dz[1], 0.5, 1e-15);
     /* Rows [1,2,3] label 2 and [1,2,3] label 0, mean over 2 rows:
@@ -598,7 +737,7 @@ static void test_softmax_xent_by_hand(void **state) {
      * row 2: log(e + e^2 + e^3) - 1 = 2.40760596444438 -> mean 1.40760596444438 */
     double z2[6] = {1, 2, 3, 1, 2, 3}, dz2[6];
     int32_t y2[2] = {2, 0};
-    assert_near(ct_ref_softmax_xent(z2, 2, 3, y2, dz2), 1.4076059644443801, 1e-12);
+    assert_near(ct_ref_softmax_xent(z2, 2, 3, y2, 0.0, dz2), 1.4076059644443801, 1e-12);
     /* softmax([1,2,3]) = [0.09003057317038046, 0.24472847105479767, 0.6652409557748219] */
     double want[6] = {0.09003057317038046 / 2, 0.24472847105479767 / 2,
                       (0.6652409557748219 - 1) / 2, (0.09003057317038046 - 1) / 2,
@@ -607,7 +746,7 @@ static void test_softmax_xent_by_hand(void **state) {
     /* Huge logits must not overflow: [1000, -1000] label 1 costs 2000. */
     double z3[2] = {1000, -1000};
     int32_t y3[1] = {1};
-    assert_near(ct_ref_softmax_xent(z3, 1, 2, y3, NULL), 2000.0, 1e-9);
+    assert_near(ct_ref_softmax_xent(z3, 1, 2, y3, 0.0, NULL), 2000.0, 1e-9);
 }
 
 int main(void) {
@@ -624,6 +763,10 @@ int main(void) {
         cmocka_unit_test(test_maxpool_ties),
         cmocka_unit_test(test_avgpool_forward_by_hand),
         cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_act_gradcheck),
+        cmocka_unit_test(test_act_by_hand),
+        cmocka_unit_test(test_act_elementwise_matches_ref),
+        cmocka_unit_test(test_global_avgpool),
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_dropout_gradcheck),
         cmocka_unit_test(test_dropout_matches_elementwise),
@@ -632,6 +775,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_determinism),
         cmocka_unit_test(test_softmax_xent_gradcheck),
         cmocka_unit_test(test_softmax_xent_by_hand),
+        cmocka_unit_test(test_softmax_xent_label_smoothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

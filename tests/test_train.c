@@ -589,6 +589,46 @@ static void test_residual_checkpointing_same_weights(void **state) {
     free(b);
 }
 
+/* The activation layers and global_avgpool under checkpointing (their backward
+ * reads their input, which a span recomputes): the same weights, bit for bit. */
+static void test_checkpointing_activation_layers(void **state) {
+    (void)state;
+    const char *plain =
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+        "    - gelu\n"
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+        "    - silu\n"
+        "    - maxpool2d: {kernel: 2}\n"
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+        "    - tanh\n"
+        "    - sigmoid\n"
+        "    - leaky_relu: {slope: 0.1}\n"
+        "    - global_avgpool\n"
+        "    - flatten\n"
+        "    - linear: {out_features: 10}\n";
+    const char *ckpt =
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1, checkpoint: true}\n"
+        "    - gelu: {checkpoint: true}\n"
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1, checkpoint: true}\n"
+        "    - silu: {checkpoint: true}\n"
+        "    - maxpool2d: {kernel: 2}\n"
+        "    - conv2d: {out_channels: 8, kernel: 3, padding: 1, checkpoint: true}\n"
+        "    - tanh: {checkpoint: true}\n"
+        "    - sigmoid: {checkpoint: true}\n"
+        "    - leaky_relu: {slope: 0.1, checkpoint: true}\n"
+        "    - global_avgpool: {checkpoint: true}\n"
+        "    - flatten\n"
+        "    - linear: {out_features: 10}\n";
+    size_t na, nb, act_a, act_b;
+    float *a = train_with_layers("acts", plain, &na, &act_a);
+    float *b = train_with_layers("acts_ckpt", ckpt, &nb, &act_b);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na * sizeof(float));
+    assert_true(act_b < act_a);
+    free(a);
+    free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loss_falls),
@@ -600,6 +640,7 @@ int main(void) {
         cmocka_unit_test(test_stepper_counts_adam_steps_from_one),
         cmocka_unit_test(test_activation_checkpointing_same_weights),
         cmocka_unit_test(test_residual_checkpointing_same_weights),
+        cmocka_unit_test(test_checkpointing_activation_layers),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -6,6 +6,9 @@ int ct_run_opts_check(const ct_graph *g, const ct_run_opts *o, ct_err *err) {
     if (o->opt_state_slots < 0 || o->opt_state_slots > 2)
         return ct_errorf(err, "opt_state_slots must be 0, 1 or 2");
     if (g->n_nodes < 1) return ct_errorf(err, "the graph is empty");
+    if (!(o->label_smoothing >= 0.0f && o->label_smoothing < 1.0f))
+        return ct_errorf(err, "label_smoothing must be in [0, 1), got %g",
+                         (double)o->label_smoothing);
     return 0;
 }
 

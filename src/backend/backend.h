@@ -18,7 +18,8 @@
  *    input_grad (graph.h: some earlier node has parameters; a backend may also
  *    write it otherwise, nothing reads it then), and
  *    WRITES (accumulate == 0) or ADDS TO (accumulate != 0) the grads of node i.
- *  - loss() computes softmax cross-entropy of act[last] against the batch labels,
+ *  - loss() computes softmax cross-entropy of act[last] against the batch labels
+ *    (smoothed by o.label_smoothing, elementwise.h's ct_softmax_xent_row),
  *    adds loss sum and the confusion counts to the device-side metric
  *    accumulators (and remembers the first non-finite batch), and in training
  *    writes gact[last] = dLoss/dlogits * grad_scale.
@@ -86,6 +87,9 @@ typedef struct ct_run_opts {
      * (crop, hflip) only for slot 0, the training set, keyed by dataset_order's
      * epoch and each sample's index in the dataset. */
     ct_pixel_prep prep;
+    /* Cross-entropy label smoothing eps in [0, 1) (train.label_smoothing), in the
+     * training and the evaluation loss alike; 0 = plain cross-entropy. */
+    float label_smoothing;
 } ct_run_opts;
 
 /* Device-side accumulators, read once per epoch. */

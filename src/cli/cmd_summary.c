@@ -56,7 +56,7 @@ static void print_table(const ct_model *m, const ct_config *cfg) {
     printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n\n", cfg->name,
            g->n_nodes, g->n_param_floats, ct_shape_str(g->input, s1, sizeof s1),
            m->opts.batch_size, m->device.name);
-    printf("  %-14s %-10s %-24s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "from",
+    printf("  %-14s %-14s %-24s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "from",
            "output", "params", "activations", "workspace", "forward",
            m->opts.training ? "backward" : "");
     for (int i = 0; i < g->n_nodes; i++) {
@@ -64,7 +64,7 @@ static void print_table(const ct_model *m, const ct_config *cfg) {
         size_t np = 0;
         if (n->weight >= 0) np += g->params[n->weight].count;
         if (n->bias >= 0) np += g->params[n->bias].count;
-        printf("  %-14s %-10s %-24s %-12s %10zu %12s %12s  %-34s %s\n", ct_node_label(n),
+        printf("  %-14s %-14s %-24s %-12s %10zu %12s %12s  %-34s %s\n", ct_node_label(n),
                ct_op(n->kind)->name, inputs_of(g, i, from, sizeof from),
                ct_shape_str(n->out, s1, sizeof s1), np,
                ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_ACTIVATIONS), b1, sizeof b1),

@@ -21,6 +21,9 @@
  *       - residual:                 # output = body(x) + shortcut(x); shortcut
  *           body: [conv2d: {...}, relu]  # absent = identity (ct_branch)
  *           shortcut: [conv2d: {out_channels: 64, kernel: 1, stride: 2}]
+ *       - gelu | silu | tanh | sigmoid  # elementwise, no parameters
+ *       - leaky_relu: {slope: 0.01}
+ *       - global_avgpool            # [C,H,W] -> [C,1,1]
  *     loss: cross_entropy
  *   optimizer: {type: adam, lr: 0.001, betas: [0.9, 0.999], eps: 1e-8,
  *               weight_decay: 0, momentum: 0, nesterov: false}
@@ -34,6 +37,7 @@
  *   data: {format: cifar10, train_images: [a.bin, b.bin] or "dir/data_batch_*.bin",
  *          test_images: dir/test_batch.bin, ...}   # no label keys: labels are in the records
  *   train: {epochs: 10, batch_size: 256, grad_accum_steps: 1, amp: off, seed: 42,
+ *           label_smoothing: 0,       # cross-entropy label smoothing, 0 <= eps < 1
  *           out: runs/cnn, graph: auto,   # graph: auto | off (captured CUDA steps)
  *           cpu_loops: auto}          # auto | portable | off (ctrain's own CPU loops)
  *   device: auto                    # auto | cpu | cuda | cuda:N | cuda:all | cuda:0,1 | cpu:N
@@ -62,6 +66,12 @@ typedef enum {
     CT_LAYER_LINEAR,
     CT_LAYER_DROPOUT,
     CT_LAYER_RESIDUAL, /* the add node ending a residual block (below) */
+    CT_LAYER_GELU,           /* exact erf form (PyTorch's nn.GELU() default) */
+    CT_LAYER_SILU,           /* x * sigmoid(x) */
+    CT_LAYER_TANH,
+    CT_LAYER_SIGMOID,
+    CT_LAYER_LEAKY_RELU,     /* x > 0 ? x : slope * x */
+    CT_LAYER_GLOBAL_AVGPOOL, /* [C,H,W] -> [C,1,1], the mean of each channel */
     CT_LAYER_KIND_COUNT
 } ct_layer_kind;
 
@@ -84,6 +94,7 @@ typedef struct ct_layer_cfg {
     int out_features; /* linear, >= 1 */
     bool bias;        /* conv2d, linear; default true */
     double p;         /* dropout probability, 0 <= p < 1 */
+    double slope;     /* leaky_relu negative slope, any finite value; default 0.01 */
     bool checkpoint;  /* any kind: activation checkpointing (see graph.h); default false */
     ct_branch branch; /* default CT_BRANCH_MAIN */
     int line, col;    /* 1-based position of the entry in the YAML, for errors */
@@ -165,6 +176,10 @@ typedef struct ct_train_cfg {
     ct_graph_mode graph;
     ct_cpu_loops cpu_loops; /* default auto; no effect on CUDA */
     uint64_t seed;        /* default 42 */
+    /* Cross-entropy label smoothing eps, [0, 1), default 0: the target is
+     * (1 - eps) * onehot + eps / K, as nn.CrossEntropyLoss(label_smoothing=eps);
+     * training and evaluation losses alike. */
+    double label_smoothing;
     char out[CT_PATH_MAX];/* output directory, default "runs/<name>" */
 } ct_train_cfg;
 

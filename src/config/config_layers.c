@@ -2,10 +2,11 @@
  *
  * A layer entry is either a bare kind ("- relu", "- dropout") or a mapping with
  * exactly one key, the kind, whose value maps that kind's parameters
- * ("- conv2d: {out_channels: 32, kernel: 3}"); an empty value means "all
- * defaults". Each kind accepts only its own parameters (a key valid for another
- * kind is an error) and must be given its required ones. Pools default their
- * stride to the kernel and keep padding <= kernel/2.
+ * ("- conv2d: {out_channels: 32, kernel: 3}", "- leaky_relu: {slope: 0.1}"); an
+ * empty value means "all defaults". Each kind accepts only its own parameters (a
+ * key valid for another kind is an error) and must be given its required ones.
+ * Pools default their stride to the kernel and keep padding <= kernel/2;
+ * leaky_relu's slope defaults to 0.01 (PyTorch's negative_slope).
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,9 +14,10 @@
 #include "config/config_internal.h"
 
 enum { P_OUT_CHANNELS, P_KERNEL, P_STRIDE, P_PADDING, P_OUT_FEATURES, P_BIAS, P_P, P_CHECKPOINT,
-       P_COUNT };
+       P_SLOPE, P_COUNT };
 static const char *const ct_param_names[P_COUNT] = {
-    "out_channels", "kernel", "stride", "padding", "out_features", "bias", "p", "checkpoint"};
+    "out_channels", "kernel", "stride", "padding", "out_features", "bias", "p", "checkpoint",
+    "slope"};
 
 #define B(p) (1u << (p))
 #define ANY B(P_CHECKPOINT) /* every kind accepts activation checkpointing */
@@ -32,6 +34,12 @@ static const struct { unsigned accepts, needs; } ct_kind_params[CT_LAYER_KIND_CO
     [CT_LAYER_LINEAR] = {B(P_OUT_FEATURES) | B(P_BIAS) | ANY, B(P_OUT_FEATURES)},
     [CT_LAYER_DROPOUT] = {B(P_P) | ANY, 0},
     [CT_LAYER_RESIDUAL] = {0, 0}, /* read by ct_walk_residual */
+    [CT_LAYER_GELU] = {ANY, 0},
+    [CT_LAYER_SILU] = {ANY, 0},
+    [CT_LAYER_TANH] = {ANY, 0},
+    [CT_LAYER_SIGMOID] = {ANY, 0},
+    [CT_LAYER_LEAKY_RELU] = {B(P_SLOPE) | ANY, 0},
+    [CT_LAYER_GLOBAL_AVGPOOL] = {ANY, 0},
 };
 
 static bool ct_is_pool(ct_layer_kind k) {
@@ -50,6 +58,7 @@ static int ct_layer_param(const ct_yaml_ctx *ctx, int p, yaml_node_t *val, ct_la
     case P_OUT_FEATURES: return ct_get_int(ctx, val, name, 1, CT_WIDTH_MAX, &l->out_features);
     case P_BIAS: return ct_get_bool(ctx, val, name, &l->bias);
     case P_CHECKPOINT: return ct_get_bool(ctx, val, name, &l->checkpoint);
+    case P_SLOPE: return ct_get_double(ctx, val, name, CT_RANGE_ANY, &l->slope);
     default: return ct_get_double(ctx, val, name, CT_RANGE_UNIT, &l->p);
     }
 }

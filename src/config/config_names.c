@@ -14,6 +14,10 @@ const char *const ct_layer_kind_names[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_AVGPOOL2D] = "avgpool2d", [CT_LAYER_RELU] = "relu",
     [CT_LAYER_FLATTEN] = "flatten",     [CT_LAYER_LINEAR] = "linear",
     [CT_LAYER_DROPOUT] = "dropout",     [CT_LAYER_RESIDUAL] = "residual",
+    [CT_LAYER_GELU] = "gelu",
+    [CT_LAYER_SILU] = "silu",           [CT_LAYER_TANH] = "tanh",
+    [CT_LAYER_SIGMOID] = "sigmoid",     [CT_LAYER_LEAKY_RELU] = "leaky_relu",
+    [CT_LAYER_GLOBAL_AVGPOOL] = "global_avgpool",
 };
 const char *const ct_opt_kind_names[3] = {
     [CT_OPT_SGD] = "sgd", [CT_OPT_ADAM] = "adam", [CT_OPT_ADAMW] = "adamw"};

@@ -323,9 +323,11 @@ static int ct_data_check_channels(const ct_yaml_ctx *ctx, const ct_config *cfg) 
 
 /* ---- train ---------------------------------------------------------------- */
 
-enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH, T_CPU_LOOPS };
+enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH, T_CPU_LOOPS,
+       T_LABEL_SMOOTHING };
 static const char *const ct_train_keys[] = {"epochs", "batch_size", "grad_accum_steps", "amp",
-                                            "seed",   "out",        "graph",            "cpu_loops"};
+                                            "seed",   "out",        "graph",            "cpu_loops",
+                                            "label_smoothing"};
 
 /* A choice key's scalar (config_internal.h) into *out, an enum value. */
 static int ct_walk_choice(const ct_yaml_ctx *ctx, yaml_node_t *node, const ct_choice *c, int *out) {
@@ -373,6 +375,10 @@ static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
         t->cpu_loops = (ct_cpu_loops)m;
     }
     if (v.val[T_SEED] && ct_get_u64(ctx, v.val[T_SEED], "train.seed", &t->seed)) return -1;
+    if (v.val[T_LABEL_SMOOTHING] && ct_get_double(ctx, v.val[T_LABEL_SMOOTHING],
+                                                  "train.label_smoothing", CT_RANGE_UNIT,
+                                                  &t->label_smoothing))
+        return -1;
     if (v.val[T_OUT]) {
         if (ct_get_string(ctx, v.val[T_OUT], "train.out", t->out, sizeof t->out)) return -1;
         ctx->out_given = true;

@@ -34,6 +34,15 @@ static int infer_conv(ct_node *n, ct_err *err) {
 static int infer_pool(ct_node *n, ct_err *err) { return infer_window(n, n->in.c, err); }
 static int infer_same(ct_node *n, ct_err *err) { (void)err; n->out = n->in; return 0; }
 
+/* [C,H,W] -> [C,1,1] (PyTorch's AdaptiveAvgPool2d(1)); a flat input has no window. */
+static int infer_global_pool(ct_node *n, ct_err *err) {
+    if (n->in.flat)
+        return ct_errorf(err, "needs a C x H x W input, got a flat vector of %d features; put it "
+                         "before flatten", n->in.c);
+    n->out = (ct_shape){n->in.c, 1, 1, false};
+    return 0;
+}
+
 /* The input holds at most CT_SHAPE_MAX_NUMEL values (ct_graph_build checks every
  * shape), so the count fits in an int. */
 static int infer_flatten(ct_node *n, ct_err *err) {
@@ -71,6 +80,8 @@ static double pool_flops(const ct_node *n) {
     return (double)ct_shape_numel(n->out) * n->cfg.kernel * n->cfg.kernel;
 }
 static double elem_flops(const ct_node *n) { return (double)ct_shape_numel(n->out); }
+/* One add per input value (the division per channel is not counted). */
+static double global_pool_flops(const ct_node *n) { return (double)ct_shape_numel(n->in); }
 static double no_flops(const ct_node *n) { (void)n; return 0.0; }
 
 /* Columns: name, has_params, infer, weight_shape, flops, fwd_moves_only,
@@ -86,9 +97,16 @@ static const ct_op_desc op_table[CT_LAYER_KIND_COUNT] = {
     /* the add of a residual block (graph.c checks that its inputs agree); its
      * backward passes the gradient on to both inputs unchanged */
     [CT_LAYER_RESIDUAL] = {"residual", false, infer_same, NULL, elem_flops, false, true},
+    [CT_LAYER_GELU] = {"gelu", false, infer_same, NULL, elem_flops, false, false},
+    [CT_LAYER_SILU] = {"silu", false, infer_same, NULL, elem_flops, false, false},
+    [CT_LAYER_TANH] = {"tanh", false, infer_same, NULL, elem_flops, false, false},
+    [CT_LAYER_SIGMOID] = {"sigmoid", false, infer_same, NULL, elem_flops, false, false},
+    [CT_LAYER_LEAKY_RELU] = {"leaky_relu", false, infer_same, NULL, elem_flops, false, false},
+    [CT_LAYER_GLOBAL_AVGPOOL] = {"global_avgpool", false, infer_global_pool, NULL,
+                                 global_pool_flops, false, false},
 };
 
-_Static_assert(CT_LAYER_KIND_COUNT == 8, "add a row to op_table for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 14, "add a row to op_table for every layer kind");
 
 const ct_op_desc *ct_op(ct_layer_kind kind) {
     assert(kind >= 0 && kind < CT_LAYER_KIND_COUNT);

@@ -15,9 +15,16 @@
  *    accumulation group hold different positions and draw different masks. Each
  *    sample starts a fresh block of 4 counters, so ct_dropout_scale4 over a
  *    sample's blocks gives exactly ct_dropout_scale's multipliers.
- *  - softmax cross-entropy: loss of one row = logsumexp(z) - z[y]; the gradient
- *    written is (softmax(z) - onehot(y)) * grad_scale, where the caller passes
- *    grad_scale = 1 / (batch rows * accumulation steps) for a mean loss.
+ *  - softmax cross-entropy with label smoothing eps in [0, 1) (PyTorch's
+ *    nn.CrossEntropyLoss(label_smoothing=eps)): loss of one row of K logits =
+ *    (1 - eps) * (lse - z[y]) + eps * mean_k(lse - z[k]), lse = logsumexp(z); the
+ *    gradient written is (softmax(z) - ((1 - eps) * onehot(y) + eps / K)) *
+ *    grad_scale, where the caller passes grad_scale = 1 / (batch rows *
+ *    accumulation steps) for a mean loss. eps = 0 is the plain loss.
+ *  - activations (the CUDA kernels' math; the CPU runs oneDNN's eltwise
+ *    primitives): gelu's exact erf form x * Phi(x), silu x * sigmoid(x), tanh,
+ *    sigmoid, leaky_relu with a slope; each backward takes the INPUT x and the
+ *    output gradient dy and returns dx.
  *  - optimizers follow torch.optim (SGD with momentum/nesterov/weight_decay; Adam
  *    with L2 weight decay; AdamW with decoupled decay), one element at a time.
  *  - mixed-precision rounding: ct_round_bf16 / ct_round_fp16 return the float
@@ -68,25 +75,71 @@ CT_HD void ct_dropout_scale4(uint64_t seed, int layer, uint32_t epoch, uint64_t 
 
 /* ---- softmax cross-entropy --------------------------------------------------- */
 
-/* z: [K] logits of one sample, y: its label. Writes dz[K] (may be NULL for eval) and
- * *pred (argmax, first on ties). Returns the loss of the row (double accumulation). */
-CT_HD double ct_softmax_xent_row(const float *z, int K, int y, float grad_scale, float *dz,
-                                 int *pred) {
+/* z: [K] logits of one sample, y: its label, eps: label smoothing in [0, 1). Writes
+ * dz[K] (may be NULL for eval) and *pred (argmax, first on ties). Returns the loss
+ * of the row (double accumulation). */
+CT_HD double ct_softmax_xent_row(const float *z, int K, int y, float eps, float grad_scale,
+                                 float *dz, int *pred) {
     float m = z[0];
     int arg = 0;
     for (int k = 1; k < K; k++)
         if (z[k] > m) { m = z[k]; arg = k; }
-    double s = 0.0;
-    for (int k = 0; k < K; k++) s += exp((double)(z[k] - m));
-    double lse = (double)m + log(s);
+    double s = 0.0, zsum = 0.0;
+    for (int k = 0; k < K; k++) {
+        s += exp((double)(z[k] - m));
+        zsum += (double)z[k];
+    }
+    double lse = (double)m + log(s), e = (double)eps, off = e / K;
     if (dz) {
         for (int k = 0; k < K; k++) {
             double pk = exp((double)z[k] - lse);
-            dz[k] = (float)((pk - (k == y ? 1.0 : 0.0)) * grad_scale);
+            dz[k] = (float)((pk - (k == y ? 1.0 - e + off : off)) * grad_scale);
         }
     }
     *pred = arg;
-    return lse - (double)z[y];
+    double nll = lse - (double)z[y];
+    if (eps == 0.0f) return nll;
+    return (1.0 - e) * nll + e * (lse - zsum / K);
+}
+
+/* ---- activations ------------------------------------------------------------- */
+
+/* gelu (exact): x * Phi(x), Phi the standard normal CDF; d/dx = Phi(x) + x * phi(x). */
+CT_HD float ct_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+CT_HD float ct_gelu_grad(float x, float dy) {
+    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+    float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+    return dy * (cdf + x * pdf);
+}
+
+/* Logistic sigmoid without overflow for either sign of x. */
+CT_HD float ct_sigmoid(float x) {
+    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+CT_HD float ct_sigmoid_grad(float x, float dy) {
+    float s = ct_sigmoid(x);
+    return dy * s * (1.0f - s);
+}
+
+/* silu (swish with beta 1): x * sigmoid(x); d/dx = s * (1 + x * (1 - s)). */
+CT_HD float ct_silu(float x) { return x * ct_sigmoid(x); }
+CT_HD float ct_silu_grad(float x, float dy) {
+    float s = ct_sigmoid(x);
+    return dy * s * (1.0f + x * (1.0f - s));
+}
+
+CT_HD float ct_tanh_act(float x) { return tanhf(x); }
+CT_HD float ct_tanh_grad(float x, float dy) {
+    float t = tanhf(x);
+    return dy * (1.0f - t * t);
+}
+
+/* leaky_relu: x > 0 ? x : slope * x; the derivative at 0 is slope (PyTorch's). */
+CT_HD float ct_leaky_relu(float x, float slope) { return x > 0.0f ? x : slope * x; }
+CT_HD float ct_leaky_relu_grad(float x, float slope, float dy) {
+    return x > 0.0f ? dy : slope * dy;
 }
 
 /* ---- optimizers -------------------------------------------------------------- */

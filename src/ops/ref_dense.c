@@ -5,7 +5,8 @@
  * dropout: element e of row r (the sample at epoch position first_pos + r) is kept
  *   when ct_dropout_scale at ct_dropout_index(first_pos + r, e, numel) says so;
  *   kept values are scaled by 1/(1-p) computed in double.
- * softmax-xent: stable log-sum-exp per row, loss and gradient are means over N rows.
+ * softmax-xent: stable log-sum-exp per row, the smoothed target q = (1 - eps) onehot
+ *   + eps / K, loss and gradient are means over N rows.
  * Backward writes (never adds) every non-NULL output.
  */
 #include "ops/ref_ops.h"
@@ -109,15 +110,19 @@ static double row_logsumexp(const double *z, int K) {
     return m + log(s);
 }
 
-double ct_ref_softmax_xent(const double *z, int N, int K, const int32_t *y, double *dz) {
+/* Row loss = sum_k q_k (lse - z_k), q = (1 - eps) onehot(y) + eps / K the smoothed
+ * target; its gradient softmax(z) - q. */
+double ct_ref_softmax_xent(const double *z, int N, int K, const int32_t *y, double eps,
+                           double *dz) {
     double total = 0.0;
     for (int n = 0; n < N; n++) {
         const double *zr = z + (long)n * K;
         double lse = row_logsumexp(zr, K);
-        total += lse - zr[y[n]];
-        if (!dz) continue;
-        for (int k = 0; k < K; k++)
-            dz[(long)n * K + k] = (exp(zr[k] - lse) - (k == y[n] ? 1.0 : 0.0)) / N;
+        for (int k = 0; k < K; k++) {
+            double q = (k == y[n] ? 1.0 - eps : 0.0) + eps / K;
+            total += q * (lse - zr[k]);
+            if (dz) dz[(long)n * K + k] = (exp(zr[k] - lse) - q) / N;
+        }
     }
     return total / N;
 }

@@ -44,6 +44,23 @@ void ct_ref_relu_backward(const double *x, long n, const double *dy, double *dx)
 void ct_ref_add_forward(const double *a, const double *b, long n, double *y);
 void ct_ref_add_backward(const double *dy, long n, double *da, double *db);
 
+/* Elementwise activations over n elements (ref_act.c); slope: leaky_relu's
+ * negative slope (ignored by the others). Backward uses the input x. */
+typedef enum {
+    CT_REF_GELU,
+    CT_REF_SILU,
+    CT_REF_TANH,
+    CT_REF_SIGMOID,
+    CT_REF_LEAKY_RELU
+} ct_ref_act;
+void ct_ref_act_forward(ct_ref_act a, double slope, const double *x, long n, double *y);
+void ct_ref_act_backward(ct_ref_act a, double slope, const double *x, long n, const double *dy,
+                         double *dx);
+
+/* global_avgpool: x [N,C,H,W] -> y [N,C] (PyTorch's AdaptiveAvgPool2d(1), [N,C,1,1]). */
+void ct_ref_global_avgpool_forward(const double *x, int N, int C, int H, int W, double *y);
+void ct_ref_global_avgpool_backward(int N, int C, int H, int W, const double *dy, double *dx);
+
 /* linear: x [N,I], w [O,I], b [O] or NULL -> y [N,O]. */
 void ct_ref_linear_forward(const double *x, int N, int I, const double *w, const double *b,
                            int O, double *y);
@@ -58,8 +75,10 @@ void ct_ref_dropout_forward(const double *x, int rows, long sample_numel, int64_
 void ct_ref_dropout_backward(const double *dy, int rows, long sample_numel, int64_t first_pos,
                              double p, uint64_t seed, int layer, uint32_t epoch, double *dx);
 
-/* Mean softmax cross-entropy over N rows of K logits; returns the loss. dz (may be
- * NULL) gets d(mean loss)/dz. */
-double ct_ref_softmax_xent(const double *z, int N, int K, const int32_t *y, double *dz);
+/* Mean softmax cross-entropy over N rows of K logits with label smoothing eps in
+ * [0, 1) (target (1 - eps) * onehot + eps / K, PyTorch's label_smoothing); returns
+ * the loss. dz (may be NULL) gets d(mean loss)/dz. */
+double ct_ref_softmax_xent(const double *z, int N, int K, const int32_t *y, double eps,
+                           double *dz);
 
 #endif

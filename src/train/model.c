@@ -67,6 +67,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
         .cpu_loops = cfg->train.cpu_loops,
         .accumulate = req->training && cfg->train.grad_accum_steps > 1,
         .prep = ct_data_prep(cfg, req->training),
+        .label_smoothing = (float)cfg->train.label_smoothing,
     };
     for (int s = 0; s < 2; s++)
         if (dev->vt->dataset_upload && req->datasets[s])

@@ -100,7 +100,7 @@ static void print_table(const ct_model *m, const prof *p, FILE *out) {
     double ms = 1000.0 / (double)p->steps;
     fprintf(out, "Profile: %ld training steps, %ld samples, %.2f ms per step (each call synchronized)\n",
             p->steps, p->samples, p->total * ms);
-    fprintf(out, "  %-3s %-10s %10s %10s %10s %7s %6s %10s\n", "#", "layer", "fwd ms", "bwd ms",
+    fprintf(out, "  %-3s %-14s %10s %10s %10s %7s %6s %10s\n", "#", "layer", "fwd ms", "bwd ms",
             "total ms", "share", "calls", "GFLOP/s");
     for (int r = 0; r < nr; r++) {
         const row *x = &rows[r];
@@ -109,7 +109,7 @@ static void print_table(const ct_model *m, const prof *p, FILE *out) {
         double t = x->fwd + x->bwd;
         char gf[16] = "";
         if (x->flops > 0 && t > 0) snprintf(gf, sizeof gf, "%.1f", x->flops / t / 1e9);
-        fprintf(out, "  %-3s %-10s %10.3f %10.3f %10.3f %6.1f%% %6ld %10s\n", idx, x->name,
+        fprintf(out, "  %-3s %-14s %10.3f %10.3f %10.3f %6.1f%% %6ld %10s\n", idx, x->name,
                 x->fwd * ms, x->bwd * ms, t * ms, 100.0 * t / p->total,
                 x->layer >= 0 ? p->calls[x->layer] : p->steps, gf);
     }

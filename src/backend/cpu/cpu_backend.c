@@ -15,9 +15,11 @@
  * ct_round_fp16 / ct_round_bf16, over the tensor's whole buffer (elementwise, so
  * the layout does not matter; aliased tensors may be rounded twice, which changes
  * nothing). Ops that only select or move values (relu, flatten, max-pool forward)
- * are not rounded again. fp16 thus overflows and underflows as real fp16 storage
- * would, which the loss scaler needs. Params, grads and optimizer state stay
- * fp32. (The CPU's native bf16 instructions are not used.)
+ * are not rounded again (ct_amp_rounds: the op table's moves-only columns); every
+ * other op, the activations and global_avgpool included, is. fp16 thus overflows
+ * and underflows as real fp16 storage would, which the loss scaler needs. Params,
+ * grads and optimizer state stay fp32. (The CPU's native bf16 instructions are
+ * not used.)
  */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_pool_kernel.h"
@@ -32,8 +34,12 @@ static const ct_cpu_op *const cpu_ops[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_AVGPOOL2D] = &ct_cpu_op_avgpool, [CT_LAYER_RELU] = &ct_cpu_op_relu,
     [CT_LAYER_FLATTEN] = &ct_cpu_op_flatten,   [CT_LAYER_LINEAR] = &ct_cpu_op_linear,
     [CT_LAYER_DROPOUT] = &ct_cpu_op_dropout,   [CT_LAYER_RESIDUAL] = &ct_cpu_op_residual,
+    [CT_LAYER_GELU] = &ct_cpu_op_act,
+    [CT_LAYER_SILU] = &ct_cpu_op_act,          [CT_LAYER_TANH] = &ct_cpu_op_act,
+    [CT_LAYER_SIGMOID] = &ct_cpu_op_act,       [CT_LAYER_LEAKY_RELU] = &ct_cpu_op_act,
+    [CT_LAYER_GLOBAL_AVGPOOL] = &ct_cpu_op_global_avgpool,
 };
-_Static_assert(CT_LAYER_KIND_COUNT == 8, "add a row to cpu_ops for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 14, "add a row to cpu_ops for every layer kind");
 
 static ct_cpu *as_cpu(ct_backend *b) { return (ct_cpu *)b; }
 
@@ -406,11 +412,12 @@ static double xent_rows(ct_cpu *b, const float *z, float *dz, int K, float grad_
     const int32_t *y = b->y;
     int32_t *pred = b->pred;
     int n = b->n;
+    float eps = b->o.label_smoothing;
     double s = 0.0;
 #pragma omp parallel for reduction(+ : s) schedule(static)
     for (int r = 0; r < n; r++) {
         int p;
-        s += ct_softmax_xent_row(z + (size_t)r * K, K, y[r], grad_scale,
+        s += ct_softmax_xent_row(z + (size_t)r * K, K, y[r], eps, grad_scale,
                                  dz ? dz + (size_t)r * K : NULL, &p);
         pred[r] = p;
     }

@@ -109,7 +109,8 @@ typedef struct ct_cpu_node {
     int i;
     ct_cpu_tensor act, gact;
     ct_cpu_wl wl;            /* conv2d, linear */
-    ct_cpu_prim fwd, bwd;    /* pools, relu */
+    ct_cpu_prim fwd, bwd;    /* pools, relu and the other activations */
+    bool own_act;            /* activations: ctrain's loop, oneDNN has only "ref" (cpu_act.c) */
     ct_cpu_tensor ws;        /* max-pool workspace */
     ct_cpu_xfer dsrc;        /* pools: diff_src layout -> gact[i-1] */
     /* Input k's gradient when it is added to gact[src[k]] (ct_node.gin_add): the op
@@ -247,6 +248,8 @@ int ct_cpu_load_batch_range(ct_backend *b, int slot, int start, int n, ct_err *e
 extern const ct_cpu_op ct_cpu_op_conv, ct_cpu_op_linear, ct_cpu_op_maxpool,
     ct_cpu_op_avgpool, ct_cpu_op_relu, ct_cpu_op_dropout, ct_cpu_op_flatten,
     ct_cpu_op_residual;
+/* gelu, silu, tanh, sigmoid, leaky_relu (cpu_act.c); global_avgpool (cpu_pool.c). */
+extern const ct_cpu_op ct_cpu_op_act, ct_cpu_op_global_avgpool;
 
 /* cpu_weighted.c: shared by conv and linear; the per-kind files give the descs. */
 #define CT_CPU_BWD_W_VARIANTS 5

@@ -1,7 +1,9 @@
-/* cpu_pool.c: maxpool2d and avgpool2d.
+/* cpu_pool.c: maxpool2d, avgpool2d and global_avgpool.
  *
  * Shapes: src [N,C,H,W] in the producer's layout (pooling follows it), dst
  * [N,C,OH,OW]. padding_r follows PyTorch's floor: (OH-1)*stride + K - H - padding.
+ * global_avgpool is an average pooling with one H x W window (no padding), dst
+ * [N,C,1,1] (PyTorch's AdaptiveAvgPool2d(1)).
  *
  * Max pooling over plain nchw, nChw8c or nChw16c input (what the convolutions pick
  * on AVX2 / AVX-512) with K <= CT_POOL_MAX_KERNEL runs ctrain's own loops
@@ -29,13 +31,16 @@ typedef struct pool_geom {
 static void geom(const ct_cpu_node *nd, dnnl_dim_t n, pool_geom *q) {
     memset(q, 0, sizeof *q);
     const ct_node *g = nd->g;
-    int k = g->cfg.kernel, s = g->cfg.stride, p = g->cfg.padding;
+    bool global = g->kind == CT_LAYER_GLOBAL_AVGPOOL;
+    int kh = global ? g->in.h : g->cfg.kernel, kw = global ? g->in.w : g->cfg.kernel;
+    int sh = global ? kh : g->cfg.stride, sw = global ? kw : g->cfg.stride;
+    int p = global ? 0 : g->cfg.padding;
     q->dst[0] = n; q->dst[1] = g->out.c; q->dst[2] = g->out.h; q->dst[3] = g->out.w;
-    q->strides[0] = q->strides[1] = s;
-    q->kernel[0] = q->kernel[1] = k;
+    q->strides[0] = sh, q->strides[1] = sw;
+    q->kernel[0] = kh, q->kernel[1] = kw;
     q->pad_l[0] = q->pad_l[1] = p;
-    q->pad_r[0] = (dnnl_dim_t)(g->out.h - 1) * s + k - g->in.h - p;
-    q->pad_r[1] = (dnnl_dim_t)(g->out.w - 1) * s + k - g->in.w - p;
+    q->pad_r[0] = (dnnl_dim_t)(g->out.h - 1) * sh + kh - g->in.h - p;
+    q->pad_r[1] = (dnnl_dim_t)(g->out.w - 1) * sw + kw - g->in.w - p;
 }
 
 static dnnl_alg_kind_t alg_of(const ct_cpu_node *nd) {
@@ -246,3 +251,5 @@ const ct_cpu_op ct_cpu_op_maxpool = {pool_create, pool_bind, pool_forward, pool_
                                      pool_impl};
 const ct_cpu_op ct_cpu_op_avgpool = {pool_create, pool_bind, pool_forward, pool_backward,
                                      pool_impl};
+const ct_cpu_op ct_cpu_op_global_avgpool = {pool_create, pool_bind, pool_forward, pool_backward,
+                                            pool_impl};

@@ -1,6 +1,7 @@
 /* cuda_backend.c: the CUDA backend's vtable (ct_backend_cuda): create/bind/destroy,
- * the batch, relu/dropout/flatten, loss and metrics, the optimizer step, the host
- * copies and sync. Layout, buffers and partial batches: see cuda_internal.h.
+ * the batch, relu/dropout/flatten and the other activations, loss and metrics,
+ * the optimizer step, the host copies and sync. Layout, buffers and partial
+ * batches: see cuda_internal.h.
  *
  * create() selects the device, makes the stream and the cuBLAS/cuDNN handles,
  * builds every descriptor for batch_size rows, chooses the convolution algorithms
@@ -26,8 +27,12 @@ static const ct_cuda_op *const cuda_ops[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_AVGPOOL2D] = &ct_cuda_op_avgpool, [CT_LAYER_RELU] = &ct_cuda_op_relu,
     [CT_LAYER_FLATTEN] = &ct_cuda_op_flatten,   [CT_LAYER_LINEAR] = &ct_cuda_op_linear,
     [CT_LAYER_DROPOUT] = &ct_cuda_op_dropout,   [CT_LAYER_RESIDUAL] = &ct_cuda_op_residual,
+    [CT_LAYER_GELU] = &ct_cuda_op_act,
+    [CT_LAYER_SILU] = &ct_cuda_op_act,          [CT_LAYER_TANH] = &ct_cuda_op_act,
+    [CT_LAYER_SIGMOID] = &ct_cuda_op_act,       [CT_LAYER_LEAKY_RELU] = &ct_cuda_op_act,
+    [CT_LAYER_GLOBAL_AVGPOOL] = &ct_cuda_op_global_avgpool,
 };
-_Static_assert(CT_LAYER_KIND_COUNT == 8, "add a row to cuda_ops for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 14, "add a row to cuda_ops for every layer kind");
 
 static ct_cuda *as_cuda(ct_backend *b) { return (ct_cuda *)b; }
 
@@ -131,6 +136,37 @@ static int relu_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t
 }
 
 const ct_cuda_op ct_cuda_op_relu = {no_create, relu_forward, relu_backward};
+
+/* gelu, silu, tanh, sigmoid, leaky_relu: kernels/activations.cu; backward from the
+ * input act[i-1], which stays intact (every node owns its output). */
+static int act_of(const ct_cuda_node *nd) {
+    switch (nd->g->kind) {
+    case CT_LAYER_GELU: return CT_CUDA_ACT_GELU;
+    case CT_LAYER_SILU: return CT_CUDA_ACT_SILU;
+    case CT_LAYER_TANH: return CT_CUDA_ACT_TANH;
+    case CT_LAYER_SIGMOID: return CT_CUDA_ACT_SIGMOID;
+    default: return CT_CUDA_ACT_LEAKY_RELU;
+    }
+}
+
+static int act_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step, ct_err *err) {
+    (void)train, (void)step;
+    CT_KERNEL(err, ct_cuda_act_forward(act_of(nd), (float)nd->g->cfg.slope, ct_cuda_in(b, nd->i),
+                                       nd->act, batch_numel(b, nd), b->stream));
+    return 0;
+}
+
+static int act_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t step,
+                        ct_err *err) {
+    (void)accumulate, (void)step;
+    if (!ct_cuda_gin(b, nd->i)) return 0;
+    CT_KERNEL(err, ct_cuda_act_backward(act_of(nd), (float)nd->g->cfg.slope,
+                                        ct_cuda_in(b, nd->i), nd->gact, ct_cuda_gin(b, nd->i),
+                                        batch_numel(b, nd), b->stream));
+    return 0;
+}
+
+const ct_cuda_op ct_cuda_op_act = {no_create, act_forward, act_backward};
 
 /* All N rows, row r the sample at epoch position first_pos + r (backend.h); in a
  * captured step the kernel reads the epoch and first_pos from rec_args. */
@@ -536,9 +572,9 @@ static int cuda_loss(ct_backend *bb, bool train, float grad_scale, uint32_t tag,
     if (train && !b->o.training)
         return ct_errorf(err, "cuda backend: loss(train) on a forward-only plan");
     const ct_cuda_node *last = &b->nodes[b->g->n_nodes - 1];
-    int rc = ct_cuda_softmax_xent(last->act, b->y, b->N, b->n, K, train ? last->gact : NULL,
-                                  grad_scale, b->metrics, b->confusion, tag, b->rec_args,
-                                  b->stream);
+    int rc = ct_cuda_softmax_xent(last->act, b->y, b->N, b->n, K, b->o.label_smoothing,
+                                  train ? last->gact : NULL, grad_scale, b->metrics,
+                                  b->confusion, tag, b->rec_args, b->stream);
     if (rc != 0) {
         ct_cudart_failed(err, "ct_cuda_softmax_xent", (cudaError_t)rc);
         return ct_err_prefix(err, "cuda backend: loss");
@@ -755,7 +791,8 @@ static const char *cuda_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
     case CT_LAYER_CONV2D: return ct_cuda_conv_algo_name(&b->nodes[node], pass);
     case CT_LAYER_LINEAR: return "cublas";
     case CT_LAYER_MAXPOOL2D:
-    case CT_LAYER_AVGPOOL2D: return "cudnn";
+    case CT_LAYER_AVGPOOL2D:
+    case CT_LAYER_GLOBAL_AVGPOOL: return "cudnn";
     case CT_LAYER_FLATTEN: return "";
     default: return "ctrain";
     }

@@ -164,6 +164,9 @@ typedef struct ct_cuda_op {
 extern const ct_cuda_op ct_cuda_op_conv, ct_cuda_op_linear, ct_cuda_op_maxpool,
     ct_cuda_op_avgpool, ct_cuda_op_relu, ct_cuda_op_dropout, ct_cuda_op_flatten,
     ct_cuda_op_residual;
+/* gelu, silu, tanh, sigmoid, leaky_relu (cuda_backend.c); global_avgpool
+ * (cuda_pool.c). */
+extern const ct_cuda_op ct_cuda_op_act, ct_cuda_op_global_avgpool;
 
 /* ---- shared helpers (cuda_backend.c) -------------------------------------------- */
 

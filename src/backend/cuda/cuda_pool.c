@@ -1,4 +1,4 @@
-/* cuda_pool.c: maxpool2d and avgpool2d on cuDNN pooling.
+/* cuda_pool.c: maxpool2d, avgpool2d and global_avgpool on cuDNN pooling.
  *
  * Shapes: x [N, C, H, W] -> y [N, C, OH, OW], OH = (H + 2P - K) / S + 1 (PyTorch's
  * floor), checked against cuDNN's own output size at create. Max pooling uses
@@ -6,12 +6,16 @@
  * the argmax from x and y, which stay intact because every node owns its output
  * (cuda_internal.h). Average pooling divides by K*K
  * (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, PyTorch's count_include_pad).
+ * global_avgpool is average pooling with one H x W window, no padding: [N, C, 1, 1].
  */
 #include "backend/cuda/cuda_internal.h"
 
 static int pool_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     const ct_node *g = nd->g;
-    int K = g->cfg.kernel, S = g->cfg.stride, P = g->cfg.padding;
+    bool global = g->kind == CT_LAYER_GLOBAL_AVGPOOL;
+    int KH = global ? g->in.h : g->cfg.kernel, KW = global ? g->in.w : g->cfg.kernel;
+    int SH = global ? KH : g->cfg.stride, SW = global ? KW : g->cfg.stride;
+    int P = global ? 0 : g->cfg.padding;
     cudnnPoolingMode_t mode = g->kind == CT_LAYER_MAXPOOL2D
                                   ? CUDNN_POOLING_MAX_DETERMINISTIC
                                   : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
@@ -19,8 +23,8 @@ static int pool_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
         ct_cuda_tensor_desc(&nd->out_desc, b->N, g->out.c, g->out.h, g->out.w, err) != 0)
         return -1;
     CT_CUDNN(err, cudnnCreatePoolingDescriptor(&nd->pool));
-    CT_CUDNN(err, cudnnSetPooling2dDescriptor(nd->pool, mode, CUDNN_NOT_PROPAGATE_NAN, K, K, P, P,
-                                              S, S));
+    CT_CUDNN(err, cudnnSetPooling2dDescriptor(nd->pool, mode, CUDNN_NOT_PROPAGATE_NAN, KH, KW, P,
+                                              P, SH, SW));
     int dn, dc, dh, dw;
     CT_CUDNN(err, cudnnGetPooling2dForwardOutputDim(nd->pool, nd->in_desc, &dn, &dc, &dh, &dw));
     if (dn != b->N || dc != g->out.c || dh != g->out.h || dw != g->out.w)
@@ -50,3 +54,4 @@ static int pool_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t
 
 const ct_cuda_op ct_cuda_op_maxpool = {pool_create, pool_forward, pool_backward};
 const ct_cuda_op ct_cuda_op_avgpool = {pool_create, pool_forward, pool_backward};
+const ct_cuda_op ct_cuda_op_global_avgpool = {pool_create, pool_forward, pool_backward};
