@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch_parity.py: ctrain against PyTorch, one training epoch and one evaluation.
 
-For each model below: PyTorch (scripts/reference_pytorch.py builds the same module
+For each model below (residual blocks of every kind, each activation layer,
+global average pooling, label smoothing): PyTorch (scripts/reference_pytorch.py builds the same module
 tree, so state_dict names equal ctrain's checkpoint names) writes its initial
 weights as safetensors; `ctrain fit --init-from` trains one epoch from them on the
 first 600 MNIST training images in order (no shuffling, no dropout or augmentation,
@@ -42,10 +43,10 @@ import reference_pytorch as ref  # noqa: E402
 TOL = 2e-3
 N_TRAIN, N_TEST = 600, 300
 
-# name -> model.layers (YAML); each ends with 10 outputs. No dropout: PyTorch's
-# stream is not ctrain's.
+# name -> (model.layers (YAML), extra train keys); each ends with 10 outputs. No
+# dropout: PyTorch's stream is not ctrain's.
 MODELS = {
-    "residual": """
+    "residual": ("""
     - conv2d: {out_channels: 8, kernel: 3, padding: 1, bias: false}
     - relu
     - residual:
@@ -67,7 +68,20 @@ MODELS = {
     - residual:
         body: [linear: {out_features: 784}, relu, linear: {out_features: 784}]
     - linear: {out_features: 10}
-""",
+""", ""),
+    "activations": ("""
+    - conv2d: {out_channels: 8, kernel: 3, padding: 1}
+    - gelu
+    - residual:
+        body: [silu, conv2d: {out_channels: 8, kernel: 3, padding: 1}, tanh]
+    - maxpool2d: {kernel: 2}
+    - residual:
+        body: [conv2d: {out_channels: 12, kernel: 3, padding: 1}, sigmoid]
+        shortcut: [conv2d: {out_channels: 12, kernel: 1}, leaky_relu: {slope: 0.1}]
+    - global_avgpool
+    - flatten
+    - linear: {out_features: 10}
+""", "label_smoothing: 0.1, "),
 }
 
 DTYPES = {torch.float32: ("F32", np.float32), torch.int64: ("I64", np.int64)}
@@ -116,7 +130,7 @@ def idx_subset(src, dst, n):
         f.write(head + data[4 + 4 * ndim:4 + 4 * ndim + n * per])
 
 
-def write_config(tmp, name, layers):
+def write_config(tmp, name, layers, train_extra):
     text = f"""name: {name}
 model:
   input: [1, 28, 28]
@@ -129,7 +143,7 @@ data:
   normalize: {{mean: 0.1307, std: 0.3081}}
   shuffle: false
 optimizer: {{type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.0005}}
-train: {{epochs: 1, batch_size: 64, seed: 3}}
+train: {{{train_extra}epochs: 1, batch_size: 64, seed: 3}}
 device: cpu
 """
     path = os.path.join(tmp, name + ".yaml")
@@ -145,8 +159,8 @@ def run(args):
     return p.stdout
 
 
-def check_model(ctrain, tmp, name, layers):
-    cfg_path = write_config(tmp, name, layers)
+def check_model(ctrain, tmp, name, layers, train_extra):
+    cfg_path = write_config(tmp, name, layers, train_extra)
     cfg = yaml.safe_load(open(cfg_path))
     torch.manual_seed(11)
     net = ref.build_model(cfg)
@@ -160,7 +174,8 @@ def check_model(ctrain, tmp, name, layers):
     net.train()
     for i in range(0, len(x), 64):
         opt.zero_grad()
-        nn.functional.cross_entropy(net(x[i:i + 64]), y[i:i + 64]).backward()
+        eps = cfg["train"].get("label_smoothing", 0.0)
+        nn.functional.cross_entropy(net(x[i:i + 64]), y[i:i + 64], label_smoothing=eps).backward()
         opt.step()
 
     got = read_safetensors(os.path.join(out, "model.bin"))
@@ -216,8 +231,8 @@ def main():
         idx_subset(os.path.join(mnist, "train-labels-idx1-ubyte.gz"), f"{tmp}/train-labels.gz", N_TRAIN)
         idx_subset(os.path.join(mnist, "t10k-images-idx3-ubyte.gz"), f"{tmp}/test-images.gz", N_TEST)
         idx_subset(os.path.join(mnist, "t10k-labels-idx1-ubyte.gz"), f"{tmp}/test-labels.gz", N_TEST)
-        for name, layers in MODELS.items():
-            check_model(ctrain, tmp, name, layers)
+        for name, (layers, train_extra) in MODELS.items():
+            check_model(ctrain, tmp, name, layers, train_extra)
 
 
 if __name__ == "__main__":
