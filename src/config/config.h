@@ -18,6 +18,7 @@
  *       - linear: {out_features: 10}
  *       - dropout: {p: 0.5}
  *       - relu: {checkpoint: true}  # any layer: recompute in backward (graph.h)
+ *       - batchnorm2d: {momentum: 0.1, eps: 1e-5}  # over C x H x W; batchnorm1d: flat
  *     loss: cross_entropy
  *   optimizer: {type: adam, lr: 0.001, betas: [0.9, 0.999], eps: 1e-8,
  *               weight_decay: 0, momentum: 0, nesterov: false}
@@ -51,6 +52,8 @@ typedef enum {
     CT_LAYER_FLATTEN,
     CT_LAYER_LINEAR,
     CT_LAYER_DROPOUT,
+    CT_LAYER_BATCHNORM2D,
+    CT_LAYER_BATCHNORM1D,
     CT_LAYER_KIND_COUNT
 } ct_layer_kind;
 
@@ -64,6 +67,8 @@ typedef struct ct_layer_cfg {
     int out_features; /* linear, >= 1 */
     bool bias;        /* conv2d, linear; default true */
     double p;         /* dropout probability, 0 <= p < 1 */
+    double momentum;  /* batchnorm2d/1d: running-statistics factor, [0, 1], default 0.1 */
+    double eps;       /* batchnorm2d/1d: added to the variance, > 0, default 1e-5 */
     bool checkpoint;  /* any kind: activation checkpointing (see graph.h); default false */
     int line, col;    /* 1-based position of the entry in the YAML, for errors */
 } ct_layer_cfg;

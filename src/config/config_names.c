@@ -13,7 +13,8 @@ const char *const ct_layer_kind_names[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_CONV2D] = "conv2d",       [CT_LAYER_MAXPOOL2D] = "maxpool2d",
     [CT_LAYER_AVGPOOL2D] = "avgpool2d", [CT_LAYER_RELU] = "relu",
     [CT_LAYER_FLATTEN] = "flatten",     [CT_LAYER_LINEAR] = "linear",
-    [CT_LAYER_DROPOUT] = "dropout",
+    [CT_LAYER_DROPOUT] = "dropout",     [CT_LAYER_BATCHNORM2D] = "batchnorm2d",
+    [CT_LAYER_BATCHNORM1D] = "batchnorm1d",
 };
 const char *const ct_opt_kind_names[3] = {
     [CT_OPT_SGD] = "sgd", [CT_OPT_ADAM] = "adam", [CT_OPT_ADAMW] = "adamw"};
