@@ -118,6 +118,15 @@ void parity_test_dropout(void **state);
  * (other first_pos) draws the same mask; the same rows at other positions (the next
  * micro-batch of an accumulation group) or in another epoch draw other masks. */
 void parity_test_dropout_keys(void **state);
+/* batchnorm2d (after a conv) and batchnorm1d (after a linear) in training and
+ * evaluation, full and partial batches (the stale rows give the conv before no
+ * gradient), as node 0 too; the running statistics after each training batch
+ * against the reference update (unbiased variance) and num_batches_tracked. */
+void parity_test_batchnorm(void **state);
+/* The running statistics move once per loaded batch however often a training
+ * forward runs on it (a checkpointed span's recompute); 1 value per channel is
+ * refused in training. */
+void parity_test_batchnorm_once_per_batch(void **state);
 /* Softmax cross-entropy, its gradient and the metric accumulators; one Adam step. */
 void parity_test_loss(void **state);
 void parity_test_adam_step(void **state);

@@ -812,6 +812,8 @@ int main(void) {
         cmocka_unit_test(parity_test_linear),
         cmocka_unit_test(parity_test_dropout),
         cmocka_unit_test(parity_test_dropout_keys),
+        cmocka_unit_test(parity_test_batchnorm),
+        cmocka_unit_test(parity_test_batchnorm_once_per_batch),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_partial_batch),

@@ -122,6 +122,7 @@ static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_arg(&bn->bwd, DNNL_ARG_VARIANCE, bn->var.mem);
     ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_DST, nd->gact.mem);
     ct_cpu_arg(&bn->bwd, DNNL_ARG_SCALE, bn->gamma.mem);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_SHIFT, bn->beta.mem); /* 2.6's backward asks for it too */
     ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
     ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SRC, gin ? gin->mem : bn->dsrc.mem);
     ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SCALE, bn->dgamma.mem);
