@@ -38,17 +38,20 @@ static void print_table(const ct_model *m, const ct_config *cfg) {
     const ct_graph *g = &m->graph;
     char s1[32], b1[32], b2[32], bwd[160];
     double flops = 0, train_flops = 0;
-    printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n\n", cfg->name,
+    printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n", cfg->name,
            g->n_nodes, g->n_param_floats, ct_shape_str(g->input, s1, sizeof s1),
            m->opts.batch_size, m->device.name);
-    printf("  %-3s %-10s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "output", "params",
+    if (g->n_buffers > 0) /* not parameters: no gradient, no optimizer */
+        printf("Buffers: %d (batch norms' running statistics, %s)\n", g->n_buffers,
+               ct_fmt_bytes(g->n_buffer_bytes, b1, sizeof b1));
+    printf("\n  %-3s %-11s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "output", "params",
            "activations", "workspace", "forward", m->opts.training ? "backward" : "");
     for (int i = 0; i < g->n_nodes; i++) {
         const ct_node *n = &g->nodes[i];
         size_t np = 0;
         if (n->weight >= 0) np += g->params[n->weight].count;
         if (n->bias >= 0) np += g->params[n->bias].count;
-        printf("  %-3d %-10s %-12s %10zu %12s %12s  %-34s %s\n", i, ct_op(n->kind)->name,
+        printf("  %-3d %-11s %-12s %10zu %12s %12s  %-34s %s\n", i, ct_op(n->kind)->name,
                ct_shape_str(n->out, s1, sizeof s1), np,
                ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_ACTIVATIONS), b1, sizeof b1),
                ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_WORKSPACE), b2, sizeof b2),
