@@ -299,6 +299,8 @@ int main(void) {
         cmocka_unit_test(parity_test_linear),
         cmocka_unit_test(parity_test_dropout),
         cmocka_unit_test(parity_test_dropout_keys),
+        cmocka_unit_test(parity_test_batchnorm),
+        cmocka_unit_test(parity_test_batchnorm_once_per_batch),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(test_nonfinite_tag),
         cmocka_unit_test(test_accumulate),
