@@ -24,6 +24,7 @@ double parity_rel_tol = 1e-4;
 bool (*parity_skip)(void);
 bool parity_fuse;
 ct_cpu_loops parity_cpu_loops;
+bool parity_accumulate = true;
 
 
 void parity_print_loops_isa(void) {
@@ -82,7 +83,8 @@ static harness *open_any(int C, int H, int W, const ct_layer_cfg *layers, int n,
     for (int i = 1; i < n && all_input_grads; i++) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
                      .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED,
-                     .fuse = parity_fuse, .cpu_loops = parity_cpu_loops, .accumulate = true};
+                     .fuse = parity_fuse, .cpu_loops = parity_cpu_loops,
+                     .accumulate = parity_accumulate};
     h->vt = parity_vt;
     ct_plan_init(&h->plan, h->vt->align); /* as ct_model_create does */
     if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
@@ -748,6 +750,32 @@ void parity_test_batchnorm(void **state) {
     o = parity_n(h, 0, 3, true), parity_out_free(&o);
     check_running(h, 0, 3, rm0, rv0, 2);
     close_h(h);
+
+    /* accumulate: a second micro-batch of the same rows adds the same gradients
+     * (full and partial batches); a plan made without accumulation too */
+    for (int plan_acc = 1; plan_acc >= 0; plan_acc--) {
+        parity_accumulate = plan_acc;
+        h = open_h(2, 5, 5, a, 3, 6);
+        for (int n = 6; n >= 4; n -= 2) {
+            o = parity_n(h, 1, n, true);
+            if (plan_acc) {
+                for (int i = 0; i <= 1; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+                OK(h->vt->backward(h->b, 1, true, STEP, E));
+                float *g2 = malloc(h->g.n_param_floats * sizeof *g2);
+                OK(h->vt->grads_to_host(h->b, g2, E));
+                for (int w = 0; w < 2; w++) {
+                    const ct_param_info *pi = &h->g.params[w ? h->g.nodes[1].bias
+                                                             : h->g.nodes[1].weight];
+                    for (size_t j = pi->offset; j < pi->offset + pi->count; j++)
+                        assert_true(fabsf(g2[j] - 2.0f * o.grads[j]) <= 1e-6f + 1e-6f * fabsf(g2[j]));
+                }
+                free(g2);
+            }
+            parity_out_free(&o);
+        }
+        close_h(h);
+    }
+    parity_accumulate = true;
 }
 
 /* One update per loaded batch: a second training forward of the same batch (what a

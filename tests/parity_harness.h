@@ -40,6 +40,8 @@ extern bool (*parity_skip)(void);      /* when set and true, the per-op tests sk
 extern bool parity_fuse;
 /* ... and run ctrain's own CPU loops so (ct_run_opts.cpu_loops; default auto). */
 extern ct_cpu_loops parity_cpu_loops;
+/* ... and plan for backward with accumulate (ct_run_opts.accumulate; default true). */
+extern bool parity_accumulate;
 
 /* Says which bodies of ctrain's CPU loops this machine runs: with AVX2 the tests
  * compare them with the portable ones; without (or capped by CTRAIN_MAX_CPU_ISA) the
@@ -121,7 +123,8 @@ void parity_test_dropout_keys(void **state);
 /* batchnorm2d (after a conv) and batchnorm1d (after a linear) in training and
  * evaluation, full and partial batches (the stale rows give the conv before no
  * gradient), as node 0 too; the running statistics after each training batch
- * against the reference update (unbiased variance) and num_batches_tracked. */
+ * against the reference update (unbiased variance) and num_batches_tracked;
+ * backward with accumulate adds, in plans made with and without it. */
 void parity_test_batchnorm(void **state);
 /* The running statistics move once per loaded batch however often a training
  * forward runs on it (a checkpointed span's recompute); 1 value per channel is

@@ -102,7 +102,7 @@ static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         if (ct_cpu_bind_tensor(b, ts[k], err) != 0) return -1;
     bn->num_batches = (int64_t *)((char *)b->buffers +
                                   b->g->buffers[nd->g->buffer + CT_BN_NUM_BATCHES].offset);
-    bn->stats_batch = 0;
+    bn->stats_batch = UINT64_MAX; /* none yet: the first training forward updates */
     dnnl_memory_t in = ct_cpu_in(b, nd->i)->mem;
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SRC, in);
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_DST, nd->act.mem);

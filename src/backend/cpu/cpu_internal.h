@@ -112,7 +112,7 @@ typedef struct ct_cpu_bn {
     int C;                         /* channels (2d) or features (1d) */
     long S;                        /* values per channel per row: H*W (1d: 1) */
     uint64_t stats_batch;          /* the batch (b->batch_serial) whose statistics the
-                                      running ones include; 0: none yet */
+                                      running ones include; UINT64_MAX: none yet */
 } ct_cpu_bn;
 
 typedef struct ct_cpu_node {

@@ -22,7 +22,7 @@ static int bn_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     snprintf(name, sizeof name, "layers.%d.bn_stats", nd->i);
     nd->r_bn = ct_plan_add(b->plan, CT_REGION_WORKSPACE, nd->i, name,
                            2 * (size_t)nd->g->in.c * sizeof(float), err);
-    nd->stats_batch = 0;
+    nd->stats_batch = UINT64_MAX; /* none yet: the first training forward updates */
     return nd->r_bn < 0 ? -1 : 0;
 }
 
