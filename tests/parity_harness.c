@@ -742,6 +742,21 @@ void parity_test_batchnorm(void **state) {
     o = parity_n(h, 2, 2, true), parity_out_free(&o);
     o = parity_n(h, 2, 5, false), parity_out_free(&o);
     close_h(h);
+    /* batchnorm1d right after a flatten: per feature (C*H*W of them), whatever
+     * layout the conv before chose; and after a flatten of the batch itself */
+    ct_layer_cfg f[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_FLATTEN), L(CT_LAYER_BATCHNORM1D),
+                        linear(3, true)};
+    h = open_h(2, 4, 4, f, 4, 5);
+    o = parity_n(h, 2, 5, true), parity_out_free(&o);
+    o = parity_n(h, 2, 3, true), parity_out_free(&o);
+    o = parity_n(h, 2, 5, false), parity_out_free(&o);
+    close_h(h);
+    h = open_h(2, 3, 3, f + 1, 3, 4);
+    o = parity_n(h, 1, 4, true), parity_out_free(&o);
+    o = parity_n(h, 1, 2, true), parity_out_free(&o);
+    o = parity_n(h, 1, 4, false), parity_out_free(&o);
+    close_h(h);
+
     ct_layer_cfg c[] = {L(CT_LAYER_BATCHNORM2D), conv(3, 3, 1, 0, true)};
     h = open_as_built(3, 4, 4, c, 2, 5);
     double rm0[3] = {0}, rv0[3] = {1, 1, 1};

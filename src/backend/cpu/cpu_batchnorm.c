@@ -1,9 +1,14 @@
 /* cpu_batchnorm.c: batchnorm2d and batchnorm1d (PyTorch semantics, graph.h).
  *
- * Shapes: act[i-1] and act[i] share the input's desc (2d: [N, C, H, W] in the
- * producer's layout, possibly blocked; 1d: [N, F], C = F, S = 1); gamma, beta,
- * their gradients, the saved mean / biased variance and the running statistics
- * are plain [C]. The output has its own storage: backward reads the input.
+ * Shapes: 2d works in the input's desc ([N, C, H, W] in the producer's layout,
+ * possibly blocked), 1d in plain [N, F] (C = F, S = 1); act[i] and gact[i] have
+ * that desc; gamma, beta, their gradients, the saved mean / biased variance and the
+ * running statistics are plain [C]. The output has its own storage: backward reads
+ * the input. A batchnorm1d right after a flatten gets the flatten's 4-D desc
+ * (cpu_eltwise.c), which a batch norm would read per channel of the 4-D tensor:
+ * a plain one is viewed as [N, F] in place, a blocked one is reordered into a
+ * plain workspace ("bn_src", viewed as [N, F]) first, and its input gradient is made
+ * in plain [N, F] ("bn_dsrc") and reordered into gact[i-1].
  *
  * Full batches (n == N) run oneDNN's primitives: forward training (use_scale +
  * use_shift; it writes the batch mean and biased variance, which backward reads),
@@ -42,12 +47,51 @@ static int view(ct_cpu_tensor *t, int C, int r, size_t offset, ct_err *err) {
     return 0;
 }
 
+/* t reads or writes `other` (a view, bound to other's storage at bind) when the
+ * batch norm's desc md is other's or a plain view of it; else t views a plain
+ * workspace of other's dims (xf->t) with a reorder from other (into_t) or to it. */
+static int plan_io(ct_cpu *b, ct_cpu_node *nd, ct_cpu_tensor *t, bool *is_view, ct_cpu_xfer *xf,
+                   const ct_cpu_tensor *other, const dnnl_memory_desc_t *md, const char *suffix,
+                   bool into_t, ct_err *err) {
+    *is_view = ct_cpu_md_eq(md, &other->md) || ct_cpu_md_is_plain(&other->md);
+    t->md = *md;
+    if (*is_view) return 0;
+    dnnl_memory_desc_t plain;
+    if (ct_cpu_md_plain(&plain, other->md.ndims, other->md.dims, err) != 0 ||
+        ct_cpu_xfer_plan(b, xf, nd->i, suffix, &plain, &other->md, into_t, err) != 0)
+        return -1;
+    return 0;
+}
+
+/* The input (src) and, in training, the input gradient (dsrc) in desc md. */
+static int plan_src(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, ct_err *err) {
+    ct_cpu_bn *bn = &nd->bn;
+    bn->dsrc.region = -1;
+    if (plan_io(b, nd, &bn->src, &bn->src_view, &bn->src_x, ct_cpu_in(b, nd->i), md, "bn_src",
+                true, err) != 0)
+        return -1;
+    if (!b->o.training) return 0;
+    if (ct_cpu_has_gin(b, nd->i))
+        return plan_io(b, nd, &bn->dsrc, &bn->dsrc_view, &bn->dsrc_x, ct_cpu_gin(b, nd->i), md,
+                       "bn_dsrc", false, err);
+    bn->dsrc_view = false; /* no gact[i-1], but oneDNN always writes diff_src */
+    bn->dsrc.md = *md;
+    return ct_cpu_add_ws(b, &bn->dsrc, nd->i, "bn_dsrc", err);
+}
+
 static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_bn *bn = &nd->bn;
     const ct_node *g = nd->g;
-    const dnnl_memory_desc_t *md = &ct_cpu_in(b, nd->i)->md;
     bn->C = g->in.c;
     bn->S = g->in.flat ? 1 : (long)g->in.h * g->in.w;
+    dnnl_memory_desc_t flat_md;
+    const dnnl_memory_desc_t *md = &ct_cpu_in(b, nd->i)->md;
+    if (g->in.flat) {
+        dnnl_dim_t dims[2] = {b->N, bn->C};
+        if (ct_cpu_md_plain(&flat_md, 2, dims, err) != 0) return -1;
+        md = &flat_md;
+    }
+    if (plan_src(b, nd, md, err) != 0) return -1;
     if (ct_cpu_add_act(b, nd, md, false, false, err) != 0) return -1;
     if (plain_c(&bn->mean.md, bn->C, err) != 0 || plain_c(&bn->var.md, bn->C, err) != 0) return -1;
     if (ct_cpu_add_ws(b, &bn->mean, nd->i, "bn_mean", err) != 0 ||
@@ -68,7 +112,7 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
                                                             ss | dnnl_use_global_stats));
     if (ct_cpu_pick(&b->c, &bn->fwd_inf, &d, 1, sizeof d, NULL, "batch norm inference", err) != 0)
         return -1;
-    bn->dscale.region = bn->dsrc.region = bn->dgamma.region = bn->dbeta.region = -1;
+    bn->dscale.region = bn->dgamma.region = bn->dbeta.region = -1;
     if (!b->o.training) return 0;
     CT_DNNL(err, dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_training, md, eps, ss));
     if (ct_cpu_pick(&b->c, &bn->fwd_train, &d, 1, sizeof d, NULL, "batch norm forward", err) != 0)
@@ -85,25 +129,49 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         if (view(&bn->dgamma, bn->C, bn->dscale.region, 0, err) != 0 ||
             view(&bn->dbeta, bn->C, bn->dscale.region, (size_t)bn->C * sizeof(float), err) != 0)
             return -1;
-    } else if (view(&bn->dgamma, bn->C, b->r_grads, w_off, err) != 0 ||
-               view(&bn->dbeta, bn->C, b->r_grads, b_off, err) != 0) {
-        return -1;
+        return 0;
     }
-    if (ct_cpu_has_gin(b, nd->i)) return 0;
-    bn->dsrc.md = *md; /* oneDNN always writes diff_src */
-    return ct_cpu_add_ws(b, &bn->dsrc, nd->i, "bn_dsrc", err);
+    if (view(&bn->dgamma, bn->C, b->r_grads, w_off, err) != 0 ||
+        view(&bn->dbeta, bn->C, b->r_grads, b_off, err) != 0)
+        return -1;
+    return 0;
+}
+
+/* A view t over other's storage (at bind: earlier nodes' regions are final). */
+static int bind_view(ct_cpu *b, ct_cpu_tensor *t, const ct_cpu_tensor *other, ct_err *err) {
+    t->region = other->region;
+    t->offset = other->offset;
+    return ct_cpu_bind_tensor(b, t, err);
+}
+
+/* t over `other` (is_view), else over the workspace of the reorder xf with other. */
+static int bind_io(ct_cpu *b, ct_cpu_tensor *t, bool is_view, ct_cpu_xfer *xf,
+                   const ct_cpu_tensor *other, ct_err *err) {
+    if (is_view) return bind_view(b, t, other, err);
+    if (ct_cpu_xfer_bind(b, xf, other, err) != 0) return -1;
+    return bind_view(b, t, &xf->t, err);
+}
+
+static int bind_src(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    ct_cpu_bn *bn = &nd->bn;
+    if (bind_io(b, &bn->src, bn->src_view, &bn->src_x, ct_cpu_in(b, nd->i), err) != 0) return -1;
+    if (!b->o.training) return 0;
+    ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
+    if (!gin) return ct_cpu_bind_tensor(b, &bn->dsrc, err);
+    return bind_io(b, &bn->dsrc, bn->dsrc_view, &bn->dsrc_x, gin, err);
 }
 
 static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_bn *bn = &nd->bn;
     ct_cpu_tensor *ts[] = {&bn->mean, &bn->var, &bn->gamma, &bn->beta, &bn->rmean,
-                           &bn->rvar, &bn->dscale, &bn->dgamma, &bn->dbeta, &bn->dsrc};
+                           &bn->rvar, &bn->dscale, &bn->dgamma, &bn->dbeta};
     for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
         if (ct_cpu_bind_tensor(b, ts[k], err) != 0) return -1;
+    if (bind_src(b, nd, err) != 0) return -1;
     bn->num_batches = (int64_t *)((char *)b->buffers +
                                   b->g->buffers[nd->g->buffer + CT_BN_NUM_BATCHES].offset);
     bn->stats_batch = UINT64_MAX; /* none yet: the first training forward updates */
-    dnnl_memory_t in = ct_cpu_in(b, nd->i)->mem;
+    dnnl_memory_t in = bn->src.mem;
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SRC, in);
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_DST, nd->act.mem);
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SCALE, bn->gamma.mem);
@@ -123,8 +191,7 @@ static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_DST, nd->gact.mem);
     ct_cpu_arg(&bn->bwd, DNNL_ARG_SCALE, bn->gamma.mem);
     ct_cpu_arg(&bn->bwd, DNNL_ARG_SHIFT, bn->beta.mem); /* 2.6's backward asks for it too */
-    ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SRC, gin ? gin->mem : bn->dsrc.mem);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SRC, bn->dsrc.mem);
     ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SCALE, bn->dgamma.mem);
     ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SHIFT, bn->dbeta.mem);
     return 0;
@@ -143,7 +210,7 @@ static void own_forward(ct_cpu *b, ct_cpu_node *nd) {
     ct_cpu_bn *bn = &nd->bn;
     const dnnl_memory_desc_t *md = &nd->act.md;
     bool plain = ct_cpu_md_is_plain(md);
-    const float *x = ct_cpu_in(b, nd->i)->ptr;
+    const float *x = bn->src.ptr;
     float *y = nd->act.ptr;
     int n = b->n;
     double M = (double)n * (double)bn->S, eps = nd->g->cfg.eps;
@@ -174,7 +241,7 @@ static void own_backward(ct_cpu *b, ct_cpu_node *nd, float *dx) {
     ct_cpu_bn *bn = &nd->bn;
     const dnnl_memory_desc_t *md = &nd->act.md;
     bool plain = ct_cpu_md_is_plain(md);
-    const float *x = ct_cpu_in(b, nd->i)->ptr, *dy = nd->gact.ptr;
+    const float *x = bn->src.ptr, *dy = nd->gact.ptr;
     int n = b->n, N = b->N;
     double M = (double)n * (double)bn->S, eps = nd->g->cfg.eps;
 #pragma omp parallel for schedule(static)
@@ -216,6 +283,7 @@ static void update_running(ct_cpu *b, ct_cpu_node *nd, long count) {
 static int bn_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
     (void)step;
     ct_cpu_bn *bn = &nd->bn;
+    if (bn->src_x.on && ct_cpu_exec(&b->c, &bn->src_x.r, err) != 0) return -1;
     if (!train) return ct_cpu_exec(&b->c, &bn->fwd_inf, err);
     if (!b->o.training)
         return ct_errorf(err, "a training forward needs a training plan (batch statistics)");
@@ -240,9 +308,9 @@ static int bn_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t ste
     if (b->n == b->N) {
         if (ct_cpu_exec(&b->c, &bn->bwd, err) != 0) return -1;
     } else {
-        ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
-        own_backward(b, nd, gin ? gin->ptr : bn->dsrc.ptr);
+        own_backward(b, nd, bn->dsrc.ptr);
     }
+    if (bn->dsrc_x.on && ct_cpu_exec(&b->c, &bn->dsrc_x.r, err) != 0) return -1;
     if (!b->o.accumulate) return 0; /* written straight into the grads */
     float *gw = b->grads + b->g->params[nd->g->weight].offset;
     float *gb = b->grads + b->g->params[nd->g->bias].offset;

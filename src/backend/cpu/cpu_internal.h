@@ -108,7 +108,13 @@ typedef struct ct_cpu_bn {
     ct_cpu_tensor dscale;          /* [2][C] gradient scratch (accumulate plans) */
     ct_cpu_tensor rmean, rvar;     /* [C] views of the buffers */
     int64_t *num_batches;          /* the num_batches_tracked buffer */
-    ct_cpu_tensor dsrc;            /* diff_src scratch when there is no gact[i-1] */
+    ct_cpu_tensor src, dsrc;       /* the input and its gradient in the batch norm's desc:
+                                      views of act[i-1] / gact[i-1] (src_view, dsrc_view),
+                                      or workspaces with a reorder from / to them (1d
+                                      after a blocked flatten); dsrc is scratch when there
+                                      is no gact[i-1] */
+    bool src_view, dsrc_view;
+    ct_cpu_xfer src_x, dsrc_x;
     int C;                         /* channels (2d) or features (1d) */
     long S;                        /* values per channel per row: H*W (1d: 1) */
     uint64_t stats_batch;          /* the batch (b->batch_serial) whose statistics the
