@@ -6,10 +6,10 @@
  * layout of PyTorch's state_dict for the equivalent nn.Sequential:
  *   layers.<i>.weight  conv2d: [out, in, k, k] (OIHW); linear: [out, in]
  *   layers.<i>.bias    [out]
+ *   layers.<i>.weight  batchnorm2d / batchnorm1d: gamma [C] (init 1)
+ *   layers.<i>.bias    batchnorm2d / batchnorm1d: beta [C] (init 0)
  * Gradients and optimizer state mirror that array element for element, so the
  * optimizer, zeroing, all-reduce and checkpoint code each walk one flat range.
- *   layers.<i>.weight  batchnorm2d / batchnorm1d: gamma [C] (init 1)
- *   layers.<i>.bias    batchnorm: beta [C] (init 0)
  *
  * Buffers: state a layer keeps that is not a parameter (no gradient, no
  * optimizer, no all-reduce), PyTorch's state_dict buffers. The batch norms have
