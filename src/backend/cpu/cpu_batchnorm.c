@@ -289,8 +289,8 @@ static int bn_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_
         return ct_errorf(err, "a training forward needs a training plan (batch statistics)");
     long count = (long)b->n * bn->S;
     if (count < 2)
-        return ct_errorf(err, "training needs more than 1 value per channel, got %d row(s) of %ld "
-                         "(PyTorch refuses this too)", b->n, bn->S);
+        return ct_errorf(err, "training needs more than 1 value per channel: a batch of %d row(s) "
+                         "gives %ld (PyTorch refuses this too)", b->n, (long)b->n * bn->S);
     if (b->n == b->N) {
         if (ct_cpu_exec(&b->c, &bn->fwd_train, err) != 0) return -1;
     } else {

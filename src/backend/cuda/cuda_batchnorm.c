@@ -51,8 +51,8 @@ static int bn_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t epoch, 
     if (!b->o.training)
         return ct_errorf(err, "a training forward needs a training plan (batch statistics)");
     if ((long)b->n * S < 2)
-        return ct_errorf(err, "training needs more than 1 value per channel, got %d row(s) of %ld "
-                         "(PyTorch refuses this too)", b->n, S);
+        return ct_errorf(err, "training needs more than 1 value per channel: a batch of %d row(s) "
+                         "gives %ld (PyTorch refuses this too)", b->n, (long)b->n * S);
     bool update = nd->stats_batch != b->batch_serial;
     float *mean = nd->bn_stats, *var = nd->bn_stats + C;
     CT_KERNEL(err, ct_cuda_bn_stats(x, b->n, C, S, (float)nd->g->cfg.momentum, mean, var,
