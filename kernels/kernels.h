@@ -86,6 +86,26 @@ int ct_cuda_fill(float *p, float v, size_t n, void *stream);
 int ct_cuda_curand_philox(const uint32_t ctr[4], uint32_t k0, uint32_t k1, uint32_t *out,
                           void *stream);
 
+/* ---- batch normalization (batchnorm.cu) ----------------------------------------- */
+
+/* x [N, C, S] plain NCHW (S = H*W; 1 for flat [N, F]); every per-channel array is
+ * [C]. Statistics of rows [0, n) (n * S >= 2): save_mean / save_var get the mean and
+ * the biased variance; when run_mean != NULL, run_mean / run_var move by momentum
+ * towards the mean and the unbiased variance and *tracked grows by 1. */
+int ct_cuda_bn_stats(const float *x, int n, int C, long S, float momentum, float *save_mean,
+                     float *save_var, float *run_mean, float *run_var, long long *tracked,
+                     void *stream);
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta over all N rows. */
+int ct_cuda_bn_apply(const float *x, float *y, int N, int C, long S, const float *mean,
+                     const float *var, float eps, const float *gamma, const float *beta,
+                     void *stream);
+/* The training backward from the saved statistics of rows [0, n): dgamma / dbeta
+ * written (accumulate 0) or added to; dx (may be NULL) in rows [0, n), zero in
+ * rows [n, N). */
+int ct_cuda_bn_backward(const float *x, const float *dy, int N, int n, int C, long S,
+                        const float *mean, const float *var, float eps, const float *gamma,
+                        float *dx, float *dgamma, float *dbeta, int accumulate, void *stream);
+
 /* ---- loss and metrics (loss.cu) ------------------------------------------------- */
 
 /* Device-side metric accumulators (one arena region). */

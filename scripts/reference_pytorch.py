@@ -2,7 +2,7 @@
 """reference_pytorch.py: the same training as `ctrain fit CONFIG`, written in PyTorch.
 
 Builds the config's layer list as an nn.Sequential stored as `layers` (so its
-state_dict names equal ctrain's checkpoint names), PyTorch's default init (the
+state_dict names equal ctrain's checkpoint names, batch norms' buffers included), PyTorch's default init (the
 Kaiming-uniform scheme ctrain copies), the config's optimizer (sgd/adam/adamw with
 lr, momentum, weight decay, betas, eps), batch size, normalization, epochs and
 train.label_smoothing (training and evaluation loss), with the whole dataset
@@ -106,6 +106,10 @@ def build_layers(entries, shape, flat=False):
                 shortcut = nn.Sequential(*sc)
             m = Residual(nn.Sequential(*body), shortcut)
             shape, flat = out, out_flat
+        elif kind in ("batchnorm2d", "batchnorm1d"):
+            # ctrain's num_features is the channels (2d) or the features (1d, flat)
+            bn = nn.BatchNorm2d if kind == "batchnorm2d" else nn.BatchNorm1d
+            m = bn(shape[0], eps=float(p.get("eps", 1e-5)), momentum=float(p.get("momentum", 0.1)))
         else:
             sys.exit(f"reference_pytorch.py: unsupported layer '{kind}'")
         mods.append(m)

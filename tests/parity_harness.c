@@ -25,6 +25,7 @@ bool (*parity_skip)(void);
 bool parity_fuse;
 ct_cpu_loops parity_cpu_loops;
 float parity_label_smoothing;
+bool parity_accumulate = true;
 
 
 void parity_print_loops_isa(void) {
@@ -110,8 +111,8 @@ static harness *open_any(int C, int H, int W, const ct_layer_cfg *layers, int n,
         if (h->g.nodes[i].src[0] >= 0) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
                      .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED,
-                     .fuse = parity_fuse, .cpu_loops = parity_cpu_loops, .accumulate = true,
-                     .label_smoothing = parity_label_smoothing};
+                     .fuse = parity_fuse, .cpu_loops = parity_cpu_loops,
+                     .accumulate = parity_accumulate, .label_smoothing = parity_label_smoothing};
     h->vt = parity_vt;
     ct_plan_init(&h->plan, h->vt->align); /* as ct_model_create does */
     if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
@@ -225,6 +226,11 @@ void ref_forward(const ct_graph *g, int k, const double *x, const double *p, int
     case CT_LAYER_DROPOUT:
         ct_ref_dropout_forward(x, n, (long)row_numel(nd->in), FIRST_POS, c->p, SEED, k, STEP, y);
         break;
+    case CT_LAYER_BATCHNORM2D:
+    case CT_LAYER_BATCHNORM1D: /* training: the batch's statistics */
+        ct_ref_batchnorm_forward_train(x, n, C, (long)H * W, p + g->params[nd->weight].offset,
+                                       p + g->params[nd->bias].offset, c->eps, y, NULL, NULL);
+        break;
     case CT_LAYER_GLOBAL_AVGPOOL: ct_ref_global_avgpool_forward(x, n, C, H, W, y); break;
     default:
         if (ref_act_of(nd->kind) < 0) fail();
@@ -262,6 +268,11 @@ void ref_backward(const ct_graph *g, int k, const double *x, const double *p, in
         ct_ref_dropout_backward(dy, n, (long)row_numel(nd->in), FIRST_POS, c->p, SEED, k, STEP,
                                 dx);
         break;
+    case CT_LAYER_BATCHNORM2D:
+    case CT_LAYER_BATCHNORM1D:
+        ct_ref_batchnorm_backward(x, n, C, (long)H * W, p + g->params[nd->weight].offset, c->eps,
+                                  dy, dx, dw, db);
+        break;
     case CT_LAYER_GLOBAL_AVGPOOL: ct_ref_global_avgpool_backward(n, C, H, W, dy, dx); break;
     default:
         if (ref_act_of(nd->kind) < 0) fail();
@@ -273,6 +284,33 @@ void ref_backward(const ct_graph *g, int k, const double *x, const double *p, in
 
 /* Runs nodes 0..k forward (train) on n random rows, compares act[k]; in training
  * drives backward(k) from a random dy and compares gact[k-1] and node k's grads. */
+/* Node k's batch-norm buffers from the backend: running mean / var [C] (doubles) and
+ * num_batches_tracked. */
+static void bn_buffers(harness *h, int k, double *rm, double *rv, int64_t *tracked) {
+    const ct_graph *g = &h->g;
+    char *buf = malloc(g->n_buffer_bytes + 8);
+    assert_non_null(buf);
+    OK(h->vt->buffers_to_host(h->b, buf, E));
+    const ct_buffer_info *bi = &g->buffers[g->nodes[k].buffer];
+    const float *m = (const float *)(buf + bi[CT_BN_RUNNING_MEAN].offset);
+    const float *v = (const float *)(buf + bi[CT_BN_RUNNING_VAR].offset);
+    for (size_t c = 0; c < bi[CT_BN_RUNNING_MEAN].count; c++) rm[c] = m[c], rv[c] = v[c];
+    memcpy(tracked, buf + bi[CT_BN_NUM_BATCHES].offset, sizeof *tracked);
+    free(buf);
+}
+
+static void ref_bn_eval(harness *h, int k, const double *x, const double *p, int n, double *y) {
+    const ct_node *nd = &h->g.nodes[k];
+    int C = nd->in.c;
+    double *rm = calloc((size_t)C, sizeof *rm), *rv = calloc((size_t)C, sizeof *rv);
+    int64_t tracked;
+    bn_buffers(h, k, rm, rv, &tracked);
+    ct_ref_batchnorm_forward_eval(x, n, C, (long)nd->in.h * nd->in.w,
+                                  p + h->g.params[nd->weight].offset,
+                                  p + h->g.params[nd->bias].offset, rm, rv, nd->cfg.eps, y);
+    free(rm), free(rv);
+}
+
 parity_out parity_n(harness *h, int k, int n, bool train) {
     const ct_graph *g = &h->g;
     const ct_node *nd = &g->nodes[k];
@@ -291,7 +329,9 @@ parity_out parity_n(harness *h, int k, int n, bool train) {
 
     double *xd = to_d(xin, (size_t)n * in_row), *pd = to_d(p, g->n_param_floats);
     double *yr = calloc((size_t)n * out_row, sizeof *yr);
-    if (train || nd->kind != CT_LAYER_DROPOUT)
+    if (!train && nd->buffer >= 0) /* eval batch norm: the backend's running statistics */
+        ref_bn_eval(h, k, xd, pd, n, yr);
+    else if (train || nd->kind != CT_LAYER_DROPOUT)
         ref_forward(g, k, xd, pd, n, yr);
     else
         memcpy(yr, xd, (size_t)n * in_row * sizeof *yr); /* eval dropout = identity */
@@ -821,6 +861,178 @@ void parity_partial_batch(float row_tol) {
             assert_true(fabsf(y3[i] - y8[i]) <= row_tol * (1.0f + fabsf(y8[i])));
     }
     free(x), free(p), free(y8), free(y3);
+    close_h(h);
+}
+
+/* ---- batch norm ------------------------------------------------------------------------ */
+
+/* The running statistics a training forward of node k over the n rows of act[k-1]
+ * should leave, from the previous ones (rm, rv; updated in place), checked against
+ * the backend's buffers with num_batches_tracked == tracked. */
+static void check_running(harness *h, int k, int n, double *rm, double *rv, int64_t tracked) {
+    const ct_node *nd = &h->g.nodes[k];
+    int C = nd->in.c;
+    long S = (long)nd->in.h * nd->in.w;
+    size_t in_n = (size_t)n * row_numel(nd->in);
+    float *xin = malloc(in_n * sizeof *xin);
+    if (k > 0)
+        OK(h->vt->tensor_to_host(h->b, k - 1, false, xin, E));
+    else
+        OK(h->vt->tensor_to_host(h->b, -1, false, xin, E));
+    double *xd = to_d(xin, in_n), *y = malloc(in_n * sizeof *y);
+    double *mean = malloc((size_t)C * sizeof *mean), *var = malloc((size_t)C * sizeof *var);
+    double *gm = malloc((size_t)C * sizeof *gm), *gv = malloc((size_t)C * sizeof *gv);
+    double *one = malloc((size_t)C * sizeof *one);
+    for (int c = 0; c < C; c++) one[c] = 1.0;
+    ct_ref_batchnorm_forward_train(xd, n, C, S, one, one, nd->cfg.eps, y, mean, var);
+    ct_ref_batchnorm_update(C, (long)n * S, mean, var, nd->cfg.momentum, rm, rv);
+    int64_t got_tracked = -1;
+    bn_buffers(h, k, gm, gv, &got_tracked);
+    float *gmf = malloc((size_t)C * sizeof *gmf), *gvf = malloc((size_t)C * sizeof *gvf);
+    for (int c = 0; c < C; c++) gmf[c] = (float)gm[c], gvf[c] = (float)gv[c];
+    check_close(gmf, rm, (size_t)C, "running_mean");
+    check_close(gvf, rv, (size_t)C, "running_var");
+    assert_int_equal(got_tracked, tracked);
+    free(xin), free(xd), free(y), free(mean), free(var), free(gm), free(gv), free(one);
+    free(gmf), free(gvf);
+}
+
+/* A partial batch's input gradient must be zero on the stale rows, or the conv
+ * before would learn from them: its weight gradient after backward(k) and
+ * backward(k - 1) against the reference on the n real rows. */
+static void check_conv_before(harness *h, int k, int n, const parity_out *o) {
+    const ct_graph *g = &h->g;
+    const ct_node *cv = &g->nodes[k - 1];
+    OK(h->vt->backward(h->b, k - 1, false, STEP, E));
+    size_t x_n = (size_t)n * row_numel(g->input);
+    float *x = malloc(x_n * sizeof *x), *p = malloc((g->n_param_floats + 1) * sizeof *p);
+    float *gr = malloc((g->n_param_floats + 1) * sizeof *gr);
+    OK(h->vt->tensor_to_host(h->b, -1, false, x, E));
+    OK(h->vt->params_to_host(h->b, p, E));
+    OK(h->vt->grads_to_host(h->b, gr, E));
+    double *xd = to_d(x, x_n), *pd = to_d(p, g->n_param_floats);
+    double *dyd = to_d(o->dx, (size_t)n * row_numel(cv->out));
+    double *dpr = calloc(g->n_param_floats + 1, sizeof *dpr);
+    ref_backward(g, k - 1, xd, pd, n, dyd, NULL, dpr);
+    const ct_param_info *w = &g->params[cv->weight];
+    check_close(gr + w->offset, dpr + w->offset, w->count, "conv weight gradient before a batch norm");
+    free(x), free(p), free(gr), free(xd), free(pd), free(dyd), free(dpr);
+}
+
+void parity_test_batchnorm(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    /* batchnorm2d after a conv (whatever layout the conv picks): full batch, then a
+     * partial one after it left stale rows, then evaluation on the running stats */
+    ct_layer_cfg bn2 = L(CT_LAYER_BATCHNORM2D);
+    bn2.momentum = 0.3, bn2.eps = 1e-3;
+    ct_layer_cfg a[] = {conv(5, 3, 1, 1, false), bn2, L(CT_LAYER_RELU)};
+    harness *h = open_h(2, 5, 5, a, 3, 6);
+    double rm[5] = {0}, rv[5] = {1, 1, 1, 1, 1};
+    parity_out o = parity_n(h, 1, 6, true);
+    check_running(h, 1, 6, rm, rv, 1);
+    parity_out_free(&o);
+    o = parity_n(h, 1, 4, true);
+    check_running(h, 1, 4, rm, rv, 2);
+    check_conv_before(h, 1, 4, &o);
+    parity_out_free(&o);
+    o = parity_n(h, 1, 6, false); /* evaluation: running statistics, no update */
+    parity_out_free(&o);
+    o = parity_n(h, 1, 3, false);
+    parity_out_free(&o);
+    double rm2[5], rv2[5];
+    int64_t tracked;
+    bn_buffers(h, 1, rm2, rv2, &tracked);
+    assert_int_equal(tracked, 2);
+    close_h(h);
+
+    /* batchnorm1d after a linear layer, full and partial; a batch norm as node 0
+     * (no input gradient to give) */
+    ct_layer_cfg b[] = {L(CT_LAYER_FLATTEN), linear(7, true), L(CT_LAYER_BATCHNORM1D)};
+    h = open_h(1, 3, 3, b, 3, 5);
+    o = parity_n(h, 2, 5, true), parity_out_free(&o);
+    o = parity_n(h, 2, 2, true), parity_out_free(&o);
+    o = parity_n(h, 2, 5, false), parity_out_free(&o);
+    close_h(h);
+    /* batchnorm1d right after a flatten: per feature (C*H*W of them), whatever
+     * layout the conv before chose; and after a flatten of the batch itself */
+    ct_layer_cfg f[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_FLATTEN), L(CT_LAYER_BATCHNORM1D),
+                        linear(3, true)};
+    h = open_h(2, 4, 4, f, 4, 5);
+    o = parity_n(h, 2, 5, true), parity_out_free(&o);
+    o = parity_n(h, 2, 3, true), parity_out_free(&o);
+    o = parity_n(h, 2, 5, false), parity_out_free(&o);
+    close_h(h);
+    h = open_h(2, 3, 3, f + 1, 3, 4);
+    o = parity_n(h, 1, 4, true), parity_out_free(&o);
+    o = parity_n(h, 1, 2, true), parity_out_free(&o);
+    o = parity_n(h, 1, 4, false), parity_out_free(&o);
+    close_h(h);
+
+    ct_layer_cfg c[] = {L(CT_LAYER_BATCHNORM2D), conv(3, 3, 1, 0, true)};
+    h = open_as_built(3, 4, 4, c, 2, 5);
+    double rm0[3] = {0}, rv0[3] = {1, 1, 1};
+    o = parity_n(h, 0, 5, true), parity_out_free(&o);
+    check_running(h, 0, 5, rm0, rv0, 1);
+    o = parity_n(h, 0, 3, true), parity_out_free(&o);
+    check_running(h, 0, 3, rm0, rv0, 2);
+    close_h(h);
+
+    /* accumulate: a second micro-batch of the same rows adds the same gradients
+     * (full and partial batches); a plan made without accumulation too */
+    for (int plan_acc = 1; plan_acc >= 0; plan_acc--) {
+        parity_accumulate = plan_acc;
+        h = open_h(2, 5, 5, a, 3, 6);
+        for (int n = 6; n >= 4; n -= 2) {
+            o = parity_n(h, 1, n, true);
+            if (plan_acc) {
+                for (int i = 0; i <= 1; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+                OK(h->vt->backward(h->b, 1, true, STEP, E));
+                float *g2 = malloc(h->g.n_param_floats * sizeof *g2);
+                OK(h->vt->grads_to_host(h->b, g2, E));
+                for (int w = 0; w < 2; w++) {
+                    const ct_param_info *pi = &h->g.params[w ? h->g.nodes[1].bias
+                                                             : h->g.nodes[1].weight];
+                    for (size_t j = pi->offset; j < pi->offset + pi->count; j++)
+                        assert_true(fabsf(g2[j] - 2.0f * o.grads[j]) <= 1e-6f + 1e-6f * fabsf(g2[j]));
+                }
+                free(g2);
+            }
+            parity_out_free(&o);
+        }
+        close_h(h);
+    }
+    parity_accumulate = true;
+}
+
+/* One update per loaded batch: a second training forward of the same batch (what a
+ * checkpointed span's recompute in backward is) leaves the running statistics as
+ * they are; the next batch updates them again. A training forward of 1 value per
+ * channel is refused, as PyTorch refuses it. */
+void parity_test_batchnorm_once_per_batch(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(4, true), L(CT_LAYER_BATCHNORM1D)};
+    harness *h = open_h(1, 2, 3, a, 3, 4);
+    float *x = rand_f(4 * 6, 1.0), *p = rand_params(&h->g);
+    int32_t lab[4] = {0};
+    double rm[4] = {0}, rv[4] = {1, 1, 1, 1};
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, lab, 4, 0, E));
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < 3; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    check_running(h, 2, 4, rm, rv, 1);
+    OK(h->vt->load_batch(h->b, x + 6, lab, 3, 4, E));
+    for (int rep = 0; rep < 2; rep++)
+        for (int i = 0; i < 3; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    check_running(h, 2, 3, rm, rv, 2);
+    OK(h->vt->load_batch(h->b, x, lab, 1, 0, E));
+    for (int i = 0; i < 2; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    ct_err e = {{0}};
+    assert_int_not_equal(h->vt->forward(h->b, 2, true, STEP, &e), 0);
+    assert_non_null(strstr(e.msg, "more than 1 value per channel"));
+    OK(h->vt->forward(h->b, 2, false, STEP, E)); /* evaluation of one row is fine */
+    free(x), free(p);
     close_h(h);
 }
 

@@ -42,6 +42,8 @@ extern bool parity_fuse;
 extern ct_cpu_loops parity_cpu_loops;
 /* ... with this train.label_smoothing (ct_run_opts.label_smoothing; default 0). */
 extern float parity_label_smoothing;
+/* ... and plan for backward with accumulate (ct_run_opts.accumulate; default true). */
+extern bool parity_accumulate;
 
 /* Says which bodies of ctrain's CPU loops this machine runs: with AVX2 the tests
  * compare them with the portable ones; without (or capped by CTRAIN_MAX_CPU_ISA) the
@@ -139,6 +141,16 @@ void parity_test_global_avgpool(void **state);
  * (other first_pos) draws the same mask; the same rows at other positions (the next
  * micro-batch of an accumulation group) or in another epoch draw other masks. */
 void parity_test_dropout_keys(void **state);
+/* batchnorm2d (after a conv) and batchnorm1d (after a linear) in training and
+ * evaluation, full and partial batches (the stale rows give the conv before no
+ * gradient), as node 0 too; the running statistics after each training batch
+ * against the reference update (unbiased variance) and num_batches_tracked;
+ * backward with accumulate adds, in plans made with and without it. */
+void parity_test_batchnorm(void **state);
+/* The running statistics move once per loaded batch however often a training
+ * forward runs on it (a checkpointed span's recompute); 1 value per channel is
+ * refused in training. */
+void parity_test_batchnorm_once_per_batch(void **state);
 /* Softmax cross-entropy (plain and with label smoothing 0.3), its gradient and the
  * metric accumulators; one Adam step. */
 void parity_test_loss(void **state);

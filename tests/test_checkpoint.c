@@ -396,8 +396,8 @@ static void test_bad_offsets(void **state) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "invalid dimension"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "data_offsets"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4, "unknown field"},
-        {"{\"layers.0.steps\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8,
-         "tensor 'layers.0.steps' has unsupported dtype I64"},
+        {"{\"layers.0.steps\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+         "tensor 'layers.0.steps' has unsupported dtype I32"},
         {"{\"__metadata__\":{\"epoch\":3}}", 0, "metadata value for 'epoch' is not a string"},
         {"{\"__metadata__\":{\"data_crc32\":\"xyz\"}}", 0, "not 8 hex digits"},
         {"[1,2]", 0, "not a JSON object"},
@@ -486,6 +486,140 @@ static void test_foreign_dtypes(void **state) {
     assert_string_equal(ct_checkpoint_meta_get(&ck, "format"), "pt");
     assert_true(ct_checkpoint_find(&ck, "w")->data[1] == -2.0f);
     ct_checkpoint_free(&ck);
+    ct_test_rmtree(dir);
+}
+
+/* ---- batch norm state ---------------------------------------------------------- */
+
+#define BN_YAML                                                                            \
+    "model:\n"                                                                             \
+    "  input: [1, 4, 4]\n"                                                                 \
+    "  layers:\n"                                                                          \
+    "    - conv2d: {out_channels: 3, kernel: 3, padding: 1}\n"                             \
+    "    - batchnorm2d\n"                                                                  \
+    "    - relu\n"                                                                         \
+    "    - flatten\n"                                                                      \
+    "    - linear: {out_features: 10}\n"                                                   \
+    "    - batchnorm1d: {momentum: 0.2, eps: 0.001}\n"                                      \
+    "data: {train_images: a, train_labels: b, test_images: c, test_labels: d}\n"
+
+static ct_model *bn_model(ct_config *cfg) {
+    ct_err err = {{0}};
+    ct_config_defaults(cfg);
+    if (ct_config_parse(BN_YAML, strlen(BN_YAML), "bn.yaml", NULL, cfg, &err) != 0)
+        fail_msg("parse: %s", err.msg);
+    ct_device_cfg cpu = {.kind = CT_DEVICE_CPU, .index = -1};
+    ct_device_choice dev;
+    if (ct_device_select(&cpu, &dev, &err) != 0) fail_msg("device: %s", err.msg);
+    ct_model_req req = {.training = true, .batch = 4};
+    ct_model *m = NULL;
+    if (ct_model_create(cfg, &dev, &req, &m, &err) != 0 || ct_model_bind(m, &err) != 0)
+        fail_msg("model: %s", err.msg);
+    return m;
+}
+
+/* Distinct buffer values: running_mean 0.5 c + layer, running_var 1 + c, and a
+ * num_batches_tracked beyond 2^32 (exact only as an integer). */
+static void bn_fill(ct_model *m, char *buf) {
+    const ct_graph *g = &m->graph;
+    for (int b = 0; b < g->n_buffers; b++) {
+        const ct_buffer_info *bf = &g->buffers[b];
+        for (size_t c = 0; c < bf->count; c++) {
+            if (bf->dtype == CT_BUF_I64) {
+                int64_t v = 123456789012LL + bf->layer;
+                memcpy(buf + bf->offset, &v, sizeof v);
+            } else {
+                float v = strstr(bf->name, "mean") ? 0.5f * (float)c + (float)bf->layer
+                                                   : 1.0f + (float)c;
+                memcpy(buf + bf->offset + c * sizeof v, &v, sizeof v);
+            }
+        }
+    }
+}
+
+/* The batch norms' entries under PyTorch's state_dict names, dtypes and shapes
+ * (running_* F32 [C], num_batches_tracked I64 []), parameters 1 and 0 from a fresh
+ * model, and the buffers through save and load bit for bit; a file without a buffer
+ * or with one mis-shaped is refused naming it. */
+static void test_batchnorm_state(void **state) {
+    (void)state;
+    ct_config cfg, cfg2;
+    ct_model *m = bn_model(&cfg), *m2 = bn_model(&cfg2);
+    ct_err err = {{0}};
+    const ct_backend_vt *vt = m->device.vt;
+    size_t nb = m->graph.n_buffer_bytes;
+    assert_int_equal(m->graph.n_buffers, 6);
+    char *want = calloc(1, nb), *got = calloc(1, nb);
+    /* a fresh backend holds PyTorch's initial values */
+    assert_int_equal(vt->buffers_to_host(m->be, got, &err), 0);
+    const ct_buffer_info *b1 = &m->graph.buffers[0];
+    assert_string_equal(b1[0].name, "layers.1.running_mean");
+    assert_string_equal(b1[1].name, "layers.1.running_var");
+    assert_string_equal(b1[2].name, "layers.1.num_batches_tracked");
+    assert_string_equal(m->graph.buffers[3].name, "layers.5.running_mean");
+    float f;
+    memcpy(&f, got + b1[0].offset, sizeof f), assert_true(f == 0.0f);
+    memcpy(&f, got + b1[1].offset + 2 * sizeof f, sizeof f), assert_true(f == 1.0f);
+    int64_t k;
+    memcpy(&k, got + b1[2].offset, sizeof k), assert_int_equal(k, 0);
+    bn_fill(m, want);
+    assert_int_equal(vt->buffers_from_host(m->be, want, &err), 0);
+
+    char dir[256], path[512];
+    ct_test_mkdtemp(dir, sizeof dir);
+    join(path, sizeof path, dir, "bn.bin");
+    ct_ckpt_info info = {.epoch = 1, .step = 2};
+    if (ct_model_save(m, &cfg, &info, path, &err) != 0) fail_msg("save: %s", err.msg);
+    ct_checkpoint ck;
+    if (ct_checkpoint_read(path, &ck, &err) != 0) fail_msg("read: %s", err.msg);
+    static const struct { const char *name; int ndim, dim; ct_ckpt_dtype dt; } want_t[] = {
+        {"layers.1.weight", 1, 3, CT_CKPT_F32},           {"layers.1.bias", 1, 3, CT_CKPT_F32},
+        {"layers.1.running_mean", 1, 3, CT_CKPT_F32},     {"layers.1.running_var", 1, 3, CT_CKPT_F32},
+        {"layers.1.num_batches_tracked", 0, 0, CT_CKPT_I64},
+        {"layers.5.weight", 1, 10, CT_CKPT_F32},          {"layers.5.running_var", 1, 10, CT_CKPT_F32},
+        {"layers.5.num_batches_tracked", 0, 0, CT_CKPT_I64},
+    };
+    for (size_t i = 0; i < sizeof want_t / sizeof want_t[0]; i++) {
+        const ct_ckpt_tensor *t = ct_checkpoint_find(&ck, want_t[i].name);
+        if (!t) fail_msg("no tensor %s", want_t[i].name);
+        assert_int_equal(t->ndim, want_t[i].ndim);
+        assert_int_equal(t->dtype, want_t[i].dt);
+        if (t->ndim) assert_int_equal(t->shape[0], want_t[i].dim);
+    }
+    assert_null(ct_checkpoint_find(&ck, "optimizer.exp_avg.layers.1.running_mean"));
+    assert_int_equal(ct_checkpoint_find(&ck, "layers.5.num_batches_tracked")->i64[0],
+                     123456789012LL + 5);
+    if (ct_model_load_params(m2, &ck, path, false, &err) != 0) fail_msg("load: %s", err.msg);
+    memset(got, 0, nb);
+    assert_int_equal(vt->buffers_to_host(m2->be, got, &err), 0);
+    assert_memory_equal(got, want, nb);
+
+    /* refused: a missing buffer, a mis-shaped one, a negative count */
+    ct_ckpt_tensor *rv = (ct_ckpt_tensor *)ct_checkpoint_find(&ck, "layers.5.running_var");
+    rv->shape[0] = 9;
+    assert_int_not_equal(ct_model_load_params(m2, &ck, path, false, &err), 0);
+    assert_non_null(strstr(err.msg, "'layers.5.running_var' has shape [9]"));
+    rv->shape[0] = 10;
+    ct_ckpt_tensor *nt = (ct_ckpt_tensor *)ct_checkpoint_find(&ck, "layers.1.num_batches_tracked");
+    nt->i64[0] = -3;
+    assert_int_not_equal(ct_model_load_params(m2, &ck, path, false, &err), 0);
+    assert_non_null(strstr(err.msg, "layers.1.num_batches_tracked"));
+    free(nt->name);
+    nt->name = strdup("layers.1.other");
+    assert_int_not_equal(ct_model_load_params(m2, &ck, path, false, &err), 0);
+    assert_non_null(strstr(err.msg, "tensor 'layers.1.num_batches_tracked' is missing"));
+    ct_checkpoint_free(&ck);
+
+    /* the header says I64 with shape [] (what PyTorch's load_state_dict takes) */
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    char head[4096] = {0};
+    assert_true(fread(head, 1, sizeof head - 1, fp) > 8);
+    fclose(fp);
+    assert_non_null(strstr(head + 8, "\"layers.1.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[]"));
+    ct_model_destroy(m), ct_model_destroy(m2);
+    ct_config_free(&cfg), ct_config_free(&cfg2);
+    free(want), free(got);
     ct_test_rmtree(dir);
 }
 
@@ -820,6 +954,7 @@ int main(void) {
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_bad_offsets),
         cmocka_unit_test(test_foreign_dtypes),
+        cmocka_unit_test(test_batchnorm_state),
         cmocka_unit_test(test_write_into_missing_dir),
         cmocka_unit_test(test_failed_write_keeps_old_file),
         cmocka_unit_test(test_failed_rename_cleans_up),

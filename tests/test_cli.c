@@ -447,6 +447,64 @@ static void test_profile(void **state) {
     expect_error("fit configs/mlp.yaml --profile-steps 0", 2, "--profile-steps", NULL);
 }
 
+/* A model with batch norms: summary lists them and their buffers; the test metrics
+ * fit prints (evaluation on the running statistics) are what eval of the saved
+ * checkpoint prints, so the buffers were saved and read back. */
+/* Whether the summary has a row naming `kind` whose next column after it (and the
+ * "from" column, blank here) is `shape`. */
+static bool summary_row_has(const char *out, const char *kind, const char *shape) {
+    for (const char *p = out; (p = strstr(p, kind)) != NULL; p += strlen(kind)) {
+        char want[64];
+        const char *q = p + strlen(kind);
+        while (*q == ' ') q++;
+        snprintf(want, sizeof want, "%s ", shape);
+        if (strncmp(q, want, strlen(want)) == 0) return true;
+    }
+    return false;
+}
+
+static void test_batchnorm_fit_eval(void **state) {
+    (void)state;
+    char path[1024], args[2600];
+    char out[1200];
+    snprintf(out, sizeof out, "train: {epochs: 1, batch_size: 64, out: %s/out-bn}\ndevice: cpu\n"
+                              "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n", dir);
+    ct_test_write_config(dir, "bn",
+                         "    - conv2d: {out_channels: 4, kernel: 3, padding: 1}\n"
+                         "    - batchnorm2d\n"
+                         "    - relu\n"
+                         "    - maxpool2d: {kernel: 2}\n"
+                         "    - flatten\n"
+                         "    - linear: {out_features: 16}\n"
+                         "    - batchnorm1d: {momentum: 0.5}\n"
+                         "    - relu\n"
+                         "    - linear: {out_features: 10}\n",
+                         out, path, sizeof path);
+    snprintf(args, sizeof args, "summary %s", path);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("summary failed: %s", r.err);
+    if (!summary_row_has(r.out, "batchnorm2d", "4x28x28") ||
+        !summary_row_has(r.out, "batchnorm1d", "16"))
+        fail_msg("no batch norm rows with their shapes in:\n%s", r.out);
+    assert_non_null(strstr(r.out, "Buffers: 6"));
+    ct_test_run_free(&r);
+    snprintf(args, sizeof args, "fit %s", path);
+    r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("fit failed: %s", r.err);
+    const char *v = strstr(r.out, "Val Loss: ");
+    assert_non_null(v);
+    char loss[16] = {0}, acc[16] = {0};
+    assert_int_equal(sscanf(v, "Val Loss: %15[0-9.], Acc: %15[0-9.]", loss, acc), 2);
+    ct_test_run_free(&r);
+    snprintf(args, sizeof args, "eval --checkpoint %s/out-bn/model.bin --batch-size 64", dir);
+    r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("eval failed: %s", r.err);
+    char want[64];
+    snprintf(want, sizeof want, "Loss: %s  Accuracy: %s", loss, acc);
+    if (!strstr(r.out, want)) fail_msg("eval printed '%.200s', fit '%s'", r.out, want);
+    ct_test_run_free(&r);
+}
+
 static void test_summary_and_devices(void **state) {
     (void)state;
     ct_run_result r = ct_test_run(dir, "summary configs/cnn.yaml --out /nonexistent-dir-for-summary");
@@ -476,6 +534,7 @@ int main(void) {
         cmocka_unit_test(test_largest_batch_and_accumulation),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_summary_and_devices),
+        cmocka_unit_test(test_batchnorm_fit_eval),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

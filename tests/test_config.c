@@ -282,6 +282,38 @@ static void test_layer_defaults(void **state) {
     ct_config_free(&cfg);
 }
 
+/* Batch norms: bare (PyTorch's defaults) or with momentum in [0, 1] and eps > 0. */
+static void test_batchnorm_keys(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok("model:\n"
+              "  input: [3, 8, 8]\n"
+              "  layers:\n"
+              "    - batchnorm2d\n"
+              "    - batchnorm2d: {momentum: 1, eps: 0.001, checkpoint: true}\n"
+              "    - flatten\n"
+              "    - batchnorm1d: {momentum: 0}\n"
+              "    - linear: {out_features: 3}\n" DATA,
+              &cfg);
+    const ct_layer_cfg *l = cfg.layers;
+    assert_int_equal(l[0].kind, CT_LAYER_BATCHNORM2D);
+    assert_true(l[0].momentum == 0.1 && l[0].eps == 1e-5 && !l[0].checkpoint);
+    assert_true(l[1].momentum == 1.0 && l[1].eps == 0.001 && l[1].checkpoint);
+    assert_int_equal(l[3].kind, CT_LAYER_BATCHNORM1D);
+    assert_true(l[3].momentum == 0.0 && l[3].eps == 1e-5);
+    ct_config_free(&cfg);
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - batchnorm2d: {momentum: 1.5}\n" DATA,
+                 "4:31", "'batchnorm2d.momentum' must be in [0, 1], got 1.5");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - batchnorm1d: {eps: 0}\n" DATA,
+                 "4:26", "'batchnorm1d.eps' must be > 0, got 0");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - batchnorm2d: {eps: fast}\n" DATA,
+                 "4:26", "'batchnorm2d.eps'");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - batchnorm2d: {affine: false}\n" DATA,
+                 "4:21", "unknown key 'affine' in 'batchnorm2d' (valid keys: checkpoint, momentum, eps)");
+    expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - batchnorm: {}\n" DATA, "4:7",
+                 "unknown layer kind 'batchnorm'");
+}
+
 static void test_scalar_forms(void **state) {
     (void)state;
     ct_config cfg;
@@ -438,7 +470,7 @@ static void test_error_layers(void **state) {
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - softmax\n" DATA, "4:7",
                  "unknown layer kind 'softmax' (expected one of: conv2d, maxpool2d, "
                  "avgpool2d, relu, flatten, linear, dropout, residual, gelu, silu, tanh, "
-                 "sigmoid, leaky_relu, global_avgpool)");
+                 "sigmoid, leaky_relu, global_avgpool, batchnorm2d, batchnorm1d)");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - gleu\n" DATA, "4:7",
                  "unknown layer kind 'gleu' (did you mean 'gelu'?)");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - leaky_rleu\n" DATA, "4:7",
@@ -965,6 +997,7 @@ int main(void) {
         cmocka_unit_test(test_optimizer_defaults_by_type),
         cmocka_unit_test(test_layer_defaults),
         cmocka_unit_test(test_activation_layers),
+        cmocka_unit_test(test_batchnorm_keys),
         cmocka_unit_test(test_scalar_forms),
         cmocka_unit_test(test_error_unknown_key),
         cmocka_unit_test(test_error_wrong_type),

@@ -839,6 +839,8 @@ int main(void) {
         cmocka_unit_test(parity_test_activations),
         cmocka_unit_test(parity_test_global_avgpool),
         cmocka_unit_test(parity_test_dropout_keys),
+        cmocka_unit_test(parity_test_batchnorm),
+        cmocka_unit_test(parity_test_batchnorm_once_per_batch),
         cmocka_unit_test(parity_test_loss),
         cmocka_unit_test(parity_test_residual),
         cmocka_unit_test(test_accumulate),

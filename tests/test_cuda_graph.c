@@ -10,7 +10,8 @@
  * replayed: every full-batch step but the first (the warm-up) counts in
  * graph_replays; the off run and an fp16 run (ineligible: loss scaler) count none.
  * Cases: Adam with dropout and a checkpointed span (recompute in backward), SGD
- * with momentum in bf16 (tensor-core GEMMs and convolutions). Without a usable GPU
+ * with momentum in bf16 (tensor-core GEMMs and convolutions), batch norms (their
+ * buffers compared too, one inside a checkpointed span). Without a usable GPU
  * the program runs no case and exits 77 (meson's "skipped").
  */
 #include "ct_build_config.h" /* first: backend.h declares ct_backend_cuda under CT_HAVE_CUDA */
@@ -63,9 +64,22 @@ static const char *layers =
     "    - dropout: {p: 0.25}\n"
     "    - linear: {out_features: 10}\n";
 
+/* Batch norms, one inside a checkpointed span (recomputed in backward: no second
+ * update of its running statistics, recorded or not). */
+static const char *layers_bn =
+    "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+    "    - batchnorm2d: {checkpoint: true}\n"
+    "    - relu: {checkpoint: true}\n"
+    "    - maxpool2d: {kernel: 2}\n"
+    "    - flatten\n"
+    "    - linear: {out_features: 32}\n"
+    "    - batchnorm1d: {momentum: 0.2}\n"
+    "    - relu\n"
+    "    - linear: {out_features: 10}\n";
+
 /* What one run ends with. */
 typedef struct run_out {
-    float *state;            /* params then every optimizer slot */
+    float *state;            /* params, every optimizer slot, then the buffers' bytes */
     size_t n;
     long long replays, steps;
 } run_out;
@@ -116,10 +130,10 @@ static void eval_batch(ct_model *m, const ct_dataset *ds, float *x, int32_t *y) 
     assert_int_equal(mt.samples, BATCH);
 }
 
-static run_out run(const char *extra, ct_graph_mode graph) {
+static run_out run(const char *model, const char *extra, ct_graph_mode graph) {
     ct_err err = {{0}};
     char path[1024];
-    ct_test_write_config(dir, "graph", layers, extra, path, sizeof path);
+    ct_test_write_config(dir, "graph", model, extra, path, sizeof path);
     ct_config cfg;
     OK(ct_config_load(path, &cfg, &err));
     cfg.train.graph = graph;
@@ -149,12 +163,23 @@ static run_out run(const char *extra, ct_graph_mode graph) {
 
     size_t np = m->graph.n_param_floats;
     int slots = m->opts.opt_state_slots;
-    run_out o = {.n = np * (size_t)(1 + slots), .replays = st.graph_replays, .steps = steps};
-    o.state = malloc(o.n * sizeof *o.state);
+    size_t nbf = (m->graph.n_buffer_bytes + sizeof(float) - 1) / sizeof(float);
+    run_out o = {.n = np * (size_t)(1 + slots) + nbf, .replays = st.graph_replays,
+                 .steps = steps};
+    o.state = calloc(o.n + 1, sizeof *o.state);
     assert_non_null(o.state);
     OK(m->device.vt->params_to_host(m->be, o.state, &err));
     for (int s = 0; s < slots; s++)
         OK(m->device.vt->opt_state_to_host(m->be, s, o.state + np * (size_t)(1 + s), &err));
+    if (nbf) OK(m->device.vt->buffers_to_host(m->be, o.state + np * (size_t)(1 + slots), &err));
+    for (int i = 0; i < m->graph.n_nodes; i++) /* one update per training batch */
+        if (m->graph.nodes[i].buffer >= 0) {
+            const ct_buffer_info *bf = &m->graph.buffers[m->graph.nodes[i].buffer];
+            int64_t tracked;
+            memcpy(&tracked, (char *)(o.state + np * (size_t)(1 + slots)) +
+                                 bf[CT_BN_NUM_BATCHES].offset, sizeof tracked);
+            assert_int_equal(tracked, steps);
+        }
     free(x), free(y);
     ct_model_destroy(m);
     ct_dataset_free(&ds);
@@ -164,8 +189,8 @@ static run_out run(const char *extra, ct_graph_mode graph) {
 
 /* Off and auto from the same init: the same bits; auto replayed every full batch
  * after the first. */
-static void check_same(const char *extra) {
-    run_out off = run(extra, CT_GRAPH_OFF), on = run(extra, CT_GRAPH_AUTO);
+static void check_same(const char *model, const char *extra) {
+    run_out off = run(model, extra, CT_GRAPH_OFF), on = run(model, extra, CT_GRAPH_AUTO);
     int full = TRAIN / BATCH, batches = (TRAIN + BATCH - 1) / BATCH;
     print_message("%lld steps; replays: graph off %lld, auto %lld\n", on.steps, off.replays,
                   on.replays);
@@ -183,22 +208,30 @@ static void check_same(const char *extra) {
 
 static void test_adam_dropout_checkpoint(void **state) {
     (void)state;
-    check_same("optimizer: {type: adam, lr: 0.001}\n"
+    check_same(layers, "optimizer: {type: adam, lr: 0.001}\n"
                "train: {batch_size: 32}\n"
                "device: cuda\n");
 }
 
 static void test_sgd_bf16(void **state) {
     (void)state;
-    check_same("optimizer: {type: sgd, lr: 0.01, momentum: 0.9, weight_decay: 0.0001}\n"
+    check_same(layers, "optimizer: {type: sgd, lr: 0.01, momentum: 0.9, weight_decay: 0.0001}\n"
                "train: {batch_size: 32, amp: bf16}\n"
                "device: cuda\n");
+}
+
+/* Batch norms: the running statistics and num_batches_tracked (one per step) too. */
+static void test_batchnorm(void **state) {
+    (void)state;
+    check_same(layers_bn, "optimizer: {type: sgd, lr: 0.01, momentum: 0.9}\n"
+                          "train: {batch_size: 32}\n"
+                          "device: cuda\n");
 }
 
 /* fp16 needs the scaler's host check between backward and step: never replayed. */
 static void test_fp16_not_captured(void **state) {
     (void)state;
-    run_out o = run("train: {batch_size: 32, amp: fp16}\ndevice: cuda\n", CT_GRAPH_AUTO);
+    run_out o = run(layers, "train: {batch_size: 32, amp: fp16}\ndevice: cuda\n", CT_GRAPH_AUTO);
     assert_int_equal(o.replays, 0);
     free(o.state);
 }
@@ -210,6 +243,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adam_dropout_checkpoint),
         cmocka_unit_test(test_sgd_bf16),
+        cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_fp16_not_captured),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir) ? 1 : 0;

@@ -236,6 +236,46 @@ static void test_cpu_replicas(void **state) {
     check_same_as_one(cfg, 2, true, "one_repcnn", 1e-4);
 }
 
+/* Batch norms on CPU replicas: each rank normalizes its own shard and keeps its
+ * own running statistics (no SyncBatchNorm), so a two-replica run trains and
+ * saves (rank 0's buffers) other statistics than one process; num_batches_tracked
+ * still counts each of the 32 global batches once. */
+static void test_batchnorm_replicas(void **state) {
+    (void)state;
+    char cfg[1024], path[1200];
+    ct_test_write_config(dir, "bnrep",
+                         "    - flatten\n"
+                         "    - linear: {out_features: 32}\n"
+                         "    - batchnorm1d\n"
+                         "    - relu\n"
+                         "    - linear: {out_features: 10}\n",
+                         "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+                         "train: {epochs: 1, batch_size: 64, seed: 5}\ndevice: cpu\n",
+                         cfg, sizeof cfg);
+    int st;
+    free(fit(0, cfg, "bn_one", "", &st));
+    assert_int_equal(st, 0);
+    free(fit(0, cfg, "bn_two", "--device cpu:2", &st));
+    assert_int_equal(st, 0);
+    float mean[2][32];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s/model.bin", dir, k ? "bn_two" : "bn_one");
+        ct_checkpoint ck;
+        ct_err err = {{0}};
+        if (ct_checkpoint_read(path, &ck, &err) != 0) fail_msg("%s", err.msg);
+        const ct_ckpt_tensor *n = ct_checkpoint_find(&ck, "layers.2.num_batches_tracked");
+        const ct_ckpt_tensor *m = ct_checkpoint_find(&ck, "layers.2.running_mean");
+        assert_true(n && m && n->i64 && m->count == 32);
+        assert_int_equal(n->i64[0], 2048 / 64);
+        memcpy(mean[k], m->data, sizeof mean[k]);
+        ct_checkpoint_free(&ck);
+    }
+    double diff = 0.0;
+    for (int c = 0; c < 32; c++) diff += fabs((double)mean[0][c] - mean[1][c]);
+    printf("running_mean: one process vs rank 0 of 2 differ by %g in sum\n", diff);
+    assert_true(diff > 1e-4);
+}
+
 static void test_dropout_replicas_and_accumulation(void **state) {
     (void)state;
     char cfg[1024];
@@ -369,6 +409,7 @@ static void test_single_process_command_refused(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest threads[] = {
         cmocka_unit_test(test_cpu_replicas),
+        cmocka_unit_test(test_batchnorm_replicas),
         cmocka_unit_test(test_dropout_replicas_and_accumulation),
         cmocka_unit_test(test_cpu_replicas_fail_together),
     };

@@ -5,11 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/fusion.h"
 #include "graph/graph.h"
 #include "plan/plan.h"
+#include "train/init.h"
 
 /* Parses YAML model text (model: section, data keys given) and builds its graph;
  * returns the graph build's (or the parse's) status with the message in err. */
@@ -273,6 +276,70 @@ static void test_no_bias(void **state) {
     assert_int_equal(g.nodes[0].bias, -1);
 }
 
+/* Batch norms: gamma and beta [C] (init 1 and 0) in the flat parameters, and the
+ * buffers table (running_mean, running_var F32 [C], num_batches_tracked I64 [])
+ * at 8-byte-aligned byte offsets, C the channels (2d) or the features (1d). */
+static void test_batchnorm_params_and_buffers(void **state) {
+    (void)state;
+    ct_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    strcpy(cfg.source, "bn.yaml");
+    cfg.input_c = 1, cfg.input_h = 6, cfg.input_w = 6;
+    cfg.data.num_classes = 10;
+    ct_layer_cfg layers[] = {L(CT_LAYER_CONV2D, 3, 3, 1), L(CT_LAYER_BATCHNORM2D, 0, 0, 0),
+                             L(CT_LAYER_FLATTEN, 0, 0, 0), L(CT_LAYER_LINEAR, 10, 0, 0),
+                             L(CT_LAYER_BATCHNORM1D, 0, 0, 0)};
+    cfg.n_layers = 5;
+    memcpy(cfg.layers, layers, sizeof layers);
+    cfg.layers[4].bias = false; /* ignored: a batch norm always has its beta */
+    ct_graph g;
+    ct_err err = {{0}};
+    assert_int_equal(ct_graph_build(&cfg, &g, &err), 0);
+    assert_int_equal(g.n_params, 8);
+    assert_string_equal(g.params[2].name, "layers.1.weight");
+    assert_string_equal(g.params[3].name, "layers.1.bias");
+    assert_int_equal(g.params[2].ndim, 1);
+    assert_int_equal(g.params[2].dims[0], 3);
+    assert_int_equal(g.params[2].init, CT_INIT_ONES);
+    assert_int_equal(g.params[3].init, CT_INIT_ZEROS);
+    assert_int_equal(g.params[0].init, CT_INIT_UNIFORM);
+    assert_string_equal(g.params[7].name, "layers.4.bias");
+    assert_int_equal(g.params[7].dims[0], 10);
+    assert_int_equal(g.n_buffers, 6);
+    static const char *names[6] = {"layers.1.running_mean", "layers.1.running_var",
+                                   "layers.1.num_batches_tracked", "layers.4.running_mean",
+                                   "layers.4.running_var", "layers.4.num_batches_tracked"};
+    static const size_t offs[6] = {0, 16, 32, 40, 80, 120};
+    for (int b = 0; b < 6; b++) {
+        assert_string_equal(g.buffers[b].name, names[b]);
+        assert_int_equal(g.buffers[b].offset, offs[b]);
+        assert_int_equal(g.buffers[b].dtype, b % 3 == 2 ? CT_BUF_I64 : CT_BUF_F32);
+        assert_int_equal(g.buffers[b].ndim, b % 3 == 2 ? 0 : 1);
+        assert_int_equal(g.buffers[b].count, b % 3 == 2 ? 1 : b < 3 ? 3 : 10);
+    }
+    assert_int_equal(g.n_buffer_bytes, 128);
+    assert_int_equal(g.nodes[1].buffer, 0);
+    assert_int_equal(g.nodes[4].buffer, 3);
+    assert_int_equal(g.nodes[0].buffer, -1);
+    float *w = calloc(g.n_param_floats, sizeof *w); /* init: gamma 1, beta 0, others drawn */
+    ct_init_params(&g, 42, w);
+    for (int c = 0; c < 3; c++) {
+        assert_true(w[g.params[2].offset + c] == 1.0f);
+        assert_true(w[g.params[3].offset + c] == 0.0f);
+    }
+    assert_true(w[g.params[6].offset + 9] == 1.0f && w[g.params[7].offset + 9] == 0.0f);
+    assert_true(w[g.params[0].offset] != 0.0f && fabsf(w[g.params[0].offset]) <= 1.0f / 3.0f);
+    free(w);
+    unsigned char init[128];
+    memset(init, 0xAB, sizeof init);
+    ct_graph_init_buffers(&g, init);
+    float f;
+    int64_t k;
+    memcpy(&f, init + 4, sizeof f), assert_true(f == 0.0f);
+    memcpy(&f, init + 80 + 36, sizeof f), assert_true(f == 1.0f);
+    memcpy(&k, init + 120, sizeof k), assert_int_equal(k, 0);
+}
+
 static void expect_error(ct_config *cfg, const char *fragment) {
     ct_graph g;
     ct_err err = {{0}};
@@ -304,6 +371,13 @@ static void test_errors_name_layer(void **state) {
     cfg.layers[8] = L(CT_LAYER_GLOBAL_AVGPOOL, 0, 0, 0); /* after flatten */
     expect_error(&cfg, "cnn.yaml:10:7: error: layer 8 (global_avgpool): needs a C x H x W input, "
                        "got a flat vector of 256");
+    cfg.layers[8] = L(CT_LAYER_BATCHNORM2D, 0, 0, 0); /* after the linear: flat */
+    expect_error(&cfg, "layer 8 (batchnorm2d): needs a C x H x W input, got a flat vector of 256 "
+                       "features; use batchnorm1d there");
+    cnn_config(&cfg);
+    cfg.layers[1] = L(CT_LAYER_BATCHNORM1D, 0, 0, 0);
+    expect_error(&cfg, "cnn.yaml:10:7: error: layer 1 (batchnorm1d): needs a flat input (features) "
+                       "but gets 32x28x28; use batchnorm2d there, or add a flatten layer before it");
 }
 
 /* The activations keep their input's shape; global_avgpool makes [C,1,1], which a
@@ -424,6 +498,7 @@ int main(void) {
         cmocka_unit_test(test_residual_errors),
         cmocka_unit_test(test_residual_checkpointed_block),
         cmocka_unit_test(test_activation_shapes),
+        cmocka_unit_test(test_batchnorm_params_and_buffers),
         cmocka_unit_test(test_too_large_shapes),
         cmocka_unit_test(test_plan_alignment_and_totals),
         cmocka_unit_test(test_plan_full),

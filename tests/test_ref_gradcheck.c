@@ -541,6 +541,68 @@ static void test_linear(void **state) {
     assert_all_near(y, want, 3, 1e-12);
 }
 
+/* ---- batch norm ---------------------------------------------------------------- */
+
+typedef struct bn_ctx {
+    double *x, *gamma, *beta;
+    int N, C;
+    long S;
+} bn_ctx;
+
+static void bn_fwd(const void *ctx, double *y) {
+    const bn_ctx *c = ctx;
+    ct_ref_batchnorm_forward_train(c->x, c->N, c->C, c->S, c->gamma, c->beta, 1e-5, y, NULL, NULL);
+}
+
+/* The training backward against finite differences of the training forward, whose
+ * batch statistics move with x: dx, dgamma, dbeta. */
+static void gradcheck_bn(int N, int C, long S) {
+    long nx = (long)N * C * S;
+    bn_ctx c = {rand_array(nx, -2, 2), rand_array(C, 0.5, 1.5), rand_array(C, -1, 1), N, C, S};
+    double *r = rand_array(nx, -1, 1);
+    double *dx = garbage_array(nx), *dg = garbage_array(C), *db = garbage_array(C);
+    ct_ref_batchnorm_backward(c.x, N, C, S, c.gamma, 1e-5, r, dx, dg, db);
+    check_grad(bn_fwd, &c, nx, r, c.x, nx, dx, "batchnorm dx");
+    check_grad(bn_fwd, &c, nx, r, c.gamma, C, dg, "batchnorm dgamma");
+    check_grad(bn_fwd, &c, nx, r, c.beta, C, db, "batchnorm dbeta");
+    free(c.x); free(c.gamma); free(c.beta); free(r); free(dx); free(dg); free(db);
+}
+
+static void test_batchnorm_gradcheck(void **state) {
+    (void)state;
+    rng_seed(9);
+    gradcheck_bn(4, 3, 5);  /* batchnorm2d over 4 rows of 3 x (5 pixels) */
+    gradcheck_bn(2, 2, 3);  /* two rows */
+    gradcheck_bn(5, 4, 1);  /* batchnorm1d: [N, F] */
+}
+
+/* Channel 0 holds 1, 2, 3, 6 over two rows of two pixels: mean 3, biased variance
+ * 3.5, unbiased 14/3; channel 1 is constant 5 (variance 0). */
+static void test_batchnorm_by_hand(void **state) {
+    (void)state;
+    double x[8] = {1, 2, 5, 5, 3, 6, 5, 5}; /* [N=2, C=2, S=2] */
+    double g[2] = {2, 1}, b[2] = {0.5, -1}, y[8], mean[2], var[2];
+    ct_ref_batchnorm_forward_train(x, 2, 2, 2, g, b, 0.0, y, mean, var);
+    assert_near(mean[0], 3.0, 1e-12);
+    assert_near(var[0], 3.5, 1e-12);
+    assert_near(mean[1], 5.0, 1e-12);
+    assert_near(var[1], 0.0, 1e-12);
+    assert_near(y[0], (1 - 3) / sqrt(3.5) * 2 + 0.5, 1e-12);
+    assert_near(y[5], (6 - 3) / sqrt(3.5) * 2 + 0.5, 1e-12);
+    double rm[2] = {0, 0}, rv[2] = {1, 1};
+    ct_ref_batchnorm_update(2, 4, mean, var, 0.1, rm, rv);
+    assert_near(rm[0], 0.3, 1e-12);
+    assert_near(rv[0], 0.9 + 0.1 * 14.0 / 3.0, 1e-12); /* the UNBIASED variance */
+    assert_near(rm[1], 0.5, 1e-12);
+    assert_near(rv[1], 0.9, 1e-12);
+    /* evaluation: the running statistics, not the batch's */
+    double re[2] = {1, 4}, rve[2] = {4, 1};
+    ct_ref_batchnorm_forward_eval(x, 2, 2, 2, g, b, re, rve, 0.0, y);
+    assert_near(y[0], (1 - 1) / 2.0 * 2 + 0.5, 1e-12);
+    assert_near(y[1], (2 - 1) / 2.0 * 2 + 0.5, 1e-12);
+    assert_near(y[2], (5 - 4) / 1.0 * 1 - 1, 1e-12);
+}
+
 /* ---- dropout ------------------------------------------------------------------ */
 
 typedef struct dropout_ctx {
@@ -768,6 +830,8 @@ int main(void) {
         cmocka_unit_test(test_act_elementwise_matches_ref),
         cmocka_unit_test(test_global_avgpool),
         cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_batchnorm_gradcheck),
+        cmocka_unit_test(test_batchnorm_by_hand),
         cmocka_unit_test(test_dropout_gradcheck),
         cmocka_unit_test(test_dropout_matches_elementwise),
         cmocka_unit_test(test_dropout_scale4_matches_scale),

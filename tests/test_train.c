@@ -444,9 +444,10 @@ static void test_stepper_counts_adam_steps_from_one(void **state) {
 }
 
 /* Two epochs of Adam on 1200 samples with the given layers; returns the weights and
- * the plan's activation bytes. */
-static float *train_with_layers(const char *name, const char *layers, size_t *n,
-                                size_t *act_bytes) {
+ * the plan's activation bytes, and (bufs != NULL) the buffers (malloc'd,
+ * n_buffer_bytes of them in *n_bufs). */
+static float *train_with_buffers(const char *name, const char *layers, size_t *n,
+                                 size_t *act_bytes, unsigned char **bufs, size_t *n_bufs) {
     ct_config cfg;
     char path[1024];
     ct_test_write_config(dir, name, layers, "train: {batch_size: 100, seed: 5}\n", path,
@@ -473,8 +474,61 @@ static float *train_with_layers(const char *name, const char *layers, size_t *n,
     *act_bytes = ct_plan_kind_bytes(&r.m->plan, CT_REGION_ACTIVATIONS);
     float *w = malloc(*n * sizeof(float));
     assert_int_equal(dev.vt->params_to_host(r.m->be, w, &err), 0);
+    if (bufs) {
+        *n_bufs = r.m->graph.n_buffer_bytes;
+        *bufs = malloc(*n_bufs + 1);
+        assert_int_equal(dev.vt->buffers_to_host(r.m->be, *bufs, &err), 0);
+    }
     rig_close(&r);
     return w;
+}
+
+static float *train_with_layers(const char *name, const char *layers, size_t *n,
+                                size_t *act_bytes) {
+    return train_with_buffers(name, layers, n, act_bytes, NULL, NULL);
+}
+
+/* Batch norms inside checkpointed spans (each recomputed in backward: its output,
+ * which the in-place relu shares, is not the span's last) give the same
+ * weights and running statistics, bit for bit, as no checkpointing, and
+ * num_batches_tracked counts each of the 24 training batches once. */
+static void test_batchnorm_checkpointing(void **state) {
+    (void)state;
+    const char *plain =
+        "    - conv2d: {out_channels: 4, kernel: 3, padding: 1}\n"
+        "    - batchnorm2d\n"
+        "    - relu\n"
+        "    - maxpool2d: {kernel: 2}\n"
+        "    - flatten\n"
+        "    - linear: {out_features: 16}\n"
+        "    - batchnorm1d: {momentum: 0.3}\n"
+        "    - relu\n"
+        "    - linear: {out_features: 10}\n";
+    const char *ckpt =
+        "    - conv2d: {out_channels: 4, kernel: 3, padding: 1, checkpoint: true}\n"
+        "    - batchnorm2d: {checkpoint: true}\n"
+        "    - relu: {checkpoint: true}\n"
+        "    - maxpool2d: {kernel: 2, checkpoint: true}\n"
+        "    - flatten\n"
+        "    - linear: {out_features: 16, checkpoint: true}\n"
+        "    - batchnorm1d: {momentum: 0.3, checkpoint: true}\n"
+        "    - relu: {checkpoint: true}\n"
+        "    - linear: {out_features: 10, checkpoint: true}\n";
+    size_t na, nb, act_a, act_b, ba, bb;
+    unsigned char *bufa, *bufb;
+    float *a = train_with_buffers("bn", plain, &na, &act_a, &bufa, &ba);
+    float *b = train_with_buffers("bnckpt", ckpt, &nb, &act_b, &bufb, &bb);
+    assert_int_equal(na, nb);
+    assert_int_equal(ba, bb);
+    assert_memory_equal(a, b, na * sizeof(float));
+    assert_memory_equal(bufa, bufb, ba);
+    int64_t tracked;
+    memcpy(&tracked, bufb + 32, sizeof tracked); /* layers.1: mean [4], var [4], count */
+    assert_int_equal(tracked, 24);
+    memcpy(&tracked, bufb + 40 + 64 + 64, sizeof tracked); /* layers.6: [16], [16], count */
+    assert_int_equal(tracked, 24);
+    assert_true(act_b < act_a);
+    free(a), free(b), free(bufa), free(bufb);
 }
 
 /* Checkpointing two conv blocks and the head: the same weights, bit for bit, and a
@@ -641,6 +695,7 @@ int main(void) {
         cmocka_unit_test(test_activation_checkpointing_same_weights),
         cmocka_unit_test(test_residual_checkpointing_same_weights),
         cmocka_unit_test(test_checkpointing_activation_layers),
+        cmocka_unit_test(test_batchnorm_checkpointing),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -198,6 +198,14 @@ typedef struct ct_backend_vt {
     int (*grads_to_host)(ct_backend *b, float *dst, ct_err *err);
     int (*opt_state_to_host)(ct_backend *b, int slot, float *dst, ct_err *err);
     int (*opt_state_from_host)(ct_backend *b, int slot, const float *src, ct_err *err);
+    /* The graph's buffers (graph.h: batch norms' running statistics), its
+     * n_buffer_bytes bytes in the graph's layout. Not parameters: no gradient,
+     * optimizer step or all-reduce touches them; a training forward of a batch
+     * norm updates them once per loaded batch (a forward recomputed in backward for
+     * a checkpointed span does not). bind() sets them to their initial values.
+     * Synchronize. */
+    int (*buffers_to_host)(ct_backend *b, void *dst, ct_err *err);
+    int (*buffers_from_host)(ct_backend *b, const void *src, ct_err *err);
     /* Optional (backends whose memory is the host's): the flat params (slot -1) or
      * optimizer state slot s in the backend's own memory, after bind, so that init,
      * checkpoints and broadcasts need no host copy; NULL if the slot does not

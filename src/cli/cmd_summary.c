@@ -53,10 +53,13 @@ static void print_table(const ct_model *m, const ct_config *cfg) {
     const ct_graph *g = &m->graph;
     char s1[32], b1[32], b2[32], bwd[160], from[2 * CT_NODE_NAME_MAX + 8];
     double flops = 0, train_flops = 0;
-    printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n\n", cfg->name,
+    printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n", cfg->name,
            g->n_nodes, g->n_param_floats, ct_shape_str(g->input, s1, sizeof s1),
            m->opts.batch_size, m->device.name);
-    printf("  %-14s %-14s %-24s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "from",
+    if (g->n_buffers > 0) /* not parameters: no gradient, no optimizer */
+        printf("Buffers: %d (batch norms' running statistics, %s)\n", g->n_buffers,
+               ct_fmt_bytes(g->n_buffer_bytes, b1, sizeof b1));
+    printf("\n  %-14s %-14s %-24s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "from",
            "output", "params", "activations", "workspace", "forward",
            m->opts.training ? "backward" : "");
     for (int i = 0; i < g->n_nodes; i++) {

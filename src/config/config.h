@@ -24,6 +24,7 @@
  *       - gelu | silu | tanh | sigmoid  # elementwise, no parameters
  *       - leaky_relu: {slope: 0.01}
  *       - global_avgpool            # [C,H,W] -> [C,1,1]
+ *       - batchnorm2d: {momentum: 0.1, eps: 1e-5}  # over C x H x W; batchnorm1d: flat
  *     loss: cross_entropy
  *   optimizer: {type: adam, lr: 0.001, betas: [0.9, 0.999], eps: 1e-8,
  *               weight_decay: 0, momentum: 0, nesterov: false}
@@ -72,6 +73,8 @@ typedef enum {
     CT_LAYER_SIGMOID,
     CT_LAYER_LEAKY_RELU,     /* x > 0 ? x : slope * x */
     CT_LAYER_GLOBAL_AVGPOOL, /* [C,H,W] -> [C,1,1], the mean of each channel */
+    CT_LAYER_BATCHNORM2D,
+    CT_LAYER_BATCHNORM1D,
     CT_LAYER_KIND_COUNT
 } ct_layer_kind;
 
@@ -95,6 +98,8 @@ typedef struct ct_layer_cfg {
     bool bias;        /* conv2d, linear; default true */
     double p;         /* dropout probability, 0 <= p < 1 */
     double slope;     /* leaky_relu negative slope, any finite value; default 0.01 */
+    double momentum;  /* batchnorm2d/1d: running-statistics factor, [0, 1], default 0.1 */
+    double eps;       /* batchnorm2d/1d: added to the variance, > 0, default 1e-5 */
     bool checkpoint;  /* any kind: activation checkpointing (see graph.h); default false */
     ct_branch branch; /* default CT_BRANCH_MAIN */
     int line, col;    /* 1-based position of the entry in the YAML, for errors */

@@ -21,8 +21,8 @@ static const ct_optimizer_cfg ct_opt_defaults[3] = {
 
 static const ct_layer_cfg ct_layer_default = {
     .kind = CT_LAYER_RELU, .out_channels = 0, .kernel = 0, .stride = 1, .padding = 0,
-    .out_features = 0, .bias = true, .p = 0.5, .slope = 0.01, .checkpoint = false,
-    .branch = CT_BRANCH_MAIN, .line = 0, .col = 0,
+    .out_features = 0, .bias = true, .p = 0.5, .slope = 0.01, .momentum = 0.1, .eps = 1e-5,
+    .checkpoint = false, .branch = CT_BRANCH_MAIN, .line = 0, .col = 0,
 };
 
 static const ct_config ct_config_default = {

@@ -108,7 +108,8 @@ typedef enum {
     CT_RANGE_POSITIVE, /* > 0 */
     CT_RANGE_NONNEG,   /* >= 0 */
     CT_RANGE_UNIT,     /* [0, 1) */
-    CT_RANGE_FACTOR    /* (0, 1] */
+    CT_RANGE_FACTOR,   /* (0, 1] */
+    CT_RANGE_CLOSED_UNIT /* [0, 1] */
 } ct_range;
 
 /* Formats "source:line:col: error: <fmt>" at node's start; returns -1. */

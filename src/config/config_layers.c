@@ -6,7 +6,8 @@
  * empty value means "all defaults". Each kind accepts only its own parameters (a
  * key valid for another kind is an error) and must be given its required ones.
  * Pools default their stride to the kernel and keep padding <= kernel/2;
- * leaky_relu's slope defaults to 0.01 (PyTorch's negative_slope).
+ * leaky_relu's slope defaults to 0.01 (PyTorch's negative_slope). batchnorm2d /
+ * batchnorm1d take momentum in [0, 1] and eps > 0 (PyTorch's defaults 0.1 and 1e-5).
  */
 #include <stdio.h>
 #include <string.h>
@@ -14,10 +15,10 @@
 #include "config/config_internal.h"
 
 enum { P_OUT_CHANNELS, P_KERNEL, P_STRIDE, P_PADDING, P_OUT_FEATURES, P_BIAS, P_P, P_CHECKPOINT,
-       P_SLOPE, P_COUNT };
+       P_SLOPE, P_MOMENTUM, P_EPS, P_COUNT };
 static const char *const ct_param_names[P_COUNT] = {
     "out_channels", "kernel", "stride", "padding", "out_features", "bias", "p", "checkpoint",
-    "slope"};
+    "slope", "momentum", "eps"};
 
 #define B(p) (1u << (p))
 #define ANY B(P_CHECKPOINT) /* every kind accepts activation checkpointing */
@@ -40,6 +41,8 @@ static const struct { unsigned accepts, needs; } ct_kind_params[CT_LAYER_KIND_CO
     [CT_LAYER_SIGMOID] = {ANY, 0},
     [CT_LAYER_LEAKY_RELU] = {B(P_SLOPE) | ANY, 0},
     [CT_LAYER_GLOBAL_AVGPOOL] = {ANY, 0},
+    [CT_LAYER_BATCHNORM2D] = {B(P_MOMENTUM) | B(P_EPS) | ANY, 0},
+    [CT_LAYER_BATCHNORM1D] = {B(P_MOMENTUM) | B(P_EPS) | ANY, 0},
 };
 
 static bool ct_is_pool(ct_layer_kind k) {
@@ -59,6 +62,8 @@ static int ct_layer_param(const ct_yaml_ctx *ctx, int p, yaml_node_t *val, ct_la
     case P_BIAS: return ct_get_bool(ctx, val, name, &l->bias);
     case P_CHECKPOINT: return ct_get_bool(ctx, val, name, &l->checkpoint);
     case P_SLOPE: return ct_get_double(ctx, val, name, CT_RANGE_ANY, &l->slope);
+    case P_MOMENTUM: return ct_get_double(ctx, val, name, CT_RANGE_CLOSED_UNIT, &l->momentum);
+    case P_EPS: return ct_get_double(ctx, val, name, CT_RANGE_POSITIVE, &l->eps);
     default: return ct_get_double(ctx, val, name, CT_RANGE_UNIT, &l->p);
     }
 }

@@ -18,6 +18,8 @@ const char *const ct_layer_kind_names[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_SILU] = "silu",           [CT_LAYER_TANH] = "tanh",
     [CT_LAYER_SIGMOID] = "sigmoid",     [CT_LAYER_LEAKY_RELU] = "leaky_relu",
     [CT_LAYER_GLOBAL_AVGPOOL] = "global_avgpool",
+    [CT_LAYER_BATCHNORM2D] = "batchnorm2d",
+    [CT_LAYER_BATCHNORM1D] = "batchnorm1d",
 };
 const char *const ct_opt_kind_names[3] = {
     [CT_OPT_SGD] = "sgd", [CT_OPT_ADAM] = "adam", [CT_OPT_ADAMW] = "adamw"};

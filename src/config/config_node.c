@@ -147,6 +147,7 @@ static bool ct_in_range(double v, ct_range r) {
     case CT_RANGE_NONNEG: return v >= 0.0;
     case CT_RANGE_UNIT: return v >= 0.0 && v < 1.0;
     case CT_RANGE_FACTOR: return v > 0.0 && v <= 1.0;
+    case CT_RANGE_CLOSED_UNIT: return v >= 0.0 && v <= 1.0;
     case CT_RANGE_ANY: break;
     }
     return true;
@@ -158,6 +159,7 @@ static const char *ct_range_text(ct_range r) {
     case CT_RANGE_NONNEG: return "be >= 0";
     case CT_RANGE_UNIT: return "be in [0, 1)";
     case CT_RANGE_FACTOR: return "be in (0, 1]";
+    case CT_RANGE_CLOSED_UNIT: return "be in [0, 1]";
     case CT_RANGE_ANY: break;
     }
     return "be finite";

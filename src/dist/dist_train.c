@@ -65,17 +65,21 @@ int ct_dist_share_model(ct_model *m, bool with_opt_state, ct_err *err) {
     const ct_backend_vt *vt = m->device.vt;
     size_t n = m->graph.n_param_floats;
     int slots = with_opt_state ? m->opts.opt_state_slots : 0;
+    size_t nb = m->graph.n_buffer_bytes; /* running statistics: rank 0's to start from */
     int rc = 0;
     if (ct_dist_world()->rank == 0) {
         rc = vt->params_to_host(m->be, ct_model_host(m, -1), err);
         for (int s = 0; rc == 0 && s < slots; s++)
             rc = vt->opt_state_to_host(m->be, s, ct_model_host(m, s), err);
+        if (rc == 0 && nb > 0) rc = vt->buffers_to_host(m->be, m->buffers, err);
     }
     if (ct_dist_agree(rc, err) != 0) return -1;
     for (int s = -1; s < slots; s++)
         if (ct_dist_broadcast(ct_model_host(m, s), n * sizeof(float), err) != 0) return -1;
+    if (nb > 0 && ct_dist_broadcast(m->buffers, nb, err) != 0) return -1;
     if (ct_dist_world()->rank != 0) {
-        rc = vt->params_from_host(m->be, ct_model_host(m, -1), err);
+        rc = nb > 0 ? vt->buffers_from_host(m->be, m->buffers, err) : 0;
+        if (rc == 0) rc = vt->params_from_host(m->be, ct_model_host(m, -1), err);
         for (int s = 0; rc == 0 && s < slots; s++)
             rc = vt->opt_state_from_host(m->be, s, ct_model_host(m, s), err);
     }

@@ -34,8 +34,9 @@ void ct_dist_grads_close(ct_dist_grads *g);
 /* The step.h reduce_grads hook: ctx is a ct_dist_grads. Synchronizes the device. */
 int ct_dist_grads_reduce(void *ctx, ct_err *err);
 
-/* Rank 0's parameters (and optimizer state, when with_opt_state) to every rank,
- * through the model's host mirror. */
+/* Rank 0's parameters, buffers (running statistics to start from; each rank then
+ * keeps its own) and optimizer state, when with_opt_state, to every rank, through
+ * the model's host mirror. */
 int ct_dist_share_model(ct_model *m, bool with_opt_state, ct_err *err);
 
 /* Sums metric accumulators over the ranks: loss, samples, correct, the K x K

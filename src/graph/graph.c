@@ -28,12 +28,17 @@ bool ct_graph_chain(const ct_graph *g, int i) {
     return next->n_src == 1 && next->src[0] == i && g->nodes[i].n_consumers == 1;
 }
 
+/* The state_dict name of a parameter or buffer of node `layer`: its module path. */
+static void state_name(const ct_graph *g, char *buf, size_t n, int layer, const char *suffix) {
+    char module[CT_NODE_NAME_MAX];
+    memcpy(module, g->nodes[layer].name, sizeof module);
+    snprintf(buf, n, "%s.%s", module, suffix);
+}
+
 static int add_param(ct_graph *g, int layer, const char *suffix, int ndim, const int dims[4],
                      int fan_in) {
     ct_param_info *p = &g->params[g->n_params];
-    char module[CT_NODE_NAME_MAX];
-    memcpy(module, g->nodes[layer].name, sizeof module);
-    snprintf(p->name, sizeof p->name, "%s.%s", module, suffix);
+    state_name(g, p->name, sizeof p->name, layer, suffix);
     p->ndim = ndim;
     p->count = 1;
     for (int d = 0; d < 4; d++) {
@@ -47,20 +52,52 @@ static int add_param(ct_graph *g, int layer, const char *suffix, int ndim, const
     return g->n_params++;
 }
 
+static void add_buffer(ct_graph *g, int layer, const char *suffix, ct_buf_dtype dtype, int ndim,
+                       size_t count) {
+    ct_buffer_info *bf = &g->buffers[g->n_buffers++];
+    state_name(g, bf->name, sizeof bf->name, layer, suffix);
+    bf->dtype = dtype;
+    bf->ndim = ndim;
+    bf->count = count;
+    bf->offset = g->n_buffer_bytes;
+    bf->layer = layer;
+    size_t bytes = count * (dtype == CT_BUF_I64 ? sizeof(int64_t) : sizeof(float));
+    g->n_buffer_bytes += (bytes + 7) / 8 * 8;
+}
+
+/* Batch norm: gamma (ones) and beta (zeros), then the buffers of graph.h. */
 static void add_node_params(ct_graph *g, ct_node *n) {
     const ct_op_desc *op = ct_op(n->kind);
-    n->weight = n->bias = -1;
+    n->weight = n->bias = n->buffer = -1;
     if (!op->has_params) return;
     int ndim, dims[4], fan_in;
     op->weight_shape(n, &ndim, dims, &fan_in);
     n->weight = add_param(g, n->index, "weight", ndim, dims, fan_in);
-    if (n->cfg.bias) n->bias = add_param(g, n->index, "bias", 1, dims, fan_in);
+    if (n->cfg.bias || op->batch_norm) n->bias = add_param(g, n->index, "bias", 1, dims, fan_in);
+    if (!op->batch_norm) return;
+    g->params[n->weight].init = CT_INIT_ONES;
+    g->params[n->bias].init = CT_INIT_ZEROS;
+    n->buffer = g->n_buffers;
+    add_buffer(g, n->index, "running_mean", CT_BUF_F32, 1, (size_t)dims[0]);
+    add_buffer(g, n->index, "running_var", CT_BUF_F32, 1, (size_t)dims[0]);
+    add_buffer(g, n->index, "num_batches_tracked", CT_BUF_I64, 0, 1);
 }
 
 /* Whether c*h*w (all >= 1) is at most CT_SHAPE_MAX_NUMEL, computed without overflow. */
 static bool numel_fits(ct_shape s) {
     uint64_t hw = (uint64_t)s.h * (uint64_t)s.w; /* < 2^62 */
     return hw <= CT_SHAPE_MAX_NUMEL && (uint64_t)s.c * hw <= CT_SHAPE_MAX_NUMEL;
+}
+
+void ct_graph_init_buffers(const ct_graph *g, void *dst) {
+    if (g->n_buffer_bytes == 0) return;
+    memset(dst, 0, g->n_buffer_bytes);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].buffer < 0) continue;
+        const ct_buffer_info *var = &g->buffers[g->nodes[i].buffer + CT_BN_RUNNING_VAR];
+        float *v = (float *)((char *)dst + var->offset);
+        for (size_t j = 0; j < var->count; j++) v[j] = 1.0f;
+    }
 }
 
 const char *ct_node_label(const ct_node *n) { return n->name + strlen("layers."); }

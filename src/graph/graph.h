@@ -16,8 +16,19 @@
  * `shortcut`, scripts/reference_pytorch.py):
  *   <name>.weight  conv2d: [out, in, k, k] (OIHW); linear: [out, in]
  *   <name>.bias    [out]
+ *   <name>.weight  batchnorm2d / batchnorm1d: gamma [C] (init 1)
+ *   <name>.bias    batchnorm2d / batchnorm1d: beta [C] (init 0)
  * Gradients and optimizer state mirror that array element for element, so the
  * optimizer, zeroing, all-reduce and checkpoint code each walk one flat range.
+ *
+ * Buffers: state a layer keeps that is not a parameter (no gradient, no
+ * optimizer, no all-reduce), PyTorch's state_dict buffers. The batch norms have
+ *   layers.<i>.running_mean         F32 [C], init 0
+ *   layers.<i>.running_var          F32 [C], init 1
+ *   layers.<i>.num_batches_tracked  I64 [] (a 0-dim tensor), init 0
+ * They live in one byte range (the backend's "buffers" region), each at an
+ * 8-byte-aligned offset, in this order; buffers_to_host / buffers_from_host
+ * (backend.h) copy the whole range.
  *
  * The op table (ops_table.c) has one row per ct_layer_kind: adding a layer
  * means adding a row.
@@ -35,6 +46,7 @@
 #define CT_MAX_PARAMS (2 * CT_MAX_LAYERS)
 #define CT_PARAM_NAME_MAX 64
 #define CT_NODE_NAME_MAX 40 /* "layers.<int>.shortcut.<int>" */
+#define CT_MAX_BUFFERS (3 * CT_MAX_LAYERS)
 
 /* Shape of ONE sample; the batch dimension N is implicit everywhere.
  * Flat vectors (after flatten or linear) have c = features, h = w = 1, flat = true. */
@@ -50,6 +62,27 @@ typedef struct ct_shape {
 
 static inline size_t ct_shape_numel(ct_shape s) { return (size_t)s.c * s.h * s.w; }
 
+/* Initial value of a parameter (init.c). */
+typedef enum {
+    CT_INIT_UNIFORM, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): conv, linear */
+    CT_INIT_ONES,    /* batch norm weight (gamma) */
+    CT_INIT_ZEROS,   /* batch norm bias (beta) */
+} ct_param_init;
+
+typedef enum { CT_BUF_F32, CT_BUF_I64 } ct_buf_dtype;
+
+typedef struct ct_buffer_info {
+    char name[CT_PARAM_NAME_MAX]; /* "layers.1.running_mean" */
+    ct_buf_dtype dtype;
+    int ndim;      /* 1, or 0 for a scalar (num_batches_tracked) */
+    size_t count;  /* elements (1 for a scalar) */
+    size_t offset; /* in BYTES into the buffers range, a multiple of 8 */
+    int layer;     /* owning node index */
+} ct_buffer_info;
+
+/* A batch norm's buffers are consecutive: mean, var, count (ct_node.buffer). */
+enum { CT_BN_RUNNING_MEAN, CT_BN_RUNNING_VAR, CT_BN_NUM_BATCHES, CT_BN_BUFFERS };
+
 typedef struct ct_param_info {
     char name[CT_PARAM_NAME_MAX]; /* "layers.0.weight" */
     int ndim;
@@ -58,6 +91,7 @@ typedef struct ct_param_info {
     size_t count;  /* product of dims */
     int layer;     /* owning node index */
     int fan_in;    /* in * k * k (conv) or in (linear): init bound 1/sqrt(fan_in) */
+    ct_param_init init;
 } ct_param_info;
 
 typedef struct ct_node {
@@ -75,6 +109,7 @@ typedef struct ct_node {
     ct_shape in, out;   /* in: input 0's shape (a residual add's inputs agree) */
     int weight;         /* index into graph.params, -1 if none */
     int bias;           /* index into graph.params, -1 if none */
+    int buffer;         /* first of its buffers in graph.buffers (batch norm), -1 if none */
     double fwd_flops;   /* per sample, multiply-add = 2 */
     int span;           /* checkpointed span this node belongs to, or -1 */
     bool input_grad;    /* backward must give the gradient of input 0: a node with
@@ -101,6 +136,9 @@ typedef struct ct_graph {
     ct_param_info params[CT_MAX_PARAMS];
     int n_params;
     size_t n_param_floats; /* total floats in the flat parameter array */
+    ct_buffer_info buffers[CT_MAX_BUFFERS];
+    int n_buffers;
+    size_t n_buffer_bytes; /* total bytes of the buffers range */
     int num_classes;       /* last node's output features (0 if not flat) */
     ct_span spans[CT_MAX_LAYERS];
     int n_spans;
@@ -120,6 +158,9 @@ typedef struct ct_op_desc {
     /* The forward / backward output only selects or moves values of its input, so
      * it holds no value the input did not (relu; flatten; max-pool forward). */
     bool fwd_moves_only, bwd_moves_only;
+    /* Batch norm: gamma and beta (init 1 and 0) and the running-statistics
+     * buffers; weight_shape gives [C]. */
+    bool batch_norm;
 } ct_op_desc;
 
 const ct_op_desc *ct_op(ct_layer_kind kind);
@@ -145,6 +186,10 @@ bool ct_graph_chain(const ct_graph *g, int i);
 
 /* Checks that node is a node of g ("<who>: node N out of range (0..M)"). */
 int ct_graph_check_node(const ct_graph *g, int node, const char *who, ct_err *err);
+
+/* The buffers' initial values (graph.h) into dst[0 .. n_buffer_bytes):
+ * running_mean 0, running_var 1, num_batches_tracked 0. */
+void ct_graph_init_buffers(const ct_graph *g, void *dst);
 
 /* "32x14x14" or "256" into buf. */
 const char *ct_shape_str(ct_shape s, char *buf, size_t n);

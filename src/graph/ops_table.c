@@ -59,6 +59,22 @@ static int infer_linear(ct_node *n, ct_err *err) {
     return 0;
 }
 
+static int infer_bn2d(ct_node *n, ct_err *err) {
+    if (n->in.flat)
+        return ct_errorf(err, "needs a C x H x W input, got a flat vector of %d features; "
+                         "use batchnorm1d there", n->in.c);
+    n->out = n->in;
+    return 0;
+}
+
+static int infer_bn1d(ct_node *n, ct_err *err) {
+    if (!n->in.flat)
+        return ct_errorf(err, "needs a flat input (features) but gets %dx%dx%d; use batchnorm2d "
+                         "there, or add a flatten layer before it", n->in.c, n->in.h, n->in.w);
+    n->out = n->in;
+    return 0;
+}
+
 static void conv_weight(const ct_node *n, int *ndim, int d[4], int *fan_in) {
     int k = n->cfg.kernel;
     *ndim = 4;
@@ -72,6 +88,13 @@ static void linear_weight(const ct_node *n, int *ndim, int d[4], int *fan_in) {
     *fan_in = n->in.c;
 }
 
+/* gamma / beta: [C], C the channels (2d) or features (1d). */
+static void bn_weight(const ct_node *n, int *ndim, int d[4], int *fan_in) {
+    *ndim = 1;
+    d[0] = n->in.c; d[1] = d[2] = d[3] = 1;
+    *fan_in = n->in.c; /* unused: batch norm parameters start at 1 and 0 */
+}
+
 static double conv_flops(const ct_node *n) {
     return 2.0 * ct_shape_numel(n->out) * n->in.c * n->cfg.kernel * n->cfg.kernel;
 }
@@ -82,10 +105,12 @@ static double pool_flops(const ct_node *n) {
 static double elem_flops(const ct_node *n) { return (double)ct_shape_numel(n->out); }
 /* One add per input value (the division per channel is not counted). */
 static double global_pool_flops(const ct_node *n) { return (double)ct_shape_numel(n->in); }
+static double bn_flops(const ct_node *n) { return 2.0 * (double)ct_shape_numel(n->out); }
 static double no_flops(const ct_node *n) { (void)n; return 0.0; }
 
 /* Columns: name, has_params, infer, weight_shape, flops, fwd_moves_only,
- * bwd_moves_only (max-pool's backward adds overlapping windows' gradients). */
+ * bwd_moves_only (max-pool's backward adds overlapping windows' gradients), and
+ * batch_norm for the two batch norms. */
 static const ct_op_desc op_table[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_CONV2D] = {"conv2d", true, infer_conv, conv_weight, conv_flops, false, false},
     [CT_LAYER_MAXPOOL2D] = {"maxpool2d", false, infer_pool, NULL, pool_flops, true, false},
@@ -104,9 +129,13 @@ static const ct_op_desc op_table[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_LEAKY_RELU] = {"leaky_relu", false, infer_same, NULL, elem_flops, false, false},
     [CT_LAYER_GLOBAL_AVGPOOL] = {"global_avgpool", false, infer_global_pool, NULL,
                                  global_pool_flops, false, false},
+    [CT_LAYER_BATCHNORM2D] = {"batchnorm2d", true, infer_bn2d, bn_weight, bn_flops, false, false,
+                              .batch_norm = true},
+    [CT_LAYER_BATCHNORM1D] = {"batchnorm1d", true, infer_bn1d, bn_weight, bn_flops, false, false,
+                              .batch_norm = true},
 };
 
-_Static_assert(CT_LAYER_KIND_COUNT == 14, "add a row to op_table for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 16, "add a row to op_table for every layer kind");
 
 const ct_op_desc *ct_op(ct_layer_kind kind) {
     assert(kind >= 0 && kind < CT_LAYER_KIND_COUNT);

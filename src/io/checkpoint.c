@@ -81,7 +81,13 @@ static int check_text(const char *path, const char *what, const char *s, ct_err 
     return 0;
 }
 
+static size_t elem_size(const ct_ckpt_tensor *t) {
+    return t->dtype == CT_CKPT_I64 ? sizeof(int64_t) : sizeof(float);
+}
+
 static int check_shape(const char *path, const ct_ckpt_tensor *t, ct_err *err) {
+    if (t->dtype != CT_CKPT_F32 && t->dtype != CT_CKPT_I64)
+        return ct_errorf(err, "%s: tensor '%.200s' has an unknown dtype", path, t->name);
     if (t->ndim < 0 || t->ndim > CT_CKPT_MAX_NDIM)
         return ct_errorf(err, "%s: tensor '%.200s' has ndim %d (0..%d allowed)", path, t->name, t->ndim,
                          CT_CKPT_MAX_NDIM);
@@ -89,14 +95,15 @@ static int check_shape(const char *path, const ct_ckpt_tensor *t, ct_err *err) {
     for (int d = 0; d < t->ndim; d++) {
         if (t->shape[d] < 0) return ct_errorf(err, "%s: tensor '%.200s' has a negative dimension", path, t->name);
         uint64_t dim = (uint64_t)t->shape[d];
-        if (dim != 0 && count > (SIZE_MAX / sizeof(float)) / dim)
+        if (dim != 0 && count > (SIZE_MAX / sizeof(int64_t)) / dim)
             return ct_errorf(err, "%s: tensor '%.200s' is too large", path, t->name);
         count *= dim;
     }
     if (count != (uint64_t)t->count)
         return ct_errorf(err, "%s: tensor '%.200s' has count %zu but its shape holds %" PRIu64, path, t->name,
                          t->count, count);
-    if (count > 0 && !t->data) return ct_errorf(err, "%s: tensor '%.200s' has no data", path, t->name);
+    if (count > 0 && (t->dtype == CT_CKPT_I64 ? !t->i64 : !t->data))
+        return ct_errorf(err, "%s: tensor '%.200s' has no data", path, t->name);
     return 0;
 }
 
@@ -112,7 +119,8 @@ static int check_tensors(const char *path, const ct_ckpt_tensor *t, int n, ct_er
                 return ct_errorf(err, "%s: duplicate tensor name '%.200s'", path, t[i].name);
         if (check_shape(path, &t[i], err) != 0) return -1;
         total += (uint64_t)t[i].count;
-        if (total > (uint64_t)INT64_MAX / sizeof(float)) return ct_errorf(err, "%s: tensors are too large", path);
+        if (total > (uint64_t)INT64_MAX / sizeof(int64_t))
+            return ct_errorf(err, "%s: tensors are too large", path);
     }
     return 0;
 }
@@ -135,9 +143,25 @@ static int check_meta(const char *path, const ct_ckpt_meta *m, int n, ct_err *er
 
 typedef int (*chunk_fn)(void *ctx, const unsigned char *bytes, size_t n);
 
-/* Feeds the data section (all tensors, F32 little-endian) to fn in chunks. */
+/* Feeds the I64 tensor t (little-endian) to fn in chunks of buf (4 *
+ * CT_CKPT_CHUNK_FLOATS bytes). */
+static int i64_chunks(const ct_ckpt_tensor *t, unsigned char *buf, chunk_fn fn, void *ctx) {
+    const size_t per = CT_CKPT_CHUNK_FLOATS / 2;
+    for (size_t off = 0; off < t->count; off += per) {
+        size_t k = t->count - off < per ? t->count - off : per;
+        for (size_t j = 0; j < k; j++) put_le64(buf + 8 * j, (uint64_t)t->i64[off + j]);
+        if (fn(ctx, buf, 8 * k) != 0) return -1;
+    }
+    return 0;
+}
+
+/* Feeds the data section (all tensors, F32 or I64 little-endian) to fn in chunks. */
 static int for_each_chunk(const ct_ckpt_tensor *t, int n, unsigned char *buf, chunk_fn fn, void *ctx) {
     for (int i = 0; i < n; i++) {
+        if (t[i].dtype == CT_CKPT_I64) {
+            if (i64_chunks(&t[i], buf, fn, ctx) != 0) return -1;
+            continue;
+        }
         for (size_t off = 0; off < t[i].count; off += CT_CKPT_CHUNK_FLOATS) {
             size_t k = t[i].count - off < CT_CKPT_CHUNK_FLOATS ? t[i].count - off : CT_CKPT_CHUNK_FLOATS;
             for (size_t j = 0; j < k; j++) {
@@ -192,7 +216,7 @@ static void header_meta(ct_json_buf *b, const ct_ckpt_meta *m, int n, uLong crc)
 static void header_tensor(ct_json_buf *b, const ct_ckpt_tensor *t, int64_t begin) {
     put(b, ",");
     ct_json_buf_string(b, t->name);
-    put(b, ":{\"dtype\":\"F32\",\"shape\":[");
+    put(b, t->dtype == CT_CKPT_I64 ? ":{\"dtype\":\"I64\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
     for (int d = 0; d < t->ndim; d++) {
         if (d) put(b, ",");
         ct_json_buf_i64(b, t->shape[d]);
@@ -200,7 +224,7 @@ static void header_tensor(ct_json_buf *b, const ct_ckpt_tensor *t, int64_t begin
     put(b, "],\"data_offsets\":[");
     ct_json_buf_i64(b, begin);
     put(b, ",");
-    ct_json_buf_i64(b, begin + (int64_t)(t->count * sizeof(float)));
+    ct_json_buf_i64(b, begin + (int64_t)(t->count * elem_size(t)));
     put(b, "]}");
 }
 
@@ -211,7 +235,7 @@ static int build_header(ct_json_buf *b, const ct_ckpt_tensor *t, int n, const ct
     int64_t offset = 0;
     for (int i = 0; i < n; i++) {
         header_tensor(b, &t[i], offset);
-        offset += (int64_t)(t[i].count * sizeof(float));
+        offset += (int64_t)(t[i].count * elem_size(&t[i]));
     }
     put(b, "}");
     while (!b->failed && b->len % 8 != 0) put(b, " ");
@@ -258,6 +282,7 @@ typedef struct tensor_spec {
     const char *dtype;
     int dtype_size;
     int is_bf16;
+    int is_i64;
     int ndim;
     int64_t shape[CT_CKPT_MAX_NDIM];
     size_t count;
@@ -320,16 +345,18 @@ static int parse_header(ckpt_reader *r) {
 static int set_dtype(ckpt_reader *r, tensor_spec *s, const ct_json *v) {
     if (!v || v->type != CT_JSON_STRING)
         return ct_errorf(r->err, "%s: tensor '%.200s' has no \"dtype\" string", r->path, s->name);
-    static const struct { const char *name; int size; } types[] = {{"F32", 4}, {"F64", 8}, {"F16", 2}, {"BF16", 2}};
+    static const struct { const char *name; int size; } types[] = {
+        {"F32", 4}, {"F64", 8}, {"F16", 2}, {"BF16", 2}, {"I64", 8}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (strcmp(v->string, types[i].name) == 0) {
             s->dtype = types[i].name;
             s->dtype_size = types[i].size;
             s->is_bf16 = i == 3;
+            s->is_i64 = i == 4;
             return 0;
         }
     }
-    return ct_errorf(r->err, "%s: tensor '%.200s' has unsupported dtype %.40s (F32, F64, F16 and BF16 are read)",
+    return ct_errorf(r->err, "%s: tensor '%.200s' has unsupported dtype %.40s (F32, F64, F16, BF16 and I64 are read)",
                      r->path, s->name, v->string);
 }
 
@@ -455,6 +482,18 @@ static char *dup_str(const char *s) {
     return p;
 }
 
+/* An I64 tensor: exact values, and their nearest floats. */
+static int convert_i64(const unsigned char *p, const tensor_spec *s, ct_ckpt_tensor *t) {
+    t->dtype = CT_CKPT_I64;
+    t->i64 = malloc((s->count ? s->count : 1) * sizeof(int64_t));
+    if (!t->i64) return -1;
+    for (size_t i = 0; i < s->count; i++) {
+        t->i64[i] = (int64_t)get_le(p + 8 * i, 8);
+        t->data[i] = (float)t->i64[i];
+    }
+    return 0;
+}
+
 static int convert_tensor(const ckpt_reader *r, const tensor_spec *s, ct_ckpt_tensor *t) {
     t->name = dup_str(s->name);
     t->data = malloc((s->count ? s->count : 1) * sizeof(float));
@@ -463,6 +502,7 @@ static int convert_tensor(const ckpt_reader *r, const tensor_spec *s, ct_ckpt_te
     memcpy(t->shape, s->shape, sizeof t->shape);
     t->count = s->count;
     const unsigned char *p = r->data + s->begin;
+    if (s->is_i64) return convert_i64(p, s, t);
     for (size_t i = 0; i < s->count; i++) t->data[i] = convert_elem(p + i * (size_t)s->dtype_size, s->dtype_size,
                                                                     s->is_bf16);
     return 0;
@@ -523,6 +563,7 @@ void ct_checkpoint_free(ct_checkpoint *ck) {
     for (int i = 0; i < ck->n_tensors; i++) {
         free(ck->tensors[i].name);
         free(ck->tensors[i].data);
+        free(ck->tensors[i].i64);
     }
     for (int i = 0; i < ck->n_meta; i++) {
         free(ck->meta[i].key);

@@ -6,7 +6,8 @@
  * "__metadata__", a string-to-string map. `safetensors.torch.load_file` reads it.
  *
  * ctrain writes F32 tensors named like PyTorch's state_dict ("layers.0.weight",
- * OIHW / [out, in]), optimizer state under "optimizer.<slot>.<param name>", and
+ * OIHW / [out, in]; buffers such as "layers.1.running_var"), I64 ones where
+ * PyTorch keeps integers ("layers.1.num_batches_tracked"), optimizer state under "optimizer.<slot>.<param name>", and
  * metadata keys: "format" = "ctrain-checkpoint", "format_version" = "1",
  * "config" (the full YAML text), "epoch", "step", metrics, "amp_scale" and
  * "amp_growth_tracker" (fp16 runs: the loss scaler's state), and "data_crc32"
@@ -17,7 +18,8 @@
  * error the temporary file is removed and the old file is untouched.
  *
  * Reading accepts files written by other tools (no CRC, other metadata) and
- * converts F32, F64, F16 and BF16 tensors to float. Truncation, a bad header,
+ * converts F32, F64, F16, BF16 and I64 tensors to float; I64 tensors also keep
+ * their exact values (i64). Truncation, a bad header,
  * overlapping or out-of-range offsets, or a CRC mismatch is a one-line error
  * naming the file.
  */
@@ -32,12 +34,17 @@
 #define CT_CKPT_FORMAT "ctrain-checkpoint"
 #define CT_CKPT_FORMAT_VERSION "1"
 
+typedef enum { CT_CKPT_F32, CT_CKPT_I64 } ct_ckpt_dtype;
+
 typedef struct ct_ckpt_tensor {
     char *name;        /* owned */
     int ndim;          /* 0..8 */
     int64_t shape[8];
     size_t count;      /* product of shape (1 for ndim 0) */
-    float *data;       /* write: caller's; read: owned, converted to float */
+    float *data;       /* write: caller's (F32); read: owned, converted to float */
+    ct_ckpt_dtype dtype; /* write: what to write (I64 from i64); read: I64 or F32 */
+    int64_t *i64;      /* write: caller's (I64); read: owned exact values of an I64
+                          tensor, NULL for the others */
 } ct_ckpt_tensor;
 
 typedef struct ct_ckpt_meta {

@@ -75,6 +75,23 @@ void ct_ref_dropout_forward(const double *x, int rows, long sample_numel, int64_
 void ct_ref_dropout_backward(const double *dy, int rows, long sample_numel, int64_t first_pos,
                              double p, uint64_t seed, int layer, uint32_t epoch, double *dx);
 
+/* Batch normalization (ref_norm.c) over x [N, C, S] (S = H*W; 1 for flat [N, F]):
+ * training forward with the batch statistics (mean / biased var [C] written when
+ * non-NULL), evaluation forward with running statistics, the running-statistics
+ * update from a batch of `count` = N*S values per channel (unbiased variance), and
+ * the training backward (dx, dgamma, dbeta). */
+void ct_ref_batchnorm_forward_train(const double *x, int N, int C, long S, const double *gamma,
+                                    const double *beta, double eps, double *y, double *mean,
+                                    double *var);
+void ct_ref_batchnorm_forward_eval(const double *x, int N, int C, long S, const double *gamma,
+                                   const double *beta, const double *rmean, const double *rvar,
+                                   double eps, double *y);
+void ct_ref_batchnorm_update(int C, long count, const double *mean, const double *var,
+                             double momentum, double *rmean, double *rvar);
+void ct_ref_batchnorm_backward(const double *x, int N, int C, long S, const double *gamma,
+                               double eps, const double *dy, double *dx, double *dgamma,
+                               double *dbeta);
+
 /* Mean softmax cross-entropy over N rows of K logits with label smoothing eps in
  * [0, 1) (target (1 - eps) * onehot + eps / K, PyTorch's label_smoothing); returns
  * the loss. dz (may be NULL) gets d(mean loss)/dz. */

@@ -11,6 +11,10 @@ void ct_init_params(const ct_graph *g, uint64_t seed, float *host) {
         float bound = 1.0f / sqrtf((float)pi->fan_in);
         float *dst = host + pi->offset;
         for (size_t j = 0; j < pi->count; j++) {
+            if (pi->init != CT_INIT_UNIFORM) {
+                dst[j] = pi->init == CT_INIT_ONES ? 1.0f : 0.0f;
+                continue;
+            }
             float u = ct_philox_uniform(seed, CT_RNG_STREAM_INIT, (uint32_t)p, j);
             dst[j] = (2.0f * u - 1.0f) * bound;
         }

@@ -1,6 +1,7 @@
 /* init.h: parameter initialization like PyTorch's defaults for Conv2d and Linear
  * (Kaiming-uniform with a = sqrt(5): weight and bias ~ U(-1/sqrt(fan_in),
- * 1/sqrt(fan_in))), drawn from Philox so the values depend only on the seed. */
+ * 1/sqrt(fan_in))), drawn from Philox so the values depend only on the seed;
+ * batch norms' weight 1 and bias 0 (their buffers: ct_graph_init_buffers). */
 #ifndef CT_INIT_H
 #define CT_INIT_H
 

@@ -91,6 +91,8 @@ int ct_model_bind(ct_model *m, ct_err *err) {
             return ct_errorf(err, "out of host memory (%zu bytes for the parameter mirror)",
                              n * sizeof(float));
     }
+    m->buffers = calloc(1, m->graph.n_buffer_bytes ? m->graph.n_buffer_bytes : 8);
+    if (!m->buffers) return ct_errorf(err, "out of host memory for the buffers' host copy");
     if (m->device.vt->bind(m->be, &m->plan, err) != 0) return -1;
     m->bound = true;
     return 0;
@@ -105,6 +107,7 @@ void ct_model_destroy(ct_model *m) {
     if (!m) return;
     if (m->be) m->device.vt->destroy(m->be);
     free(m->host);
+    free(m->buffers);
     free(m);
 }
 

@@ -28,6 +28,8 @@ typedef struct ct_model {
     ct_backend *be;
     float *host;        /* [n_param_floats * (1 + opt_state_slots)], after bind, when
                            the backend has no host_view (else NULL): ct_model_host */
+    void *buffers;      /* host copy of the graph's buffers (n_buffer_bytes, graph.h),
+                           after bind; filled by buffers_to_host around use */
     bool recompute[CT_MAX_LAYERS]; /* checkpointed: forward again in backward (graph.h) */
     bool bound;
 } ct_model;
@@ -58,8 +60,12 @@ void ct_model_destroy(ct_model *m);
 int ct_model_forward(ct_model *m, bool train, uint32_t epoch, ct_err *err);
 int ct_model_backward(ct_model *m, bool accumulate, uint32_t epoch, ct_err *err);
 
-/* Parameters and optimizer state from/to a checkpoint (names and shapes of the
- * graph's parameter table; optimizer state under "optimizer.<slot>.<name>").
+/* Parameters, buffers and optimizer state from/to a checkpoint (names and shapes
+ * of the graph's parameter and buffer tables; optimizer state under
+ * "optimizer.<slot>.<name>"). Buffers are written F32, num_batches_tracked I64
+ * (shape []), as PyTorch's state_dict holds them; read from any dtype the reader
+ * converts (an integer count must be a whole number >= 0). With data parallelism
+ * each rank keeps its own running statistics; rank 0's are saved.
  * ct_model_load_params fails naming the first missing or mis-shaped tensor;
  * extra tensors in the file are ignored. */
 int ct_model_load_params(ct_model *m, const ct_checkpoint *ck, const char *path,

@@ -49,12 +49,41 @@ static int load_flat(const ct_model *m, const ct_checkpoint *ck, const char *pat
     return 0;
 }
 
+/* A buffer's tensor: [count] (F32 buffers) or a scalar [] (num_batches_tracked). */
+static int load_buffer(const ct_buffer_info *bf, const ct_checkpoint *ck, const char *path,
+                       char *dst, ct_err *err) {
+    const ct_ckpt_tensor *t = ct_checkpoint_find(ck, bf->name);
+    if (!t) return ct_errorf(err, "%s: tensor '%s' is missing", path, bf->name);
+    if (t->ndim != bf->ndim || (bf->ndim == 1 && t->shape[0] != (int64_t)bf->count)) {
+        char sb[96], wb[96];
+        ct_ckpt_tensor want = {.ndim = bf->ndim, .shape = {(int64_t)bf->count}};
+        return ct_errorf(err, "%s: tensor '%s' has shape %s but the model needs %s", path,
+                         bf->name, shape_text(t, sb, sizeof sb), shape_text(&want, wb, sizeof wb));
+    }
+    if (bf->dtype == CT_BUF_F32) {
+        memcpy(dst + bf->offset, t->data, bf->count * sizeof(float));
+        return 0;
+    }
+    for (size_t j = 0; j < bf->count; j++) {
+        double v = t->i64 ? (double)t->i64[j] : (double)t->data[j];
+        if (!(v >= 0.0) || v != floor(v) || v > 9.0e18)
+            return ct_errorf(err, "%s: tensor '%s' holds %g, not a whole number >= 0", path,
+                             bf->name, v);
+        int64_t x = t->i64 ? t->i64[j] : (int64_t)v;
+        memcpy(dst + bf->offset + j * sizeof x, &x, sizeof x);
+    }
+    return 0;
+}
+
 int ct_model_load_params(ct_model *m, const ct_checkpoint *ck, const char *path,
                          bool with_opt_state, ct_err *err) {
     const ct_backend_vt *vt = m->device.vt;
     float *params = ct_model_host(m, -1);
     if (load_flat(m, ck, path, "", params, err) != 0) return -1;
+    for (int i = 0; i < m->graph.n_buffers; i++)
+        if (load_buffer(&m->graph.buffers[i], ck, path, m->buffers, err) != 0) return -1;
     if (vt->params_from_host(m->be, params, err) != 0) return -1;
+    if (m->graph.n_buffers > 0 && vt->buffers_from_host(m->be, m->buffers, err) != 0) return -1;
     if (!with_opt_state) return 0;
     for (int s = 0; s < m->opts.opt_state_slots; s++) {
         char prefix[64];
@@ -78,14 +107,31 @@ static void add_tensors(const ct_model *m, const char *prefix, const float *base
     }
 }
 
+/* Fills t[] with the graph's buffers viewed over the host copy m->buffers. */
+static void add_buffers(const ct_model *m, ct_ckpt_tensor *t) {
+    for (int i = 0; i < m->graph.n_buffers; i++) {
+        const ct_buffer_info *bf = &m->graph.buffers[i];
+        char *at = (char *)m->buffers + bf->offset;
+        t[i] = (ct_ckpt_tensor){.name = (char *)bf->name, .ndim = bf->ndim, .count = bf->count,
+                                .shape = {(int64_t)bf->count}};
+        if (bf->dtype == CT_BUF_I64) {
+            t[i].dtype = CT_CKPT_I64;
+            t[i].i64 = (int64_t *)(void *)at;
+        } else {
+            t[i].data = (float *)(void *)at;
+        }
+    }
+}
+
 int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
                   const char *path, ct_err *err) {
     const ct_backend_vt *vt = m->device.vt;
-    int slots = m->opts.opt_state_slots, np = m->graph.n_params;
+    int slots = m->opts.opt_state_slots, np = m->graph.n_params, nb = m->graph.n_buffers;
     if (vt->params_to_host(m->be, ct_model_host(m, -1), err) != 0) return -1;
     for (int s = 0; s < slots; s++)
         if (vt->opt_state_to_host(m->be, s, ct_model_host(m, s), err) != 0) return -1;
-    int nt = np * (1 + slots);
+    if (nb > 0 && vt->buffers_to_host(m->be, m->buffers, err) != 0) return -1;
+    int nt = np * (1 + slots) + nb;
     ct_ckpt_tensor *t = calloc((size_t)(nt ? nt : 1), sizeof *t);
     char (*names)[160] = calloc((size_t)(nt ? nt : 1), sizeof *names);
     if (!t || !names) {
@@ -99,6 +145,7 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         snprintf(prefix, sizeof prefix, "optimizer.%s.", ct_opt_slot_name(&m->optimizer, s));
         add_tensors(m, prefix, ct_model_host(m, s), t + np * (1 + s), names + np * (1 + s));
     }
+    add_buffers(m, t + np * (1 + slots));
     char v[16][48];
     snprintf(v[0], sizeof v[0], "%d", info->epoch);
     snprintf(v[1], sizeof v[1], "%lld", info->step);

@@ -28,6 +28,7 @@ model:
     - relu: {checkpoint: true}
     - avgpool2d: {kernel: 2, stride: 1, padding: 1}
     - maxpool2d: {kernel: 2}
+    - batchnorm2d: {momentum: 0.2, eps: 0.001}
     - dropout: {p: 0.25}
     - gelu
     - silu
@@ -36,6 +37,7 @@ model:
     - leaky_relu: {slope: 0.2}
     - global_avgpool
     - flatten
+    - batchnorm1d
     - linear: {out_features: 5, bias: true, checkpoint: true}
   loss: cross_entropy
 optimizer: {type: sgd, lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 1e-4}
@@ -166,15 +168,16 @@ put(f"{c}/valid-foreign-dtypes.bin", st({
     "b": {"dtype": "BF16", "shape": [2], "data_offsets": [8, 12]},
     "d": {"dtype": "F64", "shape": [], "data_offsets": [12, 20]},
     "e": {"dtype": "F32", "shape": [0, 3], "data_offsets": [20, 20]},
+    "n": {"dtype": "I64", "shape": [], "data_offsets": [20, 28]},
 }, struct.pack("<4H", 0x3C00, 0x8001, 0x7C00, 0x7E00) + struct.pack("<2H", 0x3F80, 0xFF80)
-   + struct.pack("<d", 1e300)))
+   + struct.pack("<d", 1e300) + struct.pack("<q", -(1 << 40))))
 put(f"{c}/overlap.bin", st({
     "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
     "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, bytes(12)))
 put(f"{c}/bad-crc.bin", st({"__metadata__": {"data_crc32": "00000000"},
     "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\x01\x02\x03\x04"))
-put(f"{c}/unknown-dtype.bin", st({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}},
-                                 bytes(8)))
+put(f"{c}/unknown-dtype.bin", st({"a": {"dtype": "I32", "shape": [1], "data_offsets": [0, 4]}},
+                                 bytes(4)))
 
 r = f"{out}/regressions/checkpoint"
 put(f"{r}/claim-100MB-header.bin", struct.pack("<Q", 100_000_000) + b"{" + b" " * 55)

@@ -38,8 +38,10 @@ static const ct_cpu_op *const cpu_ops[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_SILU] = &ct_cpu_op_act,          [CT_LAYER_TANH] = &ct_cpu_op_act,
     [CT_LAYER_SIGMOID] = &ct_cpu_op_act,       [CT_LAYER_LEAKY_RELU] = &ct_cpu_op_act,
     [CT_LAYER_GLOBAL_AVGPOOL] = &ct_cpu_op_global_avgpool,
+    [CT_LAYER_BATCHNORM2D] = &ct_cpu_op_batchnorm,
+    [CT_LAYER_BATCHNORM1D] = &ct_cpu_op_batchnorm,
 };
-_Static_assert(CT_LAYER_KIND_COUNT == 14, "add a row to cpu_ops for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 16, "add a row to cpu_ops for every layer kind");
 
 static ct_cpu *as_cpu(ct_backend *b) { return (ct_cpu *)b; }
 
@@ -144,6 +146,9 @@ static int add_model_regions(ct_cpu *b, ct_err *err) {
     size_t pb = b->g->n_param_floats * sizeof(float);
     b->r_grads = b->r_opt = -1;
     if ((b->r_params = add_region(b, CT_REGION_PARAMS, -1, "params", pb, err)) < 0) return -1;
+    /* the buffers (running statistics) count as parameters in the plan's totals */
+    b->r_buffers = add_region(b, CT_REGION_PARAMS, -1, "buffers", b->g->n_buffer_bytes, err);
+    if (b->r_buffers < 0) return -1;
     if (!b->o.training) return 0;
     if ((b->r_grads = add_region(b, CT_REGION_GRADS, -1, "grads", pb, err)) < 0) return -1;
     b->r_opt = add_region(b, CT_REGION_OPT_STATE, -1, "opt_state",
@@ -283,6 +288,7 @@ static void bind_pointers(ct_cpu *b) {
     b->params = region_ptr(b, b->r_params);
     b->grads = region_ptr(b, b->r_grads);
     b->opt = region_ptr(b, b->r_opt);
+    b->buffers = region_ptr(b, b->r_buffers);
     b->loss_sum = region_ptr(b, b->r_loss);
     b->confusion = region_ptr(b, b->r_conf);
     b->pred = region_ptr(b, b->r_pred);
@@ -325,6 +331,7 @@ static int cpu_bind(ct_backend *bb, const ct_plan *plan, ct_err *err) {
     memset(b->arena, 0, bytes);
     b->fplan = plan;
     bind_pointers(b);
+    ct_graph_init_buffers(b->g, b->buffers);
     if (bind_all(b, err) != 0) return ct_err_prefix(err, "cpu backend");
     return 0;
 }
@@ -589,6 +596,20 @@ static int cpu_opt_state_from_host(ct_backend *bb, int slot, const float *src, c
     return 0;
 }
 
+static int cpu_buffers_to_host(ct_backend *bb, void *dst, ct_err *err) {
+    (void)err;
+    ct_cpu *b = as_cpu(bb);
+    if (b->g->n_buffer_bytes) memcpy(dst, b->buffers, b->g->n_buffer_bytes);
+    return 0;
+}
+
+static int cpu_buffers_from_host(ct_backend *bb, const void *src, ct_err *err) {
+    (void)err;
+    ct_cpu *b = as_cpu(bb);
+    if (b->g->n_buffer_bytes) memcpy(b->buffers, src, b->g->n_buffer_bytes);
+    return 0;
+}
+
 static float *cpu_host_view(ct_backend *bb, int slot) {
     ct_cpu *b = as_cpu(bb);
     if (slot < 0) return b->params;
@@ -693,6 +714,8 @@ const ct_backend_vt ct_backend_cpu = {
     .grads_to_host = cpu_grads_to_host,
     .opt_state_to_host = cpu_opt_state_to_host,
     .opt_state_from_host = cpu_opt_state_from_host,
+    .buffers_to_host = cpu_buffers_to_host,
+    .buffers_from_host = cpu_buffers_from_host,
     .host_view = cpu_host_view,
     .tensor_to_host = cpu_tensor_to_host,
     .grad_from_host = cpu_grad_from_host,

@@ -53,6 +53,7 @@ int ct_cpu_load_batch(ct_backend *bb, const float *x, const int32_t *y, int n, i
     memcpy(b->y, y, (size_t)n * sizeof(int32_t));
     b->n = n;
     b->first_pos = first_pos;
+    b->batch_serial++;
     return 0;
 }
 
@@ -124,5 +125,6 @@ int ct_cpu_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *
     for (int r = 0; r < n; r++) b->y[r] = d->labels[order[r]];
     b->n = n;
     b->first_pos = start;
+    b->batch_serial++;
     return 0;
 }

@@ -14,7 +14,8 @@
  * gact[src] with a summing reorder. Ops need not know. Every op runs
  * its primitives on all batch_size rows; a partial last batch just carries stale
  * rows that loss() ignores and gives zero gradient, so they add nothing to the
- * parameter gradients.
+ * parameter gradients. Batch norm is the exception that must look at b->n: its
+ * statistics come from the n real rows only (cpu_batchnorm.c).
  *
  * Params, grads and optimizer state are flat fp32 arrays in PyTorch layout; conv and
  * inner-product weights are reordered from them into the layouts the forward and
@@ -104,6 +105,29 @@ typedef struct ct_cpu_wl {
     int part_threads;
 } ct_cpu_wl;
 
+/* Batch norm state (cpu_batchnorm.c). */
+typedef struct ct_cpu_bn {
+    ct_cpu_prim fwd_train, fwd_inf, bwd;
+    ct_cpu_tensor mean, var;       /* [C] the batch's mean and biased variance (saved) */
+    ct_cpu_tensor gamma, beta;     /* [C] views of the flat params */
+    ct_cpu_tensor dgamma, dbeta;   /* [C] views of the flat grads, or of dscale when
+                                      backward accumulates */
+    ct_cpu_tensor dscale;          /* [2][C] gradient scratch (accumulate plans) */
+    ct_cpu_tensor rmean, rvar;     /* [C] views of the buffers */
+    int64_t *num_batches;          /* the num_batches_tracked buffer */
+    ct_cpu_tensor src, dsrc;       /* the input and its gradient in the batch norm's desc:
+                                      views of act[i-1] / gact[i-1] (src_view, dsrc_view),
+                                      or workspaces with a reorder from / to them (1d
+                                      after a blocked flatten); dsrc is scratch when there
+                                      is no gact[i-1] */
+    bool src_view, dsrc_view;
+    ct_cpu_xfer src_x, dsrc_x;
+    int C;                         /* channels (2d) or features (1d) */
+    long S;                        /* values per channel per row: H*W (1d: 1) */
+    uint64_t stats_batch;          /* the batch (b->batch_serial) whose statistics the
+                                      running ones include; UINT64_MAX: none yet */
+} ct_cpu_bn;
+
 typedef struct ct_cpu_node {
     const ct_node *g;
     int i;
@@ -124,6 +148,7 @@ typedef struct ct_cpu_node {
     dnnl_memory_t in_mem[2], gsrc_mem[2];
     dnnl_memory_desc_t gsrc_md[2];
     ct_cpu_prim gin_copy[2];
+    ct_cpu_bn bn;            /* batchnorm2d, batchnorm1d */
     char impl[3][64];        /* impl_name's answers, per ct_impl_pass */
 } ct_cpu_node;
 
@@ -161,8 +186,12 @@ struct ct_cpu {
     int N;                  /* batch_size */
     int n;                  /* rows of the current batch */
     int64_t first_pos;      /* epoch position of its row 0 (dropout key; backend.h) */
+    uint64_t batch_serial;  /* counts loaded batches (1 = the first): a batch norm
+                               updates its running statistics once per batch */
     ct_cpu_tensor x;        /* [N,C,H,W] plain, "batch.x" */
     int r_y, r_params, r_grads, r_opt, r_loss, r_conf, r_logits, r_pred, r_scratch;
+    int r_buffers;          /* the graph's buffers (graph.h), n_buffer_bytes */
+    void *buffers;
     int32_t *y;             /* [N] */
     float *params, *grads, *opt; /* flat; opt: slots x n_param_floats */
     double *loss_sum;
@@ -247,7 +276,7 @@ int ct_cpu_load_batch_range(ct_backend *b, int slot, int start, int n, ct_err *e
 
 extern const ct_cpu_op ct_cpu_op_conv, ct_cpu_op_linear, ct_cpu_op_maxpool,
     ct_cpu_op_avgpool, ct_cpu_op_relu, ct_cpu_op_dropout, ct_cpu_op_flatten,
-    ct_cpu_op_residual;
+    ct_cpu_op_residual, ct_cpu_op_batchnorm;
 /* gelu, silu, tanh, sigmoid, leaky_relu (cpu_act.c); global_avgpool (cpu_pool.c). */
 extern const ct_cpu_op ct_cpu_op_act, ct_cpu_op_global_avgpool;
 

@@ -31,8 +31,10 @@ static const ct_cuda_op *const cuda_ops[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_SILU] = &ct_cuda_op_act,          [CT_LAYER_TANH] = &ct_cuda_op_act,
     [CT_LAYER_SIGMOID] = &ct_cuda_op_act,       [CT_LAYER_LEAKY_RELU] = &ct_cuda_op_act,
     [CT_LAYER_GLOBAL_AVGPOOL] = &ct_cuda_op_global_avgpool,
+    [CT_LAYER_BATCHNORM2D] = &ct_cuda_op_batchnorm,
+    [CT_LAYER_BATCHNORM1D] = &ct_cuda_op_batchnorm,
 };
-_Static_assert(CT_LAYER_KIND_COUNT == 14, "add a row to cuda_ops for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 16, "add a row to cuda_ops for every layer kind");
 
 static ct_cuda *as_cuda(ct_backend *b) { return (ct_cuda *)b; }
 
@@ -268,6 +270,10 @@ static int add_region(ct_cuda *b, ct_region_kind kind, int layer, const char *na
 static int add_model_regions(ct_cuda *b, ct_err *err) {
     size_t pb = b->g->n_param_floats * sizeof(float);
     if (add_region(b, CT_REGION_PARAMS, -1, "params", pb, &b->r_params, err) != 0) return -1;
+    /* the buffers (running statistics) count as parameters in the plan's totals */
+    if (add_region(b, CT_REGION_PARAMS, -1, "buffers", b->g->n_buffer_bytes, &b->r_buffers,
+                   err) != 0)
+        return -1;
     if (!b->o.training) return 0;
     if (add_region(b, CT_REGION_GRADS, -1, "grads", pb, &b->r_grads, err) != 0) return -1;
     return add_region(b, CT_REGION_OPT_STATE, -1, "opt_state", (size_t)b->o.opt_state_slots * pb,
@@ -357,7 +363,7 @@ static ct_cuda *new_cuda(const ct_graph *g, const ct_run_opts *o, ct_plan *plan)
     b->plan = plan;
     b->N = b->n = o->batch_size;
     b->r_x = b->r_y = b->r_params = b->r_grads = b->r_opt = b->r_metrics = b->r_ws = b->r_ones = -1;
-    b->r_flag = b->r_blas_ws = b->r_args = -1;
+    b->r_flag = b->r_blas_ws = b->r_args = b->r_buffers = -1;
     return b;
 }
 
@@ -404,7 +410,9 @@ static void bind_pointers(ct_cuda *b) {
         nd->act = region_ptr(b, nd->r_act);
         nd->gact = region_ptr(b, nd->r_gact);
         for (int k = 0; k < 2; k++) nd->gin_part[k] = region_ptr(b, nd->r_gin_part[k]);
+        nd->bn_stats = nd->g->buffer >= 0 ? region_ptr(b, nd->r_bn) : NULL;
     }
+    b->buffers = region_ptr(b, b->r_buffers);
     ct_cuda_data_bind(b);
 }
 
@@ -428,6 +436,19 @@ static size_t plan_pinned(ct_cuda *b) {
     return b->args_pinned_off + (size_t)CT_CUDA_ARG_SLOTS * 256;
 }
 
+/* The buffers' initial values (graph.h), through a host copy made once at bind. */
+static int init_buffers(ct_cuda *b, ct_err *err) {
+    size_t nb = b->g->n_buffer_bytes;
+    if (nb == 0) return 0;
+    void *h = malloc(nb);
+    if (!h) return ct_errorf(err, "out of host memory for the buffers' initial values");
+    ct_graph_init_buffers(b->g, h);
+    cudaError_t e = cudaMemcpy(b->buffers, h, nb, cudaMemcpyHostToDevice);
+    free(h);
+    if (e != cudaSuccess) return ct_cudart_failed(err, "cudaMemcpy (buffers)", e);
+    return 0;
+}
+
 static int bind_device(ct_cuda *b, const ct_plan *plan, ct_err *err) {
     CT_CUDART(err, cudaSetDevice(b->o.device_index));
     CT_CUDART(err, cudaMalloc(&b->arena, plan->total ? plan->total : CT_CUDA_ALIGN));
@@ -439,7 +460,7 @@ static int bind_device(ct_cuda *b, const ct_plan *plan, ct_err *err) {
     if (reset_metrics(b, err) != 0) return -1;
     CT_KERNEL(err, ct_cuda_fill(b->ones, 1.0f, (size_t)b->N, b->stream));
     CT_CUDART(err, cudaStreamSynchronize(b->stream));
-    return 0;
+    return init_buffers(b, err);
 }
 
 static int cuda_bind(ct_backend *bb, const ct_plan *plan, ct_err *err) {
@@ -728,6 +749,20 @@ static int cuda_opt_state_from_host(ct_backend *bb, int slot, const float *src, 
     return s ? from_host(as_cuda(bb), s, src, "opt_state_from_host", err) : -1;
 }
 
+static int cuda_buffers_to_host(ct_backend *bb, void *dst, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (copy_sync(b, dst, b->buffers, b->g->n_buffer_bytes, cudaMemcpyDeviceToHost, err) != 0)
+        return ct_err_prefix(err, "cuda backend: buffers_to_host");
+    return 0;
+}
+
+static int cuda_buffers_from_host(ct_backend *bb, const void *src, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (copy_sync(b, b->buffers, src, b->g->n_buffer_bytes, cudaMemcpyHostToDevice, err) != 0)
+        return ct_err_prefix(err, "cuda backend: buffers_from_host");
+    return 0;
+}
+
 static float *host_tensor(ct_cuda *b, int node, bool grad, ct_err *err) {
     if (node < -1 || node >= b->g->n_nodes) {
         ct_errorf(err, "cuda backend: node %d out of range", node);
@@ -823,6 +858,8 @@ const ct_backend_vt ct_backend_cuda = {
     .grads_to_host = cuda_grads_to_host,
     .opt_state_to_host = cuda_opt_state_to_host,
     .opt_state_from_host = cuda_opt_state_from_host,
+    .buffers_to_host = cuda_buffers_to_host,
+    .buffers_from_host = cuda_buffers_from_host,
     .tensor_to_host = cuda_tensor_to_host,
     .grad_from_host = cuda_grad_from_host,
     .sync = cuda_sync,

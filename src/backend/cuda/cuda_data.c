@@ -58,6 +58,7 @@ int ct_cuda_set_rows(ct_cuda *b, int n, int64_t first_pos, ct_err *err) {
                                        (size_t)(b->N - n) * row * sizeof(float), b->stream));
     b->n = n;
     b->first_pos = first_pos;
+    b->batch_serial++;
     return 0;
 }
 

@@ -18,7 +18,8 @@
  * synchronizes the host except the host copies, read_metrics and sync (and, with
  * sync_debug, every call). Ops always run all N = batch_size rows; a partial batch
  * (n < N) zeroes the input rows [n, N), and loss() gives those rows zero gradient,
- * so they add nothing to the parameter gradients. cuBLAS works in a workspace of
+ * so they add nothing to the parameter gradients; batch norms take their statistics
+ * from rows [0, n) only (cuda_batchnorm.c). cuBLAS works in a workspace of
  * the arena ("cublas.workspace", set with cublasSetWorkspace), never its own pool,
  * so its calls can be captured. With amp off TF32 is off: cuBLAS runs in
  * CUBLAS_DEFAULT_MATH (no TF32) and cuDNN convolutions in CUDNN_FMA_MATH, so fp32
@@ -85,6 +86,10 @@ typedef struct ct_cuda_node {
     cudnnConvolutionFwdAlgo_t fwd_algo;
     cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo;
+    /* batch norms (cuda_batchnorm.c) */
+    int r_bn;             /* "layers.<i>.bn_stats": saved mean, biased variance [2][C] */
+    float *bn_stats;
+    uint64_t stats_batch; /* the batch (batch_serial) the running statistics include */
 } ct_cuda_node;
 
 /* A uint8 dataset kept on the device (cuda_data.c). */
@@ -110,11 +115,14 @@ typedef struct ct_cuda {
     int N;                      /* batch_size */
     int n;                      /* rows of the current batch */
     int64_t first_pos;          /* epoch position of its row 0 (dropout key; backend.h) */
+    uint64_t batch_serial;      /* loaded batches so far (batch norms update once per batch) */
     cudaStream_t stream;
     cublasHandle_t blas;
     cudnnHandle_t dnn;
     void *arena;                /* device, plan total bytes */
     int r_x, r_y, r_params, r_grads, r_opt, r_metrics, r_ws, r_ones, r_flag;
+    int r_buffers;              /* the graph's buffers (graph.h), n_buffer_bytes */
+    void *buffers;
     size_t ws_bytes;            /* cuDNN workspace: max over every conv algorithm */
     float *x;                   /* [N, C, H, W] */
     int32_t *y;                 /* [N] */
@@ -163,7 +171,7 @@ typedef struct ct_cuda_op {
 
 extern const ct_cuda_op ct_cuda_op_conv, ct_cuda_op_linear, ct_cuda_op_maxpool,
     ct_cuda_op_avgpool, ct_cuda_op_relu, ct_cuda_op_dropout, ct_cuda_op_flatten,
-    ct_cuda_op_residual;
+    ct_cuda_op_residual, ct_cuda_op_batchnorm;
 /* gelu, silu, tanh, sigmoid, leaky_relu (cuda_backend.c); global_avgpool
  * (cuda_pool.c). */
 extern const ct_cuda_op ct_cuda_op_act, ct_cuda_op_global_avgpool;

@@ -1,0 +1,336 @@
+/* cpu_batchnorm.c: batchnorm2d and batchnorm1d (PyTorch semantics, graph.h).
+ *
+ * Shapes: 2d works in the input's desc ([N, C, H, W] in the producer's layout,
+ * possibly blocked), 1d in plain [N, F] (C = F, S = 1); act[i] and gact[i] have
+ * that desc; gamma, beta, their gradients, the saved mean / biased variance and the
+ * running statistics are plain [C]. The output has its own storage: backward reads
+ * the input. A batchnorm1d right after a flatten gets the flatten's 4-D desc
+ * (cpu_eltwise.c), which a batch norm would read per channel of the 4-D tensor:
+ * a plain one is viewed as [N, F] in place, a blocked one is reordered into a
+ * plain workspace ("bn_src", viewed as [N, F]) first, and its input gradient is made
+ * in plain [N, F] ("bn_dsrc") and reordered into gact[i-1].
+ *
+ * Full batches (n == N) run oneDNN's primitives: forward training (use_scale +
+ * use_shift; it writes the batch mean and biased variance, which backward reads),
+ * backward (dnnl_backward: diff_src, diff_scale, diff_shift) and, for evaluation,
+ * forward inference with use_global_stats on the running statistics.
+ *
+ * Partial batches (n < N) run plain loops over the first n rows instead: the
+ * primitives built for N rows would mix the stale rows into the statistics and
+ * give those rows a non-zero input gradient, and a second primitive set for n rows
+ * would be created after bind (oneDNN allocates in creation), which the backend
+ * promises not to do. The loops walk any layout through ct_cpu_md_offset, write
+ * the same saved statistics and give the stale rows of gact[i-1] a zero gradient,
+ * so layers before keep adding nothing for them. Evaluation is per row, so its
+ * primitive takes partial batches as they are.
+ *
+ * Running statistics: after a training forward, running_mean and running_var
+ * move by `momentum` towards the batch mean and the UNBIASED batch variance
+ * (count / (count - 1), count = n * S) and num_batches_tracked grows by one, once
+ * per loaded batch (b->batch_serial): a forward a checkpointed span recomputes in
+ * backward sees the same batch and leaves them alone.
+ */
+#include "backend/cpu/cpu_internal.h"
+
+#include <math.h>
+
+static int plain_c(dnnl_memory_desc_t *md, int C, ct_err *err) {
+    dnnl_dim_t d = C;
+    return ct_cpu_md_plain(md, 1, &d, err);
+}
+
+/* A [C] view at byte offset `offset` of region r. */
+static int view(ct_cpu_tensor *t, int C, int r, size_t offset, ct_err *err) {
+    if (plain_c(&t->md, C, err) != 0) return -1;
+    t->region = r;
+    t->offset = offset;
+    return 0;
+}
+
+/* t reads or writes `other` (a view, bound to other's storage at bind) when the
+ * batch norm's desc md is other's or a plain view of it; else t views a plain
+ * workspace of other's dims (xf->t) with a reorder from other (into_t) or to it. */
+static int plan_io(ct_cpu *b, ct_cpu_node *nd, ct_cpu_tensor *t, bool *is_view, ct_cpu_xfer *xf,
+                   const ct_cpu_tensor *other, const dnnl_memory_desc_t *md, const char *suffix,
+                   bool into_t, ct_err *err) {
+    *is_view = ct_cpu_md_eq(md, &other->md) || ct_cpu_md_is_plain(&other->md);
+    t->md = *md;
+    if (*is_view) return 0;
+    dnnl_memory_desc_t plain;
+    if (ct_cpu_md_plain(&plain, other->md.ndims, other->md.dims, err) != 0 ||
+        ct_cpu_xfer_plan(b, xf, nd->i, suffix, &plain, &other->md, into_t, err) != 0)
+        return -1;
+    return 0;
+}
+
+/* The input (src) and, in training, the input gradient (dsrc) in desc md. */
+static int plan_src(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, ct_err *err) {
+    ct_cpu_bn *bn = &nd->bn;
+    bn->dsrc.region = -1;
+    if (plan_io(b, nd, &bn->src, &bn->src_view, &bn->src_x, ct_cpu_in(b, nd->i), md, "bn_src",
+                true, err) != 0)
+        return -1;
+    if (!b->o.training) return 0;
+    if (ct_cpu_has_gin(b, nd->i))
+        return plan_io(b, nd, &bn->dsrc, &bn->dsrc_view, &bn->dsrc_x, ct_cpu_gin(b, nd->i), md,
+                       "bn_dsrc", false, err);
+    bn->dsrc_view = false; /* no gact[i-1], but oneDNN always writes diff_src */
+    bn->dsrc.md = *md;
+    return ct_cpu_add_ws(b, &bn->dsrc, nd->i, "bn_dsrc", err);
+}
+
+static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    ct_cpu_bn *bn = &nd->bn;
+    const ct_node *g = nd->g;
+    bn->C = g->in.c;
+    bn->S = g->in.flat ? 1 : (long)g->in.h * g->in.w;
+    dnnl_memory_desc_t flat_md;
+    const dnnl_memory_desc_t *md = &ct_cpu_in(b, nd->i)->md;
+    if (g->in.flat) {
+        dnnl_dim_t dims[2] = {b->N, bn->C};
+        if (ct_cpu_md_plain(&flat_md, 2, dims, err) != 0) return -1;
+        md = &flat_md;
+    }
+    if (plan_src(b, nd, md, err) != 0) return -1;
+    if (ct_cpu_add_act(b, nd, md, false, false, err) != 0) return -1;
+    if (plain_c(&bn->mean.md, bn->C, err) != 0 || plain_c(&bn->var.md, bn->C, err) != 0) return -1;
+    if (ct_cpu_add_ws(b, &bn->mean, nd->i, "bn_mean", err) != 0 ||
+        ct_cpu_add_ws(b, &bn->var, nd->i, "bn_var", err) != 0)
+        return -1;
+    size_t w_off = b->g->params[g->weight].offset * sizeof(float);
+    size_t b_off = b->g->params[g->bias].offset * sizeof(float);
+    const ct_buffer_info *buf = &b->g->buffers[g->buffer];
+    if (view(&bn->gamma, bn->C, b->r_params, w_off, err) != 0 ||
+        view(&bn->beta, bn->C, b->r_params, b_off, err) != 0 ||
+        view(&bn->rmean, bn->C, b->r_buffers, buf[CT_BN_RUNNING_MEAN].offset, err) != 0 ||
+        view(&bn->rvar, bn->C, b->r_buffers, buf[CT_BN_RUNNING_VAR].offset, err) != 0)
+        return -1;
+    float eps = (float)g->cfg.eps;
+    unsigned ss = dnnl_use_scale | dnnl_use_shift;
+    dnnl_batch_normalization_desc_t d;
+    CT_DNNL(err, dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_inference, md, eps,
+                                                            ss | dnnl_use_global_stats));
+    if (ct_cpu_pick(&b->c, &bn->fwd_inf, &d, 1, sizeof d, NULL, "batch norm inference", err) != 0)
+        return -1;
+    bn->dscale.region = bn->dgamma.region = bn->dbeta.region = -1;
+    if (!b->o.training) return 0;
+    CT_DNNL(err, dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_training, md, eps, ss));
+    if (ct_cpu_pick(&b->c, &bn->fwd_train, &d, 1, sizeof d, NULL, "batch norm forward", err) != 0)
+        return -1;
+    CT_DNNL(err, dnnl_batch_normalization_backward_desc_init(&d, dnnl_backward, md, md, eps, ss));
+    if (ct_cpu_pick(&b->c, &bn->bwd, &d, 1, sizeof d, bn->fwd_train.pd, "batch norm backward",
+                    err) != 0)
+        return -1;
+    if (b->o.accumulate) { /* the gradients land in [2][C] scratch, then = or += */
+        dnnl_dim_t two_c = 2 * (dnnl_dim_t)bn->C;
+        if (ct_cpu_md_plain(&bn->dscale.md, 1, &two_c, err) != 0 ||
+            ct_cpu_add_ws(b, &bn->dscale, nd->i, "bn_dscale", err) != 0)
+            return -1;
+        if (view(&bn->dgamma, bn->C, bn->dscale.region, 0, err) != 0 ||
+            view(&bn->dbeta, bn->C, bn->dscale.region, (size_t)bn->C * sizeof(float), err) != 0)
+            return -1;
+        return 0;
+    }
+    if (view(&bn->dgamma, bn->C, b->r_grads, w_off, err) != 0 ||
+        view(&bn->dbeta, bn->C, b->r_grads, b_off, err) != 0)
+        return -1;
+    return 0;
+}
+
+/* A view t over other's storage (at bind: earlier nodes' regions are final). */
+static int bind_view(ct_cpu *b, ct_cpu_tensor *t, const ct_cpu_tensor *other, ct_err *err) {
+    t->region = other->region;
+    t->offset = other->offset;
+    return ct_cpu_bind_tensor(b, t, err);
+}
+
+/* t over `other` (is_view), else over the workspace of the reorder xf with other. */
+static int bind_io(ct_cpu *b, ct_cpu_tensor *t, bool is_view, ct_cpu_xfer *xf,
+                   const ct_cpu_tensor *other, ct_err *err) {
+    if (is_view) return bind_view(b, t, other, err);
+    if (ct_cpu_xfer_bind(b, xf, other, err) != 0) return -1;
+    return bind_view(b, t, &xf->t, err);
+}
+
+static int bind_src(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    ct_cpu_bn *bn = &nd->bn;
+    if (bind_io(b, &bn->src, bn->src_view, &bn->src_x, ct_cpu_in(b, nd->i), err) != 0) return -1;
+    if (!b->o.training) return 0;
+    ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
+    if (!gin) return ct_cpu_bind_tensor(b, &bn->dsrc, err);
+    return bind_io(b, &bn->dsrc, bn->dsrc_view, &bn->dsrc_x, gin, err);
+}
+
+static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    ct_cpu_bn *bn = &nd->bn;
+    ct_cpu_tensor *ts[] = {&bn->mean, &bn->var, &bn->gamma, &bn->beta, &bn->rmean,
+                           &bn->rvar, &bn->dscale, &bn->dgamma, &bn->dbeta};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
+        if (ct_cpu_bind_tensor(b, ts[k], err) != 0) return -1;
+    if (bind_src(b, nd, err) != 0) return -1;
+    bn->num_batches = (int64_t *)((char *)b->buffers +
+                                  b->g->buffers[nd->g->buffer + CT_BN_NUM_BATCHES].offset);
+    bn->stats_batch = UINT64_MAX; /* none yet: the first training forward updates */
+    dnnl_memory_t in = bn->src.mem;
+    ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SRC, in);
+    ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_DST, nd->act.mem);
+    ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SCALE, bn->gamma.mem);
+    ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SHIFT, bn->beta.mem);
+    ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_MEAN, bn->rmean.mem);
+    ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_VARIANCE, bn->rvar.mem);
+    if (!b->o.training) return 0;
+    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_SRC, in);
+    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_DST, nd->act.mem);
+    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_SCALE, bn->gamma.mem);
+    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_SHIFT, bn->beta.mem);
+    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_MEAN, bn->mean.mem);
+    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_VARIANCE, bn->var.mem);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_SRC, in);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_MEAN, bn->mean.mem);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_VARIANCE, bn->var.mem);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_DST, nd->gact.mem);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_SCALE, bn->gamma.mem);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_SHIFT, bn->beta.mem); /* 2.6's backward asks for it too */
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SRC, bn->dsrc.mem);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SCALE, bn->dgamma.mem);
+    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SHIFT, bn->dbeta.mem);
+    return 0;
+}
+
+/* ---- plain loops over the first n rows (partial batches) ------------------------ */
+
+/* Physical offset of (row r, channel c, position s) in md (plain: the index). */
+static size_t at(const ct_cpu_bn *bn, const dnnl_memory_desc_t *md, bool plain, int r, int c,
+                 long s) {
+    size_t j = ((size_t)r * (size_t)bn->C + (size_t)c) * (size_t)bn->S + (size_t)s;
+    return plain ? j : ct_cpu_md_offset(md, j);
+}
+
+static void own_forward(ct_cpu *b, ct_cpu_node *nd) {
+    ct_cpu_bn *bn = &nd->bn;
+    const dnnl_memory_desc_t *md = &nd->act.md;
+    bool plain = ct_cpu_md_is_plain(md);
+    const float *x = bn->src.ptr;
+    float *y = nd->act.ptr;
+    int n = b->n;
+    double M = (double)n * (double)bn->S, eps = nd->g->cfg.eps;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < bn->C; c++) {
+        double sum = 0.0, sq = 0.0;
+        for (int r = 0; r < n; r++)
+            for (long s = 0; s < bn->S; s++) sum += x[at(bn, md, plain, r, c, s)];
+        double mean = sum / M;
+        for (int r = 0; r < n; r++)
+            for (long s = 0; s < bn->S; s++) {
+                double d = x[at(bn, md, plain, r, c, s)] - mean;
+                sq += d * d;
+            }
+        bn->mean.ptr[c] = (float)mean;
+        bn->var.ptr[c] = (float)(sq / M);
+        double scale = bn->gamma.ptr[c] / sqrt(sq / M + eps), shift = bn->beta.ptr[c];
+        for (int r = 0; r < n; r++)
+            for (long s = 0; s < bn->S; s++) {
+                size_t o = at(bn, md, plain, r, c, s);
+                y[o] = (float)((x[o] - mean) * scale + shift);
+            }
+    }
+}
+
+/* Writes dgamma, dbeta and dx (rows [n, N) of dx: zero) from the saved statistics. */
+static void own_backward(ct_cpu *b, ct_cpu_node *nd, float *dx) {
+    ct_cpu_bn *bn = &nd->bn;
+    const dnnl_memory_desc_t *md = &nd->act.md;
+    bool plain = ct_cpu_md_is_plain(md);
+    const float *x = bn->src.ptr, *dy = nd->gact.ptr;
+    int n = b->n, N = b->N;
+    double M = (double)n * (double)bn->S, eps = nd->g->cfg.eps;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < bn->C; c++) {
+        double mean = bn->mean.ptr[c], rstd = 1.0 / sqrt((double)bn->var.ptr[c] + eps);
+        double db = 0.0, dg = 0.0;
+        for (int r = 0; r < n; r++)
+            for (long s = 0; s < bn->S; s++) {
+                size_t o = at(bn, md, plain, r, c, s);
+                db += dy[o];
+                dg += dy[o] * (x[o] - mean) * rstd;
+            }
+        bn->dgamma.ptr[c] = (float)dg;
+        bn->dbeta.ptr[c] = (float)db;
+        double k = bn->gamma.ptr[c] * rstd;
+        for (int r = 0; r < N; r++)
+            for (long s = 0; s < bn->S; s++) {
+                size_t o = at(bn, md, plain, r, c, s);
+                dx[o] = r < n ? (float)(k * (dy[o] - db / M - (x[o] - mean) * rstd * dg / M))
+                              : 0.0f;
+            }
+    }
+}
+
+/* ---- passes --------------------------------------------------------------------- */
+
+static void update_running(ct_cpu *b, ct_cpu_node *nd, long count) {
+    ct_cpu_bn *bn = &nd->bn;
+    float m = (float)nd->g->cfg.momentum;
+    float unbias = (float)((double)count / (double)(count - 1));
+    for (int c = 0; c < bn->C; c++) {
+        bn->rmean.ptr[c] = (1.0f - m) * bn->rmean.ptr[c] + m * bn->mean.ptr[c];
+        bn->rvar.ptr[c] = (1.0f - m) * bn->rvar.ptr[c] + m * (bn->var.ptr[c] * unbias);
+    }
+    (*bn->num_batches)++;
+    bn->stats_batch = b->batch_serial;
+}
+
+static int bn_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
+    (void)step;
+    ct_cpu_bn *bn = &nd->bn;
+    if (bn->src_x.on && ct_cpu_exec(&b->c, &bn->src_x.r, err) != 0) return -1;
+    if (!train) return ct_cpu_exec(&b->c, &bn->fwd_inf, err);
+    if (!b->o.training)
+        return ct_errorf(err, "a training forward needs a training plan (batch statistics)");
+    long count = (long)b->n * bn->S;
+    if (count < 2)
+        return ct_errorf(err, "training needs more than 1 value per channel: a batch of %d row(s) "
+                         "gives %ld (PyTorch refuses this too)", b->n, (long)b->n * bn->S);
+    if (b->n == b->N) {
+        if (ct_cpu_exec(&b->c, &bn->fwd_train, err) != 0) return -1;
+    } else {
+        own_forward(b, nd);
+    }
+    if (bn->stats_batch != b->batch_serial) update_running(b, nd, count);
+    return 0;
+}
+
+static int bn_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err) {
+    (void)step;
+    ct_cpu_bn *bn = &nd->bn;
+    if (accumulate && !b->o.accumulate)
+        return ct_errorf(err, "backward with accumulate in a plan made without it");
+    if (b->n == b->N) {
+        if (ct_cpu_exec(&b->c, &bn->bwd, err) != 0) return -1;
+    } else {
+        own_backward(b, nd, bn->dsrc.ptr);
+    }
+    if (bn->dsrc_x.on && ct_cpu_exec(&b->c, &bn->dsrc_x.r, err) != 0) return -1;
+    if (!b->o.accumulate) return 0; /* written straight into the grads */
+    float *gw = b->grads + b->g->params[nd->g->weight].offset;
+    float *gb = b->grads + b->g->params[nd->g->bias].offset;
+    for (int c = 0; c < bn->C; c++) {
+        gw[c] = (accumulate ? gw[c] : 0.0f) + bn->dgamma.ptr[c];
+        gb[c] = (accumulate ? gb[c] : 0.0f) + bn->dbeta.ptr[c];
+    }
+    return 0;
+}
+
+/* Full batches' primitives; partial training batches run the plain loops above. */
+static const char *bn_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
+                           size_t n) {
+    (void)n;
+    buf[0] = 0;
+    if (pass == CT_PASS_FORWARD)
+        return ct_cpu_impl(b->o.training ? &nd->bn.fwd_train : &nd->bn.fwd_inf);
+    if (!b->o.training) return buf;
+    if (pass == CT_PASS_BACKWARD_DATA && !ct_cpu_has_gin(b, nd->i)) return buf;
+    return ct_cpu_impl(&nd->bn.bwd);
+}
+
+const ct_cpu_op ct_cpu_op_batchnorm = {bn_create, bn_bind, bn_forward, bn_backward, bn_impl};
