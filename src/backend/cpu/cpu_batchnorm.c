@@ -10,19 +10,20 @@
  * plain workspace ("bn_src", viewed as [N, F]) first, and its input gradient is made
  * in plain [N, F] ("bn_dsrc") and reordered into gact[i-1].
  *
- * Full batches (n == N) run oneDNN's primitives: forward training (use_scale +
- * use_shift; it writes the batch mean and biased variance, which backward reads),
- * backward (dnnl_backward: diff_src, diff_scale, diff_shift) and, for evaluation,
- * forward inference with use_global_stats on the running statistics.
+ * Evaluation runs oneDNN's forward inference with use_global_stats on the running
+ * statistics (per row, so a partial batch is fine as it is).
  *
- * Partial batches (n < N) run plain loops over the first n rows instead: the
- * primitives built for N rows would mix the stale rows into the statistics and
- * give those rows a non-zero input gradient, and a second primitive set for n rows
- * would be created after bind (oneDNN allocates in creation), which the backend
- * promises not to do. The loops walk any layout through ct_cpu_md_offset, write
- * the same saved statistics and give the stale rows of gact[i-1] a zero gradient,
- * so layers before keep adding nothing for them. Evaluation is per row, so its
- * primitive takes partial batches as they are.
+ * Training runs ctrain's loops over the first n rows (own_forward, own_backward):
+ * the batch statistics and the gradient sums of gamma and beta accumulate in double,
+ * two passes for the variance. oneDNN 2.6's training primitives accumulate in fp32:
+ * in tests/torch_parity.py's residual network with batch norms they ended one SGD
+ * step 1.5e-2 (of a tensor's largest value) from a float64 run where PyTorch's fp32
+ * ended 2.4e-5 and these loops 2.7e-5 (a batch norm's input gradient sums to zero
+ * per channel, so the sums downstream cancel heavily). The loops also take partial
+ * batches, where the primitives built for N rows would mix the stale rows into the
+ * statistics, and give the stale rows of gact[i-1] a zero gradient, so layers
+ * before keep adding nothing for them. They walk plain [N, C, S] and nChw8c/16c
+ * blocks lane by lane, any other layout through ct_cpu_md_offset.
  *
  * Running statistics: after a training forward, running_mean and running_var
  * move by `momentum` towards the batch mean and the UNBIASED batch variance
@@ -114,13 +115,6 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         return -1;
     bn->dscale.region = bn->dgamma.region = bn->dbeta.region = -1;
     if (!b->o.training) return 0;
-    CT_DNNL(err, dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_training, md, eps, ss));
-    if (ct_cpu_pick(&b->c, &bn->fwd_train, &d, 1, sizeof d, NULL, "batch norm forward", err) != 0)
-        return -1;
-    CT_DNNL(err, dnnl_batch_normalization_backward_desc_init(&d, dnnl_backward, md, md, eps, ss));
-    if (ct_cpu_pick(&b->c, &bn->bwd, &d, 1, sizeof d, bn->fwd_train.pd, "batch norm backward",
-                    err) != 0)
-        return -1;
     if (b->o.accumulate) { /* the gradients land in [2][C] scratch, then = or += */
         dnnl_dim_t two_c = 2 * (dnnl_dim_t)bn->C;
         if (ct_cpu_md_plain(&bn->dscale.md, 1, &two_c, err) != 0 ||
@@ -178,91 +172,115 @@ static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SHIFT, bn->beta.mem);
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_MEAN, bn->rmean.mem);
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_VARIANCE, bn->rvar.mem);
-    if (!b->o.training) return 0;
-    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_SRC, in);
-    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_DST, nd->act.mem);
-    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_SCALE, bn->gamma.mem);
-    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_SHIFT, bn->beta.mem);
-    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_MEAN, bn->mean.mem);
-    ct_cpu_arg(&bn->fwd_train, DNNL_ARG_VARIANCE, bn->var.mem);
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_SRC, in);
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_MEAN, bn->mean.mem);
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_VARIANCE, bn->var.mem);
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_DST, nd->gact.mem);
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_SCALE, bn->gamma.mem);
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_SHIFT, bn->beta.mem); /* 2.6's backward asks for it too */
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SRC, bn->dsrc.mem);
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SCALE, bn->dgamma.mem);
-    ct_cpu_arg(&bn->bwd, DNNL_ARG_DIFF_SHIFT, bn->dbeta.mem);
     return 0;
 }
 
-/* ---- plain loops over the first n rows (partial batches) ------------------------ */
+/* ---- training loops over the first n rows --------------------------------------- */
 
-/* Physical offset of (row r, channel c, position s) in md (plain: the index). */
-static size_t at(const ct_cpu_bn *bn, const dnnl_memory_desc_t *md, bool plain, int r, int c,
-                 long s) {
-    size_t j = ((size_t)r * (size_t)bn->C + (size_t)c) * (size_t)bn->S + (size_t)s;
-    return plain ? j : ct_cpu_md_offset(md, j);
+/* The batch norm's desc as [N][Cb][S][B]: B = 1 plain (also [N, F]), 8 or 16 for
+ * nChw8c / nChw16c (Cb = ceil(C / B)); 0 for any other layout, which is walked
+ * channel by channel through ct_cpu_md_offset. */
+static int layout_block(const dnnl_memory_desc_t *md) {
+    if (ct_cpu_md_is_plain(md)) return 1;
+    int blk = ct_cpu_md_channel_block(md);
+    return blk > 1 ? blk : 0;
 }
 
+/* Physical offset of (row r, channel group g, position s, lane l): channel g * B + l
+ * (B = 0: channel g, lane 0). */
+static size_t at(const ct_cpu_bn *bn, const dnnl_memory_desc_t *md, int B, int r, int g, long s,
+                 int l) {
+    if (B == 0)
+        return ct_cpu_md_offset(md, ((size_t)r * (size_t)bn->C + (size_t)g) * (size_t)bn->S +
+                                        (size_t)s);
+    size_t groups = (size_t)(bn->C + B - 1) / (size_t)B;
+    return (((size_t)r * groups + (size_t)g) * (size_t)bn->S + (size_t)s) * (size_t)B + (size_t)l;
+}
+
+#define CT_BN_LANES 16
+
+/* The batch statistics of the first n rows (mean and biased variance, two passes in
+ * double, saved for backward) and y = (x - mean) / sqrt(var + eps) * gamma + beta. */
 static void own_forward(ct_cpu *b, ct_cpu_node *nd) {
     ct_cpu_bn *bn = &nd->bn;
     const dnnl_memory_desc_t *md = &nd->act.md;
-    bool plain = ct_cpu_md_is_plain(md);
+    int B = layout_block(md), lanes = B ? B : 1, groups = B ? (bn->C + B - 1) / B : bn->C;
     const float *x = bn->src.ptr;
     float *y = nd->act.ptr;
     int n = b->n;
-    double M = (double)n * (double)bn->S, eps = nd->g->cfg.eps;
+    long S = bn->S;
+    double M = (double)n * (double)S, eps = nd->g->cfg.eps;
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < bn->C; c++) {
-        double sum = 0.0, sq = 0.0;
+    for (int g = 0; g < groups; g++) {
+        double sum[CT_BN_LANES] = {0}, sq[CT_BN_LANES] = {0}, mean[CT_BN_LANES];
+        double scale[CT_BN_LANES], shift[CT_BN_LANES];
+        int L = g * lanes + lanes <= bn->C ? lanes : bn->C - g * lanes; /* real channels */
         for (int r = 0; r < n; r++)
-            for (long s = 0; s < bn->S; s++) sum += x[at(bn, md, plain, r, c, s)];
-        double mean = sum / M;
+            for (long s = 0; s < S; s++)
+                for (int l = 0; l < L; l++) sum[l] += x[at(bn, md, B, r, g, s, l)];
+        for (int l = 0; l < L; l++) mean[l] = sum[l] / M;
         for (int r = 0; r < n; r++)
-            for (long s = 0; s < bn->S; s++) {
-                double d = x[at(bn, md, plain, r, c, s)] - mean;
-                sq += d * d;
-            }
-        bn->mean.ptr[c] = (float)mean;
-        bn->var.ptr[c] = (float)(sq / M);
-        double scale = bn->gamma.ptr[c] / sqrt(sq / M + eps), shift = bn->beta.ptr[c];
+            for (long s = 0; s < S; s++)
+                for (int l = 0; l < L; l++) {
+                    double d = x[at(bn, md, B, r, g, s, l)] - mean[l];
+                    sq[l] += d * d;
+                }
+        for (int l = 0; l < L; l++) {
+            int c = g * lanes + l;
+            bn->mean.ptr[c] = (float)mean[l];
+            bn->var.ptr[c] = (float)(sq[l] / M);
+            scale[l] = bn->gamma.ptr[c] / sqrt(sq[l] / M + eps);
+            shift[l] = bn->beta.ptr[c];
+        }
         for (int r = 0; r < n; r++)
-            for (long s = 0; s < bn->S; s++) {
-                size_t o = at(bn, md, plain, r, c, s);
-                y[o] = (float)((x[o] - mean) * scale + shift);
-            }
+            for (long s = 0; s < S; s++)
+                for (int l = 0; l < L; l++) {
+                    size_t o = at(bn, md, B, r, g, s, l);
+                    y[o] = (float)((x[o] - mean[l]) * scale[l] + shift[l]);
+                }
     }
 }
 
-/* Writes dgamma, dbeta and dx (rows [n, N) of dx: zero) from the saved statistics. */
+/* Writes dgamma, dbeta (sums in double) and dx (rows [n, N): zero) from the saved
+ * statistics. */
 static void own_backward(ct_cpu *b, ct_cpu_node *nd, float *dx) {
     ct_cpu_bn *bn = &nd->bn;
     const dnnl_memory_desc_t *md = &nd->act.md;
-    bool plain = ct_cpu_md_is_plain(md);
+    int B = layout_block(md), lanes = B ? B : 1, groups = B ? (bn->C + B - 1) / B : bn->C;
     const float *x = bn->src.ptr, *dy = nd->gact.ptr;
     int n = b->n, N = b->N;
-    double M = (double)n * (double)bn->S, eps = nd->g->cfg.eps;
+    long S = bn->S;
+    double M = (double)n * (double)S, eps = nd->g->cfg.eps;
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < bn->C; c++) {
-        double mean = bn->mean.ptr[c], rstd = 1.0 / sqrt((double)bn->var.ptr[c] + eps);
-        double db = 0.0, dg = 0.0;
+    for (int g = 0; g < groups; g++) {
+        double mean[CT_BN_LANES], rstd[CT_BN_LANES], k[CT_BN_LANES];
+        double db[CT_BN_LANES] = {0}, dg[CT_BN_LANES] = {0};
+        int L = g * lanes + lanes <= bn->C ? lanes : bn->C - g * lanes;
+        for (int l = 0; l < L; l++) {
+            int c = g * lanes + l;
+            mean[l] = bn->mean.ptr[c];
+            rstd[l] = 1.0 / sqrt((double)bn->var.ptr[c] + eps);
+            k[l] = bn->gamma.ptr[c] * rstd[l];
+        }
         for (int r = 0; r < n; r++)
-            for (long s = 0; s < bn->S; s++) {
-                size_t o = at(bn, md, plain, r, c, s);
-                db += dy[o];
-                dg += dy[o] * (x[o] - mean) * rstd;
-            }
-        bn->dgamma.ptr[c] = (float)dg;
-        bn->dbeta.ptr[c] = (float)db;
-        double k = bn->gamma.ptr[c] * rstd;
+            for (long s = 0; s < S; s++)
+                for (int l = 0; l < L; l++) {
+                    size_t o = at(bn, md, B, r, g, s, l);
+                    db[l] += dy[o];
+                    dg[l] += dy[o] * (x[o] - mean[l]) * rstd[l];
+                }
+        for (int l = 0; l < L; l++) {
+            bn->dgamma.ptr[g * lanes + l] = (float)dg[l];
+            bn->dbeta.ptr[g * lanes + l] = (float)db[l];
+        }
         for (int r = 0; r < N; r++)
-            for (long s = 0; s < bn->S; s++) {
-                size_t o = at(bn, md, plain, r, c, s);
-                dx[o] = r < n ? (float)(k * (dy[o] - db / M - (x[o] - mean) * rstd * dg / M))
-                              : 0.0f;
-            }
+            for (long s = 0; s < S; s++)
+                for (int l = 0; l < L; l++) {
+                    size_t o = at(bn, md, B, r, g, s, l);
+                    dx[o] = r < n ? (float)(k[l] * (dy[o] - db[l] / M -
+                                                    (x[o] - mean[l]) * rstd[l] * dg[l] / M))
+                                  : 0.0f;
+                }
     }
 }
 
@@ -291,11 +309,7 @@ static int bn_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_
     if (count < 2)
         return ct_errorf(err, "training needs more than 1 value per channel: a batch of %d row(s) "
                          "gives %ld (PyTorch refuses this too)", b->n, (long)b->n * bn->S);
-    if (b->n == b->N) {
-        if (ct_cpu_exec(&b->c, &bn->fwd_train, err) != 0) return -1;
-    } else {
-        own_forward(b, nd);
-    }
+    own_forward(b, nd);
     if (bn->stats_batch != b->batch_serial) update_running(b, nd, count);
     return 0;
 }
@@ -305,11 +319,7 @@ static int bn_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t ste
     ct_cpu_bn *bn = &nd->bn;
     if (accumulate && !b->o.accumulate)
         return ct_errorf(err, "backward with accumulate in a plan made without it");
-    if (b->n == b->N) {
-        if (ct_cpu_exec(&b->c, &bn->bwd, err) != 0) return -1;
-    } else {
-        own_backward(b, nd, bn->dsrc.ptr);
-    }
+    own_backward(b, nd, bn->dsrc.ptr);
     if (bn->dsrc_x.on && ct_cpu_exec(&b->c, &bn->dsrc_x.r, err) != 0) return -1;
     if (!b->o.accumulate) return 0; /* written straight into the grads */
     float *gw = b->grads + b->g->params[nd->g->weight].offset;
@@ -321,16 +331,15 @@ static int bn_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t ste
     return 0;
 }
 
-/* Full batches' primitives; partial training batches run the plain loops above. */
+/* Evaluation on oneDNN's primitive; training on ctrain's loops. */
 static const char *bn_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
                            size_t n) {
     (void)n;
     buf[0] = 0;
-    if (pass == CT_PASS_FORWARD)
-        return ct_cpu_impl(b->o.training ? &nd->bn.fwd_train : &nd->bn.fwd_inf);
+    if (pass == CT_PASS_FORWARD) return b->o.training ? "ctrain" : ct_cpu_impl(&nd->bn.fwd_inf);
     if (!b->o.training) return buf;
     if (pass == CT_PASS_BACKWARD_DATA && !ct_cpu_has_gin(b, nd->i)) return buf;
-    return ct_cpu_impl(&nd->bn.bwd);
+    return "ctrain";
 }
 
 const ct_cpu_op ct_cpu_op_batchnorm = {bn_create, bn_bind, bn_forward, bn_backward, bn_impl};

@@ -107,7 +107,7 @@ typedef struct ct_cpu_wl {
 
 /* Batch norm state (cpu_batchnorm.c). */
 typedef struct ct_cpu_bn {
-    ct_cpu_prim fwd_train, fwd_inf, bwd;
+    ct_cpu_prim fwd_inf;           /* evaluation (training runs ctrain's loops) */
     ct_cpu_tensor mean, var;       /* [C] the batch's mean and biased variance (saved) */
     ct_cpu_tensor gamma, beta;     /* [C] views of the flat params */
     ct_cpu_tensor dgamma, dbeta;   /* [C] views of the flat grads, or of dscale when
