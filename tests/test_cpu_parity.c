@@ -586,6 +586,51 @@ static bool allow_all(const ct_graph *g, ct_fusion_kind kind, int first, const v
     return true;
 }
 
+/* A batch norm fused with the relu after it (CT_FUSE_BN_RELU) gives the reference's
+ * results in training (the whole graph, full and partial batches: the loops relu
+ * their output and mask dy by it), and in evaluation (oneDNN's fused inference) the
+ * same bits as the unfused plan. */
+static void test_batchnorm_relu_fusion(void **state) {
+    (void)state;
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, false), L(CT_LAYER_BATCHNORM2D), L(CT_LAYER_RELU),
+                        conv(8, 3, 1, 1, false), L(CT_LAYER_BATCHNORM2D), L(CT_LAYER_RELU),
+                        L(CT_LAYER_FLATTEN), linear(16, false), L(CT_LAYER_BATCHNORM1D),
+                        L(CT_LAYER_RELU), linear(5, true)};
+    int n = (int)(sizeof a / sizeof a[0]), bns[] = {1, 4, 8};
+    bool fuse_was = parity_fuse;
+    parity_fuse = true;
+    harness *h = open_as_built(3, 8, 8, a, n, 6);
+    const ct_fusion_plan *p = h->vt->fusion_plan(h->b);
+    for (int k = 0; k < 3; k++) {
+        assert_true(ct_fusion_active(p, CT_FUSE_BN_RELU, bns[k]));
+        assert_int_equal(p->fwd_by[bns[k] + 1], bns[k]);
+        assert_int_equal(p->bwd_by[bns[k] + 1], bns[k]);
+    }
+    parity_graph(h, 6, "batch norm + relu fused");
+    parity_graph(h, 4, "batch norm + relu fused, partial batch");
+    close_h(h);
+    size_t out_n = 6 * 5;
+    float *out[2];
+    for (int f = 0; f < 2; f++) {
+        parity_fuse = f == 1;
+        h = open_opt(3, 8, 8, a, n, 6, false, CT_OPT_SGD, 0);
+        assert_int_equal(ct_fusion_active(h->vt->fusion_plan(h->b), CT_FUSE_BN_RELU, 4), f == 1);
+        parity_seed(5);
+        float *x = rand_f(6 * 3 * 8 * 8, 1.0), *w = rand_params(&h->g);
+        int32_t lab[6] = {0};
+        out[f] = malloc(out_n * sizeof(float));
+        OK(h->vt->params_from_host(h->b, w, E));
+        OK(h->vt->load_batch(h->b, x, lab, 6, 0, E));
+        for (int i = 0; i < n; i++) OK(h->vt->forward(h->b, i, false, 0, E));
+        OK(h->vt->tensor_to_host(h->b, n - 1, false, out[f], E));
+        free(x), free(w);
+        close_h(h);
+    }
+    assert_memory_equal(out[0], out[1], out_n * sizeof(float));
+    free(out[0]), free(out[1]);
+    parity_fuse = fuse_was;
+}
+
 static void test_fusion_plan(void **state) {
     (void)state;
     ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
@@ -828,6 +873,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_loops),
         cmocka_unit_test(test_convw_loops),
         cmocka_unit_test(test_fusion_plan),
+        cmocka_unit_test(test_batchnorm_relu_fusion),
         cmocka_unit_test(test_fusion_same_bits),
         cmocka_unit_test(test_conv_block),
         cmocka_unit_test(test_layers_without_input_gradient),

@@ -10,6 +10,7 @@ static const char *const kind_names[CT_FUSION_KIND_COUNT] = {
     [CT_FUSE_CONV_BWD_FROM_POOL] = "conv backward from the pool's gradient",
     [CT_FUSE_RELU_POST_OP] = "relu as post-op",
     [CT_FUSE_RELU_BWD_IN_POOL] = "relu backward in the max-pool's",
+    [CT_FUSE_BN_RELU] = "relu inside the batch norm",
 };
 
 const char *ct_fusion_kind_name(ct_fusion_kind kind) {
@@ -44,6 +45,11 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
                        is_kind(g, i + 1, CT_LAYER_MAXPOOL2D) && ct_graph_chain(g, i)
                    ? i + 1
                    : -1;
+    case CT_FUSE_BN_RELU:
+        return (is_kind(g, i, CT_LAYER_BATCHNORM2D) || is_kind(g, i, CT_LAYER_BATCHNORM1D)) &&
+                       relu_next
+                   ? i + 1
+                   : -1;
     default: return -1;
     }
 }
@@ -52,7 +58,8 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
 
 /* Whether the group changes its nodes' forward and/or backward. */
 static void touches(const ct_fusion_group *gr, bool *fwd, bool *bwd) {
-    *fwd = gr->kind == CT_FUSE_CONV_RELU_POOL || gr->kind == CT_FUSE_RELU_POST_OP;
+    *fwd = gr->kind == CT_FUSE_CONV_RELU_POOL || gr->kind == CT_FUSE_RELU_POST_OP ||
+           gr->kind == CT_FUSE_BN_RELU;
     *bwd = gr->kind != CT_FUSE_RELU_POST_OP;
 }
 

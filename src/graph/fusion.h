@@ -45,6 +45,11 @@ typedef enum ct_fusion_kind {
      * dy where its output is not positive, which is the relu's backward. Claims:
      * backward of i. */
     CT_FUSE_RELU_BWD_IN_POOL,
+    /* batchnorm2d / batchnorm1d i, relu i+1: the relu runs inside the batch norm's
+     * forward (its output is relu'd as it is written) and backward (dy is masked by
+     * that output before the batch norm's sums). Claims: forward and backward of
+     * i+1. */
+    CT_FUSE_BN_RELU,
     CT_FUSION_KIND_COUNT
 } ct_fusion_kind;
 

@@ -25,6 +25,12 @@
  * before keep adding nothing for them. They walk plain [N, C, S] and nChw8c/16c
  * blocks lane by lane, any other layout through ct_cpu_md_offset.
  *
+ * Fused with the relu after it (CT_FUSE_BN_RELU, graph/fusion.h): the forward loop
+ * writes max(y, 0) and evaluation's primitive has dnnl_fuse_norm_relu; the backward
+ * loop zeroes dy where that output is not positive before its sums. The relu's
+ * output and gradient are the batch norm's (it works in place, cpu_eltwise.c), so
+ * the relu's own passes have nothing left to do.
+ *
  * Running statistics: after a training forward, running_mean and running_var
  * move by `momentum` towards the batch mean and the UNBIASED batch variance
  * (count / (count - 1), count = n * S) and num_batches_tracked grows by one, once
@@ -109,6 +115,7 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     float eps = (float)g->cfg.eps;
     unsigned ss = dnnl_use_scale | dnnl_use_shift;
     dnnl_batch_normalization_desc_t d;
+    if (ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i)) ss |= dnnl_fuse_norm_relu;
     CT_DNNL(err, dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_inference, md, eps,
                                                             ss | dnnl_use_global_stats));
     if (ct_cpu_pick(&b->c, &bn->fwd_inf, &d, 1, sizeof d, NULL, "batch norm inference", err) != 0)
@@ -210,6 +217,7 @@ static void own_forward(ct_cpu *b, ct_cpu_node *nd) {
     int n = b->n;
     long S = bn->S;
     double M = (double)n * (double)S, eps = nd->g->cfg.eps;
+    bool relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i);
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < groups; g++) {
         double sum[CT_BN_LANES] = {0}, sq[CT_BN_LANES] = {0}, mean[CT_BN_LANES];
@@ -236,7 +244,8 @@ static void own_forward(ct_cpu *b, ct_cpu_node *nd) {
             for (long s = 0; s < S; s++)
                 for (int l = 0; l < L; l++) {
                     size_t o = at(bn, md, B, r, g, s, l);
-                    y[o] = (float)((x[o] - mean[l]) * scale[l] + shift[l]);
+                    float v = (float)((x[o] - mean[l]) * scale[l] + shift[l]);
+                    y[o] = relu && !(v > 0.0f) ? 0.0f : v;
                 }
     }
 }
@@ -247,10 +256,11 @@ static void own_backward(ct_cpu *b, ct_cpu_node *nd, float *dx) {
     ct_cpu_bn *bn = &nd->bn;
     const dnnl_memory_desc_t *md = &nd->act.md;
     int B = layout_block(md), lanes = B ? B : 1, groups = B ? (bn->C + B - 1) / B : bn->C;
-    const float *x = bn->src.ptr, *dy = nd->gact.ptr;
+    const float *x = bn->src.ptr, *dy = nd->gact.ptr, *y = nd->act.ptr;
     int n = b->n, N = b->N;
     long S = bn->S;
     double M = (double)n * (double)S, eps = nd->g->cfg.eps;
+    bool relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i); /* dy is the relu's: mask it */
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < groups; g++) {
         double mean[CT_BN_LANES], rstd[CT_BN_LANES], k[CT_BN_LANES];
@@ -266,8 +276,9 @@ static void own_backward(ct_cpu *b, ct_cpu_node *nd, float *dx) {
             for (long s = 0; s < S; s++)
                 for (int l = 0; l < L; l++) {
                     size_t o = at(bn, md, B, r, g, s, l);
-                    db[l] += dy[o];
-                    dg[l] += dy[o] * (x[o] - mean[l]) * rstd[l];
+                    double d = relu && !(y[o] > 0.0f) ? 0.0 : dy[o];
+                    db[l] += d;
+                    dg[l] += d * (x[o] - mean[l]) * rstd[l];
                 }
         for (int l = 0; l < L; l++) {
             bn->dgamma.ptr[g * lanes + l] = (float)dg[l];
@@ -277,7 +288,8 @@ static void own_backward(ct_cpu *b, ct_cpu_node *nd, float *dx) {
             for (long s = 0; s < S; s++)
                 for (int l = 0; l < L; l++) {
                     size_t o = at(bn, md, B, r, g, s, l);
-                    dx[o] = r < n ? (float)(k[l] * (dy[o] - db[l] / M -
+                    double d = relu && !(y[o] > 0.0f) ? 0.0 : dy[o];
+                    dx[o] = r < n ? (float)(k[l] * (d - db[l] / M -
                                                     (x[o] - mean[l]) * rstd[l] * dg[l] / M))
                                   : 0.0f;
                 }

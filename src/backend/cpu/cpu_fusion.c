@@ -49,6 +49,7 @@ bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, cons
         if (ct_cpu_loops_on(b)) return true;
         snprintf(why, n, "train.cpu_loops off: oneDNN's max-pool cannot do the relu's backward");
         return false;
+    case CT_FUSE_BN_RELU: return true; /* training: ctrain's loops; evaluation: oneDNN's flag */
     default: snprintf(why, n, "not a kind the CPU backend knows"); return false;
     }
 }
