@@ -1,16 +1,26 @@
 #!/usr/bin/env python3
 """reference_pytorch.py: the same training as `ctrain fit CONFIG`, written in PyTorch.
 
-Builds the config's layer list as an nn.Sequential stored as `layers` (so its
-state_dict names equal ctrain's checkpoint names, batch norms' buffers included), PyTorch's default init (the
-Kaiming-uniform scheme ctrain copies), the config's optimizer (sgd/adam/adamw with
-lr, momentum, weight decay, betas, eps), batch size, normalization, epochs and
-train.label_smoothing (training and evaluation loss), with the whole dataset
-preloaded as tensors. Prints one JSON object per epoch and a
+Builds the config's layer list as an nn.Sequential stored as `layers` (residual
+blocks as modules with `body` and `shortcut` Sequentials), so its state_dict names
+equal ctrain's checkpoint names, batch norms' buffers included; PyTorch's default
+init (the Kaiming-uniform scheme ctrain copies); the config's optimizer
+(sgd/adam/adamw with lr, momentum, weight decay, betas, eps) and learning-rate
+schedule per step (constant, step, cosine, linear warmup, as ctrain computes it);
+batch size, per-channel normalization, epochs, train.label_smoothing (training and
+evaluation loss), data.val_split (a seeded hold-out: each epoch reports it, the
+test set is evaluated once at the end) and data.augment (random crop with zero
+padding and horizontal flip on the uint8 images, PyTorch's own random stream), with
+the whole dataset preloaded as tensors. Prints one JSON object per epoch and a
 final summary line, for scripts/bench-vs-pytorch.
 
     /usr/bin/python3 scripts/reference_pytorch.py configs/cnn.yaml [--epochs N]
         [--threads N] [--bf16] [--seed N]
+    /usr/bin/python3 scripts/reference_pytorch.py CONFIG --eval-checkpoint model.bin
+
+--eval-checkpoint loads a ctrain checkpoint (safetensors) into the model with
+load_state_dict(strict=True), the optimizer's tensors aside, and prints the test
+loss and accuracy as JSON.
 
 Only for comparison runs; needs Debian's python3-torch and python3-yaml.
 """
@@ -18,7 +28,9 @@ import argparse
 import gzip
 import json
 import os
+import math
 import resource
+import struct
 import sys
 import time
 
@@ -139,15 +151,101 @@ def make_optimizer(cfg, params):
                             weight_decay=o.get("weight_decay", 0.0))
 
 
-def load_split(cfg, config_path, which):
+SAFETENSORS_DTYPES = {torch.float32: ("F32", np.float32), torch.int64: ("I64", np.int64)}
+SAFETENSORS_NP = {"F32": np.float32, "I64": np.int64}
+
+
+def write_safetensors(path, tensors):
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        code, npt = SAFETENSORS_DTYPES[t.dtype]
+        raw = t.detach().contiguous().numpy().astype(npt).tobytes()
+        header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_safetensors(path):
+    """name -> tensor of a safetensors file (ctrain's model.bin), metadata aside."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, d in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = d["data_offsets"]
+        arr = np.frombuffer(data[a:b], SAFETENSORS_NP[d["dtype"]]).reshape(d["shape"])
+        out[name] = torch.from_numpy(arr.copy())
+    return out
+
+
+def load_raw(cfg, config_path, which):
+    """uint8 images [N, C, H, W] and int64 labels of an IDX split."""
     d = cfg["data"]
-    norm = d.get("normalize", {}) or {}
-    mean, std = norm.get("mean", 0.0), norm.get("std", 1.0)
-    x = read_idx(resolve(d[f"{which}_images"], config_path)).astype(np.float32)
+    if d.get("format", "idx") != "idx":
+        sys.exit("reference_pytorch.py: only data.format idx is supported")
+    x = read_idx(resolve(d[f"{which}_images"], config_path))
     y = read_idx(resolve(d[f"{which}_labels"], config_path)).astype(np.int64)
-    x = (x / 255.0 - mean) / std
     c, h, w = cfg["model"]["input"]
-    return torch.from_numpy(x.reshape(-1, c, h, w).astype(np.float32)), torch.from_numpy(y)
+    if x.ndim == 4 and x.shape[1:] == (h, w, c) and x.shape[1:] != (c, h, w):
+        x = x.transpose(0, 3, 1, 2)
+    return torch.from_numpy(np.ascontiguousarray(x).reshape(-1, c, h, w)), torch.from_numpy(y)
+
+
+def normalizer(cfg):
+    """uint8 [B, C, H, W] -> float32 (x / 255 - mean[c]) / std[c]."""
+    norm = cfg["data"].get("normalize", {}) or {}
+    c = cfg["model"]["input"][0]
+    mean = torch.tensor(norm.get("mean", 0.0), dtype=torch.float64).expand(c).reshape(1, c, 1, 1)
+    std = torch.tensor(norm.get("std", 1.0), dtype=torch.float64).expand(c).reshape(1, c, 1, 1)
+    return lambda xb: ((xb.double() / 255.0 - mean) / std).float()
+
+
+def load_split(cfg, config_path, which):
+    x, y = load_raw(cfg, config_path, which)
+    return normalizer(cfg)(x), y
+
+
+def augment(xb, crop, hflip):
+    """Random crop with `crop` zero pixels of padding, then a flip with probability 1/2,
+    per sample of a uint8 batch [B, C, H, W]."""
+    B, C, H, W = xb.shape
+    if crop:
+        xp = nn.functional.pad(xb, (crop, crop, crop, crop))
+        oy = torch.randint(0, 2 * crop + 1, (B,))
+        ox = torch.randint(0, 2 * crop + 1, (B,))
+        iy = (oy[:, None] + torch.arange(H))[:, None, :, None]
+        ix = (ox[:, None] + torch.arange(W))[:, None, None, :]
+        xb = xp[torch.arange(B)[:, None, None, None], torch.arange(C)[None, :, None, None], iy, ix]
+    if hflip:
+        flip = torch.rand(B) < 0.5
+        xb = torch.where(flip[:, None, None, None], xb.flip(-1), xb)
+    return xb
+
+
+def lr_at(cfg, epochs, epoch, step, steps):
+    """ctrain's per-step learning rate (src/train/schedule.c)."""
+    s = cfg.get("schedule", {}) or {}
+    base = (cfg.get("optimizer", {}) or {}).get("lr", 1e-3)
+    warm = s.get("warmup_epochs", 0)
+    pos = epoch + step / steps
+    if pos < warm:
+        return base * (epoch * steps + step + 1) / (warm * steps)
+    kind = s.get("type", "constant")
+    if kind == "step":
+        return base * s.get("gamma", 0.1) ** ((epoch - warm) // s.get("step_size", 1))
+    if kind == "cosine":
+        span = epochs - warm
+        t = min((pos - warm) / span, 1.0) if span > 0 else 1.0
+        lo = s.get("min_lr", 0.0)
+        return lo + (base - lo) * 0.5 * (1.0 + math.cos(math.pi * t))
+    return base
 
 
 def evaluate(net, x, y, batch, bf16, smoothing):
@@ -162,6 +260,18 @@ def evaluate(net, x, y, batch, bf16, smoothing):
     return loss_sum / len(x), correct / len(x)
 
 
+def eval_checkpoint(cfg, config_path, path):
+    net = build_model(cfg)
+    params = {k: v for k, v in read_safetensors(path).items() if not k.startswith("optimizer.")}
+    net.load_state_dict(params, strict=True)
+    x, y = load_split(cfg, config_path, "test")
+    smoothing = (cfg.get("train", {}) or {}).get("label_smoothing", 0.0)
+    loss, acc = evaluate(net, x, y, 256, False, smoothing)
+    print(json.dumps({"checkpoint": path, "strict": True, "test_loss": round(loss, 4),
+                      "test_acc": round(acc, 4), "correct": round(acc * len(y)),
+                      "samples": len(y)}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("config")
@@ -169,29 +279,46 @@ def main():
     ap.add_argument("--threads", type=int)
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--eval-checkpoint", metavar="FILE")
     a = ap.parse_args()
     with open(a.config) as f:
         cfg = yaml.safe_load(f)
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
+    if a.eval_checkpoint:
+        return eval_checkpoint(cfg, a.config, a.eval_checkpoint)
     train = cfg.get("train", {}) or {}
+    data = cfg["data"]
     epochs = a.epochs or train.get("epochs", 10)
     batch = train.get("batch_size", 64)
-    xtr, ytr = load_split(cfg, a.config, "train")
+    norm = normalizer(cfg)
+    xtr, ytr = load_raw(cfg, a.config, "train")
     xte, yte = load_split(cfg, a.config, "test")
+    split = data.get("val_split")
+    xval, yval = xte, yte
+    if split:
+        n_val = int(split) if split >= 1 else int(round(split * len(xtr)))
+        perm = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(a.seed))
+        xval, yval = norm(xtr[perm[:n_val]]), ytr[perm[:n_val]]
+        xtr, ytr = xtr[perm[n_val:]], ytr[perm[n_val:]]
+    aug = data.get("augment", {}) or {}
+    crop, hflip = aug.get("crop", 0), aug.get("hflip", False)
     net = build_model(cfg)
     opt = make_optimizer(cfg, net.parameters())
     smoothing = train.get("label_smoothing", 0.0)
     lossf = nn.CrossEntropyLoss(label_smoothing=smoothing)
+    steps = (len(xtr) + batch - 1) // batch
     for epoch in range(epochs):
         net.train()
         t0 = time.perf_counter()
-        perm = torch.randperm(len(xtr))
+        perm = torch.randperm(len(xtr)) if data.get("shuffle", True) else torch.arange(len(xtr))
         loss_sum, correct = 0.0, 0
-        for i in range(0, len(xtr), batch):
+        for k, i in enumerate(range(0, len(xtr), batch)):
             idx = perm[i:i + batch]
-            x, y = xtr[idx], ytr[idx]
+            x, y = norm(augment(xtr[idx], crop, hflip)), ytr[idx]
+            for g in opt.param_groups:
+                g["lr"] = lr_at(cfg, epochs, epoch, k, steps)
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
                 out = net(x)
@@ -202,16 +329,21 @@ def main():
             correct += (out.argmax(1) == y).sum().item()
         t_train = time.perf_counter() - t0
         t1 = time.perf_counter()
-        vloss, vacc = evaluate(net, xte, yte, batch, a.bf16, smoothing)
+        vloss, vacc = evaluate(net, xval, yval, batch, a.bf16, smoothing)
         t_eval = time.perf_counter() - t1
         print(json.dumps({"epoch": epoch + 1, "train_s": round(t_train, 3), "eval_s": round(t_eval, 3),
                           "samples_per_s": round(len(xtr) / t_train, 1),
                           "train_loss": round(loss_sum / len(xtr), 4),
                           "train_acc": round(correct / len(xtr), 4),
                           "val_loss": round(vloss, 4), "val_acc": round(vacc, 4)}), flush=True)
+    summary = {"summary": True}
+    if split:
+        tloss, tacc = evaluate(net, xte, yte, batch, a.bf16, smoothing)
+        summary.update(test_loss=round(tloss, 4), test_acc=round(tacc, 4))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"summary": True, "threads": torch.get_num_threads(), "bf16": a.bf16,
-                      "torch": torch.__version__, "peak_rss_mib": round(rss, 1)}), flush=True)
+    summary.update(threads=torch.get_num_threads(), bf16=a.bf16, torch=torch.__version__,
+                   peak_rss_mib=round(rss, 1))
+    print(json.dumps(summary), flush=True)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,8 @@ accuracy `ctrain eval` prints, sample for sample, on 300 test images.
 Exits 77 (skipped) when PyTorch (Debian's python3-torch) is not installed.
 """
 import gzip
-import json
 import os
 import re
-import struct
 import subprocess
 import sys
 import tempfile
@@ -120,39 +118,6 @@ MODELS = {
 """, "label_smoothing: 0.1, "),
 }
 
-DTYPES = {torch.float32: ("F32", np.float32), torch.int64: ("I64", np.int64)}
-NP_OF = {"F32": np.float32, "I64": np.int64}
-
-
-def write_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        code, npt = DTYPES[t.dtype]
-        raw = t.detach().contiguous().numpy().astype(npt).tobytes()
-        header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, d in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = d["data_offsets"]
-        arr = np.frombuffer(data[a:b], NP_OF[d["dtype"]]).reshape(d["shape"])
-        out[name] = torch.from_numpy(arr.copy())
-    return out
-
-
 def idx_subset(src, dst, n):
     with gzip.open(src, "rb") as f:
         data = f.read()
@@ -204,7 +169,7 @@ def check_model(ctrain, tmp, name, layers, train_extra):
     torch.manual_seed(11)
     net = ref.build_model(cfg)
     init = os.path.join(tmp, name + "-init.safetensors")
-    write_safetensors(init, net.state_dict())
+    ref.write_safetensors(init, net.state_dict())
     out = os.path.join(tmp, name + "-run")
     run([ctrain, "fit", cfg_path, "--init-from", init, "--out", out])
 
@@ -217,7 +182,7 @@ def check_model(ctrain, tmp, name, layers, train_extra):
         nn.functional.cross_entropy(net(x[i:i + 64]), y[i:i + 64], label_smoothing=eps).backward()
         opt.step()
 
-    got = read_safetensors(os.path.join(out, "model.bin"))
+    got = ref.read_safetensors(os.path.join(out, "model.bin"))
     worst, bad = 0.0, []
     for k, want in net.state_dict().items():
         if k not in got:
