@@ -175,6 +175,31 @@ static void test_residual_checkpointed_block(void **state) {
     assert_int_equal(g.spans[0].last, 4);
 }
 
+/* The shipped residual config: three blocks (two with a projection shortcut), batch
+ * norms with PyTorch's buffer names inside blocks, 7x7 maps before the pooling. */
+static void test_resnet_fashion_config(void **state) {
+    (void)state;
+    ct_config cfg;
+    ct_graph g;
+    ct_err err = {{0}};
+    if (ct_config_load("configs/resnet-fashion.yaml", &cfg, &err) ||
+        ct_graph_build(&cfg, &g, &err))
+        fail_msg("%s", err.msg);
+    int adds = 0;
+    for (int i = 0; i < g.n_nodes; i++) adds += g.nodes[i].kind == CT_LAYER_RESIDUAL;
+    assert_int_equal(adds, 3);
+    assert_int_equal(g.n_nodes, 31);
+    assert_int_equal(g.n_param_floats, 77754);
+    bool found = false;
+    for (int k = 0; k < g.n_buffers; k++)
+        found |= strcmp(g.buffers[k].name, "layers.7.shortcut.1.running_var") == 0;
+    assert_true(found);
+    char b[32];
+    assert_string_equal(ct_shape_str(g.nodes[g.n_nodes - 5].out, b, sizeof b), "64x7x7");
+    assert_true(cfg.data.val_split == 5000.0 && cfg.data.crop == 2 && cfg.data.hflip);
+    ct_config_free(&cfg);
+}
+
 static ct_layer_cfg L(ct_layer_kind k, int a, int kernel, int pad) {
     ct_layer_cfg c;
     memset(&c, 0, sizeof c);
@@ -497,6 +522,7 @@ int main(void) {
         cmocka_unit_test(test_residual_fusion_only_chains),
         cmocka_unit_test(test_residual_errors),
         cmocka_unit_test(test_residual_checkpointed_block),
+        cmocka_unit_test(test_resnet_fashion_config),
         cmocka_unit_test(test_activation_shapes),
         cmocka_unit_test(test_batchnorm_params_and_buffers),
         cmocka_unit_test(test_too_large_shapes),
