@@ -195,7 +195,7 @@ def load_raw(cfg, config_path, which):
     c, h, w = cfg["model"]["input"]
     if x.ndim == 4 and x.shape[1:] == (h, w, c) and x.shape[1:] != (c, h, w):
         x = x.transpose(0, 3, 1, 2)
-    return torch.from_numpy(np.ascontiguousarray(x).reshape(-1, c, h, w)), torch.from_numpy(y)
+    return torch.from_numpy(np.array(x).reshape(-1, c, h, w)), torch.from_numpy(y)
 
 
 def normalizer(cfg):

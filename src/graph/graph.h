@@ -23,9 +23,9 @@
  *
  * Buffers: state a layer keeps that is not a parameter (no gradient, no
  * optimizer, no all-reduce), PyTorch's state_dict buffers. The batch norms have
- *   layers.<i>.running_mean         F32 [C], init 0
- *   layers.<i>.running_var          F32 [C], init 1
- *   layers.<i>.num_batches_tracked  I64 [] (a 0-dim tensor), init 0
+ *   <name>.running_mean         F32 [C], init 0
+ *   <name>.running_var          F32 [C], init 1
+ *   <name>.num_batches_tracked  I64 [] (a 0-dim tensor), init 0
  * They live in one byte range (the backend's "buffers" region), each at an
  * 8-byte-aligned offset, in this order; buffers_to_host / buffers_from_host
  * (backend.h) copy the whole range.

@@ -9,7 +9,7 @@
  *
  * Layout: act in its producer's layout (act[i-1]'s desc), like relu. Aliasing:
  * every backward here reads the node's INPUT (src), so the output never aliases
- * the input (its own "layers.<i>.out" region): nothing writes act[i-1] after this
+ * the input (its own "<name>.out" region): nothing writes act[i-1] after this
  * forward, while a later in-place relu or dropout may change this node's output
  * freely. The gradient runs in place on gact[i-1] when there is one (graph.h
  * input_grad; oneDNN's eltwise backward allows diff_src == diff_dst), else it owns

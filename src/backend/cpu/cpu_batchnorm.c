@@ -14,16 +14,18 @@
  * statistics (per row, so a partial batch is fine as it is).
  *
  * Training runs ctrain's loops over the first n rows (own_forward, own_backward):
- * the batch statistics and the gradient sums of gamma and beta accumulate in double,
- * two passes for the variance. oneDNN 2.6's training primitives accumulate in fp32:
- * in tests/torch_parity.py's residual network with batch norms they ended one SGD
- * step 1.5e-2 (of a tensor's largest value) from a float64 run where PyTorch's fp32
- * ended 2.4e-5 and these loops 2.7e-5 (a batch norm's input gradient sums to zero
- * per channel, so the sums downstream cancel heavily). The loops also take partial
+ * the batch statistics (sum and sum of squares) and the gradient sums of gamma and
+ * beta accumulate in double. oneDNN 2.6's training primitives accumulate in fp32:
+ * in tests/torch_parity.py's residual network with batch norms (with relu instead
+ * of silu) they ended one SGD step 1.5e-2 (of a tensor's largest value) from a
+ * float64 run where PyTorch's fp32 ended 2.4e-5 and these loops 2.7e-5 (a batch
+ * norm's input gradient sums to zero per channel, so the sums downstream cancel
+ * heavily). The loops also take partial
  * batches, where the primitives built for N rows would mix the stale rows into the
  * statistics, and give the stale rows of gact[i-1] a zero gradient, so layers
  * before keep adding nothing for them. They walk plain [N, C, S] and nChw8c/16c
- * blocks lane by lane, any other layout through ct_cpu_md_offset.
+ * blocks run by run (a row's positions x the block's lanes are contiguous); a batch
+ * norm whose input has any other layout works in a plain copy (reorders in and out).
  *
  * Fused with the relu after it (CT_FUSE_BN_RELU, graph/fusion.h): the forward loop
  * writes max(y, 0) and evaluation's primitive has dnnl_fuse_norm_relu; the backward
@@ -40,6 +42,16 @@
 #include "backend/cpu/cpu_internal.h"
 
 #include <math.h>
+#include <string.h>
+
+/* The batch norm's desc as [N][G][S][B]: B = 1 plain (also [N, F]; G = C), 8 or 16
+ * for nChw8c / nChw16c (G = ceil(C / B), the last group's missing channels zero
+ * padding); 0 for any other layout (bn_create then works in a plain copy). */
+static int layout_block(const dnnl_memory_desc_t *md) {
+    if (ct_cpu_md_is_plain(md)) return 1;
+    int blk = ct_cpu_md_channel_block(md);
+    return blk == 8 || blk == 16 ? blk : 0;
+}
 
 static int plain_c(dnnl_memory_desc_t *md, int C, ct_err *err) {
     dnnl_dim_t d = C;
@@ -96,6 +108,9 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     if (g->in.flat) {
         dnnl_dim_t dims[2] = {b->N, bn->C};
         if (ct_cpu_md_plain(&flat_md, 2, dims, err) != 0) return -1;
+        md = &flat_md;
+    } else if (layout_block(md) == 0) { /* the loops take plain and nChw8c/16c only */
+        if (ct_cpu_md_plain(&flat_md, md->ndims, md->dims, err) != 0) return -1;
         md = &flat_md;
     }
     if (plan_src(b, nd, md, err) != 0) return -1;
@@ -184,69 +199,109 @@ static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 
 /* ---- training loops over the first n rows --------------------------------------- */
 
-/* The batch norm's desc as [N][Cb][S][B]: B = 1 plain (also [N, F]), 8 or 16 for
- * nChw8c / nChw16c (Cb = ceil(C / B)); 0 for any other layout, which is walked
- * channel by channel through ct_cpu_md_offset. */
-static int layout_block(const dnnl_memory_desc_t *md) {
-    if (ct_cpu_md_is_plain(md)) return 1;
-    int blk = ct_cpu_md_channel_block(md);
-    return blk > 1 ? blk : 0;
-}
-
-/* Physical offset of (row r, channel group g, position s, lane l): channel g * B + l
- * (B = 0: channel g, lane 0). */
-static size_t at(const ct_cpu_bn *bn, const dnnl_memory_desc_t *md, int B, int r, int g, long s,
-                 int l) {
-    if (B == 0)
-        return ct_cpu_md_offset(md, ((size_t)r * (size_t)bn->C + (size_t)g) * (size_t)bn->S +
-                                        (size_t)s);
-    size_t groups = (size_t)(bn->C + B - 1) / (size_t)B;
-    return (((size_t)r * groups + (size_t)g) * (size_t)bn->S + (size_t)s) * (size_t)B + (size_t)l;
-}
-
 #define CT_BN_LANES 16
+#define CT_BN_INLINE static inline __attribute__((always_inline))
 
-/* The batch statistics of the first n rows (mean and biased variance, two passes in
- * double, saved for backward) and y = (x - mean) / sqrt(var + eps) * gamma + beta. */
+/* The loops over one run: the S positions x B lanes of one row and channel group,
+ * contiguous in memory. Called with a constant B, so each B gets its own vectorized
+ * copy. Lanes past the real channels hold zeros and get scale, shift, mean, rstd and
+ * k of 0, so they stay zero. */
+CT_BN_INLINE void run_sums(const float *x, long S, int B, double *sum, double *sq) {
+    for (long s = 0; s < S; s++)
+        for (int l = 0; l < B; l++) {
+            double v = x[s * B + l];
+            sum[l] += v;
+            sq[l] += v * v;
+        }
+}
+
+CT_BN_INLINE void run_apply(const float *x, float *y, long S, int B, const double *mean,
+                            const double *scale, const double *shift, bool relu) {
+    for (long s = 0; s < S; s++)
+        for (int l = 0; l < B; l++) {
+            float v = (float)((x[s * B + l] - mean[l]) * scale[l] + shift[l]);
+            y[s * B + l] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
+}
+
+/* db += dy, dg += dy * xhat, dy masked by the relu's output y when fused. */
+CT_BN_INLINE void run_grad_sums(const float *x, const float *dy, const float *y, long S, int B,
+                                const double *mean, const double *rstd, bool relu, double *db,
+                                double *dg) {
+    for (long s = 0; s < S; s++)
+        for (int l = 0; l < B; l++) {
+            double d = relu && !(y[s * B + l] > 0.0f) ? 0.0 : dy[s * B + l];
+            db[l] += d;
+            dg[l] += d * (x[s * B + l] - mean[l]) * rstd[l];
+        }
+}
+
+CT_BN_INLINE void run_dx(const float *x, const float *dy, const float *y, float *dx, long S, int B,
+                         const double *mean, const double *rstd, const double *k,
+                         const double *dbm, const double *dgm, bool relu) {
+    for (long s = 0; s < S; s++)
+        for (int l = 0; l < B; l++) {
+            double d = relu && !(y[s * B + l] > 0.0f) ? 0.0 : dy[s * B + l];
+            dx[s * B + l] =
+                (float)(k[l] * (d - dbm[l] - (x[s * B + l] - mean[l]) * rstd[l] * dgm[l]));
+        }
+}
+
+/* Runs STMT with B as the constant 1, 8 or 16 (layout_block). */
+#define CT_BN_FOR_BLOCK(Bv, STMT)  \
+    do {                           \
+        if ((Bv) == 8) {           \
+            const int B = 8;       \
+            STMT;                  \
+        } else if ((Bv) == 16) {   \
+            const int B = 16;      \
+            STMT;                  \
+        } else {                   \
+            const int B = 1;       \
+            STMT;                  \
+        }                          \
+    } while (0)
+
+/* Lanes of group g that are real channels. */
+static int real_lanes(const ct_cpu_bn *bn, int g, int B) {
+    return g * B + B <= bn->C ? B : bn->C - g * B;
+}
+
+/* The batch statistics of the first n rows (sum and sum of squares in double, the
+ * biased variance; saved for backward) and y = (x - mean) / sqrt(var + eps) * gamma
+ * + beta (max(y, 0) when the relu after is fused). */
 static void own_forward(ct_cpu *b, ct_cpu_node *nd) {
     ct_cpu_bn *bn = &nd->bn;
-    const dnnl_memory_desc_t *md = &nd->act.md;
-    int B = layout_block(md), lanes = B ? B : 1, groups = B ? (bn->C + B - 1) / B : bn->C;
+    int Bv = layout_block(&nd->act.md), groups = (bn->C + Bv - 1) / Bv;
     const float *x = bn->src.ptr;
     float *y = nd->act.ptr;
     int n = b->n;
     long S = bn->S;
+    size_t run = (size_t)S * (size_t)Bv;
     double M = (double)n * (double)S, eps = nd->g->cfg.eps;
     bool relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i);
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < groups; g++) {
-        double sum[CT_BN_LANES] = {0}, sq[CT_BN_LANES] = {0}, mean[CT_BN_LANES];
-        double scale[CT_BN_LANES], shift[CT_BN_LANES];
-        int L = g * lanes + lanes <= bn->C ? lanes : bn->C - g * lanes; /* real channels */
-        for (int r = 0; r < n; r++)
-            for (long s = 0; s < S; s++)
-                for (int l = 0; l < L; l++) sum[l] += x[at(bn, md, B, r, g, s, l)];
-        for (int l = 0; l < L; l++) mean[l] = sum[l] / M;
-        for (int r = 0; r < n; r++)
-            for (long s = 0; s < S; s++)
-                for (int l = 0; l < L; l++) {
-                    double d = x[at(bn, md, B, r, g, s, l)] - mean[l];
-                    sq[l] += d * d;
-                }
-        for (int l = 0; l < L; l++) {
-            int c = g * lanes + l;
+        double sum[CT_BN_LANES] = {0}, sq[CT_BN_LANES] = {0};
+        double mean[CT_BN_LANES] = {0}, scale[CT_BN_LANES] = {0}, shift[CT_BN_LANES] = {0};
+        for (int r = 0; r < n; r++) {
+            const float *xr = x + ((size_t)r * groups + g) * run;
+            CT_BN_FOR_BLOCK(Bv, run_sums(xr, S, B, sum, sq));
+        }
+        for (int l = 0; l < real_lanes(bn, g, Bv); l++) {
+            int c = g * Bv + l;
+            mean[l] = sum[l] / M;
+            double var = sq[l] / M - mean[l] * mean[l];
+            if (var < 0.0) var = 0.0;
             bn->mean.ptr[c] = (float)mean[l];
-            bn->var.ptr[c] = (float)(sq[l] / M);
-            scale[l] = bn->gamma.ptr[c] / sqrt(sq[l] / M + eps);
+            bn->var.ptr[c] = (float)var;
+            scale[l] = bn->gamma.ptr[c] / sqrt(var + eps);
             shift[l] = bn->beta.ptr[c];
         }
-        for (int r = 0; r < n; r++)
-            for (long s = 0; s < S; s++)
-                for (int l = 0; l < L; l++) {
-                    size_t o = at(bn, md, B, r, g, s, l);
-                    float v = (float)((x[o] - mean[l]) * scale[l] + shift[l]);
-                    y[o] = relu && !(v > 0.0f) ? 0.0f : v;
-                }
+        for (int r = 0; r < n; r++) {
+            size_t o = ((size_t)r * groups + g) * run;
+            CT_BN_FOR_BLOCK(Bv, run_apply(x + o, y + o, S, B, mean, scale, shift, relu));
+        }
     }
 }
 
@@ -254,45 +309,42 @@ static void own_forward(ct_cpu *b, ct_cpu_node *nd) {
  * statistics. */
 static void own_backward(ct_cpu *b, ct_cpu_node *nd, float *dx) {
     ct_cpu_bn *bn = &nd->bn;
-    const dnnl_memory_desc_t *md = &nd->act.md;
-    int B = layout_block(md), lanes = B ? B : 1, groups = B ? (bn->C + B - 1) / B : bn->C;
+    int Bv = layout_block(&nd->act.md), groups = (bn->C + Bv - 1) / Bv;
     const float *x = bn->src.ptr, *dy = nd->gact.ptr, *y = nd->act.ptr;
     int n = b->n, N = b->N;
     long S = bn->S;
+    size_t run = (size_t)S * (size_t)Bv;
     double M = (double)n * (double)S, eps = nd->g->cfg.eps;
     bool relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i); /* dy is the relu's: mask it */
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < groups; g++) {
-        double mean[CT_BN_LANES], rstd[CT_BN_LANES], k[CT_BN_LANES];
+        double mean[CT_BN_LANES] = {0}, rstd[CT_BN_LANES] = {0}, k[CT_BN_LANES] = {0};
         double db[CT_BN_LANES] = {0}, dg[CT_BN_LANES] = {0};
-        int L = g * lanes + lanes <= bn->C ? lanes : bn->C - g * lanes;
+        double dbm[CT_BN_LANES] = {0}, dgm[CT_BN_LANES] = {0};
+        int L = real_lanes(bn, g, Bv);
         for (int l = 0; l < L; l++) {
-            int c = g * lanes + l;
+            int c = g * Bv + l;
             mean[l] = bn->mean.ptr[c];
             rstd[l] = 1.0 / sqrt((double)bn->var.ptr[c] + eps);
             k[l] = bn->gamma.ptr[c] * rstd[l];
         }
-        for (int r = 0; r < n; r++)
-            for (long s = 0; s < S; s++)
-                for (int l = 0; l < L; l++) {
-                    size_t o = at(bn, md, B, r, g, s, l);
-                    double d = relu && !(y[o] > 0.0f) ? 0.0 : dy[o];
-                    db[l] += d;
-                    dg[l] += d * (x[o] - mean[l]) * rstd[l];
-                }
-        for (int l = 0; l < L; l++) {
-            bn->dgamma.ptr[g * lanes + l] = (float)dg[l];
-            bn->dbeta.ptr[g * lanes + l] = (float)db[l];
+        for (int r = 0; r < n; r++) {
+            size_t o = ((size_t)r * groups + g) * run;
+            CT_BN_FOR_BLOCK(Bv, run_grad_sums(x + o, dy + o, y + o, S, B, mean, rstd, relu, db, dg));
         }
-        for (int r = 0; r < N; r++)
-            for (long s = 0; s < S; s++)
-                for (int l = 0; l < L; l++) {
-                    size_t o = at(bn, md, B, r, g, s, l);
-                    double d = relu && !(y[o] > 0.0f) ? 0.0 : dy[o];
-                    dx[o] = r < n ? (float)(k[l] * (d - db[l] / M -
-                                                    (x[o] - mean[l]) * rstd[l] * dg[l] / M))
-                                  : 0.0f;
-                }
+        for (int l = 0; l < L; l++) {
+            bn->dgamma.ptr[g * Bv + l] = (float)dg[l];
+            bn->dbeta.ptr[g * Bv + l] = (float)db[l];
+            dbm[l] = db[l] / M;
+            dgm[l] = dg[l] / M;
+        }
+        for (int r = 0; r < n; r++) {
+            size_t o = ((size_t)r * groups + g) * run;
+            CT_BN_FOR_BLOCK(Bv, run_dx(x + o, dy + o, y + o, dx + o, S, B, mean, rstd, k, dbm,
+                                       dgm, relu));
+        }
+        for (int r = n; r < N; r++) /* stale rows: no gradient */
+            memset(dx + ((size_t)r * groups + g) * run, 0, run * sizeof(float));
     }
 }
 

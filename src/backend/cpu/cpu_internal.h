@@ -85,7 +85,7 @@ typedef struct ct_cpu_wl {
     bool fwd_dirty, bwd_dirty;
     /* ctrain's own backward-weights for a stride-1 conv (cpu_convw_kernel.h)
      * instead of bwd_w: its geometry and the per-thread partial sums
-     * ("layers.<i>.convw_part", part_threads of them). */
+     * ("<name>.convw_part", part_threads of them). */
     bool own_bwd_w;
     ct_convw_geom convw;
     /* The conv of a conv-relu-maxpool block on ctrain's forward loops
@@ -219,7 +219,7 @@ bool ct_cpu_has_gin(const ct_cpu *b, int i);
 bool ct_cpu_has_gin_k(const ct_cpu *b, int i, int k);
 /* "layers.3.body.0", node i's module path, for region names. */
 const char *ct_cpu_node_name(const ct_cpu *b, int i);
-/* Sets nd->act (and gact when training) to md, adding "layers.<i>.out"/".grad"
+/* Sets nd->act (and gact when training) to md, adding "<name>.out"/".grad"
  * regions; alias_act / alias_grad: reuse the input's region instead (the node's own
  * region then has 0 bytes). */
 int ct_cpu_add_act(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, bool alias_act,
@@ -228,7 +228,7 @@ int ct_cpu_add_act(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, boo
 int ct_cpu_add_ws(ct_cpu *b, ct_cpu_tensor *t, int layer, const char *suffix, ct_err *err);
 /* Binds t: pointer into the arena and a memory object (no-op for region -1). */
 int ct_cpu_bind_tensor(ct_cpu *b, ct_cpu_tensor *t, ct_err *err);
-/* Plans xf: t gets t_md in a new workspace region "layers.<i>.<suffix>" and a
+/* Plans xf: t gets t_md in a new workspace region "<name>.<suffix>" and a
  * reorder other_md -> t_md (into_t) or t_md -> other_md. */
 int ct_cpu_xfer_plan(ct_cpu *b, ct_cpu_xfer *xf, int layer, const char *suffix,
                      const dnnl_memory_desc_t *t_md, const dnnl_memory_desc_t *other_md,

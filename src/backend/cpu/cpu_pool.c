@@ -11,10 +11,10 @@
  * oneDNN 2.6's pooling on nChw8c (BENCHMARKS.md; and oneDNN has only its reference
  * kernel for nChw16c on AVX2 machines): dst takes the
  * src layout, diff_src is written straight into gact[i-1] (same layout), and the
- * argmax workspace "layers.<i>.ws" holds one uint8 per output element. Such a node
+ * argmax workspace "<name>.ws" holds one uint8 per output element. Such a node
  * has no oneDNN primitive (nd->fwd.pd == NULL marks it). Every other layout, and
  * avg pooling, run oneDNN's pooling primitives: dst in the layout oneDNN picks for
- * src, its workspace (argmax) in "layers.<i>.ws", avg pooling dividing by K*K
+ * src, its workspace (argmax) in "<name>.ws", avg pooling dividing by K*K
  * (avg_include_padding, PyTorch's count_include_pad).
  */
 #include "backend/cpu/cpu_internal.h"

@@ -87,7 +87,7 @@ typedef struct ct_cuda_node {
     cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo;
     /* batch norms (cuda_batchnorm.c) */
-    int r_bn;             /* "layers.<i>.bn_stats": saved mean, biased variance [2][C] */
+    int r_bn;             /* "<name>.bn_stats": saved mean, biased variance [2][C] */
     float *bn_stats;
     uint64_t stats_batch; /* the batch (batch_serial) the running statistics include */
 } ct_cuda_node;
