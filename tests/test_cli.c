@@ -463,6 +463,26 @@ static bool summary_row_has(const char *out, const char *kind, const char *shape
     return false;
 }
 
+/* summary of a residual model: each layer by its module path, the inputs of the
+ * layers that do not read the row above (the shortcut, the adds), the fusion plan
+ * with the batch norm + relu groups, and the memory plan. */
+static void test_residual_summary(void **state) {
+    (void)state;
+    char args[1200];
+    snprintf(args, sizeof args, "summary configs/resnet-fashion.yaml --device cpu");
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("summary failed: %s", r.err);
+    const char *want[] = {"3.body.0", "3.body.4 + 2", "5.shortcut.0", "5.body.4 + 5.shortcut.1",
+                          "7.body.4 + 7.shortcut.1", "relu inside the batch norm",
+                          "Memory on cpu (training plan", "Buffers: 27"};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(r.out, want[k])) fail_msg("summary lacks '%s':\n%s", want[k], r.out);
+    if (!summary_row_has(r.out, "residual", "3.body.4 + 2") ||
+        !summary_row_has(r.out, "conv2d", "4"))
+        fail_msg("no residual row with its inputs in:\n%s", r.out);
+    ct_test_run_free(&r);
+}
+
 static void test_batchnorm_fit_eval(void **state) {
     (void)state;
     char path[1024], args[2600];
@@ -535,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_summary_and_devices),
         cmocka_unit_test(test_batchnorm_fit_eval),
+        cmocka_unit_test(test_residual_summary),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -189,13 +189,13 @@ static void test_resnet_fashion_config(void **state) {
     for (int i = 0; i < g.n_nodes; i++) adds += g.nodes[i].kind == CT_LAYER_RESIDUAL;
     assert_int_equal(adds, 3);
     assert_int_equal(g.n_nodes, 31);
-    assert_int_equal(g.n_param_floats, 77754);
+    assert_int_equal(g.n_param_floats, 164122);
     bool found = false;
     for (int k = 0; k < g.n_buffers; k++)
         found |= strcmp(g.buffers[k].name, "layers.7.shortcut.1.running_var") == 0;
     assert_true(found);
     char b[32];
-    assert_string_equal(ct_shape_str(g.nodes[g.n_nodes - 5].out, b, sizeof b), "64x7x7");
+    assert_string_equal(ct_shape_str(g.nodes[g.n_nodes - 5].out, b, sizeof b), "96x7x7");
     assert_true(cfg.data.val_split == 5000.0 && cfg.data.crop == 2 && cfg.data.hflip);
     ct_config_free(&cfg);
 }
