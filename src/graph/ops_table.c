@@ -112,27 +112,30 @@ static double no_flops(const ct_node *n) { (void)n; return 0.0; }
  * bwd_moves_only (max-pool's backward adds overlapping windows' gradients), and
  * batch_norm for the two batch norms. */
 static const ct_op_desc op_table[CT_LAYER_KIND_COUNT] = {
-    [CT_LAYER_CONV2D] = {"conv2d", true, infer_conv, conv_weight, conv_flops, false, false},
-    [CT_LAYER_MAXPOOL2D] = {"maxpool2d", false, infer_pool, NULL, pool_flops, true, false},
-    [CT_LAYER_AVGPOOL2D] = {"avgpool2d", false, infer_pool, NULL, pool_flops, false, false},
-    [CT_LAYER_RELU] = {"relu", false, infer_same, NULL, elem_flops, true, true},
-    [CT_LAYER_FLATTEN] = {"flatten", false, infer_flatten, NULL, no_flops, true, true},
-    [CT_LAYER_LINEAR] = {"linear", true, infer_linear, linear_weight, linear_flops, false, false},
-    [CT_LAYER_DROPOUT] = {"dropout", false, infer_same, NULL, elem_flops, false, false},
+    [CT_LAYER_CONV2D] = {"conv2d", true, infer_conv, conv_weight, conv_flops, false, false, false},
+    [CT_LAYER_MAXPOOL2D] = {"maxpool2d", false, infer_pool, NULL, pool_flops, true, false, false},
+    [CT_LAYER_AVGPOOL2D] = {"avgpool2d", false, infer_pool, NULL, pool_flops, false, false,
+                            false},
+    [CT_LAYER_RELU] = {"relu", false, infer_same, NULL, elem_flops, true, true, false},
+    [CT_LAYER_FLATTEN] = {"flatten", false, infer_flatten, NULL, no_flops, true, true, false},
+    [CT_LAYER_LINEAR] = {"linear", true, infer_linear, linear_weight, linear_flops, false, false,
+                         false},
+    [CT_LAYER_DROPOUT] = {"dropout", false, infer_same, NULL, elem_flops, false, false, false},
     /* the add of a residual block (graph.c checks that its inputs agree); its
      * backward passes the gradient on to both inputs unchanged */
-    [CT_LAYER_RESIDUAL] = {"residual", false, infer_same, NULL, elem_flops, false, true},
-    [CT_LAYER_GELU] = {"gelu", false, infer_same, NULL, elem_flops, false, false},
-    [CT_LAYER_SILU] = {"silu", false, infer_same, NULL, elem_flops, false, false},
-    [CT_LAYER_TANH] = {"tanh", false, infer_same, NULL, elem_flops, false, false},
-    [CT_LAYER_SIGMOID] = {"sigmoid", false, infer_same, NULL, elem_flops, false, false},
-    [CT_LAYER_LEAKY_RELU] = {"leaky_relu", false, infer_same, NULL, elem_flops, false, false},
+    [CT_LAYER_RESIDUAL] = {"residual", false, infer_same, NULL, elem_flops, false, true, false},
+    [CT_LAYER_GELU] = {"gelu", false, infer_same, NULL, elem_flops, false, false, false},
+    [CT_LAYER_SILU] = {"silu", false, infer_same, NULL, elem_flops, false, false, false},
+    [CT_LAYER_TANH] = {"tanh", false, infer_same, NULL, elem_flops, false, false, false},
+    [CT_LAYER_SIGMOID] = {"sigmoid", false, infer_same, NULL, elem_flops, false, false, false},
+    [CT_LAYER_LEAKY_RELU] = {"leaky_relu", false, infer_same, NULL, elem_flops, false, false,
+                             false},
     [CT_LAYER_GLOBAL_AVGPOOL] = {"global_avgpool", false, infer_global_pool, NULL,
-                                 global_pool_flops, false, false},
+                                 global_pool_flops, false, false, false},
     [CT_LAYER_BATCHNORM2D] = {"batchnorm2d", true, infer_bn2d, bn_weight, bn_flops, false, false,
-                              .batch_norm = true},
+                              true},
     [CT_LAYER_BATCHNORM1D] = {"batchnorm1d", true, infer_bn1d, bn_weight, bn_flops, false, false,
-                              .batch_norm = true},
+                              true},
 };
 
 _Static_assert(CT_LAYER_KIND_COUNT == 16, "add a row to op_table for every layer kind");
