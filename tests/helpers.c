@@ -189,3 +189,21 @@ bool ct_test_read_until_line(FILE *f, const char *prefix) {
     }
     return false;
 }
+
+float *ct_test_checkpoint_floats(const char *path, size_t *n, ct_checkpoint *keep) {
+    ct_checkpoint ck;
+    ct_err err = {{0}};
+    if (ct_checkpoint_read(path, &ck, &err) != 0) fail_msg("%s", err.msg);
+    size_t total = 0;
+    for (int i = 0; i < ck.n_tensors; i++) total += ck.tensors[i].count;
+    float *w = malloc((total ? total : 1) * sizeof(float)), *p = w;
+    assert_non_null(w);
+    for (int i = 0; i < ck.n_tensors; i++) {
+        memcpy(p, ck.tensors[i].data, ck.tensors[i].count * sizeof(float));
+        p += ck.tensors[i].count;
+    }
+    *n = total;
+    if (keep) *keep = ck;
+    else ct_checkpoint_free(&ck);
+    return w;
+}

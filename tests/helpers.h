@@ -38,6 +38,12 @@ void ct_test_write_idx_gz(const char *path, const uint8_t *data, const int *dims
 /* Writes the first n_train / n_test MNIST samples (from data/mnist) into dir as
  * train-images.gz, train-labels.gz, test-images.gz, test-labels.gz. */
 void ct_test_mnist_subset(const char *dir, int n_train, int n_test);
+#include "io/checkpoint.h"
+
+/* The tensors of the checkpoint at path, concatenated in file order as 4-byte
+ * values (for comparing two runs bit for bit); *n gets their count. keep: the
+ * checkpoint itself is handed over (the caller frees it), else freed. */
+float *ct_test_checkpoint_floats(const char *path, size_t *n, ct_checkpoint *keep);
 
 /* Writes a config for the subset in dir to dir/<name>.yaml with the given layers
  * block (YAML lines under model.layers) and extra top-level YAML appended. */

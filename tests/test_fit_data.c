@@ -112,20 +112,7 @@ static char *fit(ct_config *cfg, bool resume, ct_fit_result *res) {
 static float *read_weights(const char *name, size_t *n, ct_checkpoint *keep) {
     char path[700];
     snprintf(path, sizeof path, "%s/%s/model.bin", dir, name);
-    ct_checkpoint ck;
-    ct_err err = {{0}};
-    if (ct_checkpoint_read(path, &ck, &err) != 0) fail_msg("%s", err.msg);
-    size_t total = 0;
-    for (int i = 0; i < ck.n_tensors; i++) total += ck.tensors[i].count;
-    float *w = malloc(total * sizeof(float)), *p = w;
-    for (int i = 0; i < ck.n_tensors; i++) {
-        memcpy(p, ck.tensors[i].data, ck.tensors[i].count * sizeof(float));
-        p += ck.tensors[i].count;
-    }
-    *n = total;
-    if (keep) *keep = ck;
-    else ct_checkpoint_free(&ck);
-    return w;
+    return ct_test_checkpoint_floats(path, n, keep);
 }
 
 static void test_val_split_and_final_test_line(void **state) {

@@ -200,22 +200,6 @@ static void fit_quiet(ct_config *cfg, bool resume, const char *init_from, ct_fit
     fclose(devnull);
 }
 
-static float *read_weights(const char *path, size_t *n) {
-    ct_checkpoint ck;
-    ct_err err = {{0}};
-    if (ct_checkpoint_read(path, &ck, &err) != 0) fail_msg("%s", err.msg);
-    size_t total = 0;
-    for (int i = 0; i < ck.n_tensors; i++) total += ck.tensors[i].count;
-    float *w = malloc(total * sizeof(float)), *p = w;
-    for (int i = 0; i < ck.n_tensors; i++) {
-        memcpy(p, ck.tensors[i].data, ck.tensors[i].count * sizeof(float));
-        p += ck.tensors[i].count;
-    }
-    *n = total;
-    ct_checkpoint_free(&ck);
-    return w;
-}
-
 static void test_resume_equals_straight_run(void **state) {
     (void)state;
     char extra[1024];
@@ -241,7 +225,8 @@ static void test_resume_equals_straight_run(void **state) {
     size_t na, nb;
     snprintf(a, sizeof a, "%s/straight/model.bin", dir);
     snprintf(b, sizeof b, "%s/resumed/model.bin", dir);
-    float *wa = read_weights(a, &na), *wb = read_weights(b, &nb);
+    float *wa = ct_test_checkpoint_floats(a, &na, NULL),
+          *wb = ct_test_checkpoint_floats(b, &nb, NULL);
     assert_int_equal(na, nb);
     assert_memory_equal(wa, wb, na * sizeof(float)); /* weights and Adam state */
     free(wa);
