@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_bn_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_pool_kernel.h"
@@ -360,6 +361,96 @@ static void test_maxpool_loops(void **state) {
     kernel_case(1, 8, 8, 15, 15, 15, 0, false); /* largest index (224) */
     kernel_case(1, 9, 8, 3, 2, 3, 2, false);   /* a window of padding only: -inf, no grad */
     kernel_case(3, 32, 8, 28, 2, 2, 0, false); /* the tutorial's first pool */
+}
+
+/* ---- ctrain's batch-norm training loops ---------------------------------------------- */
+
+/* ct_bn_train_forward / _backward on packed buffers, portable and the best ISA here,
+ * against the double reference: rows [n, N) and padded lanes hold finite junk, which
+ * must not reach the statistics or the gradients; padded lanes and stale rows of dx
+ * get zeros; both ISAs give the same bits. With relu, dy is masked where the loop's
+ * own output is 0, as the relu's backward would. */
+typedef struct bn_bufs {
+    float *y, *dx, mean[40], var[40], dg[40], db[40];
+} bn_bufs;
+
+static void bn_loops_case(int N, int n, int C, int B, long S, bool relu) {
+    int G = (C + B - 1) / B;
+    size_t tot = (size_t)N * G * B * S, real = (size_t)n * C * S;
+    float *xb = malloc(tot * sizeof *xb), *dyb = malloc(tot * sizeof *dyb);
+    float gamma[40], beta[40];
+    assert_true(C <= 40);
+    for (size_t j = 0; j < tot; j++) xb[j] = 7.0f, dyb[j] = -5.0f; /* junk */
+    double *x = malloc(real * sizeof *x), *dy = malloc(real * sizeof *dy);
+    double *y = malloc(real * sizeof *y), *dx = malloc(real * sizeof *dx);
+    double gd[40], bd[40], mean[40], var[40], dgr[40], dbr[40];
+    for (int c = 0; c < C; c++) gamma[c] = (float)(1.0 + 0.5 * urand()), beta[c] = (float)urand();
+    for (int c = 0; c < C; c++) gd[c] = gamma[c], bd[c] = beta[c];
+#define BN_AT(r, c, s) ((((size_t)(r) * G + (size_t)((c) / B)) * (size_t)S + (size_t)(s)) * B + (size_t)((c) % B))
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < C; c++)
+            for (long s = 0; s < S; s++) {
+                size_t i = ((size_t)r * C + (size_t)c) * (size_t)S + (size_t)s;
+                x[i] = (float)(2.0 + urand()); /* an offset mean, as after a conv */
+                dy[i] = (float)urand();
+                xb[BN_AT(r, c, s)] = (float)x[i], dyb[BN_AT(r, c, s)] = (float)dy[i];
+            }
+    double eps = 1e-5;
+    ct_ref_batchnorm_forward_train(x, n, C, S, gd, bd, eps, y, mean, var);
+    bn_bufs first = {0};
+    for (int isa = 0; isa < 2; isa++) {
+        ct_bn_geom q = {.n = n, .N = N, .C = C, .block = B, .S = S, .eps = eps, .relu = relu,
+                        .isa = isa ? ct_bn_best_isa() : CT_LOOPS_ISA_PORTABLE};
+        bn_bufs r = {.y = malloc(tot * sizeof(float)), .dx = malloc(tot * sizeof(float))};
+        for (size_t j = 0; j < tot; j++) r.y[j] = NAN, r.dx[j] = NAN;
+        ct_bn_train_forward(&q, xb, gamma, beta, r.y, r.mean, r.var);
+        ct_bn_train_backward(&q, xb, r.y, dyb, gamma, r.mean, r.var, r.dx, r.dg, r.db);
+        float *yp = malloc(real * sizeof *yp), *dxp = malloc(real * sizeof *dxp);
+        double *dym = malloc(real * sizeof *dym), *yr = malloc(real * sizeof *yr);
+        for (int rr = 0; rr < N; rr++)
+            for (int c = 0; c < G * B; c++)
+                for (long s = 0; s < S; s++) {
+                    size_t o = BN_AT(rr, c, s);
+                    if (c >= C && rr < n) assert_true(r.y[o] == 0.0f); /* padded lane */
+                    if (c >= C || rr >= n) {
+                        assert_true(r.dx[o] == 0.0f);
+                        continue;
+                    }
+                    size_t i = ((size_t)rr * C + (size_t)c) * (size_t)S + (size_t)s;
+                    yp[i] = r.y[o], dxp[i] = r.dx[o];
+                    yr[i] = relu && y[i] < 0.0 ? 0.0 : y[i];
+                    dym[i] = relu && !(r.y[o] > 0.0f) ? 0.0 : dy[i];
+                }
+        ct_ref_batchnorm_backward(x, n, C, S, gd, eps, dym, dx, dgr, dbr);
+        check_close(yp, yr, real, "batch-norm loops: y");
+        check_close(r.mean, mean, (size_t)C, "batch-norm loops: mean");
+        check_close(r.var, var, (size_t)C, "batch-norm loops: var");
+        check_close(dxp, dx, real, "batch-norm loops: dx");
+        check_close(r.dg, dgr, (size_t)C, "batch-norm loops: dgamma");
+        check_close(r.db, dbr, (size_t)C, "batch-norm loops: dbeta");
+        if (isa == 0) {
+            first = r;
+        } else {
+            assert_memory_equal(first.y, r.y, tot * sizeof(float));
+            assert_memory_equal(first.dx, r.dx, tot * sizeof(float));
+            assert_memory_equal(&first.mean, &r.mean, sizeof r - offsetof(bn_bufs, mean));
+            free(r.y), free(r.dx);
+        }
+        free(yp), free(dxp), free(dym), free(yr);
+    }
+#undef BN_AT
+    free(first.y), free(first.dx);
+    free(xb), free(dyb), free(x), free(dy), free(y), free(dx);
+}
+
+static void test_batchnorm_loops(void **state) {
+    (void)state;
+    printf("batch-norm loops: portable and %s\n", ct_loops_isa_name(ct_bn_best_isa()));
+    bn_loops_case(4, 4, 5, 8, 9, false);   /* 3 of 8 lanes padded */
+    bn_loops_case(5, 3, 20, 16, 7, true);  /* 2 groups, stale rows, fused relu */
+    bn_loops_case(3, 3, 16, 8, 49, true);  /* 2 full groups */
+    bn_loops_case(4, 2, 6, 1, 10, false);  /* plain [N, C, S] */
+    bn_loops_case(6, 5, 7, 1, 1, true);    /* plain [N, F] */
 }
 
 /* ---- ctrain's conv backward-weights loops ------------------------------------------ */
@@ -874,6 +965,7 @@ int main(void) {
         cmocka_unit_test(test_convw_loops),
         cmocka_unit_test(test_fusion_plan),
         cmocka_unit_test(test_batchnorm_relu_fusion),
+        cmocka_unit_test(test_batchnorm_loops),
         cmocka_unit_test(test_fusion_same_bits),
         cmocka_unit_test(test_conv_block),
         cmocka_unit_test(test_layers_without_input_gradient),

@@ -13,15 +13,14 @@
  * Evaluation runs oneDNN's forward inference with use_global_stats on the running
  * statistics (per row, so a partial batch is fine as it is).
  *
- * Training runs ctrain's loops over the first n rows (own_forward, own_backward):
- * the batch statistics (sum and sum of squares) and the gradient sums of gamma and
+ * Training runs ctrain's loops over the first n rows (cpu_bn_kernel.h, AVX2 where
+ * the CPU has it, same bits as their portable C): the batch statistics (sum and sum of squares) and the gradient sums of gamma and
  * beta accumulate in double. oneDNN 2.6's training primitives accumulate in fp32:
  * in tests/torch_parity.py's residual network with batch norms (with relu instead
  * of silu) they ended one SGD step 1.5e-2 (of a tensor's largest value) from a
  * float64 run where PyTorch's fp32 ended 2.4e-5 and these loops 2.7e-5 (a batch
  * norm's input gradient sums to zero per channel, so the sums downstream cancel
- * heavily). The loops also take partial
- * batches, where the primitives built for N rows would mix the stale rows into the
+ * heavily). The loops also take partial batches, where the primitives built for N rows would mix the stale rows into the
  * statistics, and give the stale rows of gact[i-1] a zero gradient, so layers
  * before keep adding nothing for them. They walk plain [N, C, S] and nChw8c/16c
  * blocks run by run (a row's positions x the block's lanes are contiguous); a batch
@@ -39,10 +38,10 @@
  * per loaded batch (b->batch_serial): a forward a checkpointed span recomputes in
  * backward sees the same batch and leaves them alone.
  */
+#include "backend/cpu/cpu_bn_kernel.h"
 #include "backend/cpu/cpu_internal.h"
 
-#include <math.h>
-#include <string.h>
+#include <stdio.h>
 
 /* The batch norm's desc as [N][G][S][B]: B = 1 plain (also [N, F]; G = C), 8 or 16
  * for nChw8c / nChw16c (G = ceil(C / B), the last group's missing channels zero
@@ -102,6 +101,7 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_bn *bn = &nd->bn;
     const ct_node *g = nd->g;
     bn->C = g->in.c;
+    bn->isa = ct_cpu_loops_portable(b) ? CT_LOOPS_ISA_PORTABLE : ct_bn_best_isa();
     bn->S = g->in.flat ? 1 : (long)g->in.h * g->in.w;
     dnnl_memory_desc_t flat_md;
     const dnnl_memory_desc_t *md = &ct_cpu_in(b, nd->i)->md;
@@ -197,155 +197,13 @@ static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     return 0;
 }
 
-/* ---- training loops over the first n rows --------------------------------------- */
+/* ---- training loops over the first n rows (cpu_bn_kernel.c) -------------------- */
 
-#define CT_BN_LANES 16
-#define CT_BN_INLINE static inline __attribute__((always_inline))
-
-/* The loops over one run: the S positions x B lanes of one row and channel group,
- * contiguous in memory. Called with a constant B, so each B gets its own vectorized
- * copy. Lanes past the real channels hold zeros and get scale, shift, mean, rstd and
- * k of 0, so they stay zero. */
-CT_BN_INLINE void run_sums(const float *x, long S, int B, double *sum, double *sq) {
-    for (long s = 0; s < S; s++)
-        for (int l = 0; l < B; l++) {
-            double v = x[s * B + l];
-            sum[l] += v;
-            sq[l] += v * v;
-        }
-}
-
-CT_BN_INLINE void run_apply(const float *x, float *y, long S, int B, const double *mean,
-                            const double *scale, const double *shift, bool relu) {
-    for (long s = 0; s < S; s++)
-        for (int l = 0; l < B; l++) {
-            float v = (float)((x[s * B + l] - mean[l]) * scale[l] + shift[l]);
-            y[s * B + l] = relu && !(v > 0.0f) ? 0.0f : v;
-        }
-}
-
-/* db += dy, dg += dy * xhat, dy masked by the relu's output y when fused. */
-CT_BN_INLINE void run_grad_sums(const float *x, const float *dy, const float *y, long S, int B,
-                                const double *mean, const double *rstd, bool relu, double *db,
-                                double *dg) {
-    for (long s = 0; s < S; s++)
-        for (int l = 0; l < B; l++) {
-            double d = relu && !(y[s * B + l] > 0.0f) ? 0.0 : dy[s * B + l];
-            db[l] += d;
-            dg[l] += d * (x[s * B + l] - mean[l]) * rstd[l];
-        }
-}
-
-CT_BN_INLINE void run_dx(const float *x, const float *dy, const float *y, float *dx, long S, int B,
-                         const double *mean, const double *rstd, const double *k,
-                         const double *dbm, const double *dgm, bool relu) {
-    for (long s = 0; s < S; s++)
-        for (int l = 0; l < B; l++) {
-            double d = relu && !(y[s * B + l] > 0.0f) ? 0.0 : dy[s * B + l];
-            dx[s * B + l] =
-                (float)(k[l] * (d - dbm[l] - (x[s * B + l] - mean[l]) * rstd[l] * dgm[l]));
-        }
-}
-
-/* Runs STMT with B as the constant 1, 8 or 16 (layout_block). */
-#define CT_BN_FOR_BLOCK(Bv, STMT)  \
-    do {                           \
-        if ((Bv) == 8) {           \
-            const int B = 8;       \
-            STMT;                  \
-        } else if ((Bv) == 16) {   \
-            const int B = 16;      \
-            STMT;                  \
-        } else {                   \
-            const int B = 1;       \
-            STMT;                  \
-        }                          \
-    } while (0)
-
-/* Lanes of group g that are real channels. */
-static int real_lanes(const ct_cpu_bn *bn, int g, int B) {
-    return g * B + B <= bn->C ? B : bn->C - g * B;
-}
-
-/* The batch statistics of the first n rows (sum and sum of squares in double, the
- * biased variance; saved for backward) and y = (x - mean) / sqrt(var + eps) * gamma
- * + beta (max(y, 0) when the relu after is fused). */
-static void own_forward(ct_cpu *b, ct_cpu_node *nd) {
-    ct_cpu_bn *bn = &nd->bn;
-    int Bv = layout_block(&nd->act.md), groups = (bn->C + Bv - 1) / Bv;
-    const float *x = bn->src.ptr;
-    float *y = nd->act.ptr;
-    int n = b->n;
-    long S = bn->S;
-    size_t run = (size_t)S * (size_t)Bv;
-    double M = (double)n * (double)S, eps = nd->g->cfg.eps;
-    bool relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i);
-#pragma omp parallel for schedule(static)
-    for (int g = 0; g < groups; g++) {
-        double sum[CT_BN_LANES] = {0}, sq[CT_BN_LANES] = {0};
-        double mean[CT_BN_LANES] = {0}, scale[CT_BN_LANES] = {0}, shift[CT_BN_LANES] = {0};
-        for (int r = 0; r < n; r++) {
-            const float *xr = x + ((size_t)r * groups + g) * run;
-            CT_BN_FOR_BLOCK(Bv, run_sums(xr, S, B, sum, sq));
-        }
-        for (int l = 0; l < real_lanes(bn, g, Bv); l++) {
-            int c = g * Bv + l;
-            mean[l] = sum[l] / M;
-            double var = sq[l] / M - mean[l] * mean[l];
-            if (var < 0.0) var = 0.0;
-            bn->mean.ptr[c] = (float)mean[l];
-            bn->var.ptr[c] = (float)var;
-            scale[l] = bn->gamma.ptr[c] / sqrt(var + eps);
-            shift[l] = bn->beta.ptr[c];
-        }
-        for (int r = 0; r < n; r++) {
-            size_t o = ((size_t)r * groups + g) * run;
-            CT_BN_FOR_BLOCK(Bv, run_apply(x + o, y + o, S, B, mean, scale, shift, relu));
-        }
-    }
-}
-
-/* Writes dgamma, dbeta (sums in double) and dx (rows [n, N): zero) from the saved
- * statistics. */
-static void own_backward(ct_cpu *b, ct_cpu_node *nd, float *dx) {
-    ct_cpu_bn *bn = &nd->bn;
-    int Bv = layout_block(&nd->act.md), groups = (bn->C + Bv - 1) / Bv;
-    const float *x = bn->src.ptr, *dy = nd->gact.ptr, *y = nd->act.ptr;
-    int n = b->n, N = b->N;
-    long S = bn->S;
-    size_t run = (size_t)S * (size_t)Bv;
-    double M = (double)n * (double)S, eps = nd->g->cfg.eps;
-    bool relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i); /* dy is the relu's: mask it */
-#pragma omp parallel for schedule(static)
-    for (int g = 0; g < groups; g++) {
-        double mean[CT_BN_LANES] = {0}, rstd[CT_BN_LANES] = {0}, k[CT_BN_LANES] = {0};
-        double db[CT_BN_LANES] = {0}, dg[CT_BN_LANES] = {0};
-        double dbm[CT_BN_LANES] = {0}, dgm[CT_BN_LANES] = {0};
-        int L = real_lanes(bn, g, Bv);
-        for (int l = 0; l < L; l++) {
-            int c = g * Bv + l;
-            mean[l] = bn->mean.ptr[c];
-            rstd[l] = 1.0 / sqrt((double)bn->var.ptr[c] + eps);
-            k[l] = bn->gamma.ptr[c] * rstd[l];
-        }
-        for (int r = 0; r < n; r++) {
-            size_t o = ((size_t)r * groups + g) * run;
-            CT_BN_FOR_BLOCK(Bv, run_grad_sums(x + o, dy + o, y + o, S, B, mean, rstd, relu, db, dg));
-        }
-        for (int l = 0; l < L; l++) {
-            bn->dgamma.ptr[g * Bv + l] = (float)dg[l];
-            bn->dbeta.ptr[g * Bv + l] = (float)db[l];
-            dbm[l] = db[l] / M;
-            dgm[l] = dg[l] / M;
-        }
-        for (int r = 0; r < n; r++) {
-            size_t o = ((size_t)r * groups + g) * run;
-            CT_BN_FOR_BLOCK(Bv, run_dx(x + o, dy + o, y + o, dx + o, S, B, mean, rstd, k, dbm,
-                                       dgm, relu));
-        }
-        for (int r = n; r < N; r++) /* stale rows: no gradient */
-            memset(dx + ((size_t)r * groups + g) * run, 0, run * sizeof(float));
-    }
+static ct_bn_geom loops_geom(const ct_cpu *b, const ct_cpu_node *nd) {
+    const ct_cpu_bn *bn = &nd->bn;
+    return (ct_bn_geom){.n = b->n, .N = b->N, .C = bn->C, .block = layout_block(&nd->act.md),
+                        .S = bn->S, .eps = nd->g->cfg.eps,
+                        .relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i), .isa = bn->isa};
 }
 
 /* ---- passes --------------------------------------------------------------------- */
@@ -373,7 +231,9 @@ static int bn_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_
     if (count < 2)
         return ct_errorf(err, "training needs more than 1 value per channel: a batch of %d row(s) "
                          "gives %ld (PyTorch refuses this too)", b->n, (long)b->n * bn->S);
-    own_forward(b, nd);
+    ct_bn_geom q = loops_geom(b, nd);
+    ct_bn_train_forward(&q, bn->src.ptr, bn->gamma.ptr, bn->beta.ptr, nd->act.ptr, bn->mean.ptr,
+                        bn->var.ptr);
     if (bn->stats_batch != b->batch_serial) update_running(b, nd, count);
     return 0;
 }
@@ -383,7 +243,9 @@ static int bn_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t ste
     ct_cpu_bn *bn = &nd->bn;
     if (accumulate && !b->o.accumulate)
         return ct_errorf(err, "backward with accumulate in a plan made without it");
-    own_backward(b, nd, bn->dsrc.ptr);
+    ct_bn_geom q = loops_geom(b, nd);
+    ct_bn_train_backward(&q, bn->src.ptr, nd->act.ptr, nd->gact.ptr, bn->gamma.ptr, bn->mean.ptr,
+                         bn->var.ptr, bn->dsrc.ptr, bn->dgamma.ptr, bn->dbeta.ptr);
     if (bn->dsrc_x.on && ct_cpu_exec(&b->c, &bn->dsrc_x.r, err) != 0) return -1;
     if (!b->o.accumulate) return 0; /* written straight into the grads */
     float *gw = b->grads + b->g->params[nd->g->weight].offset;
@@ -398,12 +260,14 @@ static int bn_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t ste
 /* Evaluation on oneDNN's primitive; training on ctrain's loops. */
 static const char *bn_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
                            size_t n) {
-    (void)n;
     buf[0] = 0;
-    if (pass == CT_PASS_FORWARD) return b->o.training ? "ctrain" : ct_cpu_impl(&nd->bn.fwd_inf);
+    if (pass == CT_PASS_FORWARD && !b->o.training) return ct_cpu_impl(&nd->bn.fwd_inf);
     if (!b->o.training) return buf;
     if (pass == CT_PASS_BACKWARD_DATA && !ct_cpu_has_gin(b, nd->i)) return buf;
-    return "ctrain";
+    int block = layout_block(&nd->act.md);
+    snprintf(buf, n, "ctrain:%s:%s", ct_loops_isa_name(nd->bn.isa),
+             block == 1 ? "plain" : block == 8 ? "nChw8c" : "nChw16c");
+    return buf;
 }
 
 const ct_cpu_op ct_cpu_op_batchnorm = {bn_create, bn_bind, bn_forward, bn_backward, bn_impl};

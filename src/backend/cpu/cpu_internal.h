@@ -39,6 +39,7 @@
 #include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_dnnl.h"
+#include "backend/cpu/cpu_isa.h"
 
 /* A tensor in the arena: layout and region (ids from the plan). */
 typedef struct ct_cpu_tensor {
@@ -124,6 +125,7 @@ typedef struct ct_cpu_bn {
     ct_cpu_xfer src_x, dsrc_x;
     int C;                         /* channels (2d) or features (1d) */
     long S;                        /* values per channel per row: H*W (1d: 1) */
+    ct_loops_isa isa;              /* of the training loops (cpu_bn_kernel.h) */
     uint64_t stats_batch;          /* the batch (b->batch_serial) whose statistics the
                                       running ones include; UINT64_MAX: none yet */
 } ct_cpu_bn;

@@ -1,0 +1,54 @@
+/* cpu_bn_kernel.h: ctrain's own batch-norm training loops for the CPU backend.
+ *
+ * Tensors are fp32 [N, C, S] (S = H * W; 1 for [N, F]) stored as groups of `block`
+ * channels: element (n, c, s) lives at ((n * groups + c / block) * S + s) * block
+ * + c % block, groups = ceil(C / block). block 8 / 16 is oneDNN's nChw8c / nChw16c
+ * (lanes past C are padding), block 1 is plain [N, C, S]. One row's S positions x
+ * block lanes of a group (a "run") are contiguous.
+ *
+ * Semantics are ref_norm.c's (PyTorch's training mode) over the first n rows: the
+ * batch mean and biased variance of each channel over n * S values, y = (x - mean) /
+ * sqrt(var + eps) * gamma + beta, and its backward. Sums (statistics, the gradients
+ * of gamma and beta) accumulate in double, and every element's arithmetic is in
+ * double, in the same order on every ISA: the AVX2 bodies are the portable C
+ * compiled for AVX2 (the build never contracts a product and a sum), so both give
+ * the same bits. With `relu` the forward writes max(y, 0) and the backward masks dy
+ * where that output is not positive (the relu after the batch norm, fused).
+ *
+ * Padded lanes of x and dy must be finite (oneDNN keeps them zero); they get y = 0
+ * and dx = 0 (scale, shift, mean and gradient factors are 0 there). Rows
+ * [n, N) of dx get zeros (no gradient for a partial batch's stale rows); rows
+ * [n, N) of y are left alone. OpenMP runs over the groups; nothing is allocated.
+ */
+#ifndef CT_CPU_BN_KERNEL_H
+#define CT_CPU_BN_KERNEL_H
+
+#include <stdbool.h>
+
+#include "backend/cpu/cpu_isa.h"
+
+typedef struct ct_bn_geom {
+    int n, N;     /* rows used, rows stored (1 <= n <= N) */
+    int C, block; /* channels; lanes per group: 1, 8 or 16 */
+    long S;       /* positions per channel of a row (>= 1); n * S >= 2 */
+    double eps;
+    bool relu;        /* the relu after is fused */
+    ct_loops_isa isa; /* CT_LOOPS_ISA_AVX2 only where ct_loops_isa_effective() has it */
+} ct_bn_geom;
+
+/* The ISA the loops use here: AVX2 where the CPU has it under the cap. */
+ct_loops_isa ct_bn_best_isa(void);
+
+/* x, y [N][groups][S][block]; gamma, beta, mean, var [C]. Writes the batch's mean
+ * and biased variance (fp32) and y for rows [0, n). */
+void ct_bn_train_forward(const ct_bn_geom *g, const float *x, const float *gamma,
+                         const float *beta, float *y, float *mean, float *var);
+
+/* From x, the forward's y (read only when relu), dy and the saved mean / var:
+ * dgamma, dbeta [C] (written, not added) and dx [N][groups][S][block] (rows [n, N)
+ * and padded lanes zero). */
+void ct_bn_train_backward(const ct_bn_geom *g, const float *x, const float *y, const float *dy,
+                          const float *gamma, const float *mean, const float *var, float *dx,
+                          float *dgamma, float *dbeta);
+
+#endif
