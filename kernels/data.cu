@@ -1,7 +1,7 @@
 /* data.cu: batches gathered from a uint8 dataset kept on the device. Element e of
  * the batch x [n, C, H, W] is pixel (c, y, x) of sample s = order[start + e / numel],
  * made a float by data/pixels.h exactly as the host loader does (per-channel
- * normalization; with `augment`, the crop/flip draw of (seed, epoch, s)), so
+ * normalization; with `augment`, the crop/flip/erase draw of (seed, epoch, s)), so
  * device and host batches are bit-identical. */
 #include <cuda_runtime.h>
 
@@ -20,14 +20,16 @@ __global__ void gather_kernel(const uint8_t *images, const uint8_t *labels, cons
         size_t s = (size_t)order[start + r];
         const uint8_t *src = images + s * numel + (size_t)c * plane;
         uint8_t p;
+        bool erased = false;
         if (augment) {
-            ct_aug_draw d = ct_aug_draw_for(&prep, epoch, (uint32_t)s);
+            ct_aug_draw d = ct_aug_draw_for(&prep, H, W, epoch, (uint32_t)s);
             int from = ct_aug_source(&d, prep.crop, H, W, k / W, k % W);
             p = from < 0 ? (uint8_t)0 : src[from];
+            erased = ct_aug_erased(&d, k / W, k % W);
         } else {
             p = src[k];
         }
-        x[e] = ct_norm_pixel(p, prep.mean[c], prep.std[c]);
+        x[e] = erased ? 0.0f : ct_norm_pixel(p, prep.mean[c], prep.std[c]);
         if (j == 0) y[r] = (int32_t)labels[s];
     }
 }

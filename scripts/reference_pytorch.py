@@ -10,7 +10,8 @@ schedule per step (constant, step, cosine, linear warmup, as ctrain computes it)
 batch size, per-channel normalization, epochs, train.label_smoothing (training and
 evaluation loss), data.val_split (a seeded hold-out: each epoch reports it, the
 test set is evaluated once at the end) and data.augment (random crop with zero
-padding and horizontal flip on the uint8 images, PyTorch's own random stream), with
+padding and horizontal flip on the uint8 images, random erasing on the normalized
+ones, from PyTorch's own random stream), with
 the whole dataset preloaded as tensors. Prints one JSON object per epoch and a
 final summary line, for scripts/bench-vs-pytorch.
 
@@ -229,6 +230,30 @@ def augment(xb, crop, hflip):
     return xb
 
 
+def erase_sides(n):
+    lo = (n + 7) // 8
+    return lo, max(lo, n // 2)
+
+
+def erase(x, p):
+    """ctrain's data.augment.erase on a normalized batch [B, C, H, W]: with probability
+    p a rectangle, sides uniform in [ceil(n / 8), max(that, n / 2)], inside the image,
+    set to 0 in every channel (src/data/pixels.h)."""
+    if not p:
+        return x
+    B, _, H, W = x.shape
+    hlo, hhi = erase_sides(H)
+    wlo, whi = erase_sides(W)
+    x = x.clone()
+    for b in torch.nonzero(torch.rand(B) < p).flatten().tolist():
+        eh = int(torch.randint(hlo, hhi + 1, ()))
+        ew = int(torch.randint(wlo, whi + 1, ()))
+        ey = int(torch.randint(0, H - eh + 1, ()))
+        ex = int(torch.randint(0, W - ew + 1, ()))
+        x[b, :, ey:ey + eh, ex:ex + ew] = 0.0
+    return x
+
+
 def lr_at(cfg, epochs, epoch, step, steps):
     """ctrain's per-step learning rate (src/train/schedule.c)."""
     s = cfg.get("schedule", {}) or {}
@@ -303,7 +328,7 @@ def main():
         xval, yval = norm(xtr[perm[:n_val]]), ytr[perm[:n_val]]
         xtr, ytr = xtr[perm[n_val:]], ytr[perm[n_val:]]
     aug = data.get("augment", {}) or {}
-    crop, hflip = aug.get("crop", 0), aug.get("hflip", False)
+    crop, hflip, erase_p = aug.get("crop", 0), aug.get("hflip", False), aug.get("erase", 0.0)
     net = build_model(cfg)
     opt = make_optimizer(cfg, net.parameters())
     smoothing = train.get("label_smoothing", 0.0)
@@ -316,7 +341,7 @@ def main():
         loss_sum, correct = 0.0, 0
         for k, i in enumerate(range(0, len(xtr), batch)):
             idx = perm[i:i + batch]
-            x, y = norm(augment(xtr[idx], crop, hflip)), ytr[idx]
+            x, y = erase(norm(augment(xtr[idx], crop, hflip)), erase_p), ytr[idx]
             for g in opt.param_groups:
                 g["lr"] = lr_at(cfg, epochs, epoch, k, steps)
             opt.zero_grad(set_to_none=True)

@@ -1139,6 +1139,7 @@ void parity_test_dataset_rgb_augment(void **state) {
     for (int c = 0; c < 3; c++) prep.mean[c] = mean[c], prep.std[c] = std[c];
     prep.crop = 2; /* of 4 x 5 images: many windows reach into the padding */
     prep.hflip = 1;
+    prep.erase = 0.5f;
     prep.seed = SEED;
     dataset_case(3, &prep);
 }

@@ -927,15 +927,17 @@ static void test_data_layout_normalize(void **state) {
 static void test_data_val_split_augment(void **state) {
     (void)state;
     ct_config cfg;
-    expect_ok(BASE "  val_split: 0.1\n  augment: {crop: 4, hflip: true}\n", &cfg);
+    expect_ok(BASE "  val_split: 0.1\n  augment: {crop: 4, hflip: true, erase: 0.25}\n", &cfg);
     assert_true(cfg.data.val_split == 0.1);
     assert_int_equal(cfg.data.crop, 4);
     assert_true(cfg.data.hflip);
+    assert_true(cfg.data.erase == 0.25);
     ct_config_free(&cfg);
     expect_ok(BASE "  val_split: 5000\n", &cfg);
     assert_true(cfg.data.val_split == 5000.0);
     assert_int_equal(cfg.data.crop, 0);
     assert_false(cfg.data.hflip);
+    assert_true(cfg.data.erase == 0.0);
     ct_config_free(&cfg);
     expect_ok(BASE, &cfg);
     assert_true(cfg.data.val_split == 0.0);
@@ -945,6 +947,7 @@ static void test_data_val_split_augment(void **state) {
     expect_error(BASE "  val_split: -0.2\n", "11:14", "'data.val_split' must be > 0");
     expect_error(BASE "  augment: {crop: -1}\n", "11:19", "'data.augment.crop'");
     expect_error(BASE "  augment: {flip: true}\n", "11:13", "did you mean 'hflip'");
+    expect_error(BASE "  augment: {erase: 1.5}\n", "11:20", "'data.augment.erase'");
 }
 
 /* The shipped CIFAR-10 example parses with every data key it shows. */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,20 +319,59 @@ static void test_augment_draws(void **state) {
     ct_pixel_prep p = aug_prep(4, 1, 7);
     int flips = 0, per_offset[9] = {0}, differ = 0;
     for (uint32_t s = 0; s < 2000; s++) {
-        ct_aug_draw a = ct_aug_draw_for(&p, 3, s), b = ct_aug_draw_for(&p, 3, s);
+        ct_aug_draw a = ct_aug_draw_for(&p, 28, 28, 3, s), b = ct_aug_draw_for(&p, 28, 28, 3, s);
         assert_memory_equal(&a, &b, sizeof a); /* a pure function of the key */
         assert_true(a.dy >= 0 && a.dy <= 8 && a.dx >= 0 && a.dx <= 8);
         flips += a.flip;
         per_offset[a.dx]++;
-        ct_aug_draw c = ct_aug_draw_for(&p, 4, s); /* the next epoch */
+        ct_aug_draw c = ct_aug_draw_for(&p, 28, 28, 4, s); /* the next epoch */
         differ += memcmp(&a, &c, sizeof a) != 0;
     }
     assert_true(flips > 850 && flips < 1150); /* p = 1/2 */
     for (int k = 0; k < 9; k++) assert_true(per_offset[k] > 150); /* 2000 / 9 each */
     assert_true(differ > 1800);
     ct_pixel_prep off = aug_prep(0, 0, 7);
-    ct_aug_draw z = ct_aug_draw_for(&off, 3, 5);
-    assert_true(z.dy == 0 && z.dx == 0 && z.flip == 0);
+    ct_aug_draw z = ct_aug_draw_for(&off, 28, 28, 3, 5);
+    assert_true(z.dy == 0 && z.dx == 0 && z.flip == 0 && z.eh == 0 && z.ew == 0);
+}
+
+/* erase P on [H, W] images: erased in about P of the samples, sides in [ceil(n / 8),
+ * max(that, n / 2)], every side length and corner drawn, the rectangle inside the
+ * image; the crop and flip draws are those of the same key without erasing. */
+static void erase_draws(float P, int H, int W) {
+    ct_pixel_prep p = aug_prep(2, 1, 11), plain = aug_prep(2, 1, 11);
+    p.erase = P;
+    int hlo = (H + 7) / 8, hhi = H / 2 > hlo ? H / 2 : hlo;
+    int wlo = (W + 7) / 8, whi = W / 2 > wlo ? W / 2 : wlo;
+    int erased = 0, seen_h[64] = {0}, seen_y[64] = {0};
+    enum { S = 4000 };
+    for (uint32_t s = 0; s < S; s++) {
+        ct_aug_draw a = ct_aug_draw_for(&p, H, W, 2, s), b = ct_aug_draw_for(&plain, H, W, 2, s);
+        assert_true(a.dy == b.dy && a.dx == b.dx && a.flip == b.flip);
+        if (a.eh == 0) {
+            assert_int_equal(a.ew, 0);
+            continue;
+        }
+        erased++;
+        assert_true(a.eh >= hlo && a.eh <= hhi && a.ew >= wlo && a.ew <= whi);
+        assert_true(a.ey >= 0 && a.ey + a.eh <= H && a.ex >= 0 && a.ex + a.ew <= W);
+        seen_h[a.eh]++, seen_y[a.ey]++;
+    }
+    double want = P * S, slack = 4.0 * sqrt(S * P * (1.0 - P)) + 1.0;
+    assert_true(fabs(erased - want) <= slack);
+    if (erased > 1000) {
+        for (int h = hlo; h <= hhi; h++) assert_true(seen_h[h] > 0);
+        for (int y = 0; y <= H - hlo; y++) assert_true(seen_y[y] > 0);
+    }
+}
+
+static void test_erase_draws(void **state) {
+    (void)state;
+    erase_draws(0.5f, 28, 28);
+    erase_draws(1.0f, 32, 24);
+    erase_draws(0.0f, 28, 28);
+    erase_draws(0.25f, 5, 6); /* sides 1..2 and 1..3 */
+    erase_draws(1.0f, 1, 1);  /* the whole image */
 }
 
 enum { AH = 5, AW = 6 };
@@ -354,17 +394,17 @@ static void test_augment_geometry(void **state) {
     for (int i = 0; i < AH * AW; i++) src[i] = (uint8_t)(10 + i);
     float out[AH * AW], ref[AH * AW];
     /* centered window, no flip: the identity */
-    ct_aug_draw id = {2, 2, 0};
+    ct_aug_draw id = {2, 2, 0, 0, 0, 0, 0};
     apply(src, &id, 2, out);
     for (int i = 0; i < AH * AW; i++) assert_true(out[i] == val(src[i]));
     /* a flip mirrors every row */
-    ct_aug_draw fl = {2, 2, 1};
+    ct_aug_draw fl = {2, 2, 1, 0, 0, 0, 0};
     apply(src, &fl, 2, out);
     for (int y = 0; y < AH; y++)
         for (int x = 0; x < AW; x++) assert_true(out[y * AW + x] == val(src[y * AW + AW - 1 - x]));
     /* a crop at (dy, dx) = (0, 3) with padding 2: shifted down 2 and left 1, zeros
      * come in at the top */
-    ct_aug_draw sh = {0, 3, 0};
+    ct_aug_draw sh = {0, 3, 0, 0, 0, 0, 0};
     apply(src, &sh, 2, out);
     for (int y = 0; y < AH; y++)
         for (int x = 0; x < AW; x++) {
@@ -379,6 +419,16 @@ static void test_augment_geometry(void **state) {
     ct_prep_lut(&p, lut);
     ct_prep_sample(src, 1, AH, AW, (const float(*)[256])lut, &sh, 2, out);
     assert_true(out[0] == (0.0f - 0.5f) / 0.25f);
+    /* an erased rectangle is 0.0 after normalization (the mean), drawn over the
+     * flipped window; the rest is the flip's */
+    ct_aug_draw er = {2, 2, 1, 1, 2, 3, 2};
+    ct_prep_sample(src, 1, AH, AW, (const float(*)[256])lut, &er, 2, out);
+    for (int y = 0; y < AH; y++)
+        for (int x = 0; x < AW; x++) {
+            bool in = y >= 1 && y < 4 && x >= 2 && x < 4;
+            float flipped = lut[0][src[y * AW + AW - 1 - x]];
+            assert_true(out[y * AW + x] == (in ? 0.0f : flipped));
+        }
 }
 
 /* The host loader applies the draw of (seed, epoch, sample index) to every sample
@@ -395,6 +445,7 @@ static void test_loader_augments_by_key(void **state) {
     for (size_t i = 0; i < N * sp; i++) ds.images[i] = (uint8_t)(i * 13 + 1);
     for (int i = 0; i < N; i++) ds.labels[i] = (uint8_t)(i % 10);
     ct_pixel_prep p = aug_prep(2, 1, 99);
+    p.erase = 0.5f;
     p.channels = 2;
     p.mean[1] = 0.25f; /* the second channel normalized differently */
     float lut[2][256];
@@ -413,7 +464,7 @@ static void test_loader_augments_by_key(void **state) {
             while (ct_loader_next(l, &b))
                 for (int r = 0; r < b.n; r++) {
                     int s = order[b.first_pos + r];
-                    ct_aug_draw d = ct_aug_draw_for(&p, (uint32_t)epoch, (uint32_t)s);
+                    ct_aug_draw d = ct_aug_draw_for(&p, AH, AW, (uint32_t)epoch, (uint32_t)s);
                     ct_prep_sample(ds.images + s * sp, 2, AH, AW, (const float(*)[256])lut, &d,
                                    2, want);
                     assert_memory_equal(b.x + r * sp, want, sp * sizeof *want);
@@ -462,6 +513,7 @@ int main(void) {
         cmocka_unit_test(test_cifar10_errors),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_augment_draws),
+        cmocka_unit_test(test_erase_draws),
         cmocka_unit_test(test_augment_geometry),
         cmocka_unit_test(test_loader_augments_by_key),
         cmocka_unit_test(test_fashion_mnist),

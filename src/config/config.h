@@ -34,7 +34,7 @@
  *          num_classes: 10, normalize: {mean: 0.5, std: 0.5}, shuffle: true,
  *          layout: nchw,              # 4-d IDX only, when C == H == W makes it ambiguous
  *          val_split: 0.1,            # or a count: held out of the training set
- *          augment: {crop: 4, hflip: true}}
+ *          augment: {crop: 4, hflip: true, erase: 0.5}}
  *   data: {format: cifar10, train_images: [a.bin, b.bin] or "dir/data_batch_*.bin",
  *          test_images: dir/test_batch.bin, ...}   # no label keys: labels are in the records
  *   train: {epochs: 10, batch_size: 256, grad_accum_steps: 1, amp: off, seed: 42,
@@ -167,6 +167,7 @@ typedef struct ct_data_cfg {
     double val_split;
     int crop;          /* augment.crop: random crop padding, >= 0, default 0 */
     bool hflip;        /* augment.hflip, default false */
+    double erase;      /* augment.erase: probability in [0, 1] of erasing a rectangle, 0 */
 } ct_data_cfg;
 
 typedef struct ct_train_cfg {

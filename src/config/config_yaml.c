@@ -237,12 +237,15 @@ static int ct_walk_normalize(ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d
 }
 
 static int ct_walk_augment(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
-    static const char *const keys[] = {"crop", "hflip"};
+    static const char *const keys[] = {"crop", "hflip", "erase"};
     ct_map_view v;
-    if (ct_map_collect(ctx, node, "data.augment", keys, 2, &v)) return -1;
+    if (ct_map_collect(ctx, node, "data.augment", keys, 3, &v)) return -1;
     if (v.val[0] && ct_get_int(ctx, v.val[0], "data.augment.crop", 0, CT_DIM_MAX, &d->crop))
         return -1;
     if (v.val[1] && ct_get_bool(ctx, v.val[1], "data.augment.hflip", &d->hflip)) return -1;
+    if (v.val[2] && ct_get_double(ctx, v.val[2], "data.augment.erase", CT_RANGE_CLOSED_UNIT,
+                                  &d->erase))
+        return -1;
     return 0;
 }
 

@@ -74,8 +74,10 @@ static void fill_batch(ct_loader *l, int k) {
     const ct_dataset *ds = l->ds;
     bool augment = ct_prep_augments(&l->prep);
     for (int i = 0; i < n; i++) {
-        ct_aug_draw d = {0, 0, 0};
-        if (augment) d = ct_aug_draw_for(&l->prep, (uint32_t)l->epoch, (uint32_t)idx[i]);
+        ct_aug_draw d = {0};
+        if (augment)
+            d = ct_aug_draw_for(&l->prep, ds->rows, ds->cols, (uint32_t)l->epoch,
+                                (uint32_t)idx[i]);
         ct_prep_sample(ds->images + (size_t)idx[i] * l->sample_px, ds->channels, ds->rows,
                        ds->cols, (const float(*)[256])l->lut, augment ? &d : NULL, l->prep.crop,
                        l->x[s] + (size_t)i * l->sample_px);
@@ -142,6 +144,9 @@ static int check_args(const ct_dataset *ds, int batch_size, const ct_pixel_prep 
     if (p->crop < 0 || p->crop > ds->rows || p->crop > ds->cols)
         return ct_errorf(err, "data loader: crop padding %d is outside 0..%d", p->crop,
                          ds->rows < ds->cols ? ds->rows : ds->cols);
+    if (!(p->erase >= 0.0f && p->erase <= 1.0f))
+        return ct_errorf(err, "data loader: erase probability %g is outside [0, 1]",
+                         (double)p->erase);
     return 0;
 }
 

@@ -123,8 +123,9 @@ uint64_t ct_dist_config_hash(const ct_config *cfg) {
     h = fnv(h, eff, (size_t)n);
     /* the rest of the data section that shapes what each rank trains on */
     const ct_data_cfg *d = &cfg->data;
-    n = snprintf(eff, sizeof eff, "format=%d nmean=%d nstd=%d val_split=%.17g crop=%d hflip=%d",
-                 (int)d->format, d->n_mean, d->n_std, d->val_split, d->crop, (int)d->hflip);
+    n = snprintf(eff, sizeof eff, "format=%d nmean=%d nstd=%d val_split=%.17g crop=%d hflip=%d "
+                 "erase=%.17g", (int)d->format, d->n_mean, d->n_std, d->val_split, d->crop,
+                 (int)d->hflip, d->erase);
     h = fnv(h, eff, (size_t)n);
     h = fnv(h, d->mean, sizeof d->mean);
     return fnv(h, d->std, sizeof d->std);

@@ -24,6 +24,7 @@ ct_pixel_prep ct_data_prep(const ct_config *cfg, bool train) {
     if (train) {
         p.crop = d->crop;
         p.hflip = d->hflip;
+        p.erase = (float)d->erase;
         p.seed = cfg->train.seed;
     }
     return p;

@@ -117,8 +117,8 @@ int ct_cpu_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *
     float *x = b->x.ptr;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) {
-        ct_aug_draw draw = {0, 0, 0};
-        if (augment) draw = ct_aug_draw_for(prep, epoch, (uint32_t)order[r]);
+        ct_aug_draw draw = {0};
+        if (augment) draw = ct_aug_draw_for(prep, in.h, in.w, epoch, (uint32_t)order[r]);
         ct_prep_sample(images + (size_t)order[r] * row, in.c, in.h, in.w, lut,
                        augment ? &draw : NULL, prep->crop, x + (size_t)r * row);
     }
