@@ -196,7 +196,7 @@ static void test_resnet_fashion_config(void **state) {
     assert_true(found);
     char b[32];
     assert_string_equal(ct_shape_str(g.nodes[g.n_nodes - 5].out, b, sizeof b), "96x7x7");
-    assert_true(cfg.data.val_split == 5000.0 && cfg.data.crop == 2 && cfg.data.hflip);
+    assert_true(cfg.data.val_split == 5000.0 && cfg.data.crop == 2 && !cfg.data.hflip);
     ct_config_free(&cfg);
 }
 
