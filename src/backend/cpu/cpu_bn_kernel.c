@@ -89,8 +89,9 @@ typedef struct group_pass {
     int n;
     long S;
     bool relu;
-    const double *mean, *scale, *shift;        /* forward apply */
-    const double *rstd, *k, *dbm, *dgm;        /* backward */
+    const double *mean;        /* [block] per lane, both directions */
+    const double *scale, *shift; /* forward: y = (x - mean) * scale + shift */
+    const double *rstd, *k, *dbm, *dgm; /* backward: dx = k * (dy - dbm - xhat * dgm) */
 } group_pass;
 
 INLINE void pass_sums(const group_pass *p, const int B, double *sum, double *sq) {
