@@ -13,13 +13,21 @@
 /* `ctrain bench` (cmd_bench.c); belongs in cli/cli.h with the other commands. */
 
 static const ct_command commands[] = {
-    {"fit", "fit CONFIG [options]", "train a model described by a YAML file",
+    {"fit", "fit CONFIG [KEY=VALUE...] [options]", "train a model described by a YAML file",
+     "  KEY=VALUE         edit any key of the config before it is checked: dotted keys\n"
+     "                    and list indices, a YAML value (optimizer.lr=0.01,\n"
+     "                    model.layers.7.linear.out_features=512, optimizer.betas=[0.9,0.99])\n"
      "  --epochs N  --batch-size N  --lr X  --seed N  --device D (auto, cpu, cuda, cuda:N;\n"
      "  lists for data parallelism in one process: cuda:all, cuda:0,1, cpu:N)\n"
      "  --out DIR  --amp off|fp16|bf16  --grad-accum-steps N  --graph auto|off\n"
      "  --cpu-loops auto|portable|off\n"
-     "                    override the config\n"
-     "  --resume          continue from DIR/model.bin (weights, optimizer, epoch, batch)\n"
+     "                    shorthands for train.epochs, ..., applied before KEY=VALUE\n"
+     "  --print-config    print the resolved config (YAML) and exit\n"
+     "  --resume          continue the run --out names, else the newest run of CONFIG\n"
+     "                    (weights, optimizer, epoch, batch); a changed config is refused\n"
+     "  --accept-changes  resume although the config changed (each key is named)\n"
+     "  --overwrite       replace the run in --out instead of writing the next version\n"
+     "                    (a new run never writes into an earlier run's directory)\n"
      "  --init-from FILE  start from the weights of a compatible safetensors file\n"
      "  --sync-debug      synchronize after every layer (report faults at their layer)\n"
      "  --no-progress     no progress bar (it is drawn only on a terminal anyway)\n"
@@ -35,10 +43,11 @@ static const ct_command commands[] = {
      "                        (data.format idx)\n"
      "  --device D  --batch-size N\n",
      ct_cmd_eval, false},
-    {"summary", "summary CONFIG [options]", "print the layer table and memory plan",
+    {"summary", "summary CONFIG [KEY=VALUE...] [options]", "print the layer table and memory plan",
      "  --eval            show the forward-only (evaluation) plan\n"
      "  --max-memory SIZE say whether the plan fits, and the fixes when it does not\n"
-     "  --batch-size N  --device D  (and the other fit overrides)\n",
+     "  --print-config    print the resolved config (YAML) and exit\n"
+     "  KEY=VALUE, --batch-size N, --device D and the other fit shorthands edit the config\n",
      ct_cmd_summary, false},
     {"devices", "devices [--json]", "list CUDA devices and libraries, or say why there are none",
      "  --json            print one JSON object instead of text\n",

@@ -90,6 +90,13 @@ static const exit_case exit_cases[] = {
     {"fit configs/mlp.yaml configs/cnn.yaml", 2, "fit: unexpected argument 'configs/cnn.yaml'"},
     {"fit configs/mlp.yaml --epoch 3", 2, "unknown option '--epoch' (did you mean '--epochs'?)"},
     {"fit configs/mlp.yaml --epochs", 2, "option '--epochs' needs a value"},
+    {"fit configs/mlp.yaml --epochs --device cpu", 2, "option '--epochs' needs a value, got the "
+     "option '--device'"},
+    {"fit configs/mlp.yaml optimizer.lr", 2, "fit: unexpected argument 'optimizer.lr' (edits of "
+     "the config are KEY=VALUE"},
+    {"fit train.epochs=3", 2, "fit: expected one CONFIG file first"},
+    {"fit configs/mlp.yaml a..b=1", 2, "fit: 'a..b=1': empty part in key 'a..b'"},
+    {"summary configs/mlp.yaml x=[1,", 2, "summary: 'x=[1,': the value is not valid YAML"},
     {"fit configs/mlp.yaml --resume=yes", 2, "option '--resume' takes no value"},
     {"fit configs/mlp.yaml --resume --init-from x.bin", 2, "exclude each other"},
     {"fit configs/mlp.yaml --profile --device cpu:2", 2, "--profile runs on one device"},
@@ -133,7 +140,12 @@ static const exit_case exit_cases[] = {
     {"summary /nonexistent/cfg.yaml", 1, "/nonexistent/cfg.yaml"},
     {"fit @/typo.yaml", 1, "typo.yaml:13:25: error: unknown key 'lrr'"},
     {"fit @/badlr.yaml", 1, "badlr.yaml:13:29: error: 'optimizer.lr' must be > 0"}, /* same check as --lr */
-    {"summary @/badlr.yaml --lr 0.1", 1, "optimizer.lr"},
+    {"summary @/badlr.yaml --lr 0.1", 0, NULL}, /* the edit replaces the bad value */
+    {"fit @/good.yaml optimizer.lrr=0.1", 1, "override 'optimizer.lrr=0.1': error: unknown key "
+     "'lrr' in 'optimizer' (did you mean 'lr'?)"},
+    {"summary @/good.yaml model.layers.99.relu=x", 1, "'model.layers' is a list: '99' is not"},
+    {"summary @/good.yaml train.batch_size=0", 1, "override 'train.batch_size=0': error: "
+     "'train.batch_size' must be >= 1, got 0"},
     {"fit @/nodata.yaml", 1, "/nonexistent/train-images.gz"},
     {"fit @/good.yaml --init-from /nonexistent/w.bin", 1, "/nonexistent/w.bin"},
     {"fit @/good.yaml --device cuda:60", 1, "cuda:60"},
@@ -525,6 +537,27 @@ static void test_batchnorm_fit_eval(void **state) {
     ct_test_run_free(&r);
 }
 
+/* KEY=VALUE edits reach the model, and --print-config shows the resolved YAML,
+ * which the shorthand options edit too. */
+static void test_edits_and_print_config(void **state) {
+    (void)state;
+    ct_run_result r = ct_test_run(dir, "summary configs/mlp.yaml --device cpu "
+                                       "model.layers.1.linear.out_features=300");
+    if (r.status != 0) fail_msg("summary failed: %s", r.err);
+    if (!summary_row_has(r.out, "linear", "300")) fail_msg("no 300-wide linear in:\n%s", r.out);
+    ct_test_run_free(&r);
+    r = ct_test_run(dir, "fit configs/mlp.yaml optimizer.type=sgd optimizer.momentum=0.9 "
+                         "schedule.type=cosine --epochs 3 --print-config");
+    if (r.status != 0) fail_msg("fit --print-config failed: %s", r.err);
+    const char *want[] = {"name: mlp\n", "  type: sgd\n", "  momentum: 0.9\n",
+                          "  type: cosine\n", "  epochs: 3\n", "  lr: 0.001\n"};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(r.out, want[k])) fail_msg("--print-config lacks '%s':\n%s", want[k], r.out);
+    assert_null(strstr(r.out, "type: adam"));
+    assert_null(strstr(r.out, "Epoch")); /* printed, nothing trained */
+    ct_test_run_free(&r);
+}
+
 static void test_summary_and_devices(void **state) {
     (void)state;
     ct_run_result r = ct_test_run(dir, "summary configs/cnn.yaml --out /nonexistent-dir-for-summary");
@@ -554,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_largest_batch_and_accumulation),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_summary_and_devices),
+        cmocka_unit_test(test_edits_and_print_config),
         cmocka_unit_test(test_batchnorm_fit_eval),
         cmocka_unit_test(test_residual_summary),
     };

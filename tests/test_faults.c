@@ -4,13 +4,15 @@
  *
  * After each kill:
  *  1. the directory holds exactly the last checkpoint the killed run committed (as
- *     many epochs as its renames had succeeded; none before the first): it loads
+ *     many epochs as its renames had succeeded after the first, which puts
+ *     config.yaml in place; none before the second): it loads
  *     (ct_checkpoint_read checks the CRC) and its tensors are, bit for bit, those of a
  *     clean run of that many epochs;
  *  2. the next fit in the directory (--resume when a checkpoint is there) completes
  *     with exit 0, ends with the weights of a clean run of all epochs, and leaves
- *     nothing but model.bin and metrics.csv: the temporary file of a killed write is
- *     removed, the lock file of the killed run is gone.
+ *     nothing but the run's files (model.bin, metrics.csv, config.yaml, train.log):
+ *     the temporary file of a killed write is removed, the lock file of the killed
+ *     run is gone.
  * The kill points are all the calls of a clean run (the injector counts them first),
  * so a write added to the writer is covered without editing this test.
  *
@@ -139,14 +141,15 @@ static void assert_is_epoch(const char *path, int e, const char *what) {
     ct_checkpoint_free(&ck);
 }
 
-/* Nothing but model.bin and metrics.csv in out. */
+/* Nothing but the run's files in out. */
 static void assert_only_outputs(const char *what) {
     DIR *d = opendir(out);
     assert_non_null(d);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         const char *n = e->d_name;
-        if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "model.bin") && strcmp(n, "metrics.csv")) {
+        if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "model.bin") && strcmp(n, "metrics.csv") &&
+            strcmp(n, "config.yaml") && strcmp(n, "train.log")) {
             char name[256];
             snprintf(name, sizeof name, "%s", n);
             closedir(d);
@@ -177,15 +180,16 @@ static void kill_and_resume(const char *kind, long n, const char *when) {
 
     struct stat sb;
     bool have = stat(ck, &sb) == 0;
-    if (renames == 0 && have) fail_msg("%s: a checkpoint exists before any was committed", what);
-    if (renames > 0) {
-        if (!have) fail_msg("%s: %ld checkpoints committed, none on disk", what, renames);
-        assert_is_epoch(ck, (int)renames, what);
+    long saved = renames > 0 ? renames - 1 : 0; /* the first rename is config.yaml's */
+    if (saved == 0 && have) fail_msg("%s: a checkpoint exists before any was committed", what);
+    if (saved > 0) {
+        if (!have) fail_msg("%s: %ld checkpoints committed, none on disk", what, saved);
+        assert_is_epoch(ck, (int)saved, what);
     }
 
-    st = run_fit(NULL, NULL, out, renames > 0, EPOCHS);
+    st = run_fit(NULL, NULL, out, saved > 0, EPOCHS);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        snprintf(line, sizeof line, "%s, then fit%s", what, renames > 0 ? " --resume" : "");
+        snprintf(line, sizeof line, "%s, then fit%s", what, saved > 0 ? " --resume" : "");
         fail_msg("%s: status %d: %s", line, st, run_log());
     }
     snprintf(what, sizeof what, "killed at %s, then fit to the end", fault);
@@ -210,8 +214,9 @@ static void test_killed_writer_leaves_a_loadable_checkpoint(void **state) {
     fclose(f);
     /* The injector must see the writer's calls, or every check below is vacuous: per
      * checkpoint at least three writes (length, header, data), an fsync of the file
-     * and of its directory, one rename; the lock file's pid is one pwrite. */
-    if (count[0] < 3 * EPOCHS || count[1] < 1 || count[2] < 2 * EPOCHS || count[4] != EPOCHS)
+     * and of its directory, one rename; one more rename for config.yaml; the lock
+     * file's pid is one pwrite. */
+    if (count[0] < 3 * EPOCHS || count[1] < 1 || count[2] < 2 * EPOCHS || count[4] != EPOCHS + 1)
         fail_msg("the injector saw write %ld, pwrite %ld, fsync %ld, rename %ld calls in %d "
                  "epochs", count[0], count[1], count[2], count[4], EPOCHS);
     int points = 0;

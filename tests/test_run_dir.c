@@ -136,10 +136,11 @@ static void test_second_fit_refused_while_first_runs(void **state) {
     bool pid_written = text && !strcmp(text, pid_line);
     free(text);
 
-    /* the same directory, while the first fit trains: refused before any data is read */
+    /* continuing the same run while the first fit trains: refused before any data
+     * is read */
     snprintf(frag, sizeof frag, "is in use by another ctrain fit (pid %ld)", (long)first);
     bool refused = true;
-    snprintf(args, sizeof args, "fit %s --out %s --no-progress", nodata_cfg, out);
+    snprintf(args, sizeof args, "fit %s --out %s --resume --no-progress", nodata_cfg, out);
     ct_run_result r = ct_test_run(dir, args);
     if (r.status != 1 || ct_test_count_lines(r.err) != 1 || !strstr(r.err, out) ||
         !strstr(r.err, frag) || r.out[0] != 0)
@@ -147,6 +148,17 @@ static void test_second_fit_refused_while_first_runs(void **state) {
     char err_copy[2048];
     snprintf(err_copy, sizeof err_copy, "%s", r.err);
     int status_second = r.status;
+    ct_test_run_free(&r);
+    /* a new run meanwhile takes the next version (and, failing on its data before its
+     * first save, leaves nothing there) */
+    char next[760];
+    snprintf(next, sizeof next, "%s-2", out);
+    snprintf(args, sizeof args, "fit %s --out %s --no-progress", nodata_cfg, out);
+    r = ct_test_run(dir, args);
+    bool versioned = r.status == 1 && strstr(r.err, "this run writes") && strstr(r.err, next) &&
+                     strstr(r.err, "/nonexistent/train-images.gz") && !exists(next);
+    char err_next[2048];
+    snprintf(err_next, sizeof err_next, "%s", r.err);
     ct_test_run_free(&r);
 
     kill(first, SIGKILL);
@@ -158,17 +170,147 @@ static void test_second_fit_refused_while_first_runs(void **state) {
     if (!refused)
         fail_msg("second fit into %s: exit %d, stderr '%s' (wanted exit 1, one line with '%s')",
                  out, status_second, err_copy, frag);
+    if (!versioned)
+        fail_msg("a new run beside the running one: stderr '%s' (wanted %s, then the data "
+                 "error, and no %s left)", err_next, next, next);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
     /* kill -9 left the lock file with a dead pid in it; the lock itself is gone */
     assert_true(exists(lock));
-    snprintf(args, sizeof args, "fit %s --out %s --no-progress", good_cfg, out);
+    snprintf(args, sizeof args, "fit %s --out %s --overwrite --no-progress", good_cfg, out);
     r = ct_test_run(dir, args);
     if (r.status != 0) fail_msg("fit after the holder was killed: exit %d: %s", r.status, r.err);
     assert_null(strstr(r.err, "in use"));
     assert_non_null(strstr(r.out, "Epoch 01 |"));
     ct_test_run_free(&r);
     assert_false(exists(lock)); /* a fit that ends removes its lock file */
+}
+
+/* Rows of OUT/metrics.csv after its header. */
+static int csv_rows(const char *out) {
+    char p[900];
+    snprintf(p, sizeof p, "%s/metrics.csv", out);
+    char *text = ct_test_read_file(p, NULL);
+    if (!text) return -1;
+    int rows = ct_test_count_lines(text) - 1;
+    free(text);
+    return rows;
+}
+
+/* `ctrain ARGS` run in dir (so that the default train.out, runs/good, is under it):
+ * must exit 0 with want on stdout (if given); stderr returned in err (if given). */
+static void fit_in_dir(const char *args, const char *want, char *err, size_t n) {
+    char cwd[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    ct_run_result r = ct_test_run(dir, args);
+    assert_int_equal(chdir(cwd), 0);
+    if (r.status != 0 || (want && !strstr(r.out, want)))
+        fail_msg("ctrain %s: exit %d, stdout '%s', stderr '%s' (wanted '%s')", args, r.status,
+                 r.out, r.err, want ? want : "exit 0");
+    if (err) snprintf(err, n, "%s", r.err);
+    ct_test_run_free(&r);
+}
+
+/* Two fits of one config leave two complete runs; --resume continues the newest,
+ * or the one --out names; --overwrite replaces one; a run with nothing left to do
+ * saves nothing and says so. */
+static void test_runs_are_kept(void **state) {
+    (void)state;
+    char args[2048], err[4096], run1[760], run2[760], p[900];
+    snprintf(run1, sizeof run1, "%s/runs/good", dir);
+    snprintf(run2, sizeof run2, "%s/runs/good-2", dir);
+    snprintf(args, sizeof args, "fit %s --no-progress", good_cfg);
+    fit_in_dir(args, "Saved runs/good/model.bin (epoch 1", NULL, 0);
+    fit_in_dir(args, "Saved runs/good-2/model.bin (epoch 1", err, sizeof err);
+    if (!strstr(err, "runs/good holds an earlier run; this run writes runs/good-2"))
+        fail_msg("no notice of the new version: '%s'", err);
+    static const char *const files[] = {"model.bin", "config.yaml", "metrics.csv", "train.log"};
+    const char *runs[] = {run1, run2};
+    for (int k = 0; k < 2; k++) {
+        for (int f = 0; f < 4; f++) {
+            snprintf(p, sizeof p, "%s/%s", runs[k], files[f]);
+            if (!exists(p)) fail_msg("%s is missing", p);
+        }
+        assert_int_equal(csv_rows(runs[k]), 1);
+        snprintf(p, sizeof p, "%s/train.log", runs[k]);
+        char *log = ct_test_read_file(p, NULL);
+        assert_non_null(log);
+        assert_non_null(strstr(log, "Epoch 01 |"));
+        assert_true((k == 1) == (strstr(log, "this run writes") != NULL));
+        free(log);
+        snprintf(args, sizeof args, "eval --checkpoint %s/model.bin --device cpu", runs[k]);
+        ct_run_result r = ct_test_run(dir, args);
+        if (r.status != 0) fail_msg("eval of %s: %s", runs[k], r.err);
+        ct_test_run_free(&r);
+    }
+    /* --resume without --out: the newest run */
+    snprintf(args, sizeof args, "fit %s --resume --epochs 2 --no-progress", good_cfg);
+    fit_in_dir(args, "Saved runs/good-2/model.bin (epoch 2", NULL, 0);
+    assert_int_equal(csv_rows(run2), 2);
+    assert_int_equal(csv_rows(run1), 1);
+    /* --resume --out: the run named */
+    snprintf(args, sizeof args, "fit %s --resume --out runs/good --epochs 2 --no-progress",
+             good_cfg);
+    fit_in_dir(args, "Saved runs/good/model.bin (epoch 2", NULL, 0);
+    assert_int_equal(csv_rows(run1), 2);
+    /* nothing left to do: no "Saved" line, nothing written */
+    snprintf(args, sizeof args, "fit %s --resume --out runs/good --epochs 2 --no-progress",
+             good_cfg);
+    fit_in_dir(args, NULL, err, sizeof err);
+    if (!strstr(err, "already holds 2 epochs (train.epochs is 2); nothing to do"))
+        fail_msg("no 'nothing to do' notice: '%s'", err);
+    assert_int_equal(csv_rows(run1), 2);
+    /* a changed config is refused on resume, naming each key, unless accepted */
+    snprintf(args, sizeof args, "fit %s --resume --out %s --epochs 3 --no-progress "
+             "optimizer.lr=0.5 train.batch_size=25", good_cfg, run1);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 1 || !strstr(r.err, "the config differs from the one this run trained "
+                                        "with in 2 keys: optimizer.lr 0.01 -> 0.5, "
+                                        "train.batch_size 50 -> 25; --accept-changes"))
+        fail_msg("resume with changes: exit %d, stderr '%s'", r.status, r.err);
+    ct_test_run_free(&r);
+    assert_int_equal(csv_rows(run1), 2);
+    snprintf(args, sizeof args, "fit %s --resume --out runs/good --epochs 3 --no-progress "
+             "optimizer.lr=0.5 --accept-changes", good_cfg);
+    fit_in_dir(args, "Saved runs/good/model.bin (epoch 3", NULL, 0);
+    assert_int_equal(csv_rows(run1), 3);
+    /* --overwrite replaces the named run, and makes no new version */
+    snprintf(args, sizeof args, "fit %s --overwrite --out runs/good --no-progress", good_cfg);
+    fit_in_dir(args, "Saved runs/good/model.bin (epoch 1", NULL, 0);
+    assert_int_equal(csv_rows(run1), 1);
+    snprintf(p, sizeof p, "%s/runs/good-3", dir);
+    assert_false(exists(p));
+}
+
+/* config.yaml holds the resolved config, edits included, and trains again from any
+ * directory. */
+static void test_config_yaml_resolved(void **state) {
+    (void)state;
+    char args[2048], p[900], out[760];
+    snprintf(out, sizeof out, "%s/run-edited", dir);
+    snprintf(args, sizeof args, "fit %s --out %s --no-progress optimizer.type=sgd "
+             "optimizer.momentum=0.9 schedule.type=cosine train.epochs=2", good_cfg, out);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("fit with edits: %s", r.err);
+    assert_non_null(strstr(r.out, "Epoch 02 |"));
+    ct_test_run_free(&r);
+    snprintf(p, sizeof p, "%s/config.yaml", out);
+    char *text = ct_test_read_file(p, NULL);
+    assert_non_null(text);
+    const char *want[] = {"type: sgd", "momentum: 0.9", "type: cosine", "epochs: 2",
+                          "name: good"};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(text, want[k])) fail_msg("config.yaml lacks '%s':\n%s", want[k], text);
+    free(text);
+    char cwd[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir("/"), 0);
+    snprintf(args, sizeof args, "fit %s --out %s-again --no-progress --epochs 1", p, out);
+    r = ct_test_run(dir, args);
+    assert_int_equal(chdir(cwd), 0);
+    if (r.status != 0) fail_msg("fit of config.yaml from /: %s", r.err);
+    ct_test_run_free(&r);
 }
 
 /* A name in out that looks like an atomic writer's temporary file. */
@@ -382,6 +524,8 @@ static void test_checkpoint_write_fails_keeps_previous(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_fit_refused_while_first_runs),
+        cmocka_unit_test(test_runs_are_kept),
+        cmocka_unit_test(test_config_yaml_resolved),
         cmocka_unit_test(test_stale_temps_removed_at_start),
         cmocka_unit_test(test_unwritable_out_fails_before_data),
         cmocka_unit_test(test_early_failure_leaves_nothing),

@@ -75,6 +75,12 @@ int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *spec
                       s->nvalues == 2 ? "two values" : "a value");
             return CT_EXIT_USAGE;
         }
+        for (int k = 1; k <= need; k++)
+            if (strncmp(argv[i + k], "--", 2) == 0 && argv[i + k][2] != '\0') {
+                ct_errorf(err, "%s: option '--%s' needs %s, got the option '%s'", cmd, name,
+                          s->nvalues == 2 ? "two values" : "a value", argv[i + k]);
+                return CT_EXIT_USAGE;
+            }
         *s->value = eq ? eq + 1 : argv[++i];
         if (s->nvalues == 2) *s->value2 = argv[++i];
     }

@@ -43,12 +43,16 @@ static int check_launch(int nprof, const ct_overrides *ov, ct_err *err) {
 
 int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
-    const char *init_from = NULL, *max_memory = NULL, *profile_steps = NULL, *pos[1];
+    const char *init_from = NULL, *max_memory = NULL, *profile_steps = NULL,
+               *pos[1 + CT_MAX_EDITS];
     bool resume = false, sync_debug = false, no_progress = false, memory = false,
-         fit_memory = false, profile = false;
+         fit_memory = false, profile = false, print_config = false, overwrite = false,
+         accept_changes = false;
     ct_argspec specs[] = {
         CT_OVERRIDE_SPECS(ov),
         {"resume", 0, NULL, NULL, &resume},
+        {"overwrite", 0, NULL, NULL, &overwrite},
+        {"accept-changes", 0, NULL, NULL, &accept_changes},
         {"init-from", 1, &init_from, NULL, NULL},
         {"sync-debug", 0, NULL, NULL, &sync_debug},
         {"no-progress", 0, NULL, NULL, &no_progress},
@@ -57,16 +61,20 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         {"fit-memory", 0, NULL, NULL, &fit_memory},
         {"profile", 0, NULL, NULL, &profile},
         {"profile-steps", 1, &profile_steps, NULL, NULL},
+        {"print-config", 0, NULL, NULL, &print_config},
     };
     int npos, rc = ct_parse_args("fit", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
-                                 pos, 1, &npos, err);
+                                 pos, 1 + CT_MAX_EDITS, &npos, err);
     if (rc) return rc;
-    if (npos != 1) {
-        ct_errorf(err, "fit: expected one CONFIG file (e.g. ctrain fit configs/cnn.yaml)");
-        return CT_EXIT_USAGE;
-    }
+    ct_config_args ca = {.ov = &ov};
+    rc = ct_split_config_args("fit", pos, npos, "ctrain fit configs/cnn.yaml", &ca, err);
+    if (rc) return rc;
     if (resume && init_from) {
         ct_errorf(err, "fit: --resume and --init-from exclude each other");
+        return CT_EXIT_USAGE;
+    }
+    if (resume && overwrite) {
+        ct_errorf(err, "fit: --resume and --overwrite exclude each other");
         return CT_EXIT_USAGE;
     }
     size_t limit = 0;
@@ -88,13 +96,20 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     if (rc == CT_EXIT_OK) rc = check_launch(nprof, &ov, err);
     if ((rc = agree(rc, err)) != CT_EXIT_OK) return rc;
     ct_config cfg;
-    int load = ct_load_config_with("fit", pos[0], &ov, &cfg, err);
+    int load = ct_load_config_with("fit", &ca, &cfg, err);
     if ((rc = agree(load, err)) != CT_EXIT_OK) {
         if (load == CT_EXIT_OK) ct_config_free(&cfg);
         return rc;
     }
+    if (print_config) {
+        if (ct_dist_world()->rank == 0) fputs(cfg.text, stdout);
+        ct_config_free(&cfg);
+        return CT_EXIT_OK;
+    }
     ct_fit_opts o = {
         .resume = resume,
+        .overwrite = overwrite,
+        .accept_changes = accept_changes,
         .init_from = init_from,
         .sync_debug = sync_debug,
         .progress = !no_progress && isatty(2),
@@ -131,11 +146,12 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     if (rc != 0) return CT_EXIT_ERROR;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    if (res.epoch_batches > 0 && ct_dist_world()->rank == 0)
+    bool say = res.saved && ct_dist_world()->rank == 0; /* not after --profile or nothing to do */
+    if (say && res.epoch_batches > 0)
         printf("Saved %s (%d epoch%s and %d batches of the next; --resume continues there); "
                "peak RSS %.0f MiB\n", res.checkpoint, res.epochs_done,
                res.epochs_done == 1 ? "" : "s", res.epoch_batches, ru.ru_maxrss / 1024.0);
-    else if (res.epochs_done > 0 && !nprof && ct_dist_world()->rank == 0)
+    else if (say)
         printf("Saved %s (epoch %d, val acc %.4f); peak RSS %.0f MiB\n", res.checkpoint,
                res.epochs_done, res.val_acc, ru.ru_maxrss / 1024.0);
     return res.interrupted ? ct_signals_exit_status(res.stop_signal) : CT_EXIT_OK;

@@ -114,28 +114,34 @@ static int advise(const ct_model *m, const ct_config *cfg, const ct_device_choic
 
 int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
-    const char *pos[1], *max_memory = NULL;
-    bool eval_plan = false;
+    const char *pos[1 + CT_MAX_EDITS], *max_memory = NULL;
+    bool eval_plan = false, print_config = false;
     ct_argspec specs[] = {
         CT_OVERRIDE_SPECS(ov),
         {"eval", 0, NULL, NULL, &eval_plan},
         {"max-memory", 1, &max_memory, NULL, NULL},
+        {"print-config", 0, NULL, NULL, &print_config},
     };
     int npos, rc = ct_parse_args("summary", argc, argv, specs,
-                                 (int)(sizeof specs / sizeof specs[0]), pos, 1, &npos, err);
+                                 (int)(sizeof specs / sizeof specs[0]), pos, 1 + CT_MAX_EDITS,
+                                 &npos, err);
     if (rc) return rc;
-    if (npos != 1) {
-        ct_errorf(err, "summary: expected one CONFIG file");
-        return CT_EXIT_USAGE;
-    }
+    ct_config_args ca = {.ov = &ov};
+    rc = ct_split_config_args("summary", pos, npos, "ctrain summary configs/cnn.yaml", &ca, err);
+    if (rc) return rc;
     size_t limit = 0;
     if (max_memory && ct_parse_size(max_memory, &limit, err) != 0) {
         ct_err_prefix(err, "summary");
         return CT_EXIT_USAGE;
     }
     ct_config cfg;
-    rc = ct_load_config_with("summary", pos[0], &ov, &cfg, err);
+    rc = ct_load_config_with("summary", &ca, &cfg, err);
     if (rc != CT_EXIT_OK) return rc;
+    if (print_config) {
+        fputs(cfg.text, stdout);
+        ct_config_free(&cfg);
+        return CT_EXIT_OK;
+    }
     ct_device_choice dev;
     ct_model *m = NULL;
     rc = CT_EXIT_ERROR;

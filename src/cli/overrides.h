@@ -27,10 +27,26 @@ int ct_apply_overrides(const char *cmd, ct_config *cfg, const ct_overrides *ov, 
  * 0, or CT_EXIT_USAGE as ct_apply_overrides. Reads no file. */
 int ct_check_overrides(const char *cmd, const ct_overrides *ov, ct_err *err);
 
-/* Checks the overrides (CT_EXIT_USAGE), then loads path (CT_EXIT_ERROR when it
- * cannot be read or is not a valid config), then applies the overrides. Returns
- * CT_EXIT_OK with cfg loaded; on error cfg is freed. */
-int ct_load_config_with(const char *cmd, const char *path, const ct_overrides *ov,
-                        ct_config *cfg, ct_err *err);
+/* The command line of a command that reads a CONFIG file: the file, its KEY=VALUE
+ * edits (config.h) in the order given, and the shorthand options. */
+typedef struct ct_config_args {
+    const char *path;
+    const char *const *edits; /* KEY=VALUE arguments */
+    int n_edits;
+    const ct_overrides *ov;
+} ct_config_args;
+
+/* Splits a command's positionals into CONFIG and its KEY=VALUE edits: 0, or
+ * CT_EXIT_USAGE ("CMD: expected one CONFIG file ..." or "CMD: unexpected argument
+ * 'x' (edits are KEY=VALUE)"). */
+int ct_split_config_args(const char *cmd, const char *const *pos, int npos, const char *example,
+                         ct_config_args *out, ct_err *err);
+
+/* Checks the shorthand options' values and the edits' form (CT_EXIT_USAGE, before
+ * any file is read), then loads the file with the shorthands applied as edits
+ * (--lr X is optimizer.lr=X) and then the KEY=VALUE edits (CT_EXIT_ERROR when it
+ * cannot be read, or is invalid as edited). Returns CT_EXIT_OK with cfg loaded;
+ * on error cfg is freed. */
+int ct_load_config_with(const char *cmd, const ct_config_args *a, ct_config *cfg, ct_err *err);
 
 #endif

@@ -120,15 +120,53 @@ static int ct_check_single_document(ct_yaml_ctx *ctx, yaml_parser_t *parser, con
     return rc;
 }
 
+/* Puts `name: <cfg->name>` first in the root mapping when the YAML has no name,
+ * so that the resolved text keeps the name its file's name gave. */
+static int ct_add_name(yaml_document_t *doc, const ct_config *cfg) {
+    if (!ct_name_valid(cfg->name)) return 0; /* a file name the key would refuse */
+    yaml_node_t *root = yaml_document_get_root_node(doc);
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+         p++)
+        if (strcmp(ct_node_text(yaml_document_get_node(doc, p->key)), "name") == 0) return 0;
+    int k = yaml_document_add_scalar(doc, NULL, (yaml_char_t *)"name", 4,
+                                     YAML_PLAIN_SCALAR_STYLE);
+    int v = k ? yaml_document_add_scalar(doc, NULL, (yaml_char_t *)cfg->name,
+                                         (int)strlen(cfg->name), YAML_PLAIN_SCALAR_STYLE)
+              : 0;
+    if (!v || !yaml_document_append_mapping_pair(doc, 1, k, v)) return -1;
+    root = yaml_document_get_root_node(doc);
+    yaml_node_pair_t *first = root->data.mapping.pairs.start, added = root->data.mapping.pairs.top[-1];
+    memmove(first + 1, first, (size_t)(root->data.mapping.pairs.top - 1 - first) * sizeof *first);
+    *first = added;
+    return 0;
+}
+
+/* Replaces cfg->text with the resolved document (config.h). */
+static int ct_resolve_text(ct_yaml_ctx *ctx, yaml_document_t *doc, ct_config *cfg) {
+    char *text = NULL;
+    size_t len = 0;
+    if (ct_add_name(doc, cfg) != 0)
+        return ct_errorf(ctx->err, "%s: error: out of memory", ctx->source);
+    if (ct_config_emit(doc, &text, &len, ctx->err) != 0)
+        return ct_err_prefix(ctx->err, "%s", ctx->source);
+    free(cfg->text);
+    cfg->text = text;
+    cfg->text_len = len;
+    return 0;
+}
+
 static int ct_walk_document(ct_yaml_ctx *ctx, yaml_parser_t *parser, yaml_document_t *doc,
                             ct_config *cfg) {
     if (ct_check_single_document(ctx, parser, cfg->text)) return -1;
     ctx->doc = doc;
+    for (int i = 0; i < ctx->n_edits; i++)
+        if (ct_config_apply_edit(doc, &ctx->edits[i], i, ctx->err) != 0) return -1;
     yaml_node_t *root = yaml_document_get_root_node(doc);
     if (!root)
         return ct_errorf(ctx->err, "%.300s:1:1: error: empty config (expected a mapping with "
                          "'model' and 'data')", ctx->source);
-    return ct_yaml_walk_root(ctx, root, cfg);
+    if (ct_yaml_walk_root(ctx, root, cfg) != 0) return -1;
+    return ct_resolve_text(ctx, doc, cfg);
 }
 
 static int ct_parse_text(ct_yaml_ctx *ctx, ct_config *cfg) {
@@ -152,6 +190,12 @@ static int ct_parse_text(ct_yaml_ctx *ctx, ct_config *cfg) {
 
 int ct_config_parse(const char *text, size_t len, const char *source, const char *base_dir,
                     ct_config *cfg, ct_err *err) {
+    return ct_config_parse_edited(text, len, source, base_dir, NULL, 0, cfg, err);
+}
+
+int ct_config_parse_edited(const char *text, size_t len, const char *source,
+                           const char *base_dir, const ct_config_edit *edits, int n_edits,
+                           ct_config *cfg, ct_err *err) {
     ct_config_defaults(cfg);
     if (source) {
         snprintf(cfg->source, sizeof cfg->source, "%s", source);
@@ -163,11 +207,13 @@ int ct_config_parse(const char *text, size_t len, const char *source, const char
     memcpy(cfg->text, text, len);
     cfg->text[len] = '\0';
     cfg->text_len = len;
-    ct_yaml_ctx ctx = {.source = cfg->source, .base_dir = base_dir, .err = err};
+    ct_yaml_ctx ctx = {.source = cfg->source, .base_dir = base_dir, .err = err,
+                       .edits = edits, .n_edits = n_edits};
     if (ct_parse_text(&ctx, cfg)) {
         ct_config_free(cfg);
         return -1;
     }
+    cfg->train.out_given = ctx.out_given;
     if (!ctx.out_given) snprintf(cfg->train.out, sizeof cfg->train.out, "runs/%s", cfg->name);
     return 0;
 }
@@ -221,12 +267,17 @@ static int ct_read_config_file(const char *path, char **text, size_t *len, ct_er
 }
 
 int ct_config_load(const char *path, ct_config *cfg, ct_err *err) {
+    return ct_config_load_edited(path, NULL, 0, cfg, err);
+}
+
+int ct_config_load_edited(const char *path, const ct_config_edit *edits, int n_edits,
+                          ct_config *cfg, ct_err *err) {
     char *text = NULL, dir[CT_PATH_MAX];
     size_t len = 0;
     ct_config_defaults(cfg);
     if (ct_read_config_file(path, &text, &len, err)) return -1;
     ct_dirname(path, dir, sizeof dir);
-    int rc = ct_config_parse(text, len, path, dir, cfg, err);
+    int rc = ct_config_parse_edited(text, len, path, dir, edits, n_edits, cfg, err);
     free(text);
     return rc;
 }

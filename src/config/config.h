@@ -102,7 +102,8 @@ typedef struct ct_layer_cfg {
     double eps;       /* batchnorm2d/1d: added to the variance, > 0, default 1e-5 */
     bool checkpoint;  /* any kind: activation checkpointing (see graph.h); default false */
     ct_branch branch; /* default CT_BRANCH_MAIN */
-    int line, col;    /* 1-based position of the entry in the YAML, for errors */
+    int line, col;    /* 1-based position of the entry in the YAML, for errors; 0, 0 for
+                         an entry a command-line edit put there */
 } ct_layer_cfg;
 
 typedef enum { CT_LOSS_CROSS_ENTROPY } ct_loss_kind;
@@ -186,7 +187,9 @@ typedef struct ct_train_cfg {
      * (1 - eps) * onehot + eps / K, as nn.CrossEntropyLoss(label_smoothing=eps);
      * training and evaluation losses alike. */
     double label_smoothing;
-    char out[CT_PATH_MAX];/* output directory, default "runs/<name>" */
+    char out[CT_PATH_MAX];/* output directory, default "runs/<name>"; a new run that
+                             finds a run there takes the next version (run_dir.h) */
+    bool out_given;       /* out came from the YAML or an edit (not the default) */
 } ct_train_cfg;
 
 #define CT_MAX_REPLICAS 16
@@ -213,12 +216,45 @@ typedef struct ct_config {
     ct_data_cfg data;
     ct_train_cfg train;
     ct_device_cfg device;
-    char *text;        /* full YAML text (owned, NUL-terminated), saved in checkpoints */
+    /* The resolved config (owned, NUL-terminated), saved in checkpoints and run
+     * directories: the document after the edits, with `name` and every data path
+     * made absolute as resolved, written back as YAML; it parses to this config
+     * from any directory. Comments are not kept. */
+    char *text;
     size_t text_len;
 } ct_config;
 
 /* Fills cfg with the defaults table; text = NULL. */
 void ct_config_defaults(ct_config *cfg);
+
+/* ---- edits: the command line's changes to the YAML (config_edit.c) ---------- */
+#define CT_EDIT_PATH_MAX 256
+#define CT_MAX_EDITS 64
+
+/* One change made to the YAML document before it is validated: PATH=VALUE from
+ * the command line ("optimizer.lr=0.01", "model.layers.7.linear.out_features=512")
+ * or a shorthand option (--lr 0.01 edits optimizer.lr). PATH is keys and list
+ * indices joined by '.'; missing keys are added, an empty value or a list entry
+ * written as a bare name ("- batchnorm2d") is opened into a mapping when the path
+ * goes on into it. VALUE is YAML: a scalar, [a, b] or {k: v}; nothing after '=' is
+ * an empty value. The walk checks an edited value exactly as one in the file, and
+ * an error at a node an edit put there names it instead of a file position:
+ * "override 'optimizer.lr=-1': error: 'optimizer.lr' must be > 0". */
+typedef struct ct_config_edit {
+    char path[CT_EDIT_PATH_MAX];
+    const char *value;  /* borrowed */
+    const char *arg;    /* borrowed: the whole PATH=VALUE, or the shorthand's option name */
+    bool shorthand;     /* value is one plain scalar, taken as given */
+} ct_config_edit;
+
+/* Parses "PATH=VALUE" (arg is borrowed by out). Fails, without reading any file,
+ * on a missing '=', an empty key or part, or a value that is not YAML. */
+int ct_config_edit_parse(const char *arg, ct_config_edit *out, ct_err *err);
+/* The edit of a shorthand option: "--lr 0.01" is ("lr", "optimizer.lr", "0.01"). */
+int ct_config_edit_shorthand(const char *option, const char *path, const char *value,
+                             ct_config_edit *out);
+/* "override 'optimizer.lr=-1'" or "--lr -1": how errors name the edit. */
+void ct_config_edit_label(const ct_config_edit *e, char *buf, size_t n);
 
 /* Reads and parses a YAML file. On error returns -1 with "path:line:col: error: ...".
  * Data paths that are relative are resolved: as given if that exists from the
@@ -230,6 +266,22 @@ int ct_config_load(const char *path, ct_config *cfg, ct_err *err);
  * resolved against `base_dir` (may be NULL: current directory only). */
 int ct_config_parse(const char *text, size_t len, const char *source,
                     const char *base_dir, ct_config *cfg, ct_err *err);
+
+/* ct_config_load and ct_config_parse with edits[0..n_edits) applied, in order, to
+ * the document before it is validated. */
+int ct_config_load_edited(const char *path, const ct_config_edit *edits, int n_edits,
+                          ct_config *cfg, ct_err *err);
+int ct_config_parse_edited(const char *text, size_t len, const char *source,
+                           const char *base_dir, const ct_config_edit *edits, int n_edits,
+                           ct_config *cfg, ct_err *err);
+
+/* The keys in which two configs' YAML texts differ, each as "key was -> now"
+ * joined by ", " into out (cut with ", ..." when it does not fit; "(absent)" for a
+ * key one lacks), keys under ignore[] (NULL-terminated, or NULL) left out. Style,
+ * order and comments do not count. Returns the number of keys, or -1 (err) when
+ * `was` is not YAML. */
+int ct_config_diff(const char *was, const char *now, const char *const *ignore, char *out,
+                   size_t n, ct_err *err);
 
 /* Frees cfg->text. The struct may be reused after ct_config_defaults. */
 void ct_config_free(ct_config *cfg);

@@ -30,6 +30,9 @@ extern const char *const ct_graph_mode_names[2];
 extern const char *const ct_cpu_loops_names[3];
 extern const char *const ct_loss_kind_names[1];
 
+/* A name the 'name' key accepts: letters, digits, '_', '-' and '.' (not first). */
+bool ct_name_valid(const char *name);
+
 /* Index of s in names[0..n), or -1. Exact, case-sensitive. */
 int ct_name_lookup(const char *s, const char *const *names, int n);
 
@@ -89,6 +92,8 @@ typedef struct ct_yaml_ctx {
     bool out_given;       /* train.out was set by the YAML */
     yaml_node_t *norm_list[2]; /* data.normalize mean / std given as lists, for the check
                                   against model.input once every section is read */
+    const ct_config_edit *edits; /* the command line's, for errors at their nodes */
+    int n_edits;
 } ct_yaml_ctx;
 
 /* Most keys any one mapping accepts. */
@@ -144,6 +149,17 @@ int ct_get_string(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name, c
 /* A scalar among names[0..n); suggests the closest on a miss. */
 int ct_get_enum(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name,
                 const char *const *names, int n, int *out);
+
+/* ---- edits and emission (config_edit.c) ----------------------------------- */
+/* start_mark.line of a node an edit added; start_mark.column is the edit's index. */
+#define CT_EDIT_LINE ((size_t)-1)
+/* Applies edits[index] to doc; an error names the edit. */
+int ct_config_apply_edit(yaml_document_t *doc, const ct_config_edit *edit, int index,
+                         ct_err *err);
+/* Writes doc (whose root must exist) as YAML into a malloc'd, NUL-terminated text. */
+int ct_config_emit(yaml_document_t *doc, char **text, size_t *len, ct_err *err);
+/* Replaces a scalar node's text (for the resolved document); -1 when out of memory. */
+int ct_node_set_text(yaml_node_t *node, const char *text);
 
 /* Walks the root mapping into cfg (config_yaml.c). */
 int ct_yaml_walk_root(ct_yaml_ctx *ctx, yaml_node_t *root, ct_config *cfg);

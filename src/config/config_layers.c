@@ -141,6 +141,13 @@ static const char *const ct_residual_keys[R_COUNT] = {"body", "shortcut", "check
 
 /* A residual block: its body, its shortcut (absent or empty: identity), then the
  * block's own entry, which ends it. */
+/* The entry's line and column in the file; 0 and 0 when an edit put it there. */
+static void ct_layer_position(const yaml_node_t *entry, ct_layer_cfg *l) {
+    bool edited = entry->start_mark.line == CT_EDIT_LINE;
+    l->line = edited ? 0 : (int)entry->start_mark.line + 1;
+    l->col = edited ? 0 : (int)entry->start_mark.column + 1;
+}
+
 static int ct_walk_residual(const ct_yaml_ctx *ctx, yaml_node_t *entry, yaml_node_t *params,
                             ct_branch branch, ct_config *cfg) {
     if (branch != CT_BRANCH_MAIN)
@@ -165,8 +172,7 @@ static int ct_walk_residual(const ct_yaml_ctx *ctx, yaml_node_t *entry, yaml_nod
     if (ct_layer_room(ctx, entry, cfg)) return -1;
     ct_layer_cfg *l = &cfg->layers[cfg->n_layers++];
     ct_layer_defaults(CT_LAYER_RESIDUAL, l);
-    l->line = (int)entry->start_mark.line + 1;
-    l->col = (int)entry->start_mark.column + 1;
+    ct_layer_position(entry, l);
     for (int i = first; i < cfg->n_layers; i++) cfg->layers[i].checkpoint |= checkpoint;
     return 0;
 }
@@ -185,8 +191,7 @@ static int ct_walk_layer(const ct_yaml_ctx *ctx, yaml_node_t *entry, ct_branch b
     ct_layer_cfg *l = &cfg->layers[cfg->n_layers];
     ct_layer_defaults((ct_layer_kind)kind, l);
     l->branch = branch;
-    l->line = (int)entry->start_mark.line + 1;
-    l->col = (int)entry->start_mark.column + 1;
+    ct_layer_position(entry, l);
     if (ct_layer_params(ctx, entry, params, l)) return -1;
     cfg->n_layers++;
     return 0;

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/config_internal.h"
@@ -19,12 +20,28 @@ int ct_node_error(const ct_yaml_ctx *ctx, const yaml_node_t *node, const char *f
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (node->start_mark.line == CT_EDIT_LINE && node->start_mark.column < (size_t)ctx->n_edits) {
+        char label[400];
+        ct_config_edit_label(&ctx->edits[node->start_mark.column], label, sizeof label);
+        return ct_errorf(ctx->err, "%s: error: %.600s", label, msg);
+    }
     return ct_errorf(ctx->err, "%.300s:%zu:%zu: error: %.600s", ctx->source,
                      node->start_mark.line + 1, node->start_mark.column + 1, msg);
 }
 
 yaml_node_t *ct_node_get(const ct_yaml_ctx *ctx, int index) {
     return yaml_document_get_node(ctx->doc, index);
+}
+
+int ct_node_set_text(yaml_node_t *node, const char *text) {
+    size_t n = strlen(text);
+    yaml_char_t *copy = malloc(n + 1);
+    if (!copy) return -1;
+    memcpy(copy, text, n + 1);
+    free(node->data.scalar.value); /* libyaml allocates with malloc */
+    node->data.scalar.value = copy;
+    node->data.scalar.length = n;
+    return 0;
 }
 
 const char *ct_node_text(const yaml_node_t *node) {

@@ -59,6 +59,7 @@ static int ct_ov_out(ct_config *cfg, const char *value, ct_err *err) {
     if (strlen(value) >= sizeof cfg->train.out)
         return ct_errorf(err, "--out: path too long (max %zu bytes)", sizeof cfg->train.out - 1);
     snprintf(cfg->train.out, sizeof cfg->train.out, "%s", value);
+    cfg->train.out_given = true;
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/config_internal.h"
 
@@ -21,12 +22,16 @@ static bool ct_name_char_ok(char c) {
            c == '_' || c == '-' || c == '.';
 }
 
+bool ct_name_valid(const char *name) {
+    bool ok = name[0] != '.' && name[0] != '\0';
+    for (const char *c = name; *c && ok; c++) ok = ct_name_char_ok(*c);
+    return ok;
+}
+
 static int ct_walk_name(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     char name[CT_NAME_MAX];
     if (ct_get_string(ctx, node, "name", name, sizeof name)) return -1;
-    bool ok = name[0] != '.';
-    for (const char *c = name; *c && ok; c++) ok = ct_name_char_ok(*c);
-    if (!ok)
+    if (!ct_name_valid(name))
         return ct_node_error(ctx, node,
                              "'name' may use only letters, digits, '_', '-' and '.' "
                              "(not first), got '%s'", name);
@@ -169,6 +174,13 @@ static int ct_walk_path(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *n
     if (ct_config_resolve_path(given, ctx->base_dir, out, CT_PATH_MAX))
         return ct_node_error(ctx, node, "'%s' is too long once resolved (max %d bytes)", name,
                              CT_PATH_MAX - 1);
+    /* the resolved text holds the path from / (config.h); one too long stays */
+    char cwd[CT_PATH_MAX], abs[2 * CT_PATH_MAX + 2];
+    if (out[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        snprintf(abs, sizeof abs, "%s/%s", cwd, out);
+        if (strlen(abs) < CT_PATH_MAX && ct_node_set_text(node, abs) != 0)
+            return ct_node_error(ctx, node, "out of memory");
+    }
     return 0;
 }
 

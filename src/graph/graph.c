@@ -103,6 +103,16 @@ void ct_graph_init_buffers(const ct_graph *g, void *dst) {
 const char *ct_node_label(const ct_node *n) { return n->name + strlen("layers."); }
 #define label ct_node_label
 
+/* "source:line:col" of a node's YAML entry, or "source" for an entry that a
+ * command-line edit put there (line 0, config.h). */
+static const char *where(const ct_config *cfg, const ct_node *n, char *buf, size_t size) {
+    if (n->cfg.line > 0)
+        snprintf(buf, size, "%s:%d:%d", cfg->source, n->cfg.line, n->cfg.col);
+    else
+        snprintf(buf, size, "%s", cfg->source);
+    return buf;
+}
+
 static int node_error(const ct_config *cfg, const ct_node *n, ct_err *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int node_error(const ct_config *cfg, const ct_node *n, ct_err *err, const char *fmt, ...) {
@@ -111,14 +121,16 @@ static int node_error(const ct_config *cfg, const ct_node *n, ct_err *err, const
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ct_errorf(err, "%s:%d:%d: error: layer %s (%s): %s", cfg->source, n->cfg.line,
-                     n->cfg.col, label(n), ct_op(n->kind)->name, msg);
+    char at[CT_PATH_MAX + 32];
+    return ct_errorf(err, "%s: error: layer %s (%s): %s", where(cfg, n, at, sizeof at), label(n),
+                     ct_op(n->kind)->name, msg);
 }
 
 /* Structure: names and inputs of every node from the flattened entries (config.h
  * ct_branch). t counts top-level entries; `prev` is the last node of the main chain
  * (-1: the input batch). */
 static int link_nodes(const ct_config *cfg, ct_graph *g, ct_err *err) {
+    char at[CT_PATH_MAX + 32];
     int t = 0, prev = -1;
     int body_last = -1, sc_last = -1, n_body = 0, n_sc = 0; /* the open block */
     for (int i = 0; i < g->n_nodes; i++) {
@@ -129,22 +141,24 @@ static int link_nodes(const ct_config *cfg, ct_graph *g, ct_err *err) {
         n->src[1] = -1;
         if (br == CT_BRANCH_BODY) {
             if (n_sc > 0)
-                return ct_errorf(err, "%s:%d:%d: error: a residual body layer after the "
-                                 "block's shortcut", cfg->source, n->cfg.line, n->cfg.col);
+                return ct_errorf(err, "%s: error: a residual body layer after the "
+                                 "block's shortcut",
+                                 where(cfg, n, at, sizeof at));
             snprintf(n->name, sizeof n->name, "layers.%d.body.%d", t, n_body++);
             n->src[0] = body_last >= 0 ? body_last : prev;
             body_last = i;
         } else if (br == CT_BRANCH_SHORTCUT) {
             if (!open)
-                return ct_errorf(err, "%s:%d:%d: error: a residual shortcut layer without a "
-                                 "body", cfg->source, n->cfg.line, n->cfg.col);
+                return ct_errorf(err, "%s: error: a residual shortcut layer without a "
+                                 "body",
+                                 where(cfg, n, at, sizeof at));
             snprintf(n->name, sizeof n->name, "layers.%d.shortcut.%d", t, n_sc++);
             n->src[0] = sc_last >= 0 ? sc_last : prev;
             sc_last = i;
         } else if (n->kind == CT_LAYER_RESIDUAL) {
             if (!open)
-                return ct_errorf(err, "%s:%d:%d: error: a residual block needs a body",
-                                 cfg->source, n->cfg.line, n->cfg.col);
+                return ct_errorf(err, "%s: error: a residual block needs a body",
+                                 where(cfg, n, at, sizeof at));
             snprintf(n->name, sizeof n->name, "layers.%d", t++);
             n->n_src = 2;
             n->src[0] = body_last;
@@ -154,9 +168,9 @@ static int link_nodes(const ct_config *cfg, ct_graph *g, ct_err *err) {
             n_body = n_sc = 0;
         } else {
             if (open)
-                return ct_errorf(err, "%s:%d:%d: error: a residual block's layers must end "
-                                 "with its residual entry", cfg->source, n->cfg.line,
-                                 n->cfg.col);
+                return ct_errorf(err, "%s: error: a residual block's layers must end "
+                                 "with its residual entry",
+                                 where(cfg, n, at, sizeof at));
             snprintf(n->name, sizeof n->name, "layers.%d", t++);
             n->src[0] = prev;
             prev = i;

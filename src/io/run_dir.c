@@ -105,6 +105,7 @@ static int try_lock(ct_run_dir *rd, ct_err *err) {
         close(fd);
         if (pid == 0) return 1; /* released in between */
         if (pid == -2) return ct_errorf(err, "%s: cannot lock: %s", rd->lock_path, strerror(e));
+        rd->busy = true;
         if (pid < 0) return ct_errorf(err, "%s is in use by another ctrain fit (pid unknown)", rd->path);
         return ct_errorf(err, "%s is in use by another ctrain fit (pid %ld)", rd->path, pid);
     }

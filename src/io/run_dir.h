@@ -39,6 +39,7 @@
 
 typedef struct ct_run_dir {
     bool held;                 /* the lock is held through fd */
+    bool busy;                 /* open failed: another process holds the lock */
     int fd;                    /* DIR/.lock */
     size_t created_from;       /* length of the shortest prefix of path that open
                                   created (0: it created no directory) */
@@ -49,5 +50,24 @@ typedef struct ct_run_dir {
 int ct_run_dir_open(ct_run_dir *rd, const char *path, const char *const *atomic_names,
                     FILE *log, ct_err *err);
 void ct_run_dir_close(ct_run_dir *rd);
+
+/* ---- versions of a run directory (run_version.c) ----------------------------
+ * The runs of one base path B are B itself, then B-2, B-3, ...: a fit never writes
+ * into a directory that holds a run (a checkpoint or metrics) unless told to. */
+
+/* The files of a run, NULL-terminated: what --overwrite removes (nothing else is
+ * touched). */
+extern const char *const ct_run_files[];
+
+/* Opens (as ct_run_dir_open) the directory of a new run of base: base when it
+ * holds no run, else B-(N+1) for the highest N among base's versions; a directory
+ * that another process locks or fills in between is passed over. With overwrite,
+ * base itself, with the files of its run removed. */
+int ct_run_dir_open_new(ct_run_dir *rd, const char *base, bool overwrite,
+                        const char *const *atomic_names, FILE *log, ct_err *err);
+
+/* The newest run of base: the highest-numbered of its versions that exists, into
+ * out (base itself when none does). */
+void ct_run_dir_latest(const char *base, char *out, size_t n);
 
 #endif

@@ -19,7 +19,6 @@
 #include "common/signals.h"
 #include "data/idx.h"
 #include "dist/dist_train.h"
-#include "io/run_dir.h"
 #include "train/batches.h"
 #include "train/datasets.h"
 #include "train/evaluate.h"
@@ -28,6 +27,7 @@
 #include "train/model.h"
 #include "train/profile.h"
 #include "train/progress.h"
+#include "train/run_output.h"
 #include "train/scaler.h"
 #include "train/schedule.h"
 #include "train/step.h"
@@ -54,7 +54,9 @@ typedef struct fit_state {
                               rank count is dropped: setup) */
     char ckpt_path[CT_PATH_MAX + 32];
     char csv_path[CT_PATH_MAX + 32];
-    ct_run_dir run_dir;    /* train.out, locked by rank 0 while it saves (run_dir.h) */
+    ct_run_output output;  /* rank 0: the run directory, locked, and train.log */
+    FILE *bar_out;         /* the progress bar's stream (never copied into train.log) */
+    int saves;             /* checkpoints this run wrote */
 } fit_state;
 
 static void fit_cleanup(fit_state *s) {
@@ -66,13 +68,40 @@ static void fit_cleanup(fit_state *s) {
     ct_dataset_free(&s->train);
     ct_dataset_free(&s->val);
     ct_dataset_free(&s->test);
-    ct_run_dir_close(&s->run_dir);
+    ct_run_output_close(&s->output, s->saves > 0);
 }
 
 /* Every set is checked against model.input [C, H, W] as it is read. */
 static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
     if (ct_data_load_train(cfg, &s->train, &s->val, &s->has_val, err) != 0) return -1;
     return ct_data_load_test(cfg, NULL, NULL, &s->test, err);
+}
+
+/* Keys a resumed run may change without --accept-changes: how long it runs, where
+ * and on what; none of them changes what one step computes. */
+static const char *const resume_may_change[] = {"train.epochs", "train.out", "device",
+                                                "train.graph", "train.cpu_loops", NULL};
+
+/* A resumed run continues with the config its checkpoint embeds (resolved again,
+ * so that one saved before resolution compares too), unless told to accept the
+ * keys that differ. */
+static int check_resumed_config(const ct_config *cfg, const ct_checkpoint *ck, const char *path,
+                                ct_err *err) {
+    const char *text = ct_checkpoint_meta_get(ck, "config");
+    if (!text) return 0; /* not a ctrain checkpoint: loading it reports that */
+    ct_config was;
+    ct_err ignored;
+    bool resolved = ct_config_parse(text, strlen(text), path,
+                                    ct_checkpoint_meta_get(ck, "config_dir"), &was,
+                                    &ignored) == 0;
+    char diff[700];
+    int n = ct_config_diff(resolved ? was.text : text, cfg->text, resume_may_change, diff,
+                           sizeof diff, err);
+    if (resolved) ct_config_free(&was);
+    if (n <= 0) return n;
+    return ct_errorf(err, "%s: the config differs from the one this run trained with in %d "
+                     "key%s: %s; --accept-changes continues with the new values", path, n,
+                     n == 1 ? "" : "s", diff);
 }
 
 /* Weights: resume checkpoint, --init-from file, or seeded init. */
@@ -87,7 +116,8 @@ static int init_weights(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
     }
     ct_checkpoint ck;
     if (ct_checkpoint_read(path, &ck, err) != 0) return -1;
-    int rc = ct_model_load_params(m, &ck, path, o->resume, err);
+    int rc = o->resume && !o->accept_changes ? check_resumed_config(cfg, &ck, path, err) : 0;
+    if (rc == 0) rc = ct_model_load_params(m, &ck, path, o->resume, err);
     if (rc == 0 && o->resume) {
         rc = ct_model_read_progress(&ck, path, &s->info, err);
         /* a checkpoint without the scaler's state (fp32, bf16) leaves the initial scale */
@@ -305,7 +335,7 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     ct_progress bar;
     char label[32];
     snprintf(label, sizeof label, "Epoch %02d", epoch + 1);
-    ct_progress_start(&bar, o->progress, nb, label, o->log);
+    ct_progress_start(&bar, o->progress, nb, label, s->bar_out);
     if (ct_batches_start_epoch(&s->train_batches, epoch, err) != 0 ||
         ct_batches_skip(&s->train_batches, start, err) != 0)
         return -1;
@@ -365,6 +395,7 @@ static int save(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err
     s->info.amp_scale = s->scaler.enabled ? s->scaler.scale : 0.0;
     s->info.amp_growth_tracker = s->scaler.growth_tracker;
     int rc = s->dist->rank == 0 ? ct_model_save(s->model, cfg, &s->info, s->ckpt_path, err) : 0;
+    if (rc == 0) s->saves++;
     return ct_dist_agree(rc, err);
 }
 
@@ -460,11 +491,20 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         ct_errorf(err, "--profile runs in one process (launched as %d ranks)", s.dist->size);
         return ct_dist_agree(-1, err);
     }
-    static const char *const atomic_outputs[] = {"model.bin", NULL}; /* ct_model_save */
     int rc = 0;
-    if (o->save && o->profile_steps == 0) /* before anything is loaded; --profile saves nothing */
-        rc = ct_dist_agree(s.dist->rank == 0 ? ct_run_dir_open(&s.run_dir, cfg->train.out,
-                                                               atomic_outputs, o->log, err) : 0, err);
+    ct_fit_opts own = *o; /* rank 0's out and log copy into train.log */
+    s.bar_out = o->log;
+    if (o->save && o->profile_steps == 0) { /* before anything is loaded; --profile saves nothing */
+        rc = ct_dist_agree(s.dist->rank == 0 ? ct_run_output_open(&s.output, cfg, o->resume,
+                                                                  o->overwrite, o->out, o->log,
+                                                                  err) : 0, err);
+        if (rc == 0) rc = ct_dist_broadcast(cfg->train.out, sizeof cfg->train.out, err);
+        if (rc == 0 && s.output.out) {
+            own.out = s.output.out;
+            own.log = s.output.log;
+        }
+        o = &own;
+    }
     if (rc == 0) rc = ct_dist_agree(setup(cfg, o, &s, err), err);
     if (rc == 0) rc = join_ranks(o, &s, err);
     if (rc == 0 && s.info.epoch >= cfg->train.epochs)
@@ -490,6 +530,7 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     res->val_loss = s.info.val_loss;
     res->val_acc = s.info.val_acc;
     memcpy(res->checkpoint, s.ckpt_path, sizeof res->checkpoint);
+    res->saved = s.saves > 0;
     fit_cleanup(&s);
     return rc;
 }

@@ -5,7 +5,8 @@
  * epochs of: shuffled micro-batches -> forward -> loss -> backward, one
  * optimizer step every grad_accum_steps micro-batches; an eval pass on the
  * validation set (held out by data.val_split, else the test set); one output
- * line; an atomic checkpoint <out>/model.bin and a row in <out>/metrics.csv.
+ * line; an atomic checkpoint <out>/model.bin and a row in <out>/metrics.csv. <out>
+ * is the run directory (run_output.h): a new run never writes into an earlier run's.
  * With data.val_split, the test set is evaluated once after the last epoch: one
  * line "Test Loss: ..., Acc: ..." and test_loss / test_acc in the checkpoint's
  * metadata. Nothing is allocated inside the loop.
@@ -26,7 +27,13 @@
 #include "config/config.h"
 
 typedef struct ct_fit_opts {
-    bool resume;            /* continue from <out>/model.bin */
+    bool resume;            /* continue the run in <out> (run_output.h) */
+    bool overwrite;         /* a new run replaces the run in <out> instead of taking the
+                               next version */
+    bool accept_changes;    /* resume although the config differs from the checkpoint's
+                               in keys other than train.epochs, train.out, device,
+                               train.graph and train.cpu_loops (refused otherwise,
+                               naming each key with both values) */
     const char *init_from;  /* start from these weights (any compatible safetensors), or NULL */
     bool sync_debug;
     bool progress;          /* draw a progress bar on `log` */
@@ -51,6 +58,8 @@ typedef struct ct_fit_result {
     int stop_signal;        /* that signal (SIGINT, SIGTERM, SIGHUP) */
     int epoch_batches;      /* batches of the unfinished epoch in the checkpoint */
     char checkpoint[CT_PATH_MAX + 32];
+    bool saved;             /* this run wrote the checkpoint (not so when there was
+                               nothing left to do) */
 } ct_fit_result;
 
 /* cfg's batch size and accumulation steps may be changed by --fit-memory.

@@ -9,16 +9,30 @@
 
 #define SOURCE "fuzz.yaml"
 
-/* An accepted config keeps exactly the text it was parsed from. */
-static ct_fuzz_result check_config(const ct_config *cfg, const uint8_t *data, size_t size,
-                                   char *why, size_t n) {
-    if (!cfg->text || cfg->text_len != size || memcmp(cfg->text, data, size) != 0 ||
-        cfg->text[size] != '\0') {
-        snprintf(why, n, "accepted, but the config's text is not the input");
+/* An accepted config holds its resolved text (config.h), which parses again to the
+ * same config and the same text: resolution is a fixed point. */
+static ct_fuzz_result check_config(const ct_config *cfg, char *why, size_t n) {
+    if (!cfg->text || strlen(cfg->text) != cfg->text_len) {
+        snprintf(why, n, "accepted, but without a NUL-terminated resolved text");
         return CT_FUZZ_BROKEN;
     }
     if (cfg->n_layers < 0 || cfg->n_layers > CT_MAX_LAYERS) {
         snprintf(why, n, "accepted with %d layers", cfg->n_layers);
+        return CT_FUZZ_BROKEN;
+    }
+    ct_config again;
+    ct_err err = {{0}};
+    if (ct_config_parse(cfg->text, cfg->text_len, SOURCE, NULL, &again, &err) != 0) {
+        snprintf(why, n, "accepted, but its resolved text is refused: %.200s", err.msg);
+        return CT_FUZZ_BROKEN;
+    }
+    bool same = again.text_len == cfg->text_len && !memcmp(again.text, cfg->text, cfg->text_len) &&
+                again.n_layers == cfg->n_layers &&
+                !memcmp(&again.optimizer, &cfg->optimizer, sizeof cfg->optimizer) &&
+                !memcmp(&again.train, &cfg->train, sizeof cfg->train);
+    ct_config_free(&again);
+    if (!same) {
+        snprintf(why, n, "accepted, but its resolved text parses to another config or text");
         return CT_FUZZ_BROKEN;
     }
     return CT_FUZZ_ACCEPTED;
@@ -57,7 +71,7 @@ ct_fuzz_result ct_fuzz_config(const uint8_t *data, size_t size, char *why, size_
         }
         return ct_fuzz_refusal(err.msg, SOURCE, errno, why, n);
     }
-    ct_fuzz_result r = check_config(&cfg, data, size, why, n);
+    ct_fuzz_result r = check_config(&cfg, why, n);
     if (r == CT_FUZZ_ACCEPTED) {
         static ct_graph g; /* large; one per process */
         memset(&err, 0, sizeof err);

@@ -1,0 +1,135 @@
+/* run_version.c: choosing the directory of a run among the versions of a base path
+ * (run_dir.h): B, B-2, B-3, ...
+ *
+ * Versions are found by listing B's parent, so a gap (a deleted B-2) neither stops
+ * the search nor gets reused: a new run always takes a number above every existing
+ * one, and "the newest run" is the highest number.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/run_dir.h"
+
+const char *const ct_run_files[] = {"model.bin",  "best.bin",    "metrics.csv",  "metrics.jsonl",
+                                    "train.log",  "config.yaml", "manifest.json", NULL};
+
+/* The files that hold a run's results: a directory with none of them (one whose fit
+ * was stopped before its first checkpoint, say) holds no run worth keeping. */
+static const char *const result_files[] = {"model.bin", "best.bin", "metrics.csv",
+                                           "metrics.jsonl", NULL};
+
+/* Attempts before giving up when other fits keep taking the next number. */
+enum { OPEN_ATTEMPTS = 100 };
+
+static bool holds_run(const char *dir) {
+    char path[PATH_MAX + 32];
+    struct stat st;
+    for (const char *const *f = result_files; *f; f++) {
+        snprintf(path, sizeof path, "%s/%s", dir, *f);
+        if (lstat(path, &st) == 0) return true;
+    }
+    return false;
+}
+
+/* base without trailing slashes, split into its parent directory and last name. */
+static void split_base(const char *base, char *trimmed, char *parent, char *name) {
+    snprintf(trimmed, PATH_MAX, "%s", base);
+    size_t n = strlen(trimmed);
+    while (n > 1 && trimmed[n - 1] == '/') trimmed[--n] = '\0';
+    const char *slash = strrchr(trimmed, '/');
+    if (!slash) {
+        snprintf(parent, PATH_MAX, ".");
+        snprintf(name, PATH_MAX, "%s", trimmed);
+    } else {
+        snprintf(parent, PATH_MAX, "%.*s", slash == trimmed ? 1 : (int)(slash - trimmed),
+                 trimmed);
+        snprintf(name, PATH_MAX, "%s", slash + 1);
+    }
+}
+
+/* The highest version number of base that exists: 1 for base itself, N for B-N,
+ * 0 when none exists. */
+static long highest_version(const char *base) {
+    char trimmed[PATH_MAX], parent[PATH_MAX], name[PATH_MAX];
+    split_base(base, trimmed, parent, name);
+    size_t len = strlen(name);
+    long best = 0;
+    DIR *d = opendir(parent);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, name, len) != 0) continue;
+        const char *tail = e->d_name + len;
+        long v = 0;
+        if (*tail == '\0') {
+            v = 1;
+        } else if (tail[0] == '-' && tail[1] >= '1' && tail[1] <= '9') {
+            char *end;
+            errno = 0;
+            v = strtol(tail + 1, &end, 10);
+            if (*end || errno || v < 2) continue;
+        } else {
+            continue;
+        }
+        if (v > best) best = v;
+    }
+    closedir(d);
+    return best;
+}
+
+/* B-v into out (B for v <= 1). One that does not fit in n is cut to n - 1 bytes,
+ * which ct_run_dir_open refuses as too long (its paths stay below PATH_MAX - 6). */
+static void version_path(const char *base, long v, char *out, size_t n) {
+    char trimmed[PATH_MAX], parent[PATH_MAX], name[PATH_MAX], suffix[24] = "";
+    split_base(base, trimmed, parent, name);
+    if (v > 1) snprintf(suffix, sizeof suffix, "-%ld", v);
+    size_t keep = strlen(trimmed);
+    if (keep + strlen(suffix) >= n) keep = n - 1 - strlen(suffix);
+    memcpy(out, trimmed, keep);
+    memcpy(out + keep, suffix, strlen(suffix) + 1);
+}
+
+void ct_run_dir_latest(const char *base, char *out, size_t n) {
+    version_path(base, highest_version(base), out, n);
+}
+
+/* Removes the files of the run in rd (locked); 0 or -1 naming the file. */
+static int remove_run_files(const ct_run_dir *rd, ct_err *err) {
+    char path[PATH_MAX + 32];
+    for (const char *const *f = ct_run_files; *f; f++) {
+        snprintf(path, sizeof path, "%s/%s", rd->path, *f);
+        if (unlink(path) != 0 && errno != ENOENT)
+            return ct_errorf(err, "%s: cannot remove for --overwrite: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+int ct_run_dir_open_new(ct_run_dir *rd, const char *base, bool overwrite,
+                        const char *const *atomic_names, FILE *log, ct_err *err) {
+    if (overwrite) {
+        if (ct_run_dir_open(rd, base, atomic_names, log, err) != 0) return -1;
+        if (remove_run_files(rd, err) == 0) return 0;
+        ct_run_dir_close(rd);
+        return -1;
+    }
+    char path[PATH_MAX];
+    for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
+        long top = highest_version(base);
+        version_path(base, top == 0 ? 1 : top, path, sizeof path);
+        bool fresh = top <= 1 && !holds_run(path); /* base itself, still without a run */
+        if (!fresh) version_path(base, top + 1, path, sizeof path);
+        if (ct_run_dir_open(rd, path, atomic_names, log, err) != 0) {
+            if (rd->busy) continue; /* another fit took it in between */
+            return -1;
+        }
+        if (!holds_run(rd->path)) return 0;
+        ct_run_dir_close(rd); /* filled in between */
+    }
+    return ct_errorf(err, "%s: no free run directory after %d attempts (other fits keep "
+                     "taking them)", base, OPEN_ATTEMPTS);
+}

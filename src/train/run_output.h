@@ -1,0 +1,39 @@
+/* run_output.h: what a fit keeps in its run directory besides checkpoints and
+ * metrics, and the choice of that directory.
+ *
+ * ct_run_output_open, on rank 0 before any data is read:
+ *  1. picks the directory (run_dir.h). A new run takes train.out when it holds no
+ *     run, else the next version (runs/cnn-2, -3, ...), with one notice on `log`;
+ *     with overwrite it takes train.out, removing the earlier run's files. A resumed
+ *     run takes train.out as given when the config or --out gave it
+ *     (train.out_given), else the newest version of runs/NAME. cfg->train.out
+ *     becomes the directory taken;
+ *  2. locks it (run_dir.h) and writes config.yaml (cfg->text, atomically);
+ *  3. opens train.log (appended to on resume) and gives out/log streams that copy
+ *     everything written to them there: ro->out and ro->log.
+ * On failure nothing is held. ct_run_output_close flushes and releases all (a zeroed
+ * struct is closed); a new run that saved nothing leaves nothing behind (its
+ * config.yaml and train.log are removed, and the directories it created).
+ */
+#ifndef CT_RUN_OUTPUT_H
+#define CT_RUN_OUTPUT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "config/config.h"
+#include "io/run_dir.h"
+
+typedef struct ct_run_output {
+    ct_run_dir dir;
+    FILE *log_file;  /* DIR/train.log */
+    FILE *out, *log; /* the caller's streams, copied into train.log */
+    bool fresh;      /* a new run (not resumed) */
+    bool versioned;  /* a new run that found train.out taken and took a version */
+} ct_run_output;
+
+int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool overwrite,
+                       FILE *out, FILE *log, ct_err *err);
+void ct_run_output_close(ct_run_output *ro, bool saved);
+
+#endif
