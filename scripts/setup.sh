@@ -21,7 +21,8 @@ done
 # sanitizer and libFuzzer runtimes (libclang-rt-dev) and its OpenMP (libomp-dev):
 # the fuzz build (scripts/fuzz.sh). python3-torch, -yaml, -numpy: the PyTorch parity
 # test (tests/torch_parity.py) and scripts/reference_pytorch.py.
-packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libdnnl-dev libcmocka-dev
+packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libjansson-dev libdnnl-dev
+          libcmocka-dev
           python3-torch python3-yaml python3-numpy
           libopenmpi-dev openmpi-bin clang libclang-rt-dev libomp-dev)
 missing=()

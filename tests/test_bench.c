@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <stdbool.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,63 +193,15 @@ static void test_dtypes(void **state) {
 
 /* ---- the binary -------------------------------------------------------------------- */
 
-/* A minimal JSON syntax check (RFC 8259 values), enough to tell that the output
- * is exactly one well-formed document. Returns the position after the value or
- * NULL. */
-static const char *json_value(const char *p);
-
-static const char *json_ws(const char *p) {
-    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
-    return p;
-}
-
-static const char *json_string(const char *p) {
-    if (*p++ != '"') return NULL;
-    for (; *p != '"'; p++) {
-        if ((unsigned char)*p < 0x20) return NULL;
-        if (*p == '\\' && !strchr("\"\\/bfnrtu", *++p)) return NULL;
-    }
-    return p + 1;
-}
-
-static const char *json_number(const char *p) {
-    char *end;
-    strtod(p, &end);
-    return end == p ? NULL : end;
-}
-
-static const char *json_items(const char *p, char close, bool keyed) {
-    p = json_ws(p + 1);
-    if (*p == close) return p + 1;
-    for (;;) {
-        if (keyed) {
-            if (!(p = json_string(json_ws(p)))) return NULL;
-            p = json_ws(p);
-            if (*p++ != ':') return NULL;
-        }
-        if (!(p = json_value(p))) return NULL;
-        p = json_ws(p);
-        if (*p == close) return p + 1;
-        if (*p++ != ',') return NULL;
-    }
-}
-
-static const char *json_value(const char *p) {
-    p = json_ws(p);
-    if (*p == '{') return json_items(p, '}', true);
-    if (*p == '[') return json_items(p, ']', false);
-    if (*p == '"') return json_string(p);
-    if (!strncmp(p, "true", 4)) return p + 4;
-    if (!strncmp(p, "false", 5)) return p + 5;
-    if (!strncmp(p, "null", 4)) return p + 4;
-    return json_number(p);
-}
-
+/* The output is exactly one JSON object (parsed with jansson, duplicate keys
+ * refused). */
 static void expect_one_object(const char *text) {
-    const char *p = json_ws(text);
-    if (*p != '{') fail_msg("not a JSON object: %s", text);
-    const char *end = json_value(p);
-    if (!end || *json_ws(end) != 0) fail_msg("not one well-formed JSON object: %s", text);
+    json_error_t e;
+    json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &e);
+    if (!v || !json_is_object(v))
+        fail_msg("not one well-formed JSON object (%s at byte %d): %s", v ? "not an object" : e.text,
+                 e.position, text);
+    json_decref(v);
 }
 
 static void test_devices_text(void **state) {

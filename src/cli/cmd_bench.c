@@ -14,7 +14,7 @@
 #include "backend/device.h"
 #include "bench/bench.h"
 #include "bench/cpu_info.h"
-#include "bench/json_out.h"
+#include "io/json_write.h"
 #include "bench/matmul_cpu.h"
 #include "cli/cli.h"
 #include "ct_build_config.h"

@@ -9,7 +9,7 @@
 
 #include "backend/device.h"
 #include "bench/cpu_info.h"
-#include "bench/json_out.h"
+#include "io/json_write.h"
 #include "cli/cli.h"
 #include "ct_build_config.h"
 #include "dist/dist.h"

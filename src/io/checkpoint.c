@@ -29,9 +29,10 @@
 #include <zlib.h>
 
 #include "io/atomic_file.h"
-#include "io/json.h"
+#include "io/json_read.h"
 
 #define CT_CKPT_MAX_NDIM 8
+#define CT_CKPT_MAX_DEPTH 64 /* header nesting; a safetensors header needs 3 */
 #define CT_CKPT_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
 #define CT_CKPT_CRC_KEY "data_crc32"
 #define CT_CKPT_CHUNK_FLOATS 65536
@@ -77,7 +78,9 @@ static float convert_elem(const unsigned char *p, int dtype_size, int is_bf16) {
 
 static int check_text(const char *path, const char *what, const char *s, ct_err *err) {
     if (!s) return ct_errorf(err, "%s: %s is NULL", path, what);
-    if (!ct_json_utf8_valid(s, strlen(s))) return ct_errorf(err, "%s: %s is not valid UTF-8", path, what);
+    json_t *v = json_string(s); /* jansson takes only UTF-8 (NULL also when out of memory) */
+    json_decref(v);
+    if (!v) return ct_errorf(err, "%s: %s is not valid UTF-8", path, what);
     return 0;
 }
 
@@ -193,63 +196,65 @@ static int write_chunk(void *ctx, const unsigned char *bytes, size_t n) {
 
 /* ---- writer: header ------------------------------------------------------ */
 
-static void put(ct_json_buf *b, const char *s) {
-    ct_json_buf_raw(b, s, strlen(s));
-}
-
-static void header_meta(ct_json_buf *b, const ct_ckpt_meta *m, int n, uLong crc) {
+/* {"__metadata__": {...meta, "data_crc32": hex}, "name": {"dtype", "shape",
+ * "data_offsets"}, ...} in tensor order, compact. NULL when out of memory. */
+static json_t *header_json(const ct_ckpt_tensor *t, int n, const ct_ckpt_meta *m, int n_meta,
+                           uLong crc) {
+    json_t *h = json_object(), *meta = json_object();
+    int bad = !h || !meta || json_object_set(h, "__metadata__", meta) != 0;
+    for (int i = 0; i < n_meta && !bad; i++)
+        bad = json_object_set_new(meta, m[i].key, json_string(m[i].value)) != 0;
     char hex[16];
     snprintf(hex, sizeof hex, "%08lx", (unsigned long)crc);
-    put(b, "{\"__metadata__\":{");
-    for (int i = 0; i < n; i++) {
-        ct_json_buf_string(b, m[i].key);
-        put(b, ":");
-        ct_json_buf_string(b, m[i].value);
-        put(b, ",");
-    }
-    ct_json_buf_string(b, CT_CKPT_CRC_KEY);
-    put(b, ":");
-    ct_json_buf_string(b, hex);
-    put(b, "}");
-}
-
-static void header_tensor(ct_json_buf *b, const ct_ckpt_tensor *t, int64_t begin) {
-    put(b, ",");
-    ct_json_buf_string(b, t->name);
-    put(b, t->dtype == CT_CKPT_I64 ? ":{\"dtype\":\"I64\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
-    for (int d = 0; d < t->ndim; d++) {
-        if (d) put(b, ",");
-        ct_json_buf_i64(b, t->shape[d]);
-    }
-    put(b, "],\"data_offsets\":[");
-    ct_json_buf_i64(b, begin);
-    put(b, ",");
-    ct_json_buf_i64(b, begin + (int64_t)(t->count * elem_size(t)));
-    put(b, "]}");
-}
-
-/* Builds the padded header; its length is a multiple of 8. */
-static int build_header(ct_json_buf *b, const ct_ckpt_tensor *t, int n, const ct_ckpt_meta *m, int n_meta,
-                        uLong crc) {
-    header_meta(b, m, n_meta, crc);
+    if (!bad) bad = json_object_set_new(meta, CT_CKPT_CRC_KEY, json_string(hex)) != 0;
     int64_t offset = 0;
-    for (int i = 0; i < n; i++) {
-        header_tensor(b, &t[i], offset);
-        offset += (int64_t)(t[i].count * elem_size(&t[i]));
+    for (int i = 0; i < n && !bad; i++) {
+        int64_t end = offset + (int64_t)(t[i].count * elem_size(&t[i]));
+        json_t *shape = json_array();
+        for (int d = 0; d < t[i].ndim && shape; d++)
+            if (json_array_append_new(shape, json_integer(t[i].shape[d])) != 0) bad = 1;
+        json_t *spec = json_pack("{s:s, s:o, s:[I, I]}", "dtype",
+                                 t[i].dtype == CT_CKPT_I64 ? "I64" : "F32", "shape", shape,
+                                 "data_offsets", (json_int_t)offset, (json_int_t)end);
+        if (!spec || bad || json_object_set_new(h, t[i].name, spec) != 0) bad = 1;
+        offset = end;
     }
-    put(b, "}");
-    while (!b->failed && b->len % 8 != 0) put(b, " ");
-    return b->failed ? -1 : 0;
+    json_decref(meta);
+    if (bad) {
+        json_decref(h);
+        return NULL;
+    }
+    return h;
 }
 
-static int write_file(const char *path, const ct_json_buf *header, const ct_ckpt_tensor *t, int n,
-                      unsigned char *buf, ct_err *err) {
+/* The header text padded with spaces to a multiple of 8 bytes; NULL when out of
+ * memory. */
+static char *build_header(const ct_ckpt_tensor *t, int n, const ct_ckpt_meta *m, int n_meta,
+                          uLong crc, size_t *len) {
+    json_t *h = header_json(t, n, m, n_meta, crc);
+    char *text = h ? json_dumps(h, JSON_COMPACT) : NULL;
+    json_decref(h);
+    if (!text) return NULL;
+    size_t k = strlen(text), padded = (k + 7) / 8 * 8;
+    char *out = realloc(text, padded + 1);
+    if (!out) {
+        free(text);
+        return NULL;
+    }
+    memset(out + k, ' ', padded - k);
+    out[padded] = '\0';
+    *len = padded;
+    return out;
+}
+
+static int write_file(const char *path, const char *header, size_t header_len,
+                      const ct_ckpt_tensor *t, int n, unsigned char *buf, ct_err *err) {
     ct_atomic_file af;
     if (ct_atomic_open(&af, path, err) != 0) return -1;
     unsigned char len[8];
-    put_le64(len, (uint64_t)header->len);
+    put_le64(len, (uint64_t)header_len);
     write_ctx w = {&af, err};
-    if (ct_atomic_write(&af, len, sizeof len, err) != 0 || ct_atomic_write(&af, header->data, header->len, err) != 0 ||
+    if (ct_atomic_write(&af, len, sizeof len, err) != 0 || ct_atomic_write(&af, header, header_len, err) != 0 ||
         for_each_chunk(t, n, buf, write_chunk, &w) != 0) {
         ct_atomic_abort(&af);
         return -1;
@@ -265,12 +270,11 @@ int ct_checkpoint_write(const char *path, const ct_ckpt_tensor *t, int n_tensors
     if (!buf) return ct_errorf(err, "%s: out of memory", path);
     uLong crc = crc32(0L, Z_NULL, 0);
     for_each_chunk(t, n_tensors, buf, crc_chunk, &crc);
-    ct_json_buf header;
-    ct_json_buf_init(&header);
-    int rc = build_header(&header, t, n_tensors, meta, n_meta, crc) != 0
-                 ? ct_errorf(err, "%s: out of memory building the header", path)
-                 : write_file(path, &header, t, n_tensors, buf, err);
-    ct_json_buf_free(&header);
+    size_t header_len = 0;
+    char *header = build_header(t, n_tensors, meta, n_meta, crc, &header_len);
+    int rc = !header ? ct_errorf(err, "%s: out of memory building the header", path)
+                     : write_file(path, header, header_len, t, n_tensors, buf, err);
+    free(header);
     free(buf);
     return rc;
 }
@@ -296,8 +300,8 @@ typedef struct ckpt_reader {
     size_t size;
     const unsigned char *data; /* data section */
     size_t data_len;
-    ct_json *header;
-    const ct_json *meta; /* "__metadata__" object or NULL */
+    json_t *header;
+    json_t *meta; /* "__metadata__" object or NULL */
     tensor_spec *specs;
     int n_specs;
 } ckpt_reader;
@@ -334,21 +338,21 @@ static int parse_header(ckpt_reader *r) {
     if (n > r->size - 8)
         return ct_errorf(r->err, "%s: truncated: header length %" PRIu64 " but only %zu bytes follow", r->path, n,
                          r->size - 8);
-    if (ct_json_parse((const char *)r->map + 8, (size_t)n, &r->header, r->err) != 0)
+    if (ct_json_load((const char *)r->map + 8, (size_t)n, CT_CKPT_MAX_DEPTH, &r->header, r->err) != 0)
         return ct_err_prefix(r->err, "%s: invalid header JSON", r->path);
-    if (r->header->type != CT_JSON_OBJECT) return ct_errorf(r->err, "%s: header is not a JSON object", r->path);
+    if (!json_is_object(r->header)) return ct_errorf(r->err, "%s: header is not a JSON object", r->path);
     r->data = r->map + 8 + n;
     r->data_len = r->size - 8 - (size_t)n;
     return 0;
 }
 
-static int set_dtype(ckpt_reader *r, tensor_spec *s, const ct_json *v) {
-    if (!v || v->type != CT_JSON_STRING)
+static int set_dtype(ckpt_reader *r, tensor_spec *s, const json_t *v) {
+    if (!json_is_string(v))
         return ct_errorf(r->err, "%s: tensor '%.200s' has no \"dtype\" string", r->path, s->name);
     static const struct { const char *name; int size; } types[] = {
         {"F32", 4}, {"F64", 8}, {"F16", 2}, {"BF16", 2}, {"I64", 8}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        if (strcmp(v->string, types[i].name) == 0) {
+        if (strcmp(json_string_value(v), types[i].name) == 0) {
             s->dtype = types[i].name;
             s->dtype_size = types[i].size;
             s->is_bf16 = i == 3;
@@ -357,35 +361,37 @@ static int set_dtype(ckpt_reader *r, tensor_spec *s, const ct_json *v) {
         }
     }
     return ct_errorf(r->err, "%s: tensor '%.200s' has unsupported dtype %.40s (F32, F64, F16, BF16 and I64 are read)",
-                     r->path, s->name, v->string);
+                     r->path, s->name, json_string_value(v));
 }
 
-static int set_shape(ckpt_reader *r, tensor_spec *s, const ct_json *v) {
-    if (!v || v->type != CT_JSON_ARRAY || v->n > CT_CKPT_MAX_NDIM)
+static int set_shape(ckpt_reader *r, tensor_spec *s, const json_t *v) {
+    if (!json_is_array(v) || json_array_size(v) > CT_CKPT_MAX_NDIM)
         return ct_errorf(r->err, "%s: tensor '%.200s' needs a \"shape\" array of at most %d integers", r->path,
                          s->name, CT_CKPT_MAX_NDIM);
     uint64_t count = 1;
-    s->ndim = v->n;
-    for (int d = 0; d < v->n; d++) {
-        const ct_json *dim = &v->items[d];
-        if (dim->type != CT_JSON_INT || dim->integer < 0)
+    s->ndim = (int)json_array_size(v);
+    for (int d = 0; d < s->ndim; d++) {
+        const json_t *dim = json_array_get(v, (size_t)d);
+        json_int_t x = json_is_integer(dim) ? json_integer_value(dim) : -1;
+        if (x < 0)
             return ct_errorf(r->err, "%s: tensor '%.200s' has an invalid dimension in \"shape\"", r->path, s->name);
-        if (dim->integer != 0 && count > (SIZE_MAX / 8) / (uint64_t)dim->integer)
+        if (x != 0 && count > (SIZE_MAX / 8) / (uint64_t)x)
             return ct_errorf(r->err, "%s: tensor '%.200s' shape is too large", r->path, s->name);
-        s->shape[d] = dim->integer;
-        count *= (uint64_t)dim->integer;
+        s->shape[d] = x;
+        count *= (uint64_t)x;
     }
     s->count = (size_t)count;
     return 0;
 }
 
-static int set_offsets(ckpt_reader *r, tensor_spec *s, const ct_json *v) {
-    if (!v || v->type != CT_JSON_ARRAY || v->n != 2 || v->items[0].type != CT_JSON_INT ||
-        v->items[1].type != CT_JSON_INT || v->items[0].integer < 0 || v->items[1].integer < v->items[0].integer)
+static int set_offsets(ckpt_reader *r, tensor_spec *s, const json_t *v) {
+    const json_t *b = json_array_get(v, 0), *e = json_array_get(v, 1);
+    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(b) || !json_is_integer(e) ||
+        json_integer_value(b) < 0 || json_integer_value(e) < json_integer_value(b))
         return ct_errorf(r->err, "%s: tensor '%.200s' needs \"data_offsets\" [begin, end] with 0 <= begin <= end",
                          r->path, s->name);
-    s->begin = (uint64_t)v->items[0].integer;
-    s->end = (uint64_t)v->items[1].integer;
+    s->begin = (uint64_t)json_integer_value(b);
+    s->end = (uint64_t)json_integer_value(e);
     uint64_t need = (uint64_t)s->count * (uint64_t)s->dtype_size;
     if (s->end - s->begin != need)
         return ct_errorf(r->err, "%s: tensor '%.200s' data_offsets span %" PRIu64 " bytes but %s shape needs %" PRIu64,
@@ -393,34 +399,42 @@ static int set_offsets(ckpt_reader *r, tensor_spec *s, const ct_json *v) {
     return 0;
 }
 
-static int parse_spec(ckpt_reader *r, tensor_spec *s, const char *name, const ct_json *v) {
+static int parse_spec(ckpt_reader *r, tensor_spec *s, const char *name, const json_t *v) {
     s->name = name;
-    if (v->type != CT_JSON_OBJECT)
+    if (!json_is_object(v))
         return ct_errorf(r->err, "%s: header entry '%.200s' is not an object", r->path, name);
-    for (int i = 0; i < v->n; i++)
-        if (strcmp(v->keys[i], "dtype") && strcmp(v->keys[i], "shape") && strcmp(v->keys[i], "data_offsets"))
-            return ct_errorf(r->err, "%s: tensor '%.200s' has unknown field \"%.40s\"", r->path, name, v->keys[i]);
-    if (set_dtype(r, s, ct_json_get(v, "dtype")) != 0 || set_shape(r, s, ct_json_get(v, "shape")) != 0) return -1;
-    return set_offsets(r, s, ct_json_get(v, "data_offsets"));
+    const char *key;
+    json_t *x;
+    json_object_foreach((json_t *)v, key, x) {
+        if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets"))
+            return ct_errorf(r->err, "%s: tensor '%.200s' has unknown field \"%.40s\"", r->path, name, key);
+    }
+    if (set_dtype(r, s, json_object_get(v, "dtype")) != 0 || set_shape(r, s, json_object_get(v, "shape")) != 0)
+        return -1;
+    return set_offsets(r, s, json_object_get(v, "data_offsets"));
 }
 
-static int parse_meta(ckpt_reader *r, const ct_json *v) {
-    if (v->type != CT_JSON_OBJECT) return ct_errorf(r->err, "%s: \"__metadata__\" is not an object", r->path);
-    for (int i = 0; i < v->n; i++)
-        if (v->items[i].type != CT_JSON_STRING)
-            return ct_errorf(r->err, "%s: metadata value for '%.200s' is not a string", r->path, v->keys[i]);
+static int parse_meta(ckpt_reader *r, json_t *v) {
+    if (!json_is_object(v)) return ct_errorf(r->err, "%s: \"__metadata__\" is not an object", r->path);
+    const char *key;
+    json_t *x;
+    json_object_foreach(v, key, x) {
+        if (!json_is_string(x))
+            return ct_errorf(r->err, "%s: metadata value for '%.200s' is not a string", r->path, key);
+    }
     r->meta = v;
     return 0;
 }
 
 static int parse_entries(ckpt_reader *r) {
-    const ct_json *h = r->header;
-    r->specs = calloc(h->n ? (size_t)h->n : 1, sizeof *r->specs);
+    size_t n = json_object_size(r->header);
+    r->specs = calloc(n ? n : 1, sizeof *r->specs);
     if (!r->specs) return ct_errorf(r->err, "%s: out of memory", r->path);
-    for (int i = 0; i < h->n; i++) {
-        int rc = strcmp(h->keys[i], "__metadata__") == 0 ? parse_meta(r, &h->items[i])
-                                                          : parse_spec(r, &r->specs[r->n_specs++], h->keys[i],
-                                                                       &h->items[i]);
+    const char *key;
+    json_t *v;
+    json_object_foreach(r->header, key, v) {
+        int rc = strcmp(key, "__metadata__") == 0 ? parse_meta(r, v)
+                                                  : parse_spec(r, &r->specs[r->n_specs++], key, v);
         if (rc != 0) return -1;
     }
     return 0;
@@ -460,9 +474,9 @@ static int check_layout(ckpt_reader *r) {
 }
 
 static int check_crc(ckpt_reader *r) {
-    const ct_json *v = ct_json_get(r->meta, CT_CKPT_CRC_KEY);
+    const json_t *v = r->meta ? json_object_get(r->meta, CT_CKPT_CRC_KEY) : NULL;
     if (!v) return 0; /* files from other writers carry no CRC */
-    const char *s = v->string;
+    const char *s = json_string_value(v);
     if (strlen(s) != 8 || strspn(s, "0123456789abcdefABCDEF") != 8)
         return ct_errorf(r->err, "%s: metadata data_crc32 \"%.40s\" is not 8 hex digits", r->path, s);
     uLong want = (uLong)strtoul(s, NULL, 16);
@@ -509,7 +523,7 @@ static int convert_tensor(const ckpt_reader *r, const tensor_spec *s, ct_ckpt_te
 }
 
 static int fill_checkpoint(const ckpt_reader *r, ct_checkpoint *ck) {
-    int n_meta = r->meta ? r->meta->n : 0;
+    int n_meta = r->meta ? (int)json_object_size(r->meta) : 0;
     ck->tensors = calloc(r->n_specs ? (size_t)r->n_specs : 1, sizeof *ck->tensors);
     ck->meta = calloc(n_meta ? (size_t)n_meta : 1, sizeof *ck->meta);
     if (!ck->tensors || !ck->meta) return ct_errorf(r->err, "%s: out of memory", r->path);
@@ -518,10 +532,12 @@ static int fill_checkpoint(const ckpt_reader *r, ct_checkpoint *ck) {
         if (convert_tensor(r, &r->specs[i], &ck->tensors[i]) != 0)
             return ct_errorf(r->err, "%s: out of memory", r->path);
     }
-    for (int i = 0; i < n_meta; i++) {
-        ck->n_meta++;
-        ck->meta[i].key = dup_str(r->meta->keys[i]);
-        ck->meta[i].value = dup_str(r->meta->items[i].string);
+    const char *key;
+    json_t *v;
+    if (r->meta) json_object_foreach(r->meta, key, v) {
+        int i = ck->n_meta++;
+        ck->meta[i].key = dup_str(key);
+        ck->meta[i].value = dup_str(json_string_value(v));
         if (!ck->meta[i].key || !ck->meta[i].value) return ct_errorf(r->err, "%s: out of memory", r->path);
     }
     return 0;
@@ -539,7 +555,7 @@ int ct_checkpoint_read(const char *path, ct_checkpoint *ck, ct_err *err) {
     if (rc == 0) rc = fill_checkpoint(&r, ck);
     if (rc != 0) ct_checkpoint_free(ck);
     free(r.specs);
-    ct_json_free(r.header);
+    json_decref(r.header);
     if (r.map) munmap(r.map, r.size);
     return rc;
 }
