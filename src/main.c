@@ -45,7 +45,8 @@ static const ct_command commands[] = {
      ct_cmd_eval, false},
     {"summary", "summary CONFIG [KEY=VALUE...] [options]", "print the layer table and memory plan",
      "  --eval            show the forward-only (evaluation) plan\n"
-     "  --max-memory SIZE say whether the plan fits, and the fixes when it does not\n"
+     "  --max-memory SIZE say whether fit's plan fits (reads the data files); when it\n"
+     "                    does not, print the fixes and exit 1\n"
      "  --print-config    print the resolved config (YAML) and exit\n"
      "  KEY=VALUE, --batch-size N, --device D and the other fit shorthands edit the config\n",
      ct_cmd_summary, false},
@@ -84,7 +85,14 @@ static const ct_command *find(const char *name) {
 }
 
 static int unknown_command(const char *name) {
-    fprintf(stderr, "ctrain: error: unknown command '%s' (try 'ctrain help')\n", name);
+    const char *names[16 + 2] = {"help", "version"};
+    int n = 2;
+    for (int i = 0; i < n_commands && n < 18; i++) names[n++] = commands[i].name;
+    const char *near = ct_closest_name(name, names, n);
+    if (near)
+        fprintf(stderr, "ctrain: error: unknown command '%s' (did you mean '%s'?)\n", name, near);
+    else
+        fprintf(stderr, "ctrain: error: unknown command '%s' (try 'ctrain help')\n", name);
     return CT_EXIT_USAGE;
 }
 

@@ -14,8 +14,9 @@
  *         then the process is killed (a kill inside a write).
  * Just before the kill, when CT_FAULT_REPORT names a file, one line is written to it:
  *     killed KIND N WHEN renames R
- * R is the number of rename/renameat calls that had succeeded: the number of files
- * the process had atomically replaced.
+ * R is the number of rename/renameat calls onto a file named model.bin that had
+ * succeeded: the checkpoints the process had committed (its other atomic files,
+ * config.yaml, manifest.json and best.bin, are not counted).
  * CT_FAULT_COUNT_OUT=FILE: at a normal exit, one line per kind, "KIND COUNT": how many
  * counted calls the process made (so a test knows how far N goes).
  *
@@ -40,7 +41,7 @@ typedef enum { W_BEFORE, W_AFTER, W_HALF } when;
 static const char *const when_names[] = {"before", "after", "half"};
 
 static long counts[N_KINDS];
-static long renames_done;
+static long renames_done; /* onto a model.bin */
 static int fault_kind = -1; /* none */
 static long fault_n;
 static when fault_when;
@@ -176,12 +177,18 @@ int fdatasync(int fd) {
     return sync_call(K_FDATASYNC, real_fdatasync, fd);
 }
 
+/* Whether path names a file model.bin. */
+static int is_checkpoint(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return strcmp(slash ? slash + 1 : path, "model.bin") == 0;
+}
+
 int rename(const char *from, const char *to) {
     resolve();
     long n = arm(K_RENAME);
     if (n && fault_when == W_BEFORE) die(K_RENAME, n);
     int r = real_rename(from, to);
-    if (r == 0) __atomic_add_fetch(&renames_done, 1, __ATOMIC_SEQ_CST);
+    if (r == 0 && is_checkpoint(to)) __atomic_add_fetch(&renames_done, 1, __ATOMIC_SEQ_CST);
     if (n) die(K_RENAME, n);
     return r;
 }
@@ -191,7 +198,7 @@ int renameat(int dfd, const char *from, int tdfd, const char *to) {
     long n = arm(K_RENAMEAT);
     if (n && fault_when == W_BEFORE) die(K_RENAMEAT, n);
     int r = real_renameat(dfd, from, tdfd, to);
-    if (r == 0) __atomic_add_fetch(&renames_done, 1, __ATOMIC_SEQ_CST);
+    if (r == 0 && is_checkpoint(to)) __atomic_add_fetch(&renames_done, 1, __ATOMIC_SEQ_CST);
     if (n) die(K_RENAMEAT, n);
     return r;
 }

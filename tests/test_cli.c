@@ -295,8 +295,31 @@ static void test_nan_loss_stops(void **state) {
     char path[1024], args[1200];
     write_config("nan", dir, "", path, sizeof path);
     snprintf(args, sizeof args, "fit %s --lr 1e38 --batch-size 10", path);
-    expect_error(args, 1, "loss became", "at epoch 1, batch");
+    ct_run_result r = ct_test_run(dir, args);
+    int batch = 0, batches = 0, got = 0;
+    const char *at = strstr(r.err, "at epoch 1, batch ");
+    if (at) got = sscanf(at, "at epoch 1, batch %d of %d; try a lower learning rate", &batch,
+                         &batches);
+    if (r.status != 1 || !strstr(r.err, "loss became") || got != 2 || batch < 1 ||
+        batch > batches || ct_test_count_lines(r.err) != 1)
+        fail_msg("ctrain %s: exit %d, stderr '%s' (wanted exit 1 and 'loss became ... at "
+                 "epoch 1, batch N of M')", args, r.status, r.err);
+    ct_test_run_free(&r);
     assert_false(exists("%s/out-nan/model.bin", dir));
+}
+
+/* An unknown command near a known one gets a suggestion. */
+static void test_unknown_command_suggests(void **state) {
+    (void)state;
+    ct_run_result r = ct_test_run(dir, "fitt configs/mlp.yaml");
+    assert_int_equal(r.status, 2);
+    assert_string_equal(r.err, "ctrain: error: unknown command 'fitt' (did you mean 'fit'?)\n");
+    ct_test_run_free(&r);
+    r = ct_test_run(dir, "help sumary");
+    assert_int_equal(r.status, 2);
+    assert_string_equal(r.err, "ctrain: error: unknown command 'sumary' (did you mean "
+                               "'summary'?)\n");
+    ct_test_run_free(&r);
 }
 
 /* Ctrl-C from another process during training: the run stops at the next step (or
@@ -411,6 +434,20 @@ static void test_out_of_memory_advice(void **state) {
     assert_non_null(strstr(r.err, "Fixes for this model:"));
     assert_non_null(strstr(r.err, "train.batch_size "));
     assert_non_null(strstr(r.err, "ctrain: error: out of memory before training"));
+    /* summary --max-memory plans as fit does (the same data on the device): the
+     * same need, the same fixes, and a failing exit */
+    snprintf(args, sizeof args, "summary %s --batch-size 4096 --max-memory 4M", path);
+    ct_run_result sr = ct_test_run(dir, args);
+    assert_int_equal(sr.status, 1);
+    const char *fixes = strstr(r.err, "Fixes for this model:"), *sfixes = strstr(sr.out, "Fixes");
+    const char *fit_need = strstr(r.err, "the plan needs "), *sum_need = strstr(sr.err, "the plan needs ");
+    assert_non_null(sfixes);
+    assert_non_null(sum_need);
+    const char *fixes_end = strstr(fixes, "Run with");
+    size_t fixes_len = fixes_end ? (size_t)(fixes_end - fixes) : strlen(fixes);
+    if (strncmp(fixes, sfixes, fixes_len) != 0 || strncmp(fit_need, sum_need, 24) != 0)
+        fail_msg("fit and summary differ:\n%s\n---\n%s%s", r.err, sr.out, sr.err);
+    ct_test_run_free(&sr);
     ct_test_run_free(&r);
     assert_false(exists("%s/out-oom", dir));
     snprintf(args, sizeof args, "fit %s --batch-size 4096 --max-memory 4M --fit-memory", path);
@@ -567,6 +604,12 @@ static void test_summary_and_devices(void **state) {
     assert_non_null(strstr(r.out, "reserved"));
     assert_non_null(strstr(r.out, "activations"));
     assert_non_null(strstr(r.out, "824458 parameters"));
+    assert_non_null(strstr(r.out, "training step ~"));
+    ct_test_run_free(&r);
+    r = ct_test_run(dir, "summary configs/cnn.yaml --eval --device cpu");
+    if (r.status != 0) fail_msg("summary --eval failed: %s", r.err);
+    assert_null(strstr(r.out, "training step")); /* a forward-only plan has none */
+    assert_non_null(strstr(r.out, "GFLOP per batch of"));
     ct_test_run_free(&r);
     assert_false(exists("%s", "/nonexistent-dir-for-summary"));
     ct_run_result d = ct_test_run(dir, "devices");
@@ -581,6 +624,7 @@ int main(void) {
         cmocka_unit_test(test_data_errors),
         cmocka_unit_test(test_checkpoint_errors),
         cmocka_unit_test(test_nan_loss_stops),
+        cmocka_unit_test(test_unknown_command_suggests),
         cmocka_unit_test(test_ctrl_c_saves),
         cmocka_unit_test(test_out_of_memory_advice),
         cmocka_unit_test(test_out_of_memory_advice_residual),

@@ -374,7 +374,15 @@ static void test_error_unknown_key(void **state) {
                  "unknown key 'epoch' in 'train' (did you mean 'epochs'?)");
     expect_error(BASE "train:\n  bogus: 1\n", "12:3",
                  "unknown key 'bogus' in 'train' (valid keys: epochs, batch_size, "
-                 "grad_accum_steps, amp, seed, out, graph, cpu_loops, label_smoothing)");
+                 "grad_accum_steps, amp, seed, out, graph, cpu_loops, label_smoothing, "
+                 "early_stopping)");
+    expect_error(BASE "train: {early_stopping: {monitor: loss}}\n", "11:35",
+                 "unknown train.early_stopping.monitor 'loss'");
+    expect_error(BASE "train: {early_stopping: {patience: 0}}\n", "11:36",
+                 "'train.early_stopping.patience' must be >= 1, got 0");
+    expect_error(BASE "log: {every_steps: -1}\n", "11:20", "'log.every_steps' must be >= 0, got -1");
+    expect_error(BASE "log: {every: 5}\n", "11:7",
+                 "unknown key 'every' in 'log' (valid keys: every_steps)");
     expect_error(BASE "train: {label_smothing: 0.1}\n", "11:9",
                  "unknown key 'label_smothing' in 'train' (did you mean 'label_smoothing'?)");
     expect_error(BASE "optimiser: {lr: 0.1}\n", "11:1",

@@ -83,7 +83,7 @@ static ct_memory_fix check_fix(const ct_config *cfg, const ct_device_choice *dev
     assert_true(arena_at(cfg, dev, true, B) > limit); /* the finder's premise */
     ct_memory_fix fix;
     ct_err err = {{0}};
-    if (ct_memory_find_fix(cfg, dev, true, limit, &fix, &err) != 0) fail_msg("%s", err.msg);
+    if (ct_memory_find_fix(cfg, dev, true, NULL, limit, &fix, &err) != 0) fail_msg("%s", err.msg);
     printf("batch %d x %d steps (E = %lld) under %zu bytes: fix batch %d x %d steps = %lld, "
            "arena %zu\n", B, cfg->train.grad_accum_steps, E, limit, fix.batch, fix.accum,
            (long long)fix.batch * fix.accum, fix.arena);
@@ -143,7 +143,7 @@ static void test_fix_takes_the_fewest_steps_whose_batch_fits(void **state) {
     cfg->train.grad_accum_steps = 1;
 
     /* Not even batch 1 fits in 1 KiB. */
-    assert_int_equal(ct_memory_find_fix(cfg, &dev, true, 1024, &fix, &err), -1);
+    assert_int_equal(ct_memory_find_fix(cfg, &dev, true, NULL, 1024, &fix, &err), -1);
     assert_non_null(strstr(err.msg, "even batch size 1"));
     ct_config_free(cfg);
 }

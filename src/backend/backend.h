@@ -177,6 +177,11 @@ typedef struct ct_backend_vt {
      * optimizer step. Synchronizes: one host round trip per call. */
     int (*grads_nonfinite)(ct_backend *b, bool *found, ct_err *err);
 
+    /* Optional (NULL: not measured). The Euclidean norm of the whole flat grads
+     * range as it stands (still carrying the loss scale), for the logs; its last
+     * bits may depend on the thread count. Synchronizes. */
+    int (*grad_norm)(ct_backend *b, double *norm, ct_err *err);
+
     /* Data parallelism (dist/dist.h). Sets the whole flat grads range to zero
      * (a rank whose shard of a batch is empty contributes nothing). */
     int (*grads_zero)(ct_backend *b, ct_err *err);

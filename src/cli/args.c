@@ -19,6 +19,15 @@ static int edit_distance(const char *a, const char *b) {
     return d[la][lb];
 }
 
+const char *ct_closest_name(const char *word, const char *const *names, int n) {
+    int best = -1, bd = 3;
+    for (int i = 0; i < n; i++) {
+        int dd = edit_distance(word, names[i]);
+        if (dd < bd) bd = dd, best = i;
+    }
+    return best >= 0 ? names[best] : NULL;
+}
+
 static int unknown_option(const char *cmd, const char *name, const ct_argspec *specs, int n,
                           ct_err *err) {
     int best = -1, bd = 3;

@@ -42,6 +42,10 @@ typedef struct ct_argspec {
 int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *specs, int nspecs,
                   const char **pos, int max_pos, int *npos, ct_err *err);
 
+/* The entry of names[0..n) within edit distance 2 of word (the closest, the first
+ * on a tie), or NULL: the did-you-mean of unknown commands and options. */
+const char *ct_closest_name(const char *word, const char *const *names, int n);
+
 /* Loads a config and applies the common overrides that are non-NULL. */
 typedef struct ct_overrides {
     const char *epochs, *batch_size, *lr, *device, *seed, *out, *amp, *grad_accum_steps, *graph,

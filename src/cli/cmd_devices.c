@@ -58,20 +58,6 @@ static int listed(int count) {
 static const ct_cuda_api *api;
 static char api_why[256];
 
-typedef struct cuda_versions_text {
-    char driver[32], runtime[32], cudnn[32], cublas[48], nccl[32];
-} cuda_versions_text;
-
-static void versions_text(const ct_cuda_versions *v, cuda_versions_text *t) {
-    ct_cuda_version_str(v->driver, t->driver, sizeof t->driver);
-    ct_cuda_version_str(v->runtime, t->runtime, sizeof t->runtime);
-    ct_cudnn_version_str(v->cudnn, t->cudnn, sizeof t->cudnn);
-    if (v->cublas[0] < 0) snprintf(t->cublas, sizeof t->cublas, "unknown");
-    else snprintf(t->cublas, sizeof t->cublas, "%d.%d.%d", v->cublas[0], v->cublas[1],
-                  v->cublas[2]);
-    ct_nccl_version_str(v->nccl, t->nccl, sizeof t->nccl);
-}
-
 static const char *yes_no(bool b) {
     return b ? "yes" : "no";
 }
@@ -162,14 +148,14 @@ static int current_device(ct_err *e) {
 
 static void cuda_text(const devices_state *s) {
     ct_cuda_versions v;
-    cuda_versions_text t;
+    ct_cuda_versions_text t;
     if (!api) {
         printf("CUDA libraries: unavailable (%s)\n", api_why);
         printf("Training devices: cpu (oneDNN)\n");
         return;
     }
     api->versions_query(&v);
-    versions_text(&v, &t);
+    ct_cuda_versions_to_text(&v, &t);
     printf("CUDA libraries: driver %s, runtime %s, cuDNN %s, cuBLAS %s, NCCL %s\n", t.driver,
            t.runtime, t.cudnn, t.cublas, t.nccl);
     if (!s->usable) {
@@ -187,13 +173,13 @@ static void cuda_text(const devices_state *s) {
 
 static void cuda_versions_json(ct_jw *w) {
     ct_cuda_versions v;
-    cuda_versions_text t;
+    ct_cuda_versions_text t;
     if (!api) {
         ct_jw_str(w, "library_error", api_why);
         return;
     }
     api->versions_query(&v);
-    versions_text(&v, &t);
+    ct_cuda_versions_to_text(&v, &t);
     if (v.driver > 0) ct_jw_str(w, "driver_version", t.driver);
     else ct_jw_null(w, "driver_version");
     ct_jw_str(w, "runtime_version", t.runtime);

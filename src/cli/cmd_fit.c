@@ -1,6 +1,7 @@
 /* cmd_fit.c: `ctrain fit CONFIG [options]`. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -39,6 +40,36 @@ static int check_launch(int nprof, const ct_overrides *ov, ct_err *err) {
     else
         return CT_EXIT_OK;
     return CT_EXIT_USAGE;
+}
+
+/* "ctrain fit ARGS..." as a shell would take it back: arguments with other than
+ * [A-Za-z0-9_./:=,+-] single-quoted. Cut short (with "...") when it does not fit. */
+static void command_line(int argc, char **argv, char *out, size_t n) {
+    size_t len = (size_t)snprintf(out, n, "ctrain");
+    for (int i = 0; i < argc && len + 8 < n; i++) {
+        const char *a = argv[i];
+        bool plain = *a && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                     "0123456789_./:=,+-") == strlen(a);
+        char quoted[1024];
+        if (plain) {
+            snprintf(quoted, sizeof quoted, "%s", a);
+        } else {
+            size_t k = 0;
+            quoted[k++] = '\'';
+            for (const char *c = a; *c && k + 6 < sizeof quoted; c++) {
+                if (*c == '\'') {
+                    memcpy(quoted + k, "'\\''", 4);
+                    k += 4;
+                } else {
+                    quoted[k++] = *c;
+                }
+            }
+            quoted[k++] = '\'';
+            quoted[k] = '\0';
+        }
+        len += (size_t)snprintf(out + len, n - len, " %s", quoted);
+    }
+    if (len >= n) snprintf(out + n - 4, 4, "...");
 }
 
 int ct_cmd_fit(int argc, char **argv, ct_err *err) {
@@ -106,7 +137,10 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         ct_config_free(&cfg);
         return CT_EXIT_OK;
     }
+    char command[4096];
+    command_line(argc, argv, command, sizeof command);
     ct_fit_opts o = {
+        .command = command,
         .resume = resume,
         .overwrite = overwrite,
         .accept_changes = accept_changes,

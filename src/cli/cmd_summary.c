@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/overrides.h"
+#include "train/datasets.h"
 #include "train/memory.h"
 #include "train/model.h"
 
@@ -77,8 +78,12 @@ static void print_table(const ct_model *m, const ct_config *cfg) {
         /* forward, weight gradient, and the input gradient where one is computed */
         if (ct_op(n->kind)->has_params) train_flops += n->fwd_flops * (n->input_grad ? 3.0 : 2.0);
     }
-    printf("\n  forward: %.2f MFLOP per sample; training step ~%.2f GFLOP at batch %d\n\n",
-           flops / 1e6, train_flops * m->opts.batch_size / 1e9, m->opts.batch_size);
+    if (m->opts.training)
+        printf("\n  forward: %.2f MFLOP per sample; training step ~%.2f GFLOP at batch %d\n\n",
+               flops / 1e6, train_flops * m->opts.batch_size / 1e9, m->opts.batch_size);
+    else /* the forward-only plan: no backward, no training step */
+        printf("\n  forward: %.2f MFLOP per sample; ~%.2f GFLOP per batch of %d\n\n",
+               flops / 1e6, flops * m->opts.batch_size / 1e9, m->opts.batch_size);
 }
 
 /* Which layers run as one, and why the other candidates do not. */
@@ -93,23 +98,38 @@ static void print_fusion(const ct_model *m, const ct_config *cfg) {
     printf("\n");
 }
 
-/* With --max-memory: whether the plan fits, and the fixes when it does not. */
+/* With --max-memory: whether the plan fits, and the fixes when it does not (the
+ * same plans and advice as fit's); CT_EXIT_ERROR when it does not fit. */
 static int advise(const ct_model *m, const ct_config *cfg, const ct_device_choice *dev,
-                  size_t limit, bool training, ct_err *err) {
+                  const ct_dataset *const *sets, size_t limit, bool training, ct_err *err) {
     ct_memory_budget bud = {.available = limit};
     snprintf(bud.source, sizeof bud.source, "--max-memory");
-    char b[32];
+    char b[32], b2[32];
     if (m->plan.total <= limit) {
         printf("\nFits in %s (--max-memory).\n", ct_fmt_bytes(limit, b, sizeof b));
         return CT_EXIT_OK;
     }
     ct_memory_fix fix;
     ct_err fe;
-    bool have = ct_memory_find_fix(cfg, dev, training, limit, &fix, &fe) == 0;
+    bool have = ct_memory_find_fix(cfg, dev, training, sets, limit, &fix, &fe) == 0;
     printf("\n");
-    ct_memory_advice(&m->plan, &bud, cfg, dev, training, &fix, have, stdout);
-    (void)err;
-    return CT_EXIT_OK;
+    ct_memory_advice(&m->plan, &bud, cfg, dev, training, sets, &fix, have, stdout);
+    ct_errorf(err, "summary: the plan needs %s but %s are available (--max-memory)",
+              ct_fmt_bytes(m->plan.total, b, sizeof b), ct_fmt_bytes(limit, b2, sizeof b2));
+    return CT_EXIT_ERROR;
+}
+
+/* The sets fit keeps on the device (their sizes change the plan): read only for
+ * --max-memory, whose answer must be fit's. */
+static int load_sets(const ct_config *cfg, ct_dataset *train, ct_dataset *val, ct_dataset *test,
+                     const ct_dataset **sets, ct_err *err) {
+    bool has_val = false;
+    if (ct_data_load_train(cfg, train, val, &has_val, err) != 0 ||
+        ct_data_load_test(cfg, NULL, NULL, test, err) != 0)
+        return -1;
+    sets[0] = train;
+    sets[1] = has_val ? val : test;
+    return 0;
 }
 
 int ct_cmd_summary(int argc, char **argv, ct_err *err) {
@@ -144,10 +164,14 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     }
     ct_device_choice dev;
     ct_model *m = NULL;
+    ct_dataset train = {0}, val = {0}, test = {0};
+    const ct_dataset *sets[2] = {NULL, NULL};
     rc = CT_EXIT_ERROR;
     if (ct_device_select(&cfg.device, &dev, err) == 0 &&
+        (!limit || eval_plan || load_sets(&cfg, &train, &val, &test, sets, err) == 0) &&
         ct_model_create(&cfg, &dev, &(ct_model_req){.training = !eval_plan,
-                                                     .batch = cfg.train.batch_size},
+                                                     .batch = cfg.train.batch_size,
+                                                     .datasets = {sets[0], sets[1]}},
                         &m, err) == 0) {
         print_table(m, &cfg);
         print_fusion(m, &cfg);
@@ -155,9 +179,13 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
         snprintf(title, sizeof title, "Memory on %s (%s, batch %d)", dev.name,
                  eval_plan ? "forward-only plan" : "training plan", cfg.train.batch_size);
         ct_memory_report(&m->plan, title, stdout);
-        rc = limit ? advise(m, &cfg, &dev, limit, !eval_plan, err) : CT_EXIT_OK;
+        rc = limit ? advise(m, &cfg, &dev, sets[0] ? sets : NULL, limit, !eval_plan, err)
+                   : CT_EXIT_OK;
     }
     ct_model_destroy(m);
+    ct_dataset_free(&train);
+    ct_dataset_free(&val);
+    ct_dataset_free(&test);
     ct_config_free(&cfg);
     return rc;
 }

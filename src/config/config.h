@@ -40,7 +40,9 @@
  *   train: {epochs: 10, batch_size: 256, grad_accum_steps: 1, amp: off, seed: 42,
  *           label_smoothing: 0,       # cross-entropy label smoothing, 0 <= eps < 1
  *           out: runs/cnn, graph: auto,   # graph: auto | off (captured CUDA steps)
- *           cpu_loops: auto}          # auto | portable | off (ctrain's own CPU loops)
+ *           cpu_loops: auto,          # auto | portable | off (ctrain's own CPU loops)
+ *           early_stopping: {monitor: val_loss, patience: 5, min_delta: 0}}
+ *   log: {every_steps: 0}            # metrics.jsonl records every N steps (0: per epoch)
  *   device: auto                    # auto | cpu | cuda | cuda:N | cuda:all | cuda:0,1 | cpu:N
  */
 #ifndef CT_CONFIG_H
@@ -171,6 +173,18 @@ typedef struct ct_data_cfg {
     double erase;      /* augment.erase: probability in [0, 1] of erasing a rectangle, 0 */
 } ct_data_cfg;
 
+/* The metric early stopping watches, and best.bin is kept by. */
+typedef enum { CT_MONITOR_VAL_LOSS, CT_MONITOR_VAL_ACC } ct_monitor;
+
+/* train.early_stopping: stop when `monitor` has not improved by more than
+ * min_delta (lower loss, higher accuracy) for `patience` epochs in a row. */
+typedef struct ct_early_stop_cfg {
+    bool enabled;      /* the key is given */
+    ct_monitor monitor;/* default val_loss; best.bin follows it either way */
+    int patience;      /* >= 1, default 5 */
+    double min_delta;  /* >= 0, default 0 */
+} ct_early_stop_cfg;
+
 typedef struct ct_train_cfg {
     int epochs;           /* >= 1, default 10 */
     int batch_size;       /* >= 1, default 64 */
@@ -190,6 +204,7 @@ typedef struct ct_train_cfg {
     char out[CT_PATH_MAX];/* output directory, default "runs/<name>"; a new run that
                              finds a run there takes the next version (run_dir.h) */
     bool out_given;       /* out came from the YAML or an edit (not the default) */
+    ct_early_stop_cfg early_stopping;
 } ct_train_cfg;
 
 #define CT_MAX_REPLICAS 16
@@ -204,6 +219,12 @@ typedef struct ct_device_cfg {
     int list[CT_MAX_REPLICAS]; /* cuda ordinals (cpu:N: 0..N-1) */
 } ct_device_cfg;
 
+/* log: what a run records besides its epoch lines (train/metrics_log.h). */
+typedef struct ct_log_cfg {
+    int every_steps; /* a metrics.jsonl record every N optimizer steps; 0 (default): per
+                        epoch only */
+} ct_log_cfg;
+
 typedef struct ct_config {
     char name[CT_NAME_MAX];   /* default: config file's base name without .yaml */
     char source[CT_PATH_MAX]; /* file the config came from ("<string>" if none) */
@@ -216,6 +237,7 @@ typedef struct ct_config {
     ct_data_cfg data;
     ct_train_cfg train;
     ct_device_cfg device;
+    ct_log_cfg log;
     /* The resolved config (owned, NUL-terminated), saved in checkpoints and run
      * directories: the document after the edits, with `name` and every data path
      * made absolute as resolved, written back as YAML; it parses to this config
@@ -302,6 +324,7 @@ const char *ct_sched_kind_name(ct_sched_kind k);   /* "constant", "step", "cosin
 const char *ct_amp_mode_name(ct_amp_mode m);       /* "off", "fp16", "bf16" */
 const char *ct_graph_mode_name(ct_graph_mode m);   /* "auto", "off" */
 const char *ct_cpu_loops_name(ct_cpu_loops m);     /* "auto", "portable", "off" */
+const char *ct_monitor_name(ct_monitor m);         /* "val_loss", "val_acc" */
 /* "auto", "cpu", "cuda", "cuda:N", "cuda:all", "cuda:0,1", "cpu:2" into buf. */
 const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n);
 

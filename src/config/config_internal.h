@@ -29,6 +29,7 @@ extern const char *const ct_amp_mode_names[3];
 extern const char *const ct_graph_mode_names[2];
 extern const char *const ct_cpu_loops_names[3];
 extern const char *const ct_loss_kind_names[1];
+extern const char *const ct_monitor_names[2];
 
 /* A name the 'name' key accepts: letters, digits, '_', '-' and '.' (not first). */
 bool ct_name_valid(const char *name);
@@ -163,6 +164,10 @@ int ct_node_set_text(yaml_node_t *node, const char *text);
 
 /* Walks the root mapping into cfg (config_yaml.c). */
 int ct_yaml_walk_root(ct_yaml_ctx *ctx, yaml_node_t *root, ct_config *cfg);
+/* Walks train.early_stopping and the 'log' section (config_logging.c). */
+int ct_yaml_walk_early_stopping(const ct_yaml_ctx *ctx, yaml_node_t *node,
+                                ct_early_stop_cfg *out);
+int ct_yaml_walk_log(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg);
 /* Walks the 'model' mapping (config_layers.c). */
 int ct_yaml_walk_model(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg);
 

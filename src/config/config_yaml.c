@@ -339,10 +339,11 @@ static int ct_data_check_channels(const ct_yaml_ctx *ctx, const ct_config *cfg) 
 /* ---- train ---------------------------------------------------------------- */
 
 enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH, T_CPU_LOOPS,
-       T_LABEL_SMOOTHING };
-static const char *const ct_train_keys[] = {"epochs", "batch_size", "grad_accum_steps", "amp",
-                                            "seed",   "out",        "graph",            "cpu_loops",
-                                            "label_smoothing"};
+       T_LABEL_SMOOTHING, T_EARLY_STOPPING };
+static const char *const ct_train_keys[] = {"epochs",    "batch_size",      "grad_accum_steps",
+                                            "amp",       "seed",            "out",
+                                            "graph",     "cpu_loops",       "label_smoothing",
+                                            "early_stopping"};
 
 /* A choice key's scalar (config_internal.h) into *out, an enum value. */
 static int ct_walk_choice(const ct_yaml_ctx *ctx, yaml_node_t *node, const ct_choice *c, int *out) {
@@ -398,6 +399,9 @@ static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
         if (ct_get_string(ctx, v.val[T_OUT], "train.out", t->out, sizeof t->out)) return -1;
         ctx->out_given = true;
     }
+    if (v.val[T_EARLY_STOPPING] &&
+        ct_yaml_walk_early_stopping(ctx, v.val[T_EARLY_STOPPING], &t->early_stopping))
+        return -1;
     return 0;
 }
 
@@ -415,9 +419,9 @@ static int ct_walk_device(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
 
 /* ---- root ----------------------------------------------------------------- */
 
-enum { R_NAME, R_MODEL, R_OPTIMIZER, R_SCHEDULE, R_DATA, R_TRAIN, R_DEVICE };
+enum { R_NAME, R_MODEL, R_OPTIMIZER, R_SCHEDULE, R_DATA, R_TRAIN, R_DEVICE, R_LOG };
 static const char *const ct_root_keys[] = {"name", "model", "optimizer", "schedule",
-                                           "data", "train", "device"};
+                                           "data", "train", "device",   "log"};
 
 typedef int (*ct_section_fn)(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg);
 
@@ -426,7 +430,7 @@ int ct_yaml_walk_root(ct_yaml_ctx *ctx, yaml_node_t *root, ct_config *cfg) {
         [R_NAME] = ct_walk_name,   [R_MODEL] = ct_yaml_walk_model,
         [R_OPTIMIZER] = ct_walk_optimizer, [R_SCHEDULE] = ct_walk_schedule,
         [R_DATA] = ct_walk_data,   [R_TRAIN] = ct_walk_train,
-        [R_DEVICE] = ct_walk_device,
+        [R_DEVICE] = ct_walk_device, [R_LOG] = ct_yaml_walk_log,
     };
     ct_map_view v;
     if (ct_map_collect(ctx, root, "", ct_root_keys, CT_COUNT(ct_root_keys), &v)) return -1;

@@ -153,3 +153,38 @@ bool ct_atomic_is_temp_of(const char *name, const char *base) {
             return false;
     return true;
 }
+
+int ct_atomic_link(const char *existing, const char *path, ct_err *err) {
+    struct stat a, b;
+    if (stat(existing, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+        return 0; /* already a name of it (rename would then keep the temporary name) */
+    ct_atomic_file af;
+    if (ct_atomic_open(&af, path, err) != 0) return -1; /* reserves a temporary name */
+    close(af.fd);
+    af.fd = -1;
+    int rc = 0;
+    const char *step = "unlink";
+    if (unlink(af.tmp_path) != 0) rc = errno;
+    if (rc == 0 && link(existing, af.tmp_path) != 0) {
+        rc = errno;
+        step = "link";
+    }
+    if (rc == 0 && rename(af.tmp_path, path) != 0) {
+        rc = errno;
+        step = "rename";
+        unlink(af.tmp_path);
+    }
+    if (rc != 0) {
+        errno = rc;
+        ct_errorf(err, "%s: %s to %s failed: %s", path, step, existing, strerror(rc));
+        release(&af);
+        return -1;
+    }
+    int e = sync_parent_dir(path);
+    release(&af);
+    if (e != 0)
+        return ct_errorf(err, "%s: linked, but syncing its directory failed: %s", path,
+                         strerror(e));
+    return 0;
+}

@@ -32,6 +32,13 @@ void ct_atomic_abort(ct_atomic_file *af);
 /* open + write + commit of one buffer. */
 int ct_atomic_write_file(const char *path, const void *data, size_t n, ct_err *err);
 
+/* Makes path a second name of the file `existing` (a hard link in the same
+ * directory: no bytes copied), replacing path atomically: link to a temporary
+ * name, rename, directory fsync. On failure path is left as it was and errno
+ * holds the cause (EPERM, EXDEV or ENOTSUP where the file system has no hard
+ * links: the caller may copy instead). */
+int ct_atomic_link(const char *existing, const char *path, ct_err *err);
+
 /* Whether the directory entry `name` is a temporary file ct_atomic_open made for
  * the file named `base` in the same directory ("<base>.tmp-" and mkstemp's six
  * letters or digits). One left behind means its writer was killed. */

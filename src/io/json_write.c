@@ -9,6 +9,7 @@
 static void start(ct_jw *w, bool compact) {
     memset(w, 0, sizeof *w);
     w->compact = compact;
+    w->precision = compact ? 10 : 17;
     w->stack[0] = json_object();
     w->depth = 1;
     w->failed = w->stack[0] == NULL;
@@ -93,7 +94,7 @@ const char *ct_jw_finish(ct_jw *w, ct_err *err) {
         ct_errorf(err, "cannot write JSON: out of memory or text that is not UTF-8");
         return NULL;
     }
-    size_t flags = JSON_REAL_PRECISION(17) | (w->compact ? JSON_COMPACT : JSON_INDENT(2));
+    size_t flags = JSON_REAL_PRECISION(w->precision) | (w->compact ? JSON_COMPACT : JSON_INDENT(2));
     char *body = json_dumps(w->stack[0], flags);
     size_t n = body ? strlen(body) : 0;
     free(w->text);

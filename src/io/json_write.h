@@ -3,7 +3,8 @@
  *
  * A document is one top-level object. Inside objects a value has a key; inside
  * arrays the key is NULL. Numbers that are not finite are written as null (JSON
- * has no NaN); reals keep 17 significant digits, so they read back exactly.
+ * has no NaN); reals keep 17 significant digits, so they read back exactly, unless
+ * precision is lowered (ct_jw_init_line's records: 10).
  * Strings must be UTF-8: one that is not is written as null and fails
  * ct_jw_finish. Memory errors are kept until ct_jw_finish reports them.
  */
@@ -23,11 +24,13 @@ typedef struct ct_jw {
     json_t *stack[CT_JW_MAX_DEPTH]; /* open containers; stack[0] the document */
     int depth;
     bool compact;                   /* one line (JSONL) instead of two-space indents */
+    int precision;                  /* significant digits of reals */
     bool failed;                    /* out of memory, invalid UTF-8 or too deep */
     char *text;                     /* ct_jw_finish's result */
 } ct_jw;
 
-/* Starts a document: indented (ct_jw_init) or on one line (ct_jw_init_line). */
+/* Starts a document: indented with exact reals (ct_jw_init), or on one line with
+ * reals to 10 significant digits, for logs (ct_jw_init_line). */
 void ct_jw_init(ct_jw *w);
 void ct_jw_init_line(ct_jw *w);
 void ct_jw_free(ct_jw *w);

@@ -14,16 +14,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "common/intmath.h"
 #include "common/signals.h"
 #include "data/idx.h"
 #include "dist/dist_train.h"
+#include "io/atomic_file.h"
 #include "train/batches.h"
 #include "train/datasets.h"
+#include "train/early_stop.h"
 #include "train/evaluate.h"
 #include "train/init.h"
+#include "train/manifest.h"
 #include "train/memory.h"
+#include "train/metrics_log.h"
 #include "train/model.h"
 #include "train/profile.h"
 #include "train/progress.h"
@@ -54,9 +59,17 @@ typedef struct fit_state {
                               rank count is dropped: setup) */
     char ckpt_path[CT_PATH_MAX + 32];
     char csv_path[CT_PATH_MAX + 32];
-    ct_run_output output;  /* rank 0: the run directory, locked, and train.log */
+    ct_run_output output;  /* rank 0: the run directory, locked, train.log, metrics.jsonl */
     FILE *bar_out;         /* the progress bar's stream (never copied into train.log) */
     int saves;             /* checkpoints this run wrote */
+    char best_path[CT_PATH_MAX + 32];
+    bool stopped_early;    /* train.early_stopping ended the run */
+    /* The current epoch, for the records of metrics.jsonl (metrics_log.h). */
+    double wait_s;         /* time spent waiting for batches */
+    double last_lr;        /* the lr of the last optimizer step */
+    double last_grad_norm; /* the last measured gradient norm (NaN: none yet) */
+    ct_metrics mark;       /* training metrics summed up to the last step record */
+    double mark_t, mark_wait; /* the clock and wait_s at the last step record */
 } fit_state;
 
 static void fit_cleanup(fit_state *s) {
@@ -78,9 +91,12 @@ static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
 }
 
 /* Keys a resumed run may change without --accept-changes: how long it runs, where
- * and on what; none of them changes what one step computes. */
-static const char *const resume_may_change[] = {"train.epochs", "train.out", "device",
-                                                "train.graph", "train.cpu_loops", NULL};
+ * and on what, when it stops early and what it logs; none of them changes what one
+ * step computes. */
+static const char *const resume_may_change[] = {"train.epochs",    "train.out",
+                                                "device",          "train.graph",
+                                                "train.cpu_loops", "train.early_stopping",
+                                                "log",             NULL};
 
 /* A resumed run continues with the config its checkpoint embeds (resolved again,
  * so that one saved before resolution compares too), unless told to accept the
@@ -162,7 +178,8 @@ static int check_memory(ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     if (plan->total <= bud.available) return 0;
     ct_memory_fix fix;
     ct_err fix_err;
-    bool have = ct_memory_find_fix(cfg, dev, true, bud.available, &fix, &fix_err) == 0;
+    const ct_dataset *sets[2] = {&s->train, s->has_val ? &s->val : &s->test};
+    bool have = ct_memory_find_fix(cfg, dev, true, sets, bud.available, &fix, &fix_err) == 0;
     char b1[32], b2[32];
     if (o->fit_memory && have) {
         long long was = (long long)cfg->train.batch_size * cfg->train.grad_accum_steps;
@@ -182,7 +199,7 @@ static int check_memory(ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         s->model = NULL;
         return create_model(cfg, o, s, dev, err);
     }
-    ct_memory_advice(plan, &bud, cfg, dev, true, &fix, have, o->log);
+    ct_memory_advice(plan, &bud, cfg, dev, true, sets, &fix, have, o->log);
     return ct_errorf(err, "out of memory before training: the plan needs %s but %s are available (%s)",
                      ct_fmt_bytes(plan->total, b1, sizeof b1),
                      ct_fmt_bytes(bud.available, b2, sizeof b2), bud.source);
@@ -222,6 +239,7 @@ static int join_ranks(const ct_fit_opts *o, fit_state *s, ct_err *err) {
 static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s/model.bin", cfg->train.out);
     snprintf(s->csv_path, sizeof s->csv_path, "%s/metrics.csv", cfg->train.out);
+    snprintf(s->best_path, sizeof s->best_path, "%s/best.bin", cfg->train.out);
     if (load_data(cfg, s, err) != 0) return -1;
     ct_device_choice dev;
     ct_device_cfg want = job_device(cfg, s->dist);
@@ -281,13 +299,16 @@ static int write_csv_row(const fit_state *s, double epoch_s, double sps, ct_err 
 
 /* Stops the run when a loss went non-finite: the backend recorded the batch tag
  * (tag = batches started so far in the run) of the first one. */
-static int check_finite(const ct_metrics *tm, int epoch, uint32_t epoch_tag0, long long step,
-                        ct_err *err) {
+static int check_finite(const ct_metrics *tm, int epoch, uint32_t epoch_tag0, int start,
+                        int batches, ct_err *err) {
     if (tm->nonfinite_tag < 0 && isfinite(tm->loss_sum)) return 0;
-    long long batch = tm->nonfinite_tag >= 0 ? tm->nonfinite_tag - epoch_tag0 + 1 : 0;
-    return ct_errorf(err, "loss became %s at epoch %d, batch %lld (optimizer step %lld); "
-                     "try a lower learning rate", isnan(tm->loss_sum) ? "NaN" : "infinite",
-                     epoch + 1, batch, step);
+    const char *what = isnan(tm->loss_sum) ? "NaN" : "infinite";
+    if (tm->nonfinite_tag < 0) /* no tag recorded: the epoch's sum says so */
+        return ct_errorf(err, "loss became %s in epoch %d; try a lower learning rate", what,
+                         epoch + 1);
+    long long batch = start + (long long)(tm->nonfinite_tag - epoch_tag0) + 1;
+    return ct_errorf(err, "loss became %s at epoch %d, batch %lld of %d; try a lower learning "
+                     "rate", what, epoch + 1, batch, batches);
 }
 
 /* Turns a pending signal (signals.h) into stop_requested: at once in a single
@@ -320,6 +341,42 @@ static int epoch_metrics(fit_state *s, bool reset, ct_metrics *tm, ct_err *err) 
     return 0;
 }
 
+/* The next training batch, its wait counted in s->wait_s (ct_batches_next). */
+static int next_batch(fit_state *s, int *n, int *index, ct_err *err) {
+    double t0 = ct_now();
+    int rc = ct_batches_next(&s->train_batches, n, index, err);
+    s->wait_s += ct_now() - t0;
+    return rc;
+}
+
+/* The loss scale of fp16's scaler, 0 without one (a record's null). */
+static double loss_scale(const fit_state *s) {
+    return s->scaler.enabled ? s->scaler.scale : 0.0;
+}
+
+/* A "step" record over the stretch since the last one (every rank takes part in
+ * the sum; rank 0 writes). */
+static int step_record(fit_state *s, int epoch, ct_err *err) {
+    ct_metrics tm = {0};
+    ct_model *m = s->model;
+    if (m->device.vt->read_metrics(m->be, &tm, false, err) != 0) return -1;
+    if (ct_dist_sum_metrics(&tm, 0, err) != 0) return -1;
+    double now = ct_now(), dt = now - s->mark_t;
+    long long samples = tm.samples - s->mark.samples;
+    ct_metric_record r = {
+        .type = "step", .epoch = epoch + 1, .step = s->info.step,
+        .loss = samples > 0 ? (tm.loss_sum - s->mark.loss_sum) / (double)samples : NAN,
+        .acc = samples > 0 ? (double)(tm.correct - s->mark.correct) / (double)samples : NAN,
+        .lr = s->last_lr, .samples_per_sec = dt > 0 ? (double)samples / dt : NAN,
+        .data_wait = dt > 0 ? (s->wait_s - s->mark_wait) / dt : NAN,
+        .loss_scale = loss_scale(s), .grad_norm = s->stepper.grad_norm};
+    s->mark = tm;
+    s->mark_t = now;
+    s->mark_wait = s->wait_s;
+    if (!s->output.metrics) return 0;
+    return ct_metrics_log_write(s->output.metrics, s->output.metrics_path, &r, err);
+}
+
 /* One training epoch from batch `start` (a resumed epoch's position). Returns 0 when
  * done, 1 when stopped by a signal (at an optimizer step's end: the epoch's metrics
  * so far in *tm, the batches done in *done), -1 on error. */
@@ -341,20 +398,34 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         return -1;
     uint32_t tag0 = s->batch_tag;
     ct_scaler_start_epoch(&s->scaler);
+    int every = cfg->log.every_steps;
+    s->wait_s = s->mark_wait = 0.0;
+    s->mark = (ct_metrics){0};
+    s->mark_t = ct_now();
     int micro = 0, step_in_epoch = start / accum, n, index = start - 1, rc;
-    while (index + 1 < nb && (rc = ct_batches_next(&s->train_batches, &n, &index, err)) == 1) {
+    while (index + 1 < nb && (rc = next_batch(s, &n, &index, err)) == 1) {
         ct_step_in in = {.rows = s->train_batches.last_global, .accumulate = micro > 0, .tag = s->batch_tag++,
                          .update = micro + 1 == accum || index == nb - 1,
                          .epoch = (uint32_t)epoch, .first_pos = s->train_batches.first_pos};
-        if (in.update) in.lr = ct_lr_at(cfg, epoch, step_in_epoch, steps_per_epoch);
+        /* a step record, or the epoch's last step, measures the gradient norm */
+        bool record = in.update && every > 0 && (s->info.step + 1) % every == 0;
+        if (in.update) {
+            in.lr = ct_lr_at(cfg, epoch, step_in_epoch, steps_per_epoch);
+            in.grad_norm = record || index == nb - 1;
+        }
         if (ct_step_run(&s->stepper, &in, err) != 0) return -1;
+        if (in.update) {
+            s->last_lr = in.lr;
+            if (in.grad_norm) s->last_grad_norm = s->stepper.grad_norm;
+        }
+        if (record && step_record(s, epoch, err) != 0) return -1;
         micro = in.update ? 0 : micro + 1;
         step_in_epoch += in.update;
         bool draw = ct_progress_due(&bar, index + 1); /* rank 0 only */
         bool check = (index + 1) % CHECK_EVERY == 0;  /* every rank */
         if (draw || check) {
             if (vt->read_metrics(m->be, tm, false, err) != 0) return -1;
-            int bad = check_finite(tm, epoch, tag0, s->info.step, err);
+            int bad = check_finite(tm, epoch, tag0, start, nb, err);
             if (s->dist->size == 1 ? bad != 0 : check && ct_dist_agree(bad, err) != 0) return -1;
             if (draw)
                 ct_progress_update(&bar, index + 1, tm->loss_sum / (double)tm->samples,
@@ -372,7 +443,7 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     ct_progress_finish(&bar);
     if (index + 1 < nb) return -1; /* ct_batches_next failed */
     if (epoch_metrics(s, true, tm, err) != 0) return -1;
-    return check_finite(tm, epoch, tag0, s->info.step, err);
+    return check_finite(tm, epoch, tag0, start, nb, err);
 }
 
 /* A resumed epoch's position must be one this run can continue from: the same
@@ -387,6 +458,22 @@ static int check_position(const ct_config *cfg, const fit_state *s, ct_err *err)
                          "there needs the same train.batch_size and grad_accum_steps",
                          s->ckpt_path, b, s->info.epoch_samples, s->info.epoch + 1);
     return 0;
+}
+
+/* model.bin, just saved after a whole epoch, is the best so far: best.bin becomes
+ * a second name of that file (no copy; the next model.bin is a new file), or a
+ * copy where the file system has no hard links. */
+static int best_from_model(const ct_config *cfg, fit_state *s, ct_err *err) {
+    if (ct_atomic_link(s->ckpt_path, s->best_path, err) == 0) return 0;
+    if (errno != EPERM && errno != EXDEV && errno != ENOTSUP && errno != EOPNOTSUPP &&
+        errno != EMLINK)
+        return -1;
+    return ct_model_save(s->model, cfg, &s->info, s->best_path, err);
+}
+
+static int save_best(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
+    if (!o->save) return 0;
+    return ct_dist_agree(s->dist->rank == 0 ? best_from_model(cfg, s, err) : 0, err);
 }
 
 /* Rank 0 writes the checkpoint; every rank learns whether it worked. */
@@ -436,10 +523,13 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         s->info.val_loss = vm.loss_sum / (double)vm.samples;
         s->info.val_acc = (double)vm.correct / (double)vm.samples;
         double sps = (double)n_train / t_train;
+        bool improved = ct_best_update(&s->info, &cfg->train.early_stopping);
         fprintf(o->out,
                 "Epoch %02d | Train Loss: %.4f, Acc: %.4f | Val Loss: %.4f, Acc: %.4f | %.1fs, %.0f samples/s",
                 epoch + 1, s->info.train_loss, s->info.train_acc, s->info.val_loss,
                 s->info.val_acc, t_epoch, sps);
+        if (cfg->schedule.type != CT_SCHED_CONSTANT || cfg->schedule.warmup_epochs > 0)
+            fprintf(o->out, " | lr %.4g", s->last_lr); /* the epoch's last step's */
         if (s->scaler.enabled)
             fprintf(o->out, " | scale %.0f, skipped %lld", s->scaler.scale,
                     s->scaler.skipped_epoch);
@@ -450,7 +540,17 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         fputc('\n', o->out);
         fflush(o->out);
         if (save(cfg, o, s, err) != 0) return -1;
+        if (improved && save_best(cfg, o, s, err) != 0) return -1;
         if (o->save && s->dist->rank == 0 && write_csv_row(s, t_epoch, sps, err) != 0)
+            return -1;
+        ct_metric_record r = {.type = "epoch", .epoch = epoch + 1, .step = s->info.step,
+                              .loss = s->info.train_loss, .acc = s->info.train_acc,
+                              .val_loss = s->info.val_loss, .val_acc = s->info.val_acc,
+                              .lr = s->last_lr, .seconds = t_epoch, .samples_per_sec = sps,
+                              .data_wait = s->wait_s / t_train, .loss_scale = loss_scale(s),
+                              .grad_norm = s->last_grad_norm, .best_epoch = s->info.best_epoch};
+        if (s->output.metrics &&
+            ct_metrics_log_write(s->output.metrics, s->output.metrics_path, &r, err) != 0)
             return -1;
         res->train_seconds = t_train;
         res->samples_per_sec = sps;
@@ -458,6 +558,14 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         if (stop_requested) {
             res->interrupted = true;
             res->stop_signal = stop_requested;
+            break;
+        }
+        if (ct_early_stop_due(&s->info, &cfg->train.early_stopping)) {
+            s->stopped_early = true;
+            fprintf(o->out, "Early stopping: %s has not improved by more than %g for %d "
+                    "epoch%s\n", ct_monitor_name(cfg->train.early_stopping.monitor),
+                    cfg->train.early_stopping.min_delta, s->info.bad_epochs,
+                    s->info.bad_epochs == 1 ? "" : "s");
             break;
         }
     }
@@ -478,6 +586,11 @@ static int final_test(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     fprintf(o->out, "Test Loss: %.4f, Acc: %.4f (%lld samples)\n", res->test_loss, res->test_acc,
             tm.samples);
     fflush(o->out);
+    ct_metric_record r = {.type = "test", .epoch = s->info.epoch, .loss = res->test_loss,
+                          .acc = res->test_acc, .samples = tm.samples};
+    if (s->output.metrics &&
+        ct_metrics_log_write(s->output.metrics, s->output.metrics_path, &r, err) != 0)
+        return -1;
     return save(cfg, o, s, err);
 }
 
@@ -494,6 +607,7 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     int rc = 0;
     ct_fit_opts own = *o; /* rank 0's out and log copy into train.log */
     s.bar_out = o->log;
+    s.last_grad_norm = NAN;
     if (o->save && o->profile_steps == 0) { /* before anything is loaded; --profile saves nothing */
         rc = ct_dist_agree(s.dist->rank == 0 ? ct_run_output_open(&s.output, cfg, o->resume,
                                                                   o->overwrite, o->out, o->log,
@@ -507,22 +621,45 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     }
     if (rc == 0) rc = ct_dist_agree(setup(cfg, o, &s, err), err);
     if (rc == 0) rc = join_ranks(o, &s, err);
-    if (rc == 0 && s.info.epoch >= cfg->train.epochs)
+    bool done = rc == 0 && (s.info.epoch >= cfg->train.epochs ||
+                            ct_early_stop_due(&s.info, &cfg->train.early_stopping));
+    if (done && s.info.epoch >= cfg->train.epochs)
         fprintf(o->log, "ctrain: %s already holds %d epoch%s (train.epochs is %d); nothing to do\n",
                 s.ckpt_path, s.info.epoch, s.info.epoch == 1 ? "" : "s", cfg->train.epochs);
+    else if (done)
+        fprintf(o->log, "ctrain: %s stopped early after epoch %d (%s); nothing to do\n",
+                s.ckpt_path, s.info.epoch, ct_monitor_name(cfg->train.early_stopping.monitor));
     if (rc == 0 && o->profile_steps > 0) {
         rc = ct_profile_run(s.model, &s.train_batches, cfg, 5, o->profile_steps, o->out, err);
         fit_cleanup(&s);
         return rc;
     }
     if (rc == 0) rc = ct_dist_agree(check_position(cfg, &s, err), err);
-    if (rc == 0) {
+    /* a run stopped between model.bin and best.bin: model.bin, a whole epoch that
+     * was the best, is what best.bin must be */
+    if (rc == 0 && o->resume && o->save && s.info.epoch_batches == 0 && s.info.epoch > 0 &&
+        s.info.best_epoch == s.info.epoch)
+        rc = save_best(cfg, o, &s, err);
+    ct_manifest_run man = {.command = o->command, .ranks = s.dist->size, .start = time(NULL),
+                           .status = "running"};
+    if (rc == 0 && !done && s.output.dir.held) {
+        man.device = s.model->device.name;
+        man.epochs_done = s.info.epoch;
+        man.best_epoch = s.info.best_epoch;
+        rc = ct_manifest_write(cfg->train.out, cfg, &man, err);
+    }
+    rc = ct_dist_agree(rc, err);
+    if (rc == 0 && !done) {
         bool own = !s.dist->group; /* a group's launcher takes signals for all */
         if (own) ct_signals_graceful(true);
         rc = run_epochs(cfg, o, &s, res, err);
         if (own) ct_signals_graceful(false);
     }
-    if (rc == 0 && s.has_val && !res->interrupted) rc = final_test(cfg, o, &s, res, err);
+    if (rc == 0 && !done && s.has_val && !res->interrupted) rc = final_test(cfg, o, &s, res, err);
+    if (rc == 0 && s.saves > 0 && s.info.best_epoch > 0 && !res->interrupted)
+        fprintf(o->out, "Best: epoch %d, %s %.4f (%s)\n", s.info.best_epoch,
+                ct_monitor_name(cfg->train.early_stopping.monitor), s.info.best_value,
+                s.best_path);
     res->epochs_done = s.info.epoch;
     res->epoch_batches = s.info.epoch_batches;
     res->train_loss = s.info.train_loss;
@@ -531,6 +668,18 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     res->val_acc = s.info.val_acc;
     memcpy(res->checkpoint, s.ckpt_path, sizeof res->checkpoint);
     res->saved = s.saves > 0;
+    if (man.device) { /* the run's end, also after a failure */
+        man.end = time(NULL);
+        man.status = rc != 0             ? "failed"
+                     : res->interrupted  ? "interrupted"
+                     : s.stopped_early   ? "stopped early"
+                                         : "finished";
+        man.error = rc != 0 ? err->msg : NULL;
+        man.epochs_done = s.info.epoch;
+        man.best_epoch = s.info.best_epoch;
+        ct_err ignored;
+        ct_manifest_write(cfg->train.out, cfg, &man, rc != 0 ? &ignored : err);
+    }
     fit_cleanup(&s);
     return rc;
 }

@@ -32,8 +32,9 @@ typedef struct ct_fit_opts {
                                next version */
     bool accept_changes;    /* resume although the config differs from the checkpoint's
                                in keys other than train.epochs, train.out, device,
-                               train.graph and train.cpu_loops (refused otherwise,
-                               naming each key with both values) */
+                               train.graph, train.cpu_loops, train.early_stopping and
+                               log (refused otherwise, naming each key with both
+                               values) */
     const char *init_from;  /* start from these weights (any compatible safetensors), or NULL */
     bool sync_debug;
     bool progress;          /* draw a progress bar on `log` */
@@ -43,6 +44,7 @@ typedef struct ct_fit_opts {
     bool fit_memory;        /* when the plan does not fit, shrink the batch (keeping the
                                effective batch through accumulation) instead of failing */
     int profile_steps;      /* > 0: profile this many steps per layer instead of training */
+    const char *command;    /* the command line, for manifest.json (NULL: none) */
     FILE *out;              /* epoch lines */
     FILE *log;              /* notices and progress */
 } ct_fit_opts;

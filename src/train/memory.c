@@ -94,9 +94,13 @@ void ct_memory_report(const ct_plan *plan, const char *title, FILE *out) {
 
 /* Arena bytes of cfg's model at `batch`, or 0 when it cannot be planned. */
 static size_t plan_bytes(const ct_config *cfg, const ct_device_choice *dev, bool training,
-                         int batch) {
+                         const ct_dataset *const *datasets, int batch) {
     ct_model *m;
     ct_model_req req = {.training = training, .batch = batch};
+    if (datasets) {
+        req.datasets[0] = datasets[0];
+        req.datasets[1] = datasets[1];
+    }
     ct_err e;
     if (ct_model_create(cfg, dev, &req, &m, &e) != 0) return 0;
     size_t total = m->plan.total;
@@ -111,7 +115,8 @@ static long long batch_for_steps(long long effective, long long steps) {
 }
 
 int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, bool training,
-                       size_t available, ct_memory_fix *fix, ct_err *err) {
+                       const ct_dataset *const *datasets, size_t available, ct_memory_fix *fix,
+                       ct_err *err) {
     /* the fix accumulates gradients: plan with that (backends may need scratch) */
     ct_config *cfg = malloc(sizeof *cfg);
     if (!cfg) return ct_errorf(err, "out of host memory");
@@ -123,14 +128,14 @@ int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, boo
     long long hi = effective;
     int below = cfg_in->train.batch_size - 1;
     long long lo = below >= 1 ? batch_for_steps(effective, below) : hi;
-    size_t arena = plan_bytes(cfg, dev, training, 1);
+    size_t arena = plan_bytes(cfg, dev, training, datasets, 1);
     if (arena == 0 || arena > available) {
         free(cfg);
         return ct_errorf(err, "even batch size 1 needs more than the available memory");
     }
     while (lo < hi) {
         long long mid = lo + (hi - lo) / 2;
-        size_t t = plan_bytes(cfg, dev, training, (int)batch_for_steps(effective, mid));
+        size_t t = plan_bytes(cfg, dev, training, datasets, (int)batch_for_steps(effective, mid));
         if (t != 0 && t <= available) {
             hi = mid;
             arena = t;
@@ -142,7 +147,7 @@ int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, boo
     int fits = (int)batch_for_steps(effective, hi), top = below >= fits ? below : fits;
     while (fits < top) {
         int mid = fits + (top - fits + 1) / 2;
-        size_t t = plan_bytes(cfg, dev, training, mid);
+        size_t t = plan_bytes(cfg, dev, training, datasets, mid);
         if (t != 0 && t <= available)
             fits = mid;
         else
@@ -166,7 +171,7 @@ int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, boo
  * cannot be planned) and what to checkpoint in `which` ("layers 0,1,3" or
  * "residual blocks 2,4": top-level entries of model.layers). */
 static size_t checkpointed_bytes(const ct_config *cfg, const ct_device_choice *dev, bool training,
-                                 char *which, size_t n) {
+                                 const ct_dataset *const *datasets, char *which, size_t n) {
     ct_config *c = malloc(sizeof *c);
     if (!c) return 0;
     *c = *cfg;
@@ -191,13 +196,14 @@ static size_t checkpointed_bytes(const ct_config *cfg, const ct_device_choice *d
         }
         if (l->branch == CT_BRANCH_MAIN) top++;
     }
-    size_t t = first ? 0 : plan_bytes(c, dev, training, c->train.batch_size);
+    size_t t = first ? 0 : plan_bytes(c, dev, training, datasets, c->train.batch_size);
     free(c);
     return t;
 }
 
 void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *bud, const ct_config *cfg,
-                      const ct_device_choice *dev, bool training, const ct_memory_fix *fix,
+                      const ct_device_choice *dev, bool training,
+                      const ct_dataset *const *datasets, const ct_memory_fix *fix,
                       bool have_fix, FILE *out) {
     char b1[32], b2[32];
     fprintf(out, "ctrain: the plan needs %s but %s are available (%s):\n",
@@ -231,7 +237,7 @@ void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *bud, const ct
     fprintf(out, "  - train.amp fp16/bf16: saves nothing here (activations are stored in fp32; "
                  "16-bit storage is not implemented)\n");
     char which[256];
-    size_t ck = checkpointed_bytes(cfg, dev, training, which, sizeof which);
+    size_t ck = checkpointed_bytes(cfg, dev, training, datasets, which, sizeof which);
     if (ck && ck < plan->total)
         fprintf(out, "  - activation checkpointing (checkpoint: true on %s): arena %s at "
                      "batch %d, saving %s\n",

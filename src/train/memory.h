@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "backend/device.h"
+#include "data/idx.h"
 #include "config/config.h"
 #include "plan/plan.h"
 
@@ -49,16 +50,20 @@ typedef struct ct_memory_fix {
  * largest batch of this form that fits. Also finds fix->largest, the largest batch
  * of any size that fits (which may change the effective batch by much: it is
  * reported, not applied). Binary searches on the real planner: at most
- * log2(E) + log2(batch) + 2 plans, nothing allocated. Returns 0 with *fix, or -1 when
- * not even batch 1 fits. */
+ * log2(E) + log2(batch) + 2 plans, nothing allocated. datasets: the training and
+ * evaluation sets the model keeps on its device (ct_model_req; NULL: none), so that
+ * every plan is the one fit makes. Returns 0 with *fix, or -1 when not even batch 1
+ * fits. */
 int ct_memory_find_fix(const ct_config *cfg, const ct_device_choice *dev, bool training,
-                       size_t available, ct_memory_fix *fix, ct_err *err);
+                       const ct_dataset *const *datasets, size_t available, ct_memory_fix *fix,
+                       ct_err *err);
 
 /* Prints what is needed against what is available, region by region, and the fixes
  * computed for this model (smaller batch with accumulation; activation
  * checkpointing, planned to measure its saving). */
 void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *b, const ct_config *cfg,
-                      const ct_device_choice *dev, bool training, const ct_memory_fix *fix,
+                      const ct_device_choice *dev, bool training,
+                      const ct_dataset *const *datasets, const ct_memory_fix *fix,
                       bool have_fix, FILE *out);
 
 #endif

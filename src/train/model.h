@@ -90,12 +90,19 @@ typedef struct ct_ckpt_info {
      * "amp_growth_tracker" when amp_scale > 0 (0: no scaler, nothing written). */
     double amp_scale;
     int amp_growth_tracker;
+    /* The best epoch so far by the monitored metric (train.early_stopping.monitor,
+     * val_loss by default), its value, and the epochs since it without an
+     * improvement; written as "best_epoch", "best_value" and "bad_epochs" when
+     * best_epoch > 0, so that a resumed run keeps best.bin and its patience. */
+    int best_epoch;
+    double best_value;
+    int bad_epochs;
 } ct_ckpt_info;
 
 /* The progress a training checkpoint records (path names it in errors): epoch,
- * step, the loss scaler's state (amp_scale 0 when absent) and an interrupted
- * epoch's position (epoch_* 0 when absent); every value must be a whole, in-range
- * number. Returns 0, or -1 when the metadata is missing or malformed. */
+ * step, the loss scaler's state (amp_scale 0 when absent), an interrupted epoch's
+ * position (epoch_* 0 when absent) and the best epoch (0 when absent); every value
+ * must be a whole, in-range number (best_value: any finite number). Returns 0, or -1 when the metadata is missing or malformed. */
 int ct_model_read_progress(const ct_checkpoint *ck, const char *path, ct_ckpt_info *info,
                            ct_err *err);
 

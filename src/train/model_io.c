@@ -146,7 +146,7 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         add_tensors(m, prefix, ct_model_host(m, s), t + np * (1 + s), names + np * (1 + s));
     }
     add_buffers(m, t + np * (1 + slots));
-    char v[16][48];
+    char v[19][48];
     snprintf(v[0], sizeof v[0], "%d", info->epoch);
     snprintf(v[1], sizeof v[1], "%lld", info->step);
     snprintf(v[2], sizeof v[2], "%.6f", info->train_loss);
@@ -163,10 +163,13 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
     snprintf(v[13], sizeof v[13], "%lld", info->epoch_samples);
     snprintf(v[14], sizeof v[14], "%.6f", info->test_loss);
     snprintf(v[15], sizeof v[15], "%.6f", info->test_acc);
+    snprintf(v[16], sizeof v[16], "%d", info->best_epoch);
+    snprintf(v[17], sizeof v[17], "%.17g", info->best_value);
+    snprintf(v[18], sizeof v[18], "%d", info->bad_epochs);
     char dir[CT_PATH_MAX], absdir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", cfg->source);
     if (!realpath(dirname(dir), absdir)) snprintf(absdir, sizeof absdir, ".");
-    ct_ckpt_meta meta[22] = {
+    ct_ckpt_meta meta[25] = {
         {"format", CT_CKPT_FORMAT},
         {"format_version", CT_CKPT_FORMAT_VERSION},
         {"config", cfg->text ? cfg->text : ""},
@@ -190,6 +193,11 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
     if (info->has_test) { /* the test set after the last epoch (data.val_split) */
         meta[n_meta++] = (ct_ckpt_meta){"test_loss", v[14]};
         meta[n_meta++] = (ct_ckpt_meta){"test_acc", v[15]};
+    }
+    if (info->best_epoch > 0) { /* the best epoch so far, and the patience used */
+        meta[n_meta++] = (ct_ckpt_meta){"best_epoch", v[16]};
+        meta[n_meta++] = (ct_ckpt_meta){"best_value", v[17]};
+        meta[n_meta++] = (ct_ckpt_meta){"bad_epochs", v[18]};
     }
     if (info->epoch_batches > 0) { /* where an interrupted epoch stands */
         meta[n_meta++] = (ct_ckpt_meta){"epoch_batches", v[10]};
@@ -257,6 +265,22 @@ int ct_model_read_progress(const ct_checkpoint *ck, const char *path, ct_ckpt_in
     if (present && correct > samples)
         return ct_errorf(err, "%s: metadata epoch_correct %lld exceeds epoch_samples %lld", path,
                          correct, samples);
+    long long best = 0, bad = 0;
+    double best_value = 0.0;
+    int be = meta_int(ck, path, "best_epoch", 1, epoch, &best, err);
+    int bd = be < 0 ? -1 : meta_int(ck, path, "bad_epochs", 0, epoch, &bad, err);
+    if (be < 0 || bd < 0) return -1;
+    if (be == 0) {
+        const char *t = ct_checkpoint_meta_get(ck, "best_value");
+        char *end;
+        best_value = t ? strtod(t, &end) : NAN;
+        if (!t || end == t || *end || !isfinite(best_value))
+            return ct_errorf(err, "%s: metadata best_value is '%.40s', not a finite number",
+                             path, t ? t : "(absent)");
+    }
+    info->best_epoch = be == 0 ? (int)best : 0;
+    info->best_value = best_value;
+    info->bad_epochs = be == 0 ? (int)bad : 0;
     info->epoch = (int)epoch;
     info->step = step;
     info->amp_scale = a == 0 && g == 0 ? scale : 0.0;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "io/atomic_file.h"
+#include "train/metrics_log.h"
 
 /* ---- a stream that writes to two ------------------------------------------ */
 
@@ -53,7 +54,8 @@ static FILE *tee_open(FILE *a, FILE *b) {
 
 /* ---- the run directory ------------------------------------------------------ */
 
-static const char *const atomic_outputs[] = {"model.bin", "best.bin", "config.yaml", NULL};
+static const char *const atomic_outputs[] = {"model.bin", "best.bin", "config.yaml",
+                                             "manifest.json", NULL};
 
 static int choose_and_lock(ct_run_output *ro, const ct_config *cfg, bool resume,
                            bool overwrite, FILE *log, ct_err *err) {
@@ -115,6 +117,12 @@ int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool over
         ct_run_output_close(ro, false);
         return ct_errorf(err, "out of memory");
     }
+    snprintf(ro->metrics_path, sizeof ro->metrics_path, "%s/metrics.jsonl", ro->dir.path);
+    ro->metrics = ct_metrics_log_open(ro->dir.path, resume, err);
+    if (!ro->metrics) {
+        ct_run_output_close(ro, false);
+        return -1;
+    }
     if (ro->versioned)
         fprintf(ro->log, "ctrain: %s holds an earlier run; this run writes %s (--resume "
                 "continues the newest run, --overwrite replaces %s)\n", base, ro->dir.path,
@@ -126,10 +134,12 @@ void ct_run_output_close(ct_run_output *ro, bool saved) {
     if (ro->out) fclose(ro->out);
     if (ro->log) fclose(ro->log);
     if (ro->log_file) fclose(ro->log_file);
-    ro->out = ro->log = ro->log_file = NULL;
+    if (ro->metrics) fclose(ro->metrics);
+    ro->out = ro->log = ro->log_file = ro->metrics = NULL;
     if (ro->dir.held && ro->fresh && !saved) { /* a new run that failed before its first save */
-        static const char *const written[] = {"config.yaml", "train.log"};
-        for (int i = 0; i < 2; i++) {
+        static const char *const written[] = {"config.yaml", "train.log", "metrics.jsonl",
+                                              "manifest.json"};
+        for (int i = 0; i < 4; i++) {
             char path[PATH_MAX + 32];
             snprintf(path, sizeof path, "%s/%s", ro->dir.path, written[i]);
             unlink(path);

@@ -2,6 +2,8 @@
  * replay of a recorded step (see step.h). */
 #include "train/step.h"
 
+#include <math.h>
+
 #include "train/schedule.h"
 
 /* The loss gradient's scale and the optimizer's scalars: one definition for both
@@ -20,13 +22,20 @@ static ct_opt_hyper opt_hyper(const ct_stepper *st, double lr, float scale) {
 
 /* Reduction, the scaler's check and one optimizer step; the step is skipped when
  * the scaler finds an inf/NaN gradient. */
-static int update(ct_stepper *st, double lr, ct_err *err) {
+static int update(ct_stepper *st, const ct_step_in *in, ct_err *err) {
     ct_model *m = st->m;
     const ct_backend_vt *vt = m->device.vt;
+    double lr = in->lr;
     if (st->reduce_grads && st->reduce_grads(st->reduce_ctx, err) != 0) return -1;
     bool found = false;
     if (st->scaler->enabled && vt->grads_nonfinite(m->be, &found, err) != 0) return -1;
     float scale = ct_scaler_loss_scale(st->scaler); /* the one these gradients carry */
+    st->grad_norm = NAN;
+    if (in->grad_norm && vt->grad_norm) {
+        double raw = 0.0;
+        if (vt->grad_norm(m->be, &raw, err) != 0) return -1;
+        st->grad_norm = raw / scale;
+    }
     if (!ct_scaler_update(st->scaler, found)) return 0;
     ct_opt_hyper h = opt_hyper(st, lr, scale);
     if (vt->optimizer_step(m->be, &h, err) != 0) return -1;
@@ -46,7 +55,7 @@ static int pass(ct_stepper *st, const ct_step_in *in, ct_err *err) {
 
 static int plain_step(ct_stepper *st, const ct_step_in *in, ct_err *err) {
     if (pass(st, in, err) != 0) return -1;
-    return in->update ? update(st, in->lr, err) : 0;
+    return in->update ? update(st, in, err) : 0;
 }
 
 /* ---- captured steps ---------------------------------------------------------------- */
@@ -61,7 +70,7 @@ static bool graph_eligible(const ct_stepper *st, const ct_step_in *in) {
            vt->step_capture_end && vt->step_replay && in->update && !in->accumulate &&
            in->rows == m->opts.batch_size && t->grad_accum_steps == 1 &&
            t->amp != CT_AMP_FP16 && !st->scaler->enabled && !st->reduce_grads &&
-           !m->opts.sync_debug;
+           !m->opts.sync_debug && !in->grad_norm;
 }
 
 static void graph_give_up(ct_stepper *st, const char *what, const ct_err *e) {

@@ -8,6 +8,7 @@
  * and when `update` is set (the last micro-batch of an accumulation group):
  *   the gradient reduction hook (data parallelism: the sum over ranks), the fp16
  *   scaler's inf/NaN check (a skipped step is not an error and does not count),
+ *   the gradient norm when asked (backend.h grad_norm, divided by the loss scale),
  *   one optimizer step at lr with the gradients unscaled.
  * `rows` is the number of rows the loss is averaged over: the global batch's rows,
  * so that summing the shards' gradients over ranks gives the global mean.
@@ -15,7 +16,7 @@
  * Captured steps (train.graph auto, backends with step_capture_begin: CUDA): when
  * a step is eligible (update set, accumulate not set, rows == batch_size and a
  * full batch loaded, grad_accum_steps 1, amp not fp16, no reduce_grads hook, no
- * sync_debug), the first eligible step runs call by call (one-time library
+ * sync_debug, no gradient norm asked for), the first eligible step runs call by call (one-time library
  * initialization then happens outside any capture), the second is recorded, and
  * every eligible step from then on is one replay given its per-step values
  * (epoch, the batch's first position, tag, loss gradient scale, optimizer scalars)
@@ -50,6 +51,8 @@ typedef struct ct_stepper {
     bool graph_ready;     /* the backend holds a recorded step */
     bool graph_off;       /* recording or a replay failed: call by call from now on */
     long long graph_replays; /* steps run as a replay */
+    double grad_norm;     /* the last optimizer step's gradient norm, unscaled, when
+                             its ct_step_in asked for it; NaN otherwise */
 } ct_stepper;
 
 typedef struct ct_step_in {
@@ -61,6 +64,8 @@ typedef struct ct_step_in {
     uint32_t epoch;  /* the training epoch: forward/backward's dropout key */
     int64_t first_pos; /* epoch position the loaded batch was loaded at
                           (ct_batches.first_pos), for a replay's ct_step_args */
+    bool grad_norm;  /* (when update) measure the gradient norm the optimizer steps
+                        with into st->grad_norm; such a step runs call by call */
 } ct_step_in;
 
 int ct_step_run(ct_stepper *st, const ct_step_in *in, ct_err *err);

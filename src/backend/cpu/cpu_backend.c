@@ -534,6 +534,18 @@ static int cpu_grads_nonfinite(ct_backend *bb, bool *found, ct_err *err) {
     return 0;
 }
 
+static int cpu_grad_norm(ct_backend *bb, double *norm, ct_err *err) {
+    ct_cpu *b = as_cpu(bb);
+    if (!b->grads) return ct_errorf(err, "cpu backend: no gradients in a forward-only plan");
+    const float *g = b->grads;
+    long n = (long)b->g->n_param_floats;
+    double sum = 0.0;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (long j = 0; j < n; j++) sum += (double)g[j] * (double)g[j];
+    *norm = sqrt(sum);
+    return 0;
+}
+
 static int cpu_grads_zero(ct_backend *bb, ct_err *err) {
     ct_cpu *b = as_cpu(bb);
     if (!b->grads) return ct_errorf(err, "cpu backend: no gradients in a forward-only plan");
@@ -708,6 +720,7 @@ const ct_backend_vt ct_backend_cpu = {
     .grads_nonfinite = cpu_grads_nonfinite,
     .grads_zero = cpu_grads_zero,
     .grads_host = cpu_grads_host,
+    .grad_norm = cpu_grad_norm,
     .read_metrics = cpu_read_metrics,
     .params_to_host = cpu_params_to_host,
     .params_from_host = cpu_params_from_host,

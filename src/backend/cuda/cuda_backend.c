@@ -685,6 +685,16 @@ static int cuda_grads_nonfinite(ct_backend *bb, bool *found, ct_err *err) {
     return 0;
 }
 
+/* cuBLAS's nrm2 on the stream, the result copied to the host (pointer mode host). */
+static int cuda_grad_norm(ct_backend *bb, double *norm, ct_err *err) {
+    ct_cuda *b = as_cuda(bb);
+    if (!b->grads) return ct_errorf(err, "cuda backend: no gradients in a forward-only plan");
+    float r = 0.0f;
+    CT_CUBLAS(err, cublasSnrm2_64(b->blas, (int64_t)b->g->n_param_floats, b->grads, 1, &r));
+    *norm = r;
+    return 0;
+}
+
 static int cuda_grads_zero(ct_backend *bb, ct_err *err) {
     ct_cuda *b = as_cuda(bb);
     if (!b->grads) return ct_errorf(err, "cuda backend: no gradients in a forward-only plan");
@@ -848,6 +858,7 @@ const ct_backend_vt ct_backend_cuda = {
     .backward = cuda_backward,
     .optimizer_step = cuda_optimizer_step,
     .grads_nonfinite = cuda_grads_nonfinite,
+    .grad_norm = cuda_grad_norm,
     .grads_zero = cuda_grads_zero,
 #ifdef CT_HAVE_NCCL
     .grads_allreduce_nccl = ct_cuda_grads_allreduce_nccl,

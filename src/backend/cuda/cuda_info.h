@@ -31,6 +31,12 @@ void ct_cudnn_version_str(size_t v, char *out, size_t n);
 /* "2.27.3" from 22703 (and the pre-2.9 encoding 2804 = 2.8.4); "not found" from 0. */
 void ct_nccl_version_str(int v, char *out, size_t n);
 
+/* Every version of v as text, as `ctrain devices` and manifest.json give them. */
+typedef struct ct_cuda_versions_text {
+    char driver[32], runtime[32], cudnn[32], cublas[48], nccl[32];
+} ct_cuda_versions_text;
+void ct_cuda_versions_to_text(const ct_cuda_versions *v, ct_cuda_versions_text *t);
+
 typedef struct ct_cuda_device_info {
     int index;
     char name[256];

@@ -1,0 +1,73 @@
+/* metrics_log.c: the records of metrics.jsonl (metrics_log.h). */
+#include "train/metrics_log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "io/json_write.h"
+
+/* A number, or null when not finite (json_write.h) or when absent is set. */
+static void num_or_null(ct_jw *w, const char *key, double v, bool absent) {
+    if (absent)
+        ct_jw_null(w, key);
+    else
+        ct_jw_num(w, key, v);
+}
+
+int ct_metric_record_line(const ct_metric_record *r, char *buf, size_t n, ct_err *err) {
+    ct_jw w;
+    ct_jw_init_line(&w);
+    ct_jw_str(&w, "type", r->type);
+    ct_jw_int(&w, "epoch", r->epoch);
+    if (strcmp(r->type, "test") == 0) {
+        ct_jw_num(&w, "test_loss", r->loss);
+        ct_jw_num(&w, "test_acc", r->acc);
+        ct_jw_int(&w, "samples", r->samples);
+    } else {
+        bool epoch = strcmp(r->type, "epoch") == 0;
+        ct_jw_int(&w, "step", r->step);
+        ct_jw_num(&w, epoch ? "train_loss" : "loss", r->loss);
+        ct_jw_num(&w, epoch ? "train_acc" : "acc", r->acc);
+        if (epoch) {
+            ct_jw_num(&w, "val_loss", r->val_loss);
+            ct_jw_num(&w, "val_acc", r->val_acc);
+        }
+        ct_jw_num(&w, "lr", r->lr);
+        if (epoch) ct_jw_num(&w, "seconds", r->seconds);
+        ct_jw_num(&w, "samples_per_sec", r->samples_per_sec);
+        ct_jw_num(&w, "data_wait", r->data_wait);
+        num_or_null(&w, "loss_scale", r->loss_scale, !(r->loss_scale > 0.0));
+        num_or_null(&w, "grad_norm", r->grad_norm, isnan(r->grad_norm));
+        if (epoch) {
+            ct_jw_int(&w, "best_epoch", r->best_epoch);
+            ct_jw_bool(&w, "best", r->best_epoch == r->epoch);
+        }
+    }
+    const char *text = ct_jw_finish(&w, err);
+    int rc = -1;
+    if (text && strlen(text) < n) {
+        memcpy(buf, text, strlen(text) + 1);
+        rc = 0;
+    } else if (text) {
+        ct_errorf(err, "a metrics record is longer than %zu bytes", n);
+    }
+    ct_jw_free(&w);
+    return rc;
+}
+
+FILE *ct_metrics_log_open(const char *dir, bool resume, ct_err *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, resume ? "a" : "w");
+    if (!f) ct_errorf(err, "%s: cannot open: %s", path, strerror(errno));
+    return f;
+}
+
+int ct_metrics_log_write(FILE *f, const char *path, const ct_metric_record *r, ct_err *err) {
+    char line[2048];
+    if (ct_metric_record_line(r, line, sizeof line, err) != 0) return -1;
+    if (fputs(line, f) == EOF || fflush(f) != 0)
+        return ct_errorf(err, "%s: write failed: %s", path, strerror(errno));
+    return 0;
+}

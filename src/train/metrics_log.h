@@ -1,0 +1,48 @@
+/* metrics_log.h: metrics.jsonl, one JSON object per line (json_write.h), and the
+ * same records for `fit --json`.
+ *
+ *   {"type": "step", "epoch": E, "step": S, "loss": L, "acc": A, "lr": R,
+ *    "samples_per_sec": X, "data_wait": W, "loss_scale": K, "grad_norm": G}
+ *     every log.every_steps optimizer steps; loss and acc over the batches since
+ *     the previous record of the epoch, samples_per_sec and data_wait (the share
+ *     of the time spent waiting for batches) over the same stretch;
+ *   {"type": "epoch", "epoch": E, "step": S, "train_loss", "train_acc",
+ *    "val_loss", "val_acc", "lr", "seconds", "samples_per_sec", "data_wait",
+ *    "loss_scale", "grad_norm", "best_epoch", "best": true|false}
+ *     after each epoch (grad_norm: its last optimizer step's);
+ *   {"type": "test", "epoch": E, "test_loss", "test_acc", "samples"} once, with
+ *     data.val_split.
+ * E counts from 1, S is the optimizer steps done; lr is the last step's; loss_scale
+ * is null without fp16's scaler, grad_norm null when not measured.
+ */
+#ifndef CT_METRICS_LOG_H
+#define CT_METRICS_LOG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "common/error.h"
+
+typedef struct ct_metric_record {
+    const char *type;     /* "step", "epoch" or "test" */
+    int epoch;            /* from 1 */
+    long long step;
+    double loss, acc;     /* step: train; epoch: train; test: test */
+    double val_loss, val_acc;          /* epoch */
+    double lr, seconds, samples_per_sec, data_wait;
+    double loss_scale;    /* <= 0: no scaler (null) */
+    double grad_norm;     /* NaN: not measured (null) */
+    int best_epoch;       /* epoch */
+    long long samples;    /* test */
+} ct_metric_record;
+
+/* One record as a line of JSON (ending in a newline) into buf; -1 when it does not
+ * fit or memory ran out. */
+int ct_metric_record_line(const ct_metric_record *r, char *buf, size_t n, ct_err *err);
+
+/* Opens DIR/metrics.jsonl: appended to when resuming, else started anew. */
+FILE *ct_metrics_log_open(const char *dir, bool resume, ct_err *err);
+/* Writes r as one line and flushes; -1 with err naming the file. */
+int ct_metrics_log_write(FILE *f, const char *path, const ct_metric_record *r, ct_err *err);
+
+#endif

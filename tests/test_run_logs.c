@@ -1,0 +1,318 @@
+/* test_run_logs.c: what a fit records besides its checkpoint, through the binary:
+ *
+ *  - metrics.jsonl: a step record every log.every_steps optimizer steps and one
+ *    record per epoch, each one JSON object per line (read back with jansson), with
+ *    the fields of metrics_log.h; the epoch records agree with metrics.csv and the
+ *    epoch lines; --resume appends to it;
+ *  - the gradient norm a record carries is the norm of the gradients the optimizer
+ *    stepped with (checked against the gradients themselves, in double);
+ *  - best.bin is the checkpoint of the best epoch by the monitored metric, and
+ *    train.early_stopping stops after `patience` epochs without an improvement
+ *    larger than min_delta; the state survives --resume;
+ *  - the learning rate appears in the epoch line when a schedule changes it;
+ *  - manifest.json names the build, libraries, machine, command and how the run
+ *    ended.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/device.h"
+#include "config/config.h"
+#include "helpers.h"
+#include "io/checkpoint.h"
+#include "train/model.h"
+#include "train/scaler.h"
+#include "train/step.h"
+
+static char dir[512], cfg_path[1024];
+
+/* 200 training images at batch 20: 10 optimizer steps per epoch. */
+static int setup(void **state) {
+    (void)state;
+    ct_test_mkdtemp(dir, sizeof dir);
+    ct_test_mnist_subset(dir, 200, 100);
+    static const char layers[] = "    - flatten\n    - linear: {out_features: 16}\n    - relu\n"
+                                 "    - linear: {out_features: 10}\n";
+    static const char extra[] = "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+                                "schedule: {type: cosine}\n"
+                                "train: {epochs: 3, batch_size: 20}\ndevice: cpu\n";
+    ct_test_write_config(dir, "logs", layers, extra, cfg_path, sizeof cfg_path);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    ct_test_rmtree(dir);
+    return 0;
+}
+
+/* `ctrain fit cfg_path --out DIR/OUT --no-progress EXTRA`, which must exit 0; stdout
+ * is returned (malloc'd). */
+static char *fit(const char *out, const char *extra) {
+    char args[3000];
+    snprintf(args, sizeof args, "fit %s --out %s/%s --no-progress %s", cfg_path, dir, out, extra);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("ctrain %s: exit %d: %s", args, r.status, r.err);
+    char *stdout_text = r.out;
+    r.out = NULL;
+    ct_test_run_free(&r);
+    return stdout_text;
+}
+
+/* The records of DIR/OUT/metrics.jsonl, each line parsed; *n gets their count. */
+static json_t **read_records(const char *out, int *n) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", dir, out);
+    char *text = ct_test_read_file(path, NULL);
+    if (!text) fail_msg("%s is missing", path);
+    json_t **recs = calloc(256, sizeof *recs);
+    *n = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        json_error_t e;
+        json_t *v = json_loads(line, JSON_REJECT_DUPLICATES, &e);
+        if (!json_is_object(v)) fail_msg("%s: not one JSON object per line: '%s'", path, line);
+        assert_true(*n < 256);
+        recs[(*n)++] = v;
+    }
+    free(text);
+    return recs;
+}
+
+static void free_records(json_t **recs, int n) {
+    for (int i = 0; i < n; i++) json_decref(recs[i]);
+    free(recs);
+}
+
+static double num(const json_t *rec, const char *key) {
+    json_t *v = json_object_get(rec, key);
+    if (!json_is_number(v)) fail_msg("record lacks a number '%s'", key);
+    return json_number_value(v);
+}
+
+static const char *type_of(const json_t *rec) {
+    return json_string_value(json_object_get(rec, "type"));
+}
+
+/* DIR/OUT/manifest.json, parsed. */
+static json_t *read_manifest(const char *out) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s/manifest.json", dir, out);
+    json_error_t e;
+    json_t *m = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
+    if (!json_is_object(m)) fail_msg("%s: %s", path, e.text);
+    return m;
+}
+
+static const char *str(const json_t *obj, const char *key) {
+    const char *v = json_string_value(json_object_get(obj, key));
+    if (!v) fail_msg("manifest lacks a string '%s'", key);
+    return v;
+}
+
+/* Step records every 4 steps, epoch records every epoch; each with its fields. */
+static void test_metrics_jsonl(void **state) {
+    (void)state;
+    char *out = fit("jsonl", "log.every_steps=4");
+    int n;
+    json_t **recs = read_records("jsonl", &n);
+    /* 30 steps: step records at 4, 8, ..., 28 (7), and 3 epoch records, in order */
+    static const char *const want_type[] = {"step", "step", "epoch", "step", "step",
+                                            "step", "epoch", "step", "step", "epoch"};
+    assert_int_equal(n, 10);
+    for (int i = 0; i < n; i++) assert_string_equal(type_of(recs[i]), want_type[i]);
+    int steps[] = {4, 8, 12, 16, 20, 24, 28}, k = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *r = recs[i];
+        bool epoch = !strcmp(type_of(r), "epoch");
+        if (!epoch) assert_int_equal((int)num(r, "step"), steps[k++]);
+        double loss = num(r, epoch ? "train_loss" : "loss"), acc = num(r, epoch ? "train_acc" : "acc");
+        assert_true(loss > 0 && loss < 5 && acc >= 0 && acc <= 1);
+        assert_true(num(r, "lr") > 0 && num(r, "lr") <= 0.05);
+        assert_true(num(r, "samples_per_sec") > 0);
+        assert_true(num(r, "data_wait") >= 0 && num(r, "data_wait") < 1);
+        assert_true(num(r, "grad_norm") > 0 && isfinite(num(r, "grad_norm")));
+        assert_true(json_is_null(json_object_get(r, "loss_scale"))); /* no fp16 scaler */
+        if (epoch) {
+            assert_true(num(r, "val_loss") > 0 && num(r, "seconds") > 0);
+            assert_true(json_is_boolean(json_object_get(r, "best")));
+        }
+    }
+    assert_int_equal(k, 7);
+    /* the epoch records agree with the epoch lines */
+    int e = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(type_of(recs[i]), "epoch")) continue;
+        e++;
+        assert_int_equal((int)num(recs[i], "epoch"), e);
+        assert_int_equal((int)num(recs[i], "step"), 10 * e);
+        char line[160];
+        snprintf(line, sizeof line, "Epoch %02d | Train Loss: %.4f, Acc: %.4f | Val Loss: %.4f, Acc: %.4f",
+                 e, num(recs[i], "train_loss"), num(recs[i], "train_acc"), num(recs[i], "val_loss"),
+                 num(recs[i], "val_acc"));
+        if (!strstr(out, line)) fail_msg("no epoch line '%s' in:\n%s", line, out);
+        snprintf(line, sizeof line, "| lr %.4g\n", num(recs[i], "lr")); /* cosine changes it */
+        if (!strstr(out, line)) fail_msg("no '%s' in:\n%s", line, out);
+    }
+    free_records(recs, n);
+    free(out);
+
+    /* manifest.json: the build, the libraries, the machine and the run */
+    json_t *man = read_manifest("jsonl");
+    assert_string_equal(str(man, "status"), "finished");
+    assert_string_equal(str(man, "device"), "cpu");
+    assert_string_equal(str(man, "name"), "logs");
+    assert_string_equal(str(man, "seed"), "42");
+    assert_string_equal(str(man, "config"), "config.yaml");
+    assert_non_null(strstr(str(man, "command"), "ctrain fit "));
+    assert_non_null(strstr(str(man, "command"), " log.every_steps=4"));
+    assert_true(strlen(str(man, "onednn_version")) > 0 && strlen(str(man, "host")) > 0);
+    assert_true(strlen(str(man, "start_time")) == 20 && strlen(str(man, "end_time")) == 20);
+    assert_true(strcmp(str(man, "start_time"), str(man, "end_time")) <= 0);
+    json_t *cuda = json_object_get(man, "cuda");
+    assert_true(json_is_object(cuda) || (json_is_null(cuda) && *str(man, "cuda_unavailable")));
+    assert_true(json_is_object(json_object_get(man, "build")));
+    assert_int_equal(json_integer_value(json_object_get(man, "epochs_done")), 3);
+    json_decref(man);
+
+    /* --resume appends the new epoch's records */
+    out = fit("jsonl", "log.every_steps=4 --resume --epochs 4");
+    recs = read_records("jsonl", &n);
+    assert_int_equal(n, 14); /* + steps 32, 36, 40 and epoch 4 */
+    assert_string_equal(type_of(recs[n - 1]), "epoch");
+    assert_int_equal((int)num(recs[n - 1], "epoch"), 4);
+    free_records(recs, n);
+    free(out);
+}
+
+/* The norm a step measures is that of the gradients it stepped with. */
+static void test_grad_norm_is_the_gradients(void **state) {
+    (void)state;
+    ct_config cfg;
+    ct_err err = {{0}};
+    if (ct_config_load(cfg_path, &cfg, &err) != 0) fail_msg("%s", err.msg);
+    ct_device_choice dev;
+    if (ct_device_select(&cfg.device, &dev, &err) != 0) fail_msg("%s", err.msg);
+    ct_model *m = NULL;
+    if (ct_model_create(&cfg, &dev, &(ct_model_req){.training = true, .batch = 20}, &m, &err))
+        fail_msg("%s", err.msg);
+    if (ct_model_bind(m, &err) != 0) fail_msg("%s", err.msg);
+    float *params = ct_model_host(m, -1);
+    for (size_t i = 0; i < m->graph.n_param_floats; i++) params[i] = 0.01f * (float)((i * 7) % 13) - 0.06f;
+    assert_int_equal(m->device.vt->params_from_host(m->be, params, &err), 0);
+    float x[20 * 784];
+    int32_t y[20];
+    for (int i = 0; i < 20 * 784; i++) x[i] = (float)((i * 31) % 17) / 17.0f;
+    for (int i = 0; i < 20; i++) y[i] = i % 10;
+    assert_int_equal(m->device.vt->load_batch(m->be, x, y, 20, 0, &err), 0);
+    ct_scaler scaler;
+    ct_scaler_init(&scaler, CT_AMP_OFF);
+    long long steps = 0;
+    ct_stepper st = {.m = m, .cfg = &cfg, .scaler = &scaler, .opt_steps = &steps};
+    ct_step_in in = {.rows = 20, .update = true, .lr = 0.0, .grad_norm = true};
+    if (ct_step_run(&st, &in, &err) != 0) fail_msg("%s", err.msg);
+    float *g = malloc(m->graph.n_param_floats * sizeof *g);
+    assert_int_equal(m->device.vt->grads_to_host(m->be, g, &err), 0);
+    double sum = 0.0;
+    for (size_t i = 0; i < m->graph.n_param_floats; i++) sum += (double)g[i] * g[i];
+    double want = sqrt(sum);
+    if (!(fabs(st.grad_norm - want) <= 1e-9 * want) || !(want > 0))
+        fail_msg("grad norm %.12g, the gradients' %.12g", st.grad_norm, want);
+    in.grad_norm = false; /* not asked: not measured */
+    if (ct_step_run(&st, &in, &err) != 0) fail_msg("%s", err.msg);
+    assert_true(isnan(st.grad_norm));
+    free(g);
+    ct_model_destroy(m);
+    ct_config_free(&cfg);
+}
+
+/* The epoch a checkpoint holds, from its metadata. */
+static int ckpt_epoch(const char *path, const char *key) {
+    ct_checkpoint ck;
+    ct_err err = {{0}};
+    if (ct_checkpoint_read(path, &ck, &err) != 0) fail_msg("%s", err.msg);
+    const char *v = ct_checkpoint_meta_get(&ck, key);
+    int e = v ? atoi(v) : -1;
+    ct_checkpoint_free(&ck);
+    return e;
+}
+
+/* best.bin follows the monitor; early stopping stops after `patience` epochs
+ * without an improvement above min_delta, and a resumed run keeps that state. */
+static void test_best_and_early_stopping(void **state) {
+    (void)state;
+    char path[1200];
+    /* val_loss falls every epoch here: best is the last epoch, no stop */
+    char *out = fit("best", "--epochs 3");
+    snprintf(path, sizeof path, "%s/best/best.bin", dir);
+    assert_int_equal(ckpt_epoch(path, "epoch"), 3);
+    if (!strstr(out, "Best: epoch 3, val_loss ")) fail_msg("no best line in:\n%s", out);
+    free(out);
+    /* min_delta 1 (no epoch can beat epoch 1 by a whole nat), patience 2: epochs 2
+     * and 3 are bad, the run stops after epoch 3 of 6 */
+    out = fit("early", "--epochs 6 'train.early_stopping={min_delta: 1, patience: 2}'");
+    if (!strstr(out, "Early stopping: val_loss has not improved by more than 1 for 2 epochs"))
+        fail_msg("no early stop in:\n%s", out);
+    assert_null(strstr(out, "Epoch 04"));
+    assert_non_null(strstr(out, "Best: epoch 1, val_loss "));
+    snprintf(path, sizeof path, "%s/early/best.bin", dir);
+    assert_int_equal(ckpt_epoch(path, "epoch"), 1);
+    snprintf(path, sizeof path, "%s/early/model.bin", dir);
+    assert_int_equal(ckpt_epoch(path, "epoch"), 3);
+    assert_int_equal(ckpt_epoch(path, "best_epoch"), 1);
+    assert_int_equal(ckpt_epoch(path, "bad_epochs"), 2);
+    free(out);
+    json_t *man = read_manifest("early");
+    assert_string_equal(str(man, "status"), "stopped early");
+    assert_int_equal(json_integer_value(json_object_get(man, "epochs_done")), 3);
+    assert_int_equal(json_integer_value(json_object_get(man, "best_epoch")), 1);
+    assert_true(json_is_null(json_object_get(man, "error")));
+    json_decref(man);
+    /* resuming a run that stopped early has nothing to do */
+    char args[3000];
+    snprintf(args, sizeof args, "fit %s --out %s/early --no-progress --resume --epochs 6 "
+             "'train.early_stopping={min_delta: 1, patience: 2}'", cfg_path, dir);
+    ct_run_result r = ct_test_run(dir, args);
+    assert_int_equal(r.status, 0);
+    if (!strstr(r.err, "stopped early after epoch 3 (val_loss); nothing to do"))
+        fail_msg("resume of a stopped run: '%s'", r.err);
+    assert_null(strstr(r.out, "Saved"));
+    ct_test_run_free(&r);
+    /* with a larger patience the resumed run goes on, and keeps epoch 1 as best (no
+     * loss falls by 5; a run that lost the state would take epoch 4) */
+    out = fit("early", "--resume --epochs 4 'train.early_stopping={min_delta: 5, patience: 5}'");
+    assert_non_null(strstr(out, "Epoch 04"));
+    if (!strstr(out, "Best: epoch 1, val_loss ")) fail_msg("no best line in:\n%s", out);
+    assert_int_equal(ckpt_epoch(path, "bad_epochs"), 3);
+    free(out);
+    /* monitor val_acc: best.bin has the highest val_acc of the records */
+    out = fit("acc", "--epochs 3 'train.early_stopping={monitor: val_acc, patience: 9}'");
+    int n;
+    json_t **recs = read_records("acc", &n);
+    int best = 0;
+    double best_acc = -1;
+    for (int i = 0; i < n; i++)
+        if (num(recs[i], "val_acc") > best_acc) best_acc = num(recs[i], "val_acc"), best = i + 1;
+    snprintf(path, sizeof path, "%s/acc/best.bin", dir);
+    assert_int_equal(ckpt_epoch(path, "epoch"), best);
+    assert_true(json_is_true(json_object_get(recs[best - 1], "best")));
+    free_records(recs, n);
+    free(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metrics_jsonl),
+        cmocka_unit_test(test_grad_norm_is_the_gradients),
+        cmocka_unit_test(test_best_and_early_stopping),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
