@@ -23,6 +23,9 @@ static const ct_command commands[] = {
      "  --cpu-loops auto|portable|off\n"
      "                    shorthands for train.epochs, ..., applied before KEY=VALUE\n"
      "  --print-config    print the resolved config (YAML) and exit\n"
+     "  --json            stdout: one JSON object per epoch, then the end of the run\n"
+     "  -q, --quiet       print nothing but errors (train.log keeps everything)\n"
+     "  -v, --verbose     a line per step record (log.every_steps, else every 100)\n"
      "  --resume          continue the run --out names, else the newest run of CONFIG\n"
      "                    (weights, optimizer, epoch, batch); a changed config is refused\n"
      "  --accept-changes  resume although the config changed (each key is named)\n"
@@ -41,13 +44,15 @@ static const ct_command commands[] = {
     {"eval", "eval --checkpoint FILE [options]", "evaluate a checkpoint (needs no YAML)",
      "  --data IMAGES LABELS  evaluate on these IDX files instead of the config's test set\n"
      "                        (data.format idx)\n"
-     "  --device D  --batch-size N\n",
+     "  --device D  --batch-size N\n"
+     "  --json            print one JSON object (totals, per class, confusion matrix)\n",
      ct_cmd_eval, false},
     {"summary", "summary CONFIG [KEY=VALUE...] [options]", "print the layer table and memory plan",
      "  --eval            show the forward-only (evaluation) plan\n"
      "  --max-memory SIZE say whether fit's plan fits (reads the data files); when it\n"
      "                    does not, print the fixes and exit 1\n"
      "  --print-config    print the resolved config (YAML) and exit\n"
+     "  --json            print one JSON object instead of the tables\n"
      "  KEY=VALUE, --batch-size N, --device D and the other fit shorthands edit the config\n",
      ct_cmd_summary, false},
     {"devices", "devices [--json]", "list CUDA devices and libraries, or say why there are none",

@@ -308,11 +308,112 @@ static void test_best_and_early_stopping(void **state) {
     free(out);
 }
 
+/* Every line of text parsed as one JSON object; *n gets their count. */
+static json_t **parse_lines(const char *text, int *n) {
+    char *copy = strdup(text);
+    json_t **v = calloc(64, sizeof *v);
+    *n = 0;
+    for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+        json_error_t e;
+        json_t *o = json_loads(line, JSON_REJECT_DUPLICATES, &e);
+        if (!json_is_object(o)) fail_msg("not a JSON object: '%s'", line);
+        assert_true(*n < 64);
+        v[(*n)++] = o;
+    }
+    free(copy);
+    return v;
+}
+
+/* fit --json: epoch records on stdout and an end record last; -q: nothing but the
+ * run's files; -v: a line per step; eval and summary --json: one object each. */
+static void test_json_quiet_verbose(void **state) {
+    (void)state;
+    char args[3000];
+    snprintf(args, sizeof args, "fit %s --out %s/json --no-progress --json --epochs 2", cfg_path,
+             dir);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("fit --json: %s", r.err);
+    int n;
+    json_t **v = parse_lines(r.out, &n);
+    assert_int_equal(n, 3);
+    assert_string_equal(type_of(v[0]), "epoch");
+    assert_string_equal(type_of(v[1]), "epoch");
+    assert_string_equal(type_of(v[2]), "end");
+    assert_string_equal(str(v[2], "status"), "finished");
+    assert_non_null(strstr(str(v[2], "checkpoint"), "/json/model.bin"));
+    assert_int_equal((int)num(v[2], "epochs_done"), 2);
+    assert_true(num(v[2], "peak_rss_mib") > 0);
+    for (int i = 0; i < n; i++) json_decref(v[i]);
+    free(v);
+    ct_test_run_free(&r);
+
+    snprintf(args, sizeof args, "fit %s --out %s/quiet -q --epochs 1", cfg_path, dir);
+    r = ct_test_run(dir, args);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "");
+    assert_string_equal(r.err, "");
+    ct_test_run_free(&r);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/quiet/train.log", dir);
+    char *log = ct_test_read_file(path, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "Epoch 01 |")); /* what -q kept off the terminal */
+    free(log);
+
+    snprintf(args, sizeof args, "fit %s --out %s/verbose -v --no-progress --epochs 1 "
+             "log.every_steps=5", cfg_path, dir);
+    r = ct_test_run(dir, args);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "  step 5 | Loss: "));
+    assert_non_null(strstr(r.out, "  step 10 | Loss: "));
+    assert_non_null(strstr(r.out, "| grad norm "));
+    ct_test_run_free(&r);
+    r = ct_test_run(dir, "fit x.yaml -q -v");
+    assert_int_equal(r.status, 2);
+    ct_test_run_free(&r);
+
+    snprintf(args, sizeof args, "eval --checkpoint %s/json/model.bin --json", dir);
+    r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("eval --json: %s", r.err);
+    json_error_t e;
+    json_t *ev = json_loads(r.out, JSON_REJECT_DUPLICATES, &e);
+    assert_true(json_is_object(ev));
+    assert_int_equal((int)num(ev, "samples"), 100);
+    long long sum = 0, diag = 0;
+    json_t *conf = json_object_get(ev, "confusion");
+    assert_int_equal(json_array_size(conf), 10);
+    for (size_t t = 0; t < 10; t++)
+        for (size_t p = 0; p < 10; p++) {
+            long long c = json_integer_value(json_array_get(json_array_get(conf, t), p));
+            sum += c;
+            diag += t == p ? c : 0;
+        }
+    assert_int_equal(sum, 100);
+    assert_int_equal(diag, (long long)num(ev, "correct"));
+    assert_true(fabs(num(ev, "acc") - diag / 100.0) < 1e-12);
+    json_decref(ev);
+    ct_test_run_free(&r);
+
+    snprintf(args, sizeof args, "summary %s --json --max-memory 1K", cfg_path);
+    r = ct_test_run(dir, args);
+    assert_int_equal(r.status, 1); /* does not fit */
+    json_t *sm = json_loads(r.out, JSON_REJECT_DUPLICATES, &e);
+    if (!json_is_object(sm)) fail_msg("summary --json: '%s'", r.out);
+    assert_int_equal(json_array_size(json_object_get(sm, "layers")), 4);
+    assert_true(json_is_false(json_object_get(sm, "fits")));
+    json_t *mem = json_object_get(sm, "memory");
+    assert_true(num(mem, "total") > 1024 && num(mem, "parameters") == 4 * num(sm, "parameters"));
+    assert_true(num(sm, "training_step_flops") > 0);
+    json_decref(sm);
+    ct_test_run_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_jsonl),
         cmocka_unit_test(test_grad_norm_is_the_gradients),
         cmocka_unit_test(test_best_and_early_stopping),
+        cmocka_unit_test(test_json_quiet_verbose),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,4 +1,5 @@
 /* args.c: the subcommands' shared argument parser (see cli.h). */
+#include <stdbool.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -43,11 +44,26 @@ static int unknown_option(const char *cmd, const char *name, const ct_argspec *s
     return CT_EXIT_USAGE;
 }
 
+/* "--quiet" for 'q' and "--verbose" for 'v'; NULL for other letters. */
+static const char *short_alias(char c) {
+    return c == 'q' ? "--quiet" : c == 'v' ? "--verbose" : NULL;
+}
+
 int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *specs, int nspecs,
                   const char **pos, int max_pos, int *npos, ct_err *err) {
     *npos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (a[0] == '-' && a[1] && a[1] != '-' && !a[2]) { /* "-x": its long form */
+            const char *alias = short_alias(a[1]);
+            bool known = false;
+            for (int k = 0; alias && k < nspecs; k++) known |= !strcmp(specs[k].name, alias + 2);
+            if (!known) {
+                ct_errorf(err, "%s: unknown option '%s'", cmd, a);
+                return CT_EXIT_USAGE;
+            }
+            a = alias;
+        }
         if (strncmp(a, "--", 2) != 0 || a[2] == 0) {
             if (*npos >= max_pos) {
                 ct_errorf(err, "%s: unexpected argument '%s'", cmd, a);

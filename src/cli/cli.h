@@ -36,7 +36,8 @@ typedef struct ct_argspec {
 } ct_argspec;
 
 /* Parses argv[1..argc) into the specs and up to max_pos positionals. Accepts
- * "--name value" and "--name=value" (one value). Unknown options, missing values
+ * "--name value", "--name=value" (one value), and the one-letter aliases -q
+ * (--quiet) and -v (--verbose) where the command has those options. Unknown options, missing values
  * and too many positionals are errors ("fit: unknown option '--epoch' (did you mean
  * '--epochs'?)"); the return value is then CT_EXIT_USAGE, else 0. */
 int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *specs, int nspecs,

@@ -8,6 +8,7 @@
 #include "cli/overrides.h"
 #include "data/idx.h"
 #include "io/checkpoint.h"
+#include "io/json_write.h"
 #include "train/datasets.h"
 #include "train/evaluate.h"
 #include "train/model.h"
@@ -15,6 +16,7 @@
 typedef struct eval_args {
     const char *checkpoint, *images, *labels;
     ct_overrides ov; /* device and batch_size only */
+    bool json;       /* one JSON object instead of the report */
 } eval_args;
 
 static int config_from_checkpoint(const ct_checkpoint *ck, const eval_args *a, ct_config *cfg,
@@ -55,6 +57,44 @@ static void print_report(const ct_metrics *m, int K, const char *data_path) {
     }
 }
 
+/* The report as one JSON object: totals, per class, the confusion matrix. */
+static int print_json(const ct_metrics *m, int K, const char *checkpoint, const char *images,
+                      const char *device, ct_err *err) {
+    ct_jw w;
+    ct_jw_init(&w);
+    ct_jw_str(&w, "checkpoint", checkpoint);
+    ct_jw_str(&w, "data", images);
+    ct_jw_str(&w, "device", device);
+    ct_jw_int(&w, "samples", m->samples);
+    ct_jw_num(&w, "loss", m->loss_sum / (double)m->samples);
+    ct_jw_num(&w, "acc", (double)m->correct / (double)m->samples);
+    ct_jw_int(&w, "correct", m->correct);
+    ct_jw_array(&w, "per_class");
+    for (int t = 0; t < K; t++) {
+        long long row = 0;
+        for (int p = 0; p < K; p++) row += m->confusion[t * K + p];
+        ct_jw_object(&w, NULL);
+        ct_jw_int(&w, "class", t);
+        ct_jw_int(&w, "samples", row);
+        ct_jw_int(&w, "correct", m->confusion[t * K + t]);
+        if (row) ct_jw_num(&w, "acc", (double)m->confusion[t * K + t] / (double)row);
+        else ct_jw_null(&w, "acc");
+        ct_jw_close(&w);
+    }
+    ct_jw_close(&w);
+    ct_jw_array(&w, "confusion"); /* rows: true class, columns: predicted */
+    for (int t = 0; t < K; t++) {
+        ct_jw_array(&w, NULL);
+        for (int p = 0; p < K; p++) ct_jw_int(&w, NULL, m->confusion[t * K + p]);
+        ct_jw_close(&w);
+    }
+    ct_jw_close(&w);
+    const char *text = ct_jw_finish(&w, err);
+    if (text) fputs(text, stdout);
+    ct_jw_free(&w);
+    return text ? 0 : -1;
+}
+
 static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     ct_checkpoint ck;
     ct_config cfg;
@@ -81,8 +121,12 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     conf = calloc((size_t)K * K, sizeof *conf);
     ct_metrics met = {.confusion = conf};
     if (!conf || ct_evaluate(&bt, &met, err) != 0) goto out;
-    print_report(&met, K, images);
-    rc = 0;
+    if (a->json)
+        rc = print_json(&met, K, a->checkpoint, images, m->device.name, err);
+    else {
+        print_report(&met, K, images);
+        rc = 0;
+    }
 out:
     free(conf);
     ct_batches_close(&bt);
@@ -101,6 +145,7 @@ int ct_cmd_eval(int argc, char **argv, ct_err *err) {
         {"data", 2, &a.images, &a.labels, NULL},
         {"device", 1, &a.ov.device, NULL, NULL},
         {"batch-size", 1, &a.ov.batch_size, NULL, NULL},
+        {"json", 0, NULL, NULL, &a.json},
     };
     int npos, rc = ct_parse_args("eval", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
                                  pos, 1, &npos, err);

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/overrides.h"
 #include "common/signals.h"
+#include "io/json_write.h"
 #include "dist/dist.h"
 #include "dist/dist_train.h"
 #include "train/fit.h"
@@ -72,18 +73,50 @@ static void command_line(int argc, char **argv, char *out, size_t n) {
     if (len >= n) snprintf(out + n - 4, 4, "...");
 }
 
+/* --json's last line: how the run ended. */
+static int print_end(const ct_fit_result *res, double peak_rss_mib, ct_err *err) {
+    ct_jw w;
+    ct_jw_init_line(&w);
+    ct_jw_str(&w, "type", "end");
+    ct_jw_str(&w, "status", res->interrupted    ? "interrupted"
+                            : res->stopped_early ? "stopped early"
+                            : res->saved         ? "finished"
+                                                 : "nothing to do");
+    ct_jw_str(&w, "run_dir", res->run_dir);
+    if (res->saved) ct_jw_str(&w, "checkpoint", res->checkpoint);
+    else ct_jw_null(&w, "checkpoint");
+    ct_jw_int(&w, "epochs_done", res->epochs_done);
+    ct_jw_int(&w, "epoch_batches", res->epoch_batches);
+    ct_jw_int(&w, "best_epoch", res->best_epoch);
+    if (res->best_epoch > 0) ct_jw_num(&w, "best_value", res->best_value);
+    else ct_jw_null(&w, "best_value");
+    if (res->has_test) {
+        ct_jw_num(&w, "test_loss", res->test_loss);
+        ct_jw_num(&w, "test_acc", res->test_acc);
+    }
+    ct_jw_num(&w, "peak_rss_mib", peak_rss_mib);
+    const char *text = ct_jw_finish(&w, err);
+    if (text) fputs(text, stdout);
+    ct_jw_free(&w);
+    if (!text) return CT_EXIT_ERROR;
+    return res->interrupted ? ct_signals_exit_status(res->stop_signal) : CT_EXIT_OK;
+}
+
 int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
     const char *init_from = NULL, *max_memory = NULL, *profile_steps = NULL,
                *pos[1 + CT_MAX_EDITS];
     bool resume = false, sync_debug = false, no_progress = false, memory = false,
          fit_memory = false, profile = false, print_config = false, overwrite = false,
-         accept_changes = false;
+         accept_changes = false, json = false, quiet = false, verbose = false;
     ct_argspec specs[] = {
         CT_OVERRIDE_SPECS(ov),
         {"resume", 0, NULL, NULL, &resume},
         {"overwrite", 0, NULL, NULL, &overwrite},
         {"accept-changes", 0, NULL, NULL, &accept_changes},
+        {"json", 0, NULL, NULL, &json},
+        {"quiet", 0, NULL, NULL, &quiet},
+        {"verbose", 0, NULL, NULL, &verbose},
         {"init-from", 1, &init_from, NULL, NULL},
         {"sync-debug", 0, NULL, NULL, &sync_debug},
         {"no-progress", 0, NULL, NULL, &no_progress},
@@ -106,6 +139,10 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     }
     if (resume && overwrite) {
         ct_errorf(err, "fit: --resume and --overwrite exclude each other");
+        return CT_EXIT_USAGE;
+    }
+    if (quiet && verbose) {
+        ct_errorf(err, "fit: --quiet and --verbose exclude each other");
         return CT_EXIT_USAGE;
     }
     size_t limit = 0;
@@ -155,32 +192,39 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         .out = stdout,
         .log = stderr,
     };
-    /* Data parallelism: rank 0 alone prints; the others report only errors. */
-    FILE *quiet = NULL;
-    if (ct_dist_world()->rank != 0) {
-        quiet = fopen("/dev/null", "w");
-        if (!quiet) {
+    /* Data parallelism: rank 0 alone prints; the others report only errors. --json
+     * keeps stdout for its records and --quiet says nothing but errors: the text
+     * still goes to the run's train.log. */
+    FILE *null_out = NULL;
+    bool rank0 = ct_dist_world()->rank == 0;
+    if (!rank0 || json || quiet) {
+        null_out = fopen("/dev/null", "w");
+        if (!null_out) {
             ct_config_free(&cfg);
             ct_errorf(err, "/dev/null: cannot open");
             return CT_EXIT_ERROR;
         }
-        o.out = o.log = quiet;
-        o.progress = false;
+        o.out = null_out;
+        if (!rank0 || quiet) o.log = null_out;
+        if (!rank0 || quiet) o.progress = false;
     }
+    o.json = json && rank0 ? stdout : NULL;
+    o.verbose = verbose;
     /* Every rank must train the same model: compare the configs first. */
     if (ct_dist_check_same(ct_dist_config_hash(&cfg), "the config (YAML and overrides)", err) != 0) {
-        if (quiet) fclose(quiet);
+        if (null_out) fclose(null_out);
         ct_config_free(&cfg);
         return CT_EXIT_ERROR;
     }
     ct_fit_result res;
     rc = cfg.device.n_list != 0 ? ct_fit_replicas(&cfg, &o, &res, err) : ct_fit(&cfg, &o, &res, err);
     ct_config_free(&cfg);
-    if (quiet) fclose(quiet);
+    if (null_out) fclose(null_out);
     if (rc != 0) return CT_EXIT_ERROR;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    bool say = res.saved && ct_dist_world()->rank == 0; /* not after --profile or nothing to do */
+    if (json && rank0) return print_end(&res, ru.ru_maxrss / 1024.0, err);
+    bool say = res.saved && rank0 && !quiet; /* not after --profile or nothing to do */
     if (say && res.epoch_batches > 0)
         printf("Saved %s (%d epoch%s and %d batches of the next; --resume continues there); "
                "peak RSS %.0f MiB\n", res.checkpoint, res.epochs_done,

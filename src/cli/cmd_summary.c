@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/overrides.h"
+#include "io/json_write.h"
 #include "train/datasets.h"
 #include "train/memory.h"
 #include "train/model.h"
@@ -98,6 +99,80 @@ static void print_fusion(const ct_model *m, const ct_config *cfg) {
     printf("\n");
 }
 
+/* The whole summary as one JSON object (README "summary --json"). */
+static int print_json(const ct_model *m, const ct_config *cfg, size_t limit, ct_err *err) {
+    const ct_graph *g = &m->graph;
+    ct_jw w;
+    ct_jw_init(&w);
+    ct_jw_str(&w, "name", cfg->name);
+    ct_jw_str(&w, "device", m->device.name);
+    ct_jw_str(&w, "plan", m->opts.training ? "training" : "forward-only");
+    ct_jw_int(&w, "batch", m->opts.batch_size);
+    ct_jw_array(&w, "input");
+    ct_jw_int(&w, NULL, g->input.c);
+    ct_jw_int(&w, NULL, g->input.h);
+    ct_jw_int(&w, NULL, g->input.w);
+    ct_jw_close(&w);
+    ct_jw_int(&w, "parameters", (int64_t)g->n_param_floats);
+    ct_jw_int(&w, "buffer_bytes", (int64_t)g->n_buffer_bytes);
+    double flops = 0, train_flops = 0;
+    char bwd[160];
+    ct_jw_array(&w, "layers");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ct_node *n = &g->nodes[i];
+        size_t np = (n->weight >= 0 ? g->params[n->weight].count : 0) +
+                    (n->bias >= 0 ? g->params[n->bias].count : 0);
+        ct_jw_object(&w, NULL);
+        ct_jw_str(&w, "name", ct_node_label(n));
+        ct_jw_str(&w, "kind", ct_op(n->kind)->name);
+        ct_jw_array(&w, "inputs");
+        for (int k = 0; k < n->n_src; k++)
+            ct_jw_str(&w, NULL, n->src[k] < 0 ? "input" : ct_node_label(&g->nodes[n->src[k]]));
+        ct_jw_close(&w);
+        ct_jw_array(&w, "output");
+        ct_jw_int(&w, NULL, n->out.c);
+        if (!n->out.flat) {
+            ct_jw_int(&w, NULL, n->out.h);
+            ct_jw_int(&w, NULL, n->out.w);
+        }
+        ct_jw_close(&w);
+        ct_jw_int(&w, "params", (int64_t)np);
+        ct_jw_int(&w, "activation_bytes", (int64_t)layer_bytes(&m->plan, i, CT_REGION_ACTIVATIONS));
+        ct_jw_int(&w, "workspace_bytes", (int64_t)layer_bytes(&m->plan, i, CT_REGION_WORKSPACE));
+        ct_jw_str(&w, "forward", impl_of(m, i, CT_PASS_FORWARD));
+        if (m->opts.training) ct_jw_str(&w, "backward", backward_impl(m, i, bwd, sizeof bwd));
+        ct_jw_num(&w, "forward_flops", n->fwd_flops);
+        ct_jw_close(&w);
+        flops += n->fwd_flops;
+        if (ct_op(n->kind)->has_params) train_flops += n->fwd_flops * (n->input_grad ? 3.0 : 2.0);
+    }
+    ct_jw_close(&w);
+    ct_jw_num(&w, "forward_flops_per_sample", flops);
+    if (m->opts.training) ct_jw_num(&w, "training_step_flops", train_flops * m->opts.batch_size);
+    else ct_jw_null(&w, "training_step_flops");
+    ct_jw_object(&w, "memory");
+    for (int k = 0; k < CT_REGION_KIND_COUNT; k++)
+        ct_jw_int(&w, ct_region_kind_name((ct_region_kind)k),
+                  (int64_t)ct_plan_kind_bytes(&m->plan, (ct_region_kind)k));
+    ct_jw_int(&w, "total", (int64_t)m->plan.total);
+    ct_jw_close(&w);
+    if (limit) {
+        ct_jw_int(&w, "max_memory", (int64_t)limit);
+        ct_jw_bool(&w, "fits", m->plan.total <= limit);
+    }
+    const char *text = ct_jw_finish(&w, err);
+    if (text) fputs(text, stdout);
+    ct_jw_free(&w);
+    if (!text) return CT_EXIT_ERROR;
+    if (limit && m->plan.total > limit) {
+        char b[32], b2[32];
+        ct_errorf(err, "summary: the plan needs %s but %s are available (--max-memory)",
+                  ct_fmt_bytes(m->plan.total, b, sizeof b), ct_fmt_bytes(limit, b2, sizeof b2));
+        return CT_EXIT_ERROR;
+    }
+    return CT_EXIT_OK;
+}
+
 /* With --max-memory: whether the plan fits, and the fixes when it does not (the
  * same plans and advice as fit's); CT_EXIT_ERROR when it does not fit. */
 static int advise(const ct_model *m, const ct_config *cfg, const ct_device_choice *dev,
@@ -135,12 +210,13 @@ static int load_sets(const ct_config *cfg, ct_dataset *train, ct_dataset *val, c
 int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
     const char *pos[1 + CT_MAX_EDITS], *max_memory = NULL;
-    bool eval_plan = false, print_config = false;
+    bool eval_plan = false, print_config = false, json = false;
     ct_argspec specs[] = {
         CT_OVERRIDE_SPECS(ov),
         {"eval", 0, NULL, NULL, &eval_plan},
         {"max-memory", 1, &max_memory, NULL, NULL},
         {"print-config", 0, NULL, NULL, &print_config},
+        {"json", 0, NULL, NULL, &json},
     };
     int npos, rc = ct_parse_args("summary", argc, argv, specs,
                                  (int)(sizeof specs / sizeof specs[0]), pos, 1 + CT_MAX_EDITS,
@@ -172,7 +248,9 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
         ct_model_create(&cfg, &dev, &(ct_model_req){.training = !eval_plan,
                                                      .batch = cfg.train.batch_size,
                                                      .datasets = {sets[0], sets[1]}},
-                        &m, err) == 0) {
+                        &m, err) == 0 && json) {
+        rc = print_json(m, &cfg, limit, err);
+    } else if (m) {
         print_table(m, &cfg);
         print_fusion(m, &cfg);
         char title[128];

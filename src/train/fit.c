@@ -354,9 +354,20 @@ static double loss_scale(const fit_state *s) {
     return s->scaler.enabled ? s->scaler.scale : 0.0;
 }
 
+/* r into metrics.jsonl (rank 0's run directory) and, for epoch and test records,
+ * onto `fit --json`'s stream. */
+static int emit_record(const fit_state *s, const ct_fit_opts *o, const ct_metric_record *r,
+                       ct_err *err) {
+    if (s->output.metrics &&
+        ct_metrics_log_write(s->output.metrics, s->output.metrics_path, r, err) != 0)
+        return -1;
+    if (!o->json || s->dist->rank != 0 || strcmp(r->type, "step") == 0) return 0;
+    return ct_metrics_log_write(o->json, "stdout", r, err);
+}
+
 /* A "step" record over the stretch since the last one (every rank takes part in
- * the sum; rank 0 writes). */
-static int step_record(fit_state *s, int epoch, ct_err *err) {
+ * the sum; rank 0 writes); with --verbose, also a line. */
+static int step_record(const ct_fit_opts *o, fit_state *s, int epoch, ct_err *err) {
     ct_metrics tm = {0};
     ct_model *m = s->model;
     if (m->device.vt->read_metrics(m->be, &tm, false, err) != 0) return -1;
@@ -373,8 +384,15 @@ static int step_record(fit_state *s, int epoch, ct_err *err) {
     s->mark = tm;
     s->mark_t = now;
     s->mark_wait = s->wait_s;
-    if (!s->output.metrics) return 0;
-    return ct_metrics_log_write(s->output.metrics, s->output.metrics_path, &r, err);
+    if (o->verbose) {
+        fprintf(o->out, "  step %lld | Loss: %.4f, Acc: %.4f | lr %.4g | %.0f samples/s | "
+                "data wait %.0f%%", r.step, r.loss, r.acc, r.lr, r.samples_per_sec,
+                100.0 * r.data_wait);
+        if (!isnan(r.grad_norm)) fprintf(o->out, " | grad norm %.4g", r.grad_norm);
+        if (r.loss_scale > 0) fprintf(o->out, " | scale %.0f", r.loss_scale);
+        fputc('\n', o->out);
+    }
+    return emit_record(s, o, &r, err);
 }
 
 /* One training epoch from batch `start` (a resumed epoch's position). Returns 0 when
@@ -398,7 +416,7 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         return -1;
     uint32_t tag0 = s->batch_tag;
     ct_scaler_start_epoch(&s->scaler);
-    int every = cfg->log.every_steps;
+    int every = cfg->log.every_steps ? cfg->log.every_steps : o->verbose ? CT_VERBOSE_EVERY : 0;
     s->wait_s = s->mark_wait = 0.0;
     s->mark = (ct_metrics){0};
     s->mark_t = ct_now();
@@ -418,7 +436,7 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
             s->last_lr = in.lr;
             if (in.grad_norm) s->last_grad_norm = s->stepper.grad_norm;
         }
-        if (record && step_record(s, epoch, err) != 0) return -1;
+        if (record && step_record(o, s, epoch, err) != 0) return -1;
         micro = in.update ? 0 : micro + 1;
         step_in_epoch += in.update;
         bool draw = ct_progress_due(&bar, index + 1); /* rank 0 only */
@@ -549,9 +567,7 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
                               .lr = s->last_lr, .seconds = t_epoch, .samples_per_sec = sps,
                               .data_wait = s->wait_s / t_train, .loss_scale = loss_scale(s),
                               .grad_norm = s->last_grad_norm, .best_epoch = s->info.best_epoch};
-        if (s->output.metrics &&
-            ct_metrics_log_write(s->output.metrics, s->output.metrics_path, &r, err) != 0)
-            return -1;
+        if (emit_record(s, o, &r, err) != 0) return -1;
         res->train_seconds = t_train;
         res->samples_per_sec = sps;
         if (sync_stop(s->dist, true, err) != 0) return -1;
@@ -588,9 +604,7 @@ static int final_test(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     fflush(o->out);
     ct_metric_record r = {.type = "test", .epoch = s->info.epoch, .loss = res->test_loss,
                           .acc = res->test_acc, .samples = tm.samples};
-    if (s->output.metrics &&
-        ct_metrics_log_write(s->output.metrics, s->output.metrics_path, &r, err) != 0)
-        return -1;
+    if (emit_record(s, o, &r, err) != 0) return -1;
     return save(cfg, o, s, err);
 }
 
@@ -668,6 +682,10 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     res->val_acc = s.info.val_acc;
     memcpy(res->checkpoint, s.ckpt_path, sizeof res->checkpoint);
     res->saved = s.saves > 0;
+    res->best_epoch = s.info.best_epoch;
+    res->best_value = s.info.best_value;
+    res->stopped_early = s.stopped_early;
+    snprintf(res->run_dir, sizeof res->run_dir, "%s", cfg->train.out);
     if (man.device) { /* the run's end, also after a failure */
         man.end = time(NULL);
         man.status = rc != 0             ? "failed"

@@ -45,6 +45,10 @@ typedef struct ct_fit_opts {
                                effective batch through accumulation) instead of failing */
     int profile_steps;      /* > 0: profile this many steps per layer instead of training */
     const char *command;    /* the command line, for manifest.json (NULL: none) */
+    FILE *json;             /* --json: epoch and test records (metrics_log.h) on this
+                               stream too, one per line (NULL: none) */
+    bool verbose;           /* a line on `out` per step record (log.every_steps, or
+                               CT_VERBOSE_EVERY when that is 0) */
     FILE *out;              /* epoch lines */
     FILE *log;              /* notices and progress */
 } ct_fit_opts;
@@ -62,7 +66,14 @@ typedef struct ct_fit_result {
     char checkpoint[CT_PATH_MAX + 32];
     bool saved;             /* this run wrote the checkpoint (not so when there was
                                nothing left to do) */
+    int best_epoch;         /* the best epoch by the monitor (0: none yet) */
+    double best_value;
+    bool stopped_early;     /* train.early_stopping ended the run */
+    char run_dir[CT_PATH_MAX]; /* the run directory written (train.out as chosen) */
 } ct_fit_result;
+
+/* Step records' interval under --verbose when log.every_steps is 0. */
+#define CT_VERBOSE_EVERY 100
 
 /* cfg's batch size and accumulation steps may be changed by --fit-memory.
  * Data parallelism (dist/dist.h): called by every rank, in its process or thread;
