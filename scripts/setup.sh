@@ -20,9 +20,10 @@ done
 # openmpi: multi-process data parallelism (mpirun) and its tests. clang, its
 # sanitizer and libFuzzer runtimes (libclang-rt-dev) and its OpenMP (libomp-dev):
 # the fuzz build (scripts/fuzz.sh). python3-torch, -yaml, -numpy: the PyTorch parity
-# test (tests/torch_parity.py) and scripts/reference_pytorch.py.
+# test (tests/torch_parity.py) and scripts/reference_pytorch.py. librsvg2-bin
+# (rsvg-convert): the plot test renders the SVG it checks (tests/test_plot.py).
 packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libjansson-dev libdnnl-dev
-          libcmocka-dev
+          libcmocka-dev librsvg2-bin
           python3-torch python3-yaml python3-numpy
           libopenmpi-dev openmpi-bin clang libclang-rt-dev libomp-dev)
 missing=()

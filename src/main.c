@@ -55,6 +55,12 @@ static const ct_command commands[] = {
      "  --json            print one JSON object instead of the tables\n"
      "  KEY=VALUE, --batch-size N, --device D and the other fit shorthands edit the config\n",
      ct_cmd_summary, false},
+    {"plot", "plot RUN... [-o FILE]", "draw runs' learning curves as one SVG",
+     "  RUN               a run directory of ctrain fit (its metrics.jsonl), or a\n"
+     "                    metrics.jsonl file; up to 16, overlaid\n"
+     "  -o FILE           the SVG to write (default curves.svg)\n"
+     "  --title TEXT      the title (default: the runs' names)\n",
+     ct_cmd_plot, false},
     {"devices", "devices [--json]", "list CUDA devices and libraries, or say why there are none",
      "  --json            print one JSON object instead of text\n",
      ct_cmd_devices, false},

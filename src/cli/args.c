@@ -44,9 +44,9 @@ static int unknown_option(const char *cmd, const char *name, const ct_argspec *s
     return CT_EXIT_USAGE;
 }
 
-/* "--quiet" for 'q' and "--verbose" for 'v'; NULL for other letters. */
+/* "--quiet" for 'q', "--verbose" for 'v', "--output" for 'o'; NULL for others. */
 static const char *short_alias(char c) {
-    return c == 'q' ? "--quiet" : c == 'v' ? "--verbose" : NULL;
+    return c == 'q' ? "--quiet" : c == 'v' ? "--verbose" : c == 'o' ? "--output" : NULL;
 }
 
 int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *specs, int nspecs,

@@ -25,6 +25,7 @@ int ct_cmd_eval(int argc, char **argv, ct_err *err);
 int ct_cmd_summary(int argc, char **argv, ct_err *err);
 int ct_cmd_devices(int argc, char **argv, ct_err *err);
 int ct_cmd_bench(int argc, char **argv, ct_err *err);
+int ct_cmd_plot(int argc, char **argv, ct_err *err);
 
 /* One option: "--name" with 0 (flag), 1 or 2 values. */
 typedef struct ct_argspec {
@@ -37,7 +38,7 @@ typedef struct ct_argspec {
 
 /* Parses argv[1..argc) into the specs and up to max_pos positionals. Accepts
  * "--name value", "--name=value" (one value), and the one-letter aliases -q
- * (--quiet) and -v (--verbose) where the command has those options. Unknown options, missing values
+ * (--quiet), -v (--verbose) and -o (--output) where the command has those options. Unknown options, missing values
  * and too many positionals are errors ("fit: unknown option '--epoch' (did you mean
  * '--epochs'?)"); the return value is then CT_EXIT_USAGE, else 0. */
 int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *specs, int nspecs,
