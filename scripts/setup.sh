@@ -22,8 +22,9 @@ done
 # the fuzz build (scripts/fuzz.sh). python3-torch, -yaml, -numpy: the PyTorch parity
 # test (tests/torch_parity.py) and scripts/reference_pytorch.py. librsvg2-bin
 # (rsvg-convert): the plot test renders the SVG it checks (tests/test_plot.py).
+# protobuf-c: TensorBoard event files (see below); python3-venv for that below.
 packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libjansson-dev libdnnl-dev
-          libcmocka-dev librsvg2-bin
+          libcmocka-dev librsvg2-bin protobuf-c-compiler libprotobuf-c-dev python3-venv
           python3-torch python3-yaml python3-numpy
           libopenmpi-dev openmpi-bin clang libclang-rt-dev libomp-dev)
 missing=()
@@ -36,6 +37,16 @@ if ((${#missing[@]})); then
   echo "setup.sh: installing ${missing[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# TensorBoard (PyPI, in .venv-tensorboard): its package holds the protocol definitions
+# that the event-file writer is generated from at build time, and the event reader
+# that tests/test_tensorboard.py checks the files with.
+if [ ! -x .venv-tensorboard/bin/python3 ] ||
+   ! .venv-tensorboard/bin/python3 -c "import tensorboard" 2>/dev/null; then
+  echo "setup.sh: installing tensorboard (PyPI) into .venv-tensorboard"
+  /usr/bin/python3 -m venv .venv-tensorboard
+  .venv-tensorboard/bin/pip install -q tensorboard
 fi
 
 # nvcc is usually not on PATH for non-login shells; the toolkit lives here.

@@ -11,7 +11,7 @@
  *  2. the next fit in the directory (--resume when a checkpoint is there) completes
  *     with exit 0, ends with the weights of a clean run of all epochs, and leaves
  *     nothing but the run's files (model.bin, best.bin, metrics.csv, metrics.jsonl,
- *     config.yaml, manifest.json, train.log):
+ *     config.yaml, manifest.json, train.log, TensorBoard event files):
  *     the temporary file of a killed write is removed, the lock file of the killed
  *     run is gone.
  * The kill points are all the calls of a clean run (the injector counts them first),
@@ -152,7 +152,7 @@ static void assert_only_outputs(const char *what) {
         static const char *const kept[] = {".",           "..",          "model.bin",
                                            "best.bin",    "metrics.csv", "metrics.jsonl",
                                            "config.yaml", "train.log",   "manifest.json"};
-        bool ok = false;
+        bool ok = !strncmp(n, "events.out.tfevents.", 20); /* TensorBoard's */
         for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++) ok |= !strcmp(n, kept[k]);
         if (!ok) {
             char name[256];

@@ -29,6 +29,7 @@
 #include "config/config.h"
 #include "helpers.h"
 #include "io/checkpoint.h"
+#include "io/tfevents.h"
 #include "train/model.h"
 #include "train/scaler.h"
 #include "train/step.h"
@@ -408,12 +409,28 @@ static void test_json_quiet_verbose(void **state) {
     ct_test_run_free(&r);
 }
 
+/* The CRC-32C of TensorBoard's records, on the standard check value and RFC 3720's
+ * vectors; and its mask. */
+static void test_crc32c(void **state) {
+    (void)state;
+    assert_int_equal(ct_crc32c("123456789", 9), 0xE3069283u);
+    unsigned char zeros[32] = {0}, ones[32], up[32];
+    memset(ones, 0xFF, sizeof ones);
+    for (int i = 0; i < 32; i++) up[i] = (unsigned char)i;
+    assert_int_equal(ct_crc32c(zeros, 32), 0x8A9136AAu);
+    assert_int_equal(ct_crc32c(ones, 32), 0x62A8AB43u);
+    assert_int_equal(ct_crc32c(up, 32), 0x46DD794Eu);
+    uint32_t c = ct_crc32c("123456789", 9);
+    assert_int_equal(ct_crc32c_masked("123456789", 9), ((c >> 15) | (c << 17)) + 0xa282ead8u);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_jsonl),
         cmocka_unit_test(test_grad_norm_is_the_gradients),
         cmocka_unit_test(test_best_and_early_stopping),
         cmocka_unit_test(test_json_quiet_verbose),
+        cmocka_unit_test(test_crc32c),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -42,7 +42,8 @@
  *           out: runs/cnn, graph: auto,   # graph: auto | off (captured CUDA steps)
  *           cpu_loops: auto,          # auto | portable | off (ctrain's own CPU loops)
  *           early_stopping: {monitor: val_loss, patience: 5, min_delta: 0}}
- *   log: {every_steps: 0}            # metrics.jsonl records every N steps (0: per epoch)
+ *   log: {every_steps: 0,            # metrics.jsonl records every N steps (0: per epoch)
+ *         tensorboard: true}         # and TensorBoard event files (when built with them)
  *   device: auto                    # auto | cpu | cuda | cuda:N | cuda:all | cuda:0,1 | cpu:N
  */
 #ifndef CT_CONFIG_H
@@ -223,6 +224,8 @@ typedef struct ct_device_cfg {
 typedef struct ct_log_cfg {
     int every_steps; /* a metrics.jsonl record every N optimizer steps; 0 (default): per
                         epoch only */
+    bool tensorboard;/* the records also as TensorBoard scalars (io/tfevents.h); default
+                        true when the build has TensorBoard support */
 } ct_log_cfg;
 
 typedef struct ct_config {

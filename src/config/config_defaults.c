@@ -9,6 +9,7 @@
  * which the layer parser sets once the kernel is known.
  */
 #include "config/config_internal.h"
+#include "ct_build_config.h"
 
 static const ct_optimizer_cfg ct_opt_defaults[3] = {
     [CT_OPT_SGD] = {.type = CT_OPT_SGD, .lr = 1e-3, .momentum = 0.0, .nesterov = false,
@@ -41,6 +42,11 @@ static const ct_config ct_config_default = {
               .early_stopping = {.enabled = false, .monitor = CT_MONITOR_VAL_LOSS,
                                  .patience = 5, .min_delta = 0.0}},
     .device = {.kind = CT_DEVICE_AUTO, .index = -1},
+#ifdef CT_HAVE_TENSORBOARD
+    .log = {.every_steps = 0, .tensorboard = true},
+#else
+    .log = {.every_steps = 0, .tensorboard = false},
+#endif
     .text = NULL,
     .text_len = 0,
 };

@@ -3,6 +3,7 @@
 #include <limits.h>
 
 #include "config/config_internal.h"
+#include "ct_build_config.h"
 
 #define CT_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -27,11 +28,18 @@ int ct_yaml_walk_early_stopping(const ct_yaml_ctx *ctx, yaml_node_t *node,
 }
 
 int ct_yaml_walk_log(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
-    static const char *const keys[] = {"every_steps"};
+    static const char *const keys[] = {"every_steps", "tensorboard"};
     ct_map_view v;
     if (ct_map_collect(ctx, node, "log", keys, CT_COUNT(keys), &v)) return -1;
     if (v.val[0] &&
         ct_get_int(ctx, v.val[0], "log.every_steps", 0, INT_MAX, &cfg->log.every_steps))
         return -1;
+    if (v.val[1] && ct_get_bool(ctx, v.val[1], "log.tensorboard", &cfg->log.tensorboard))
+        return -1;
+#ifndef CT_HAVE_TENSORBOARD
+    if (cfg->log.tensorboard)
+        return ct_node_error(ctx, v.val[1], "'log.tensorboard: true' needs a build with "
+                             "TensorBoard support (scripts/setup.sh installs what it needs)");
+#endif
     return 0;
 }

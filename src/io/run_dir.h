@@ -55,14 +55,16 @@ void ct_run_dir_close(ct_run_dir *rd);
  * The runs of one base path B are B itself, then B-2, B-3, ...: a fit never writes
  * into a directory that holds a run (a checkpoint or metrics) unless told to. */
 
-/* The files of a run, NULL-terminated: what --overwrite removes (nothing else is
- * touched). */
+/* The files of a run, NULL-terminated: what --overwrite removes, with the run's
+ * TensorBoard event files (ct_tfevents_is_ours; nothing else is touched). */
 extern const char *const ct_run_files[];
 
 /* Opens (as ct_run_dir_open) the directory of a new run of base: base when it
  * holds no run, else B-(N+1) for the highest N among base's versions; a directory
- * that another process locks or fills in between is passed over. With overwrite,
- * base itself, with the files of its run removed. */
+ * that another process locks or fills in between is passed over. The directory
+ * taken is left without ctrain's TensorBoard event files (a fit stopped before its
+ * first checkpoint leaves one; other writers' stay). With overwrite, base itself,
+ * with the files of its run removed. */
 int ct_run_dir_open_new(ct_run_dir *rd, const char *base, bool overwrite,
                         const char *const *atomic_names, FILE *log, ct_err *err);
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "io/run_dir.h"
+#include "io/tfevents.h"
 
 const char *const ct_run_files[] = {"model.bin",  "best.bin",    "metrics.csv",  "metrics.jsonl",
                                     "train.log",  "config.yaml", "manifest.json", NULL};
@@ -98,7 +99,25 @@ void ct_run_dir_latest(const char *base, char *out, size_t n) {
     version_path(base, highest_version(base), out, n);
 }
 
-/* Removes the files of the run in rd (locked); 0 or -1 naming the file. */
+/* Removes ctrain's TensorBoard event files in rd (locked); 0 or -1 naming the file. */
+static int remove_event_files(const ct_run_dir *rd, ct_err *err) {
+    char path[PATH_MAX + 300];
+    DIR *d = opendir(rd->path);
+    if (!d) return ct_errorf(err, "%s: cannot list: %s", rd->path, strerror(errno));
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (!ct_tfevents_is_ours(e->d_name)) continue; /* another writer's stay */
+        snprintf(path, sizeof path, "%s/%s", rd->path, e->d_name);
+        if (unlink(path) != 0 && errno != ENOENT)
+            rc = ct_errorf(err, "%s: cannot remove: %s", path, strerror(errno));
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Removes the files of the run in rd (locked): ct_run_files and its TensorBoard
+ * event files; 0 or -1 naming the file. */
 static int remove_run_files(const ct_run_dir *rd, ct_err *err) {
     char path[PATH_MAX + 32];
     for (const char *const *f = ct_run_files; *f; f++) {
@@ -106,7 +125,7 @@ static int remove_run_files(const ct_run_dir *rd, ct_err *err) {
         if (unlink(path) != 0 && errno != ENOENT)
             return ct_errorf(err, "%s: cannot remove for --overwrite: %s", path, strerror(errno));
     }
-    return 0;
+    return remove_event_files(rd, err);
 }
 
 int ct_run_dir_open_new(ct_run_dir *rd, const char *base, bool overwrite,
@@ -127,7 +146,13 @@ int ct_run_dir_open_new(ct_run_dir *rd, const char *base, bool overwrite,
             if (rd->busy) continue; /* another fit took it in between */
             return -1;
         }
-        if (!holds_run(rd->path)) return 0;
+        /* a directory without results may hold the events of a fit stopped before
+         * its first checkpoint: they are not this run's */
+        if (!holds_run(rd->path)) {
+            if (remove_event_files(rd, err) == 0) return 0;
+            ct_run_dir_close(rd);
+            return -1;
+        }
         ct_run_dir_close(rd); /* filled in between */
     }
     return ct_errorf(err, "%s: no free run directory after %d attempts (other fits keep "

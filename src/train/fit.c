@@ -354,13 +354,27 @@ static double loss_scale(const fit_state *s) {
     return s->scaler.enabled ? s->scaler.scale : 0.0;
 }
 
-/* r into metrics.jsonl (rank 0's run directory) and, for epoch and test records,
- * onto `fit --json`'s stream. */
-static int emit_record(const fit_state *s, const ct_fit_opts *o, const ct_metric_record *r,
+/* r into metrics.jsonl and the TensorBoard events (rank 0's run directory) and, for
+ * epoch and test records, onto `fit --json`'s stream. */
+static double wall_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int emit_record(fit_state *s, const ct_fit_opts *o, const ct_metric_record *r,
                        ct_err *err) {
     if (s->output.metrics &&
         ct_metrics_log_write(s->output.metrics, s->output.metrics_path, r, err) != 0)
         return -1;
+    if (s->output.tb.f) {
+        const char *tags[CT_RECORD_SCALARS_MAX];
+        double values[CT_RECORD_SCALARS_MAX];
+        int n = ct_metric_record_scalars(r, tags, values);
+        long long step = strcmp(r->type, "test") == 0 ? s->info.step : r->step;
+        if (ct_tfevents_scalars(&s->output.tb, step, wall_time(), tags, values, n, err) != 0)
+            return -1;
+    }
     if (!o->json || s->dist->rank != 0 || strcmp(r->type, "step") == 0) return 0;
     return ct_metrics_log_write(o->json, "stdout", r, err);
 }

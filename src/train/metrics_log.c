@@ -56,6 +56,34 @@ int ct_metric_record_line(const ct_metric_record *r, char *buf, size_t n, ct_err
     return rc;
 }
 
+int ct_metric_record_scalars(const ct_metric_record *r, const char **tags, double *values) {
+    int n = 0;
+#define PUT(tag, v) (tags[n] = (tag), values[n++] = (v))
+    if (strcmp(r->type, "test") == 0) {
+        PUT("test/loss", r->loss);
+        PUT("test/acc", r->acc);
+    } else if (strcmp(r->type, "epoch") == 0) {
+        PUT("epoch/train_loss", r->loss);
+        PUT("epoch/train_acc", r->acc);
+        PUT("epoch/val_loss", r->val_loss);
+        PUT("epoch/val_acc", r->val_acc);
+        PUT("epoch/lr", r->lr);
+        PUT("epoch/seconds", r->seconds);
+        PUT("epoch/samples_per_sec", r->samples_per_sec);
+        PUT("epoch/grad_norm", r->grad_norm);
+    } else {
+        PUT("train/loss", r->loss);
+        PUT("train/acc", r->acc);
+        PUT("train/lr", r->lr);
+        PUT("train/samples_per_sec", r->samples_per_sec);
+        PUT("train/data_wait", r->data_wait);
+        PUT("train/grad_norm", r->grad_norm);
+        PUT("train/loss_scale", r->loss_scale > 0.0 ? r->loss_scale : NAN);
+    }
+#undef PUT
+    return n;
+}
+
 FILE *ct_metrics_log_open(const char *dir, bool resume, ct_err *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);

@@ -40,6 +40,16 @@ typedef struct ct_metric_record {
  * fit or memory ran out. */
 int ct_metric_record_line(const ct_metric_record *r, char *buf, size_t n, ct_err *err);
 
+/* The record's numbers as TensorBoard scalars (io/tfevents.h): "train/loss",
+ * "train/acc", "train/lr", "train/samples_per_sec", "train/data_wait",
+ * "train/grad_norm", "train/loss_scale" for a step record; "epoch/train_loss",
+ * "epoch/train_acc", "epoch/val_loss", "epoch/val_acc", "epoch/lr", "epoch/seconds",
+ * "epoch/samples_per_sec", "epoch/grad_norm" for an epoch record; "test/loss" and
+ * "test/acc". Absent values (no scaler, no norm) are NaN. Returns the count (at
+ * most CT_RECORD_SCALARS_MAX). */
+#define CT_RECORD_SCALARS_MAX 8
+int ct_metric_record_scalars(const ct_metric_record *r, const char **tags, double *values);
+
 /* Opens DIR/metrics.jsonl: appended to when resuming, else started anew. */
 FILE *ct_metrics_log_open(const char *dir, bool resume, ct_err *err);
 /* Writes r as one line and flushes; -1 with err naming the file. */

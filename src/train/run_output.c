@@ -123,6 +123,10 @@ int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool over
         ct_run_output_close(ro, false);
         return -1;
     }
+    if (cfg->log.tensorboard && ct_tfevents_open(&ro->tb, ro->dir.path, err) != 0) {
+        ct_run_output_close(ro, false);
+        return -1;
+    }
     if (ro->versioned)
         fprintf(ro->log, "ctrain: %s holds an earlier run; this run writes %s (--resume "
                 "continues the newest run, --overwrite replaces %s)\n", base, ro->dir.path,
@@ -136,6 +140,8 @@ void ct_run_output_close(ct_run_output *ro, bool saved) {
     if (ro->log_file) fclose(ro->log_file);
     if (ro->metrics) fclose(ro->metrics);
     ro->out = ro->log = ro->log_file = ro->metrics = NULL;
+    ct_tfevents_close(&ro->tb);
+    if (ro->dir.held && ro->fresh && !saved && ro->tb.path[0]) unlink(ro->tb.path);
     if (ro->dir.held && ro->fresh && !saved) { /* a new run that failed before its first save */
         static const char *const written[] = {"config.yaml", "train.log", "metrics.jsonl",
                                               "manifest.json"};

@@ -11,11 +11,12 @@
  *  2. locks it (run_dir.h) and writes config.yaml (cfg->text, atomically);
  *  3. opens train.log (appended to on resume) and gives out/log streams that copy
  *     everything written to them there: ro->out and ro->log;
- *  4. opens metrics.jsonl (appended to on resume; train/metrics_log.h).
+ *  4. opens metrics.jsonl (appended to on resume; train/metrics_log.h) and, with
+ *     log.tensorboard, a new TensorBoard event file (io/tfevents.h).
  * On failure nothing is held. ct_run_output_close flushes and releases all (a zeroed
  * struct is closed); a new run that saved nothing leaves nothing behind (its
- * config.yaml, train.log, metrics.jsonl and manifest.json are removed, and the
- * directories it created).
+ * config.yaml, train.log, metrics.jsonl, manifest.json and event file are removed,
+ * and the directories it created).
  */
 #ifndef CT_RUN_OUTPUT_H
 #define CT_RUN_OUTPUT_H
@@ -25,12 +26,14 @@
 
 #include "config/config.h"
 #include "io/run_dir.h"
+#include "io/tfevents.h"
 
 typedef struct ct_run_output {
     ct_run_dir dir;
     FILE *log_file;  /* DIR/train.log */
     FILE *out, *log; /* the caller's streams, copied into train.log */
     FILE *metrics;   /* DIR/metrics.jsonl */
+    ct_tfevents tb;  /* tb.f NULL: no TensorBoard events */
     char metrics_path[CT_PATH_MAX + 32];
     bool fresh;      /* a new run (not resumed) */
     bool versioned;  /* a new run that found train.out taken and took a version */
