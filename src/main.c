@@ -55,6 +55,12 @@ static const ct_command commands[] = {
      "  --json            print one JSON object instead of the tables\n"
      "  KEY=VALUE, --batch-size N, --device D and the other fit shorthands edit the config\n",
      ct_cmd_summary, false},
+    {"inspect", "inspect FILE [--config|--json]", "what a checkpoint file is and holds",
+     "  FILE              a checkpoint (model.bin, best.bin: safetensors files) or any\n"
+     "                    safetensors file; read whole, its CRC32 checked when it has one\n"
+     "  --config          print only the embedded config (YAML)\n"
+     "  --json            print one JSON object: format, sizes, metadata, tensors\n",
+     ct_cmd_inspect, false},
     {"plot", "plot RUN... [-o FILE]", "draw runs' learning curves as one SVG",
      "  RUN               a run directory of ctrain fit (its metrics.jsonl), or a\n"
      "                    metrics.jsonl file; up to 16, overlaid\n"

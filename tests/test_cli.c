@@ -127,6 +127,11 @@ static const exit_case exit_cases[] = {
     {"eval --checkpoint /nonexistent/m.bin --device tpu", 2, "eval: --device: invalid device"},
     {"eval --checkpoint /nonexistent/m.bin --batch-size -4", 2, "eval: --batch-size: expected"},
     {"bench", 2, "bench: which benchmark?"},
+    {"inspect", 2, "inspect: expected one checkpoint FILE"},
+    {"inspect a.bin --json --config", 2, "inspect: --json and --config exclude each other"},
+    {"inspect /nonexistent/m.bin", 1, "/nonexistent/m.bin: cannot open"},
+    {"plot", 2, "plot: expected one or more run directories"},
+    {"plot /nonexistent/run", 1, "/nonexistent/run: no such run directory or metrics.jsonl"},
     {"bench conv", 2, "bench: unknown benchmark 'conv'"},
     {"bench matmul --n 0", 2, "bench: --n must be an integer in 1..32768, got '0'"},
     {"bench matmul --dtype fp8", 2, "bench: --dtype must be fp32, tf32, fp16 or bf16"},
@@ -156,7 +161,8 @@ static const exit_case exit_cases[] = {
 /* "(see 'ctrain help CMD')" for the command named first in args; "(try 'ctrain help')"
  * for an unknown one. */
 static void usage_suffix(const char *args, char *out, size_t n) {
-    static const char *const known[] = {"fit", "eval", "summary", "devices", "bench"};
+    static const char *const known[] = {"fit", "eval", "summary", "devices", "bench", "inspect",
+                                        "plot"};
     char cmd[32];
     snprintf(cmd, sizeof cmd, "%.*s", (int)strcspn(args, " "), args);
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)

@@ -27,12 +27,15 @@
 
 #include "backend/device.h"
 #include "config/config.h"
+#include "ct_build_config.h"
 #include "helpers.h"
 #include "io/checkpoint.h"
 #include "io/tfevents.h"
 #include "train/model.h"
 #include "train/scaler.h"
 #include "train/step.h"
+
+#define CT_TEST_VERSION CT_VERSION
 
 static char dir[512], cfg_path[1024];
 
@@ -409,6 +412,87 @@ static void test_json_quiet_verbose(void **state) {
     ct_test_run_free(&r);
 }
 
+/* ctrain inspect: the text report, --json against the file itself, --config, a
+ * foreign safetensors file, and a damaged one. */
+static void test_inspect(void **state) {
+    (void)state;
+    char args[3000], ck_path[1200], cfg_yaml[1200];
+    char *out = fit("inspect", "--epochs 1");
+    free(out);
+    snprintf(ck_path, sizeof ck_path, "%s/inspect/model.bin", dir);
+    snprintf(args, sizeof args, "inspect %s", ck_path);
+    ct_run_result r = ct_test_run(dir, args);
+    assert_int_equal(r.status, 0);
+    const char *want[] = {": safetensors, ", "ctrain checkpoint, format version 1",
+                          "data CRC32 verified", "torch.load fails on it",
+                          "written by   " CT_TEST_VERSION, "progress     epoch 1, step 10",
+                          "layers.1.weight", "F32   16x784", "  optimizer."};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(r.out, want[k])) fail_msg("inspect lacks '%s':\n%s", want[k], r.out);
+    ct_test_run_free(&r);
+
+    snprintf(args, sizeof args, "inspect %s --json", ck_path);
+    r = ct_test_run(dir, args);
+    assert_int_equal(r.status, 0);
+    json_error_t e;
+    json_t *j = json_loads(r.out, JSON_REJECT_DUPLICATES, &e);
+    if (!json_is_object(j)) fail_msg("inspect --json: %s", r.out);
+    ct_checkpoint ck;
+    ct_err err = {{0}};
+    assert_int_equal(ct_checkpoint_read(ck_path, &ck, &err), 0);
+    json_t *tensors = json_object_get(j, "tensors");
+    assert_int_equal(json_array_size(tensors), ck.n_tensors);
+    long long bytes = 0;
+    for (int i = 0; i < ck.n_tensors; i++) {
+        json_t *t = json_array_get(tensors, (size_t)i);
+        assert_string_equal(str(t, "name"), ck.tensors[i].name);
+        assert_int_equal(json_array_size(json_object_get(t, "shape")), ck.tensors[i].ndim);
+        bytes += (long long)num(t, "bytes");
+    }
+    assert_int_equal(8 + (long long)num(j, "header_bytes") + bytes, (long long)num(j, "bytes"));
+    assert_true(json_is_true(json_object_get(j, "crc_verified")));
+    assert_string_equal(str(json_object_get(j, "metadata"), "epoch"), "1");
+    ct_checkpoint_free(&ck);
+    json_decref(j);
+    ct_test_run_free(&r);
+
+    snprintf(args, sizeof args, "inspect %s --config", ck_path);
+    r = ct_test_run(dir, args);
+    snprintf(cfg_yaml, sizeof cfg_yaml, "%s/inspect/config.yaml", dir);
+    char *yaml = ct_test_read_file(cfg_yaml, NULL);
+    assert_non_null(yaml);
+    assert_string_equal(r.out, yaml); /* the config the checkpoint embeds is the run's */
+    free(yaml);
+    ct_test_run_free(&r);
+
+    /* a safetensors file from another writer: F16, no metadata, no CRC */
+    char foreign[1200];
+    snprintf(foreign, sizeof foreign, "%s/foreign.safetensors", dir);
+    const char header[] = "{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}  ";
+    unsigned char file[8 + sizeof header - 1 + 4] = {0};
+    file[0] = (unsigned char)(sizeof header - 1);
+    memcpy(file + 8, header, sizeof header - 1);
+    ct_test_write_file(foreign, file, sizeof file);
+    snprintf(args, sizeof args, "inspect %s", foreign);
+    r = ct_test_run(dir, args);
+    if (r.status != 0 || !strstr(r.out, "not a ctrain checkpoint") ||
+        !strstr(r.out, "no data CRC32") || !strstr(r.out, "F16   2 "))
+        fail_msg("inspect of a foreign file: exit %d: %s%s", r.status, r.out, r.err);
+    ct_test_run_free(&r);
+
+    /* one flipped data byte: the CRC fails, exit 1, one line */
+    size_t len;
+    unsigned char *bytes_of = (unsigned char *)ct_test_read_file(ck_path, &len);
+    bytes_of[len - 1] ^= 0x40;
+    ct_test_write_file(ck_path, bytes_of, len);
+    free(bytes_of);
+    snprintf(args, sizeof args, "inspect %s", ck_path);
+    r = ct_test_run(dir, args);
+    if (r.status != 1 || !strstr(r.err, "checksum mismatch") || ct_test_count_lines(r.err) != 1)
+        fail_msg("inspect of a damaged file: exit %d: %s", r.status, r.err);
+    ct_test_run_free(&r);
+}
+
 /* The CRC-32C of TensorBoard's records, on the standard check value and RFC 3720's
  * vectors; and its mask. */
 static void test_crc32c(void **state) {
@@ -431,6 +515,7 @@ int main(void) {
         cmocka_unit_test(test_best_and_early_stopping),
         cmocka_unit_test(test_json_quiet_verbose),
         cmocka_unit_test(test_crc32c),
+        cmocka_unit_test(test_inspect),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -304,6 +304,7 @@ typedef struct ckpt_reader {
     json_t *meta; /* "__metadata__" object or NULL */
     tensor_spec *specs;
     int n_specs;
+    int crc_present;
 } ckpt_reader;
 
 static int map_file(ckpt_reader *r) {
@@ -476,6 +477,7 @@ static int check_layout(ckpt_reader *r) {
 static int check_crc(ckpt_reader *r) {
     const json_t *v = r->meta ? json_object_get(r->meta, CT_CKPT_CRC_KEY) : NULL;
     if (!v) return 0; /* files from other writers carry no CRC */
+    r->crc_present = 1;
     const char *s = json_string_value(v);
     if (strlen(s) != 8 || strspn(s, "0123456789abcdefABCDEF") != 8)
         return ct_errorf(r->err, "%s: metadata data_crc32 \"%.40s\" is not 8 hex digits", r->path, s);
@@ -515,6 +517,8 @@ static int convert_tensor(const ckpt_reader *r, const tensor_spec *s, ct_ckpt_te
     t->ndim = s->ndim;
     memcpy(t->shape, s->shape, sizeof t->shape);
     t->count = s->count;
+    t->file_dtype = s->dtype; /* a static name (set_dtype) */
+    t->file_bytes = (size_t)(s->end - s->begin);
     const unsigned char *p = r->data + s->begin;
     if (s->is_i64) return convert_i64(p, s, t);
     for (size_t i = 0; i < s->count; i++) t->data[i] = convert_elem(p + i * (size_t)s->dtype_size, s->dtype_size,
@@ -553,6 +557,11 @@ int ct_checkpoint_read(const char *path, ct_checkpoint *ck, ct_err *err) {
     if (rc == 0) rc = check_layout(&r);
     if (rc == 0) rc = check_crc(&r);
     if (rc == 0) rc = fill_checkpoint(&r, ck);
+    if (rc == 0) {
+        ck->file_bytes = r.size;
+        ck->header_bytes = r.size - r.data_len - 8;
+        ck->crc_verified = r.crc_present;
+    }
     if (rc != 0) ct_checkpoint_free(ck);
     free(r.specs);
     json_decref(r.header);

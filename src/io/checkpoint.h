@@ -45,6 +45,10 @@ typedef struct ct_ckpt_tensor {
     ct_ckpt_dtype dtype; /* write: what to write (I64 from i64); read: I64 or F32 */
     int64_t *i64;      /* write: caller's (I64); read: owned exact values of an I64
                           tensor, NULL for the others */
+    /* read only: the type the file stores ("F32", "F64", "F16", "BF16", "I64") and
+     * the bytes it takes there */
+    const char *file_dtype;
+    size_t file_bytes;
 } ct_ckpt_tensor;
 
 typedef struct ct_ckpt_meta {
@@ -57,6 +61,10 @@ typedef struct ct_checkpoint {
     int n_tensors;
     ct_ckpt_meta *meta;
     int n_meta;
+    /* read only: the file's size, its JSON header's, and whether a data CRC32 was
+     * there (and so verified: a mismatch fails the read) */
+    size_t file_bytes, header_bytes;
+    int crc_verified;
 } ct_checkpoint;
 
 /* Writes tensors (data read from t[i].data, name/shape/count as given) and the

@@ -76,7 +76,10 @@ static void place_steps(ct_run_curves *c, const raw_step *raw, int n, const long
 int ct_curves_read(const char *path, ct_run_curves *c, ct_err *err) {
     memset(c, 0, sizeof *c);
     struct stat st;
-    bool is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    if (stat(path, &st) != 0)
+        return ct_errorf(err, "%s: no such run directory or metrics.jsonl file: %s", path,
+                         strerror(errno));
+    bool is_dir = S_ISDIR(st.st_mode);
     char file[4200];
     snprintf(file, sizeof file, is_dir ? "%s/metrics.jsonl" : "%s", path);
     label_of(path, is_dir, c->label, sizeof c->label);

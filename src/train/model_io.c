@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "train/model.h"
+#include "ct_build_config.h"
 #include "train/schedule.h"
 
 static bool shape_matches(const ct_param_info *p, const ct_ckpt_tensor *t) {
@@ -169,9 +170,10 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
     char dir[CT_PATH_MAX], absdir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", cfg->source);
     if (!realpath(dirname(dir), absdir)) snprintf(absdir, sizeof absdir, ".");
-    ct_ckpt_meta meta[25] = {
+    ct_ckpt_meta meta[26] = {
         {"format", CT_CKPT_FORMAT},
         {"format_version", CT_CKPT_FORMAT_VERSION},
+        {"ctrain_version", CT_VERSION},
         {"config", cfg->text ? cfg->text : ""},
         {"config_dir", absdir},
         {"name", (char *)cfg->name},
@@ -185,7 +187,7 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         {"device", v[7]},
         {"optimizer", (char *)ct_opt_kind_name(m->optimizer.type)},
     };
-    int n_meta = 14;
+    int n_meta = 15;
     if (info->amp_scale > 0.0) { /* the loss scaler's state, with a scaler */
         meta[n_meta++] = (ct_ckpt_meta){"amp_scale", v[8]};
         meta[n_meta++] = (ct_ckpt_meta){"amp_growth_tracker", v[9]};
