@@ -23,8 +23,11 @@ done
 # test (tests/torch_parity.py) and scripts/reference_pytorch.py. librsvg2-bin
 # (rsvg-convert): the plot test renders the SVG it checks (tests/test_plot.py).
 # protobuf-c: TensorBoard event files (see below); python3-venv for that below.
+# man-db, bsdextrautils (col), zsh: the install check reads the installed man page
+# and parses the zsh completion.
 packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libjansson-dev libdnnl-dev
           libcmocka-dev librsvg2-bin protobuf-c-compiler libprotobuf-c-dev python3-venv
+          man-db bsdextrautils zsh
           python3-torch python3-yaml python3-numpy
           libopenmpi-dev openmpi-bin clang libclang-rt-dev libomp-dev)
 missing=()

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_isa.h"
 #include "cli/cli.h"
+#include "config/config.h"
 #include "common/signals.h"
 #include "dist/dist.h"
 #include "ct_build_config.h"
@@ -88,6 +89,7 @@ static void usage(FILE *f) {
     for (int i = 0; i < n_commands; i++)
         fprintf(f, "  %-34s %s\n", commands[i].synopsis, commands[i].summary);
     fprintf(f, "  %-34s %s\n", "help [COMMAND]", "show help for a command");
+    fprintf(f, "  %-34s %s\n", "help keys", "list the config keys KEY=VALUE can set");
     fprintf(f, "  %-34s %s\n", "version", "print the version");
     fprintf(f, "\nExit status: 0 success; 1 an error while running (config file, data,\n"
                "memory, I/O, non-finite loss); 2 a usage error (the command line: unknown\n"
@@ -116,6 +118,12 @@ static int unknown_command(const char *name) {
 static int help(const char *name) {
     if (!name) {
         usage(stdout);
+        return CT_EXIT_OK;
+    }
+    if (strcmp(name, "keys") == 0) { /* for shell completion of KEY=VALUE */
+        const char *keys[128];
+        int n = ct_config_keys(keys, 128);
+        for (int i = 0; i < n; i++) printf("%s\n", keys[i]);
         return CT_EXIT_OK;
     }
     const ct_command *c = find(name);

@@ -192,6 +192,25 @@ static void test_edit_parse_errors(void **state) {
     assert_string_equal(e.value, "b=c");
 }
 
+/* Every key ct_config_keys lists (what shell completion offers) is one the parser
+ * knows: an edit of it may be refused for its value, never as an unknown key. */
+static void test_key_list_is_the_parsers(void **state) {
+    (void)state;
+    const char *keys[128];
+    int n = ct_config_keys(keys, 128);
+    assert_true(n > 40);
+    for (int i = 0; i < n; i++) {
+        char arg[300];
+        snprintf(arg, sizeof arg, "%s={}", keys[i]);
+        ct_config cfg;
+        ct_err err = {{0}};
+        int rc = load_mlp((const char *const[]){arg}, 1, &cfg, &err);
+        if (rc == 0) ct_config_free(&cfg);
+        else if (strstr(err.msg, "unknown"))
+            fail_msg("%s is listed but the parser refuses it: %s", keys[i], err.msg);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_edits_apply),
@@ -199,6 +218,7 @@ int main(void) {
         cmocka_unit_test(test_edit_errors),
         cmocka_unit_test(test_shorthand_edit),
         cmocka_unit_test(test_edit_parse_errors),
+        cmocka_unit_test(test_key_list_is_the_parsers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

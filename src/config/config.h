@@ -308,6 +308,12 @@ int ct_config_parse_edited(const char *text, size_t len, const char *source,
 int ct_config_diff(const char *was, const char *now, const char *const *ignore, char *out,
                    size_t n, ct_err *err);
 
+/* Every key a config may set, as KEY=VALUE names it ("optimizer.lr",
+ * "data.augment.crop"; mappings that only hold other keys, such as "data.augment",
+ * are listed too), into out[0..max); returns how many. model.layers' entries are
+ * not listed (model.layers itself is). Not thread-safe on its first call. */
+int ct_config_keys(const char **out, int max);
+
 /* Frees cfg->text. The struct may be reused after ct_config_defaults. */
 void ct_config_free(ct_config *cfg);
 

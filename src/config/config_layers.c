@@ -236,7 +236,7 @@ static int ct_walk_input(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *c
 }
 
 enum { M_INPUT, M_LAYERS, M_LOSS };
-static const char *const ct_model_keys[] = {"input", "layers", "loss"};
+const char *const ct_model_keys[3] = {"input", "layers", "loss"};
 
 int ct_yaml_walk_model(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     ct_map_view v;

@@ -5,13 +5,14 @@
 #include "config/config_internal.h"
 #include "ct_build_config.h"
 
-#define CT_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+const char *const ct_early_stop_keys[3] = {"monitor", "patience", "min_delta"};
+const char *const ct_log_keys[2] = {"every_steps", "tensorboard"};
 
 int ct_yaml_walk_early_stopping(const ct_yaml_ctx *ctx, yaml_node_t *node,
                                 ct_early_stop_cfg *out) {
-    static const char *const keys[] = {"monitor", "patience", "min_delta"};
+    const char *const *keys = ct_early_stop_keys;
     ct_map_view v;
-    if (ct_map_collect(ctx, node, "train.early_stopping", keys, CT_COUNT(keys), &v)) return -1;
+    if (ct_map_collect(ctx, node, "train.early_stopping", keys, 3, &v)) return -1;
     int monitor = CT_MONITOR_VAL_LOSS;
     if (v.val[0] && ct_get_enum(ctx, v.val[0], "train.early_stopping.monitor", ct_monitor_names,
                                 2, &monitor))
@@ -28,9 +29,8 @@ int ct_yaml_walk_early_stopping(const ct_yaml_ctx *ctx, yaml_node_t *node,
 }
 
 int ct_yaml_walk_log(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
-    static const char *const keys[] = {"every_steps", "tensorboard"};
     ct_map_view v;
-    if (ct_map_collect(ctx, node, "log", keys, CT_COUNT(keys), &v)) return -1;
+    if (ct_map_collect(ctx, node, "log", ct_log_keys, 2, &v)) return -1;
     if (v.val[0] &&
         ct_get_int(ctx, v.val[0], "log.every_steps", 0, INT_MAX, &cfg->log.every_steps))
         return -1;

@@ -440,3 +440,42 @@ int ct_yaml_walk_root(ct_yaml_ctx *ctx, yaml_node_t *root, ct_config *cfg) {
     if (ct_map_require(ctx, &v, "", ct_root_keys, R_DATA)) return -1;
     return ct_data_check_channels(ctx, cfg);
 }
+
+/* ---- the key list (config.h) ------------------------------------------------ */
+
+int ct_config_keys(const char **out, int max) {
+    static char buf[4096];
+    static const char *keys[128];
+    static int n = 0;
+    if (n == 0) { /* built once from the tables the walk checks against */
+        static const char *const norm[] = {"mean", "std"}, *const augment[] = {"crop", "hflip",
+                                                                                "erase"};
+        const struct {
+            const char *section;
+            const char *const *names;
+            int count;
+        } tables[] = {
+            {"", (const char *const[]){"name", "device"}, 2},
+            {"model", ct_model_keys, 3},
+            {"optimizer", ct_opt_keys, CT_COUNT(ct_opt_keys)},
+            {"schedule", ct_sched_keys, CT_COUNT(ct_sched_keys)},
+            {"data", ct_data_keys, CT_COUNT(ct_data_keys)},
+            {"data.normalize", norm, 2},
+            {"data.augment", augment, 3},
+            {"train", ct_train_keys, CT_COUNT(ct_train_keys)},
+            {"train.early_stopping", ct_early_stop_keys, 3},
+            {"log", ct_log_keys, 2},
+        };
+        size_t used = 0;
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+            for (int i = 0; i < tables[t].count && n < 128; i++) {
+                int k = snprintf(buf + used, sizeof buf - used, "%s%s%s", tables[t].section,
+                                 *tables[t].section ? "." : "", tables[t].names[i]);
+                if (k < 0 || used + (size_t)k + 1 > sizeof buf) break;
+                keys[n++] = buf + used;
+                used += (size_t)k + 1;
+            }
+    }
+    for (int i = 0; i < n && i < max; i++) out[i] = keys[i];
+    return n < max ? n : max;
+}
