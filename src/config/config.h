@@ -276,8 +276,8 @@ typedef struct ct_config_edit {
  * on a missing '=', an empty key or part, or a value that is not YAML. */
 int ct_config_edit_parse(const char *arg, ct_config_edit *out, ct_err *err);
 /* The edit of a shorthand option: "--lr 0.01" is ("lr", "optimizer.lr", "0.01"). */
-int ct_config_edit_shorthand(const char *option, const char *path, const char *value,
-                             ct_config_edit *out);
+void ct_config_edit_shorthand(const char *option, const char *path, const char *value,
+                              ct_config_edit *out);
 /* "override 'optimizer.lr=-1'" or "--lr -1": how errors name the edit. */
 void ct_config_edit_label(const ct_config_edit *e, char *buf, size_t n);
 
@@ -313,6 +313,11 @@ int ct_config_diff(const char *was, const char *now, const char *const *ignore, 
  * are listed too), into out[0..max); returns how many. model.layers' entries are
  * not listed (model.layers itself is). Not thread-safe on its first call. */
 int ct_config_keys(const char **out, int max);
+
+/* A 64-bit hash of a config's YAML text as its flattened leaves (ct_config_diff: style,
+ * order and comments do not count), keys under ignore[] left out; 0 when the text
+ * is not YAML. */
+uint64_t ct_config_fingerprint(const char *text, const char *const *ignore);
 
 /* Frees cfg->text. The struct may be reused after ct_config_defaults. */
 void ct_config_free(ct_config *cfg);

@@ -4,6 +4,7 @@
  * as KEY=VALUE edits name them; an empty mapping or list is a leaf "{}" or "[]"),
  * so block and flow style, key order and comments never count as differences.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,4 +151,22 @@ int ct_config_diff(const char *was, const char *now, const char *const *ignore, 
     free_leaves(&a);
     free_leaves(&b);
     return count;
+}
+
+uint64_t ct_config_fingerprint(const char *text, const char *const *ignore) {
+    leaves l;
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, 64-bit, over "key=value\n" */
+    if (load_leaves(text, &l) != 0) {
+        free_leaves(&l);
+        return 0;
+    }
+    for (int i = 0; i < l.n; i++) {
+        if (ignored(l.v[i].key, ignore)) continue;
+        const char *parts[] = {l.v[i].key, "=", l.v[i].value, "\n"};
+        for (int k = 0; k < 4; k++)
+            for (const unsigned char *c = (const unsigned char *)parts[k]; *c; c++)
+                h = (h ^ *c) * 0x100000001b3ull;
+    }
+    free_leaves(&l);
+    return h;
 }

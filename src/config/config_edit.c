@@ -68,14 +68,13 @@ int ct_config_edit_parse(const char *arg, ct_config_edit *out, ct_err *err) {
     return 0;
 }
 
-int ct_config_edit_shorthand(const char *option, const char *path, const char *value,
-                             ct_config_edit *out) {
+void ct_config_edit_shorthand(const char *option, const char *path, const char *value,
+                              ct_config_edit *out) {
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", path);
     out->value = value;
     out->arg = option;
     out->shorthand = true;
-    return 0;
 }
 
 void ct_config_edit_label(const ct_config_edit *e, char *buf, size_t n) {

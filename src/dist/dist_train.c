@@ -109,8 +109,17 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 }
 
 uint64_t ct_dist_config_hash(const ct_config *cfg) {
+    /* The data paths and the output directory are left out: each rank resolves them
+     * from its own working directory (every rank reads its own copy of the data; a
+     * missing one fails on that rank). */
+    static const char *const per_rank[] = {"data.train_images", "data.train_labels",
+                                           "data.test_images", "data.test_labels", "train.out",
+                                           NULL};
     uint64_t h = 0xcbf29ce484222325ull;
-    if (cfg->text) h = fnv(h, cfg->text, cfg->text_len);
+    if (cfg->text) {
+        uint64_t text = ct_config_fingerprint(cfg->text, per_rank);
+        h = fnv(h, &text, sizeof text);
+    }
     char dev[32], eff[512];
     int n = snprintf(eff, sizeof eff,
                      "epochs=%d batch=%d accum=%d amp=%d seed=%llu opt=%d lr=%.17g device=%s "

@@ -670,13 +670,16 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         rc = save_best(cfg, o, &s, err);
     ct_manifest_run man = {.command = o->command, .ranks = s.dist->size, .start = time(NULL),
                            .status = "running"};
-    if (rc == 0 && !done && s.output.dir.held) {
-        man.device = s.model->device.name;
-        man.epochs_done = s.info.epoch;
-        man.best_epoch = s.info.best_epoch;
-        rc = ct_manifest_write(cfg->train.out, cfg, &man, err);
+    if (rc == 0) { /* every rank learns whether rank 0 wrote it */
+        int written = 0;
+        if (!done && s.output.dir.held) {
+            man.device = s.model->device.name;
+            man.epochs_done = s.info.epoch;
+            man.best_epoch = s.info.best_epoch;
+            written = ct_manifest_write(cfg->train.out, cfg, &man, err);
+        }
+        rc = ct_dist_agree(written, err);
     }
-    rc = ct_dist_agree(rc, err);
     if (rc == 0 && !done) {
         bool own = !s.dist->group; /* a group's launcher takes signals for all */
         if (own) ct_signals_graceful(true);
