@@ -62,6 +62,11 @@ static const ct_command commands[] = {
      "  --config          print only the embedded config (YAML)\n"
      "  --json            print one JSON object: format, sizes, metadata, tensors\n",
      ct_cmd_inspect, false},
+    {"export", "export --checkpoint FILE --safetensors OUT", "write a model's weights alone",
+     "  --checkpoint FILE  a checkpoint of ctrain fit (or any safetensors file)\n"
+     "  --safetensors OUT  write its tensors but the optimizer's state, with PyTorch\n"
+     "                     state_dict names (safetensors.torch.load_file reads it)\n",
+     ct_cmd_export, false},
     {"plot", "plot RUN... [-o FILE]", "draw runs' learning curves as one SVG",
      "  RUN               a run directory of ctrain fit (its metrics.jsonl), or a\n"
      "                    metrics.jsonl file; up to 16, overlaid\n"

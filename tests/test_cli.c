@@ -131,6 +131,9 @@ static const exit_case exit_cases[] = {
     {"inspect a.bin --json --config", 2, "inspect: --json and --config exclude each other"},
     {"inspect /nonexistent/m.bin", 1, "/nonexistent/m.bin: cannot open"},
     {"plot", 2, "plot: expected one or more run directories"},
+    {"export --checkpoint a.bin", 2, "export: say what to write: --safetensors OUT"},
+    {"export --safetensors w.st", 2, "export: --checkpoint FILE is required"},
+    {"export --checkpoint /nonexistent/m.bin --safetensors w.st", 1, "/nonexistent/m.bin"},
     {"plot /nonexistent/run", 1, "/nonexistent/run: no such run directory or metrics.jsonl"},
     {"bench conv", 2, "bench: unknown benchmark 'conv'"},
     {"bench matmul --n 0", 2, "bench: --n must be an integer in 1..32768, got '0'"},
@@ -162,7 +165,7 @@ static const exit_case exit_cases[] = {
  * for an unknown one. */
 static void usage_suffix(const char *args, char *out, size_t n) {
     static const char *const known[] = {"fit", "eval", "summary", "devices", "bench", "inspect",
-                                        "plot"};
+                                        "plot", "export"};
     char cmd[32];
     snprintf(cmd, sizeof cmd, "%.*s", (int)strcspn(args, " "), args);
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)

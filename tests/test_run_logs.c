@@ -493,6 +493,50 @@ static void test_inspect(void **state) {
     ct_test_run_free(&r);
 }
 
+/* export --safetensors: the checkpoint's weights and buffers, bit for bit, without
+ * the optimizer's state, which --init-from then trains from. */
+static void test_export_safetensors(void **state) {
+    (void)state;
+    char args[3000], ck_path[1200], out_path[1200];
+    char *out = fit("export", "--epochs 1");
+    free(out);
+    snprintf(ck_path, sizeof ck_path, "%s/export/model.bin", dir);
+    snprintf(out_path, sizeof out_path, "%s/weights.safetensors", dir);
+    snprintf(args, sizeof args, "export --checkpoint %s --safetensors %s", ck_path, out_path);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0 || !strstr(r.out, "Wrote ")) fail_msg("export: %s%s", r.out, r.err);
+    ct_test_run_free(&r);
+    ct_checkpoint a, b;
+    ct_err err = {{0}};
+    assert_int_equal(ct_checkpoint_read(ck_path, &a, &err), 0);
+    if (ct_checkpoint_read(out_path, &b, &err) != 0) fail_msg("%s", err.msg);
+    int weights = 0;
+    for (int i = 0; i < a.n_tensors; i++) {
+        const ct_ckpt_tensor *t = &a.tensors[i], *u = ct_checkpoint_find(&b, t->name);
+        if (strncmp(t->name, "optimizer.", 10) == 0) {
+            assert_null(u);
+            continue;
+        }
+        weights++;
+        if (!u || u->count != t->count || u->ndim != t->ndim ||
+            memcmp(u->data, t->data, t->count * sizeof(float)) != 0)
+            fail_msg("%s differs in the export", t->name);
+    }
+    assert_int_equal(b.n_tensors, weights);
+    assert_string_equal(ct_checkpoint_meta_get(&b, "format"), "pt");
+    assert_null(ct_checkpoint_meta_get(&b, "config")); /* the weights alone */
+    ct_checkpoint_free(&a);
+    ct_checkpoint_free(&b);
+    char extra[1300];
+    snprintf(extra, sizeof extra, "--epochs 1 --init-from %s", out_path);
+    out = fit("from-export", extra);
+    assert_non_null(strstr(out, "Epoch 01 |"));
+    free(out);
+    r = ct_test_run(dir, "export --checkpoint x.bin");
+    assert_int_equal(r.status, 2);
+    ct_test_run_free(&r);
+}
+
 /* The CRC-32C of TensorBoard's records, on the standard check value and RFC 3720's
  * vectors; and its mask. */
 static void test_crc32c(void **state) {
@@ -516,6 +560,7 @@ int main(void) {
         cmocka_unit_test(test_json_quiet_verbose),
         cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_inspect),
+        cmocka_unit_test(test_export_safetensors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

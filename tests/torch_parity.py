@@ -11,7 +11,9 @@ the same epoch. Every tensor of PyTorch's state_dict (weights, and batch-norm
 buffers where a model has them) must match ctrain's within 2e-3 of the tensor's
 largest magnitude; integer buffers exactly. Then PyTorch loads ctrain's checkpoint
 with load_state_dict(strict=True) (optimizer tensors aside) and must get the test
-accuracy `ctrain eval` prints, sample for sample, on 300 test images.
+accuracy `ctrain eval` prints, sample for sample, on 300 test images; and the file
+`ctrain export --safetensors` writes from it loads with strict=True as it is,
+holding exactly the checkpoint's weights and buffers.
 
     /usr/bin/python3 tests/torch_parity.py BUILD_DIR/ctrain
 
@@ -222,6 +224,15 @@ def check_model(ctrain, tmp, name, layers, train_extra):
     if total != len(yt) or ct_correct != pt_correct:
         sys.exit(f"torch_parity: {name}: ctrain eval {ct_correct}/{total}, PyTorch "
                  f"{pt_correct}/{len(yt)}")
+
+    # `ctrain export --safetensors`: the weights alone, which PyTorch loads as they are
+    exported = os.path.join(out, "weights.safetensors")
+    run([ctrain, "export", "--checkpoint", os.path.join(out, "model.bin"),
+         "--safetensors", exported])
+    weights = ref.read_safetensors(exported)
+    net.load_state_dict(weights, strict=True)
+    if set(weights) != set(params) or any(not torch.equal(weights[k], params[k]) for k in params):
+        sys.exit(f"torch_parity: {name}: the exported weights are not the checkpoint's")
 
 
 def main():
