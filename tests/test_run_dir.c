@@ -271,10 +271,20 @@ static void test_runs_are_kept(void **state) {
         fail_msg("resume with changes: exit %d, stderr '%s'", r.status, r.err);
     ct_test_run_free(&r);
     assert_int_equal(csv_rows(run1), 2);
+    snprintf(p, sizeof p, "%s/config.yaml", run1); /* the refused config did not replace it */
+    char *kept = ct_test_read_file(p, NULL);
+    assert_non_null(kept);
+    if (!strstr(kept, "lr: 0.01") || strstr(kept, "lr: 0.5"))
+        fail_msg("config.yaml after a refused resume:\n%s", kept);
+    free(kept);
     snprintf(args, sizeof args, "fit %s --resume --out runs/good --epochs 3 --no-progress "
              "optimizer.lr=0.5 --accept-changes", good_cfg);
     fit_in_dir(args, "Saved runs/good/model.bin (epoch 3", NULL, 0);
     assert_int_equal(csv_rows(run1), 3);
+    kept = ct_test_read_file(p, NULL); /* accepted: now the run's config */
+    assert_non_null(kept);
+    if (!strstr(kept, "lr: 0.5")) fail_msg("config.yaml after an accepted resume:\n%s", kept);
+    free(kept);
     /* --overwrite replaces the named run, and makes no new version */
     snprintf(args, sizeof args, "fit %s --overwrite --out runs/good --no-progress", good_cfg);
     fit_in_dir(args, "Saved runs/good/model.bin (epoch 1", NULL, 0);

@@ -670,9 +670,11 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         rc = save_best(cfg, o, &s, err);
     ct_manifest_run man = {.command = o->command, .ranks = s.dist->size, .start = time(NULL),
                            .status = "running"};
-    if (rc == 0) { /* every rank learns whether rank 0 wrote it */
+    if (rc == 0) { /* every rank learns whether rank 0 wrote them */
         int written = 0;
-        if (!done && s.output.dir.held) {
+        if (!done && o->resume && s.output.dir.held) /* the resume is accepted */
+            written = ct_run_output_config(&s.output, cfg, err);
+        if (written == 0 && !done && s.output.dir.held) {
             man.device = s.model->device.name;
             man.epochs_done = s.info.epoch;
             man.best_epoch = s.info.best_epoch;

@@ -99,8 +99,7 @@ int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool over
     }
     snprintf(cfg->train.out, sizeof cfg->train.out, "%s", ro->dir.path);
     char path[CT_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.yaml", ro->dir.path);
-    if (ct_atomic_write_file(path, cfg->text, cfg->text_len, err) != 0) {
+    if (!resume && ct_run_output_config(ro, cfg, err) != 0) { /* a resume: once accepted */
         ct_run_output_close(ro, false);
         return -1;
     }
@@ -132,6 +131,12 @@ int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool over
                 "continues the newest run, --overwrite replaces %s)\n", base, ro->dir.path,
                 base);
     return 0;
+}
+
+int ct_run_output_config(const ct_run_output *ro, const ct_config *cfg, ct_err *err) {
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/config.yaml", ro->dir.path);
+    return ct_atomic_write_file(path, cfg->text, cfg->text_len, err);
 }
 
 void ct_run_output_close(ct_run_output *ro, bool saved) {

@@ -8,7 +8,9 @@
  *     run takes train.out as given when the config or --out gave it
  *     (train.out_given), else the newest version of runs/NAME. cfg->train.out
  *     becomes the directory taken;
- *  2. locks it (run_dir.h) and writes config.yaml (cfg->text, atomically);
+ *  2. locks it (run_dir.h) and, for a new run, writes config.yaml (cfg->text,
+ *     atomically); a resumed run keeps its config.yaml until the resume is accepted
+ *     (fit then calls ct_run_output_config);
  *  3. opens train.log (appended to on resume) and gives out/log streams that copy
  *     everything written to them there: ro->out and ro->log;
  *  4. opens metrics.jsonl (appended to on resume; train/metrics_log.h) and, with
@@ -41,6 +43,8 @@ typedef struct ct_run_output {
 
 int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool overwrite,
                        FILE *out, FILE *log, ct_err *err);
+/* Writes DIR/config.yaml: cfg->text, atomically. */
+int ct_run_output_config(const ct_run_output *ro, const ct_config *cfg, ct_err *err);
 void ct_run_output_close(ct_run_output *ro, bool saved);
 
 #endif
