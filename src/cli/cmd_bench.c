@@ -253,10 +253,7 @@ static int report_json(const bench_opts *o, const bench_result *r, ct_err *err) 
     json_times(&w, &r->cpu_t, o->n);
     ct_jw_close(&w);
     json_gpu(&w, o, r);
-    const char *text = ct_jw_finish(&w, err);
-    if (text) fputs(text, stdout);
-    ct_jw_free(&w);
-    return text ? 0 : -1;
+    return ct_jw_print(&w, stdout, err);
 }
 
 int ct_cmd_bench(int argc, char **argv, ct_err *err) {

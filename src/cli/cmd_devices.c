@@ -252,10 +252,7 @@ static int report_json(const devices_state *s, ct_err *err) {
     ct_jw_bool(&w, "nccl_built", CT_NCCL_BUILT);
     ct_jw_close(&w);
     cpu_json(&w, &s->cpu);
-    const char *text = ct_jw_finish(&w, err);
-    if (text) fputs(text, stdout);
-    ct_jw_free(&w);
-    return text ? CT_EXIT_OK : CT_EXIT_ERROR;
+    return ct_jw_print(&w, stdout, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
 }
 
 int ct_cmd_devices(int argc, char **argv, ct_err *err) {

@@ -89,10 +89,7 @@ static int print_json(const ct_metrics *m, int K, const char *checkpoint, const 
         ct_jw_close(&w);
     }
     ct_jw_close(&w);
-    const char *text = ct_jw_finish(&w, err);
-    if (text) fputs(text, stdout);
-    ct_jw_free(&w);
-    return text ? 0 : -1;
+    return ct_jw_print(&w, stdout, err);
 }
 
 static int evaluate_checkpoint(const eval_args *a, ct_err *err) {

@@ -95,10 +95,7 @@ static int print_end(const ct_fit_result *res, double peak_rss_mib, ct_err *err)
         ct_jw_num(&w, "test_acc", res->test_acc);
     }
     ct_jw_num(&w, "peak_rss_mib", peak_rss_mib);
-    const char *text = ct_jw_finish(&w, err);
-    if (text) fputs(text, stdout);
-    ct_jw_free(&w);
-    if (!text) return CT_EXIT_ERROR;
+    if (ct_jw_print(&w, stdout, err) != 0) return CT_EXIT_ERROR;
     return res->interrupted ? ct_signals_exit_status(res->stop_signal) : CT_EXIT_OK;
 }
 

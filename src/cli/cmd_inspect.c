@@ -133,10 +133,7 @@ static int print_json(const char *path, const ct_checkpoint *ck, ct_err *err) {
         ct_jw_close(&w);
     }
     ct_jw_close(&w);
-    const char *text = ct_jw_finish(&w, err);
-    if (text) fputs(text, stdout);
-    ct_jw_free(&w);
-    return text ? 0 : -1;
+    return ct_jw_print(&w, stdout, err);
 }
 
 int ct_cmd_inspect(int argc, char **argv, ct_err *err) {

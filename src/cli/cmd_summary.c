@@ -99,6 +99,14 @@ static void print_fusion(const ct_model *m, const ct_config *cfg) {
     printf("\n");
 }
 
+/* --max-memory's failure: the plan needs more than the limit. */
+static int does_not_fit(const ct_model *m, size_t limit, ct_err *err) {
+    char b[32], b2[32];
+    ct_errorf(err, "summary: the plan needs %s but %s are available (--max-memory)",
+              ct_fmt_bytes(m->plan.total, b, sizeof b), ct_fmt_bytes(limit, b2, sizeof b2));
+    return CT_EXIT_ERROR;
+}
+
 /* The whole summary as one JSON object (README "summary --json"). */
 static int print_json(const ct_model *m, const ct_config *cfg, size_t limit, ct_err *err) {
     const ct_graph *g = &m->graph;
@@ -160,16 +168,8 @@ static int print_json(const ct_model *m, const ct_config *cfg, size_t limit, ct_
         ct_jw_int(&w, "max_memory", (int64_t)limit);
         ct_jw_bool(&w, "fits", m->plan.total <= limit);
     }
-    const char *text = ct_jw_finish(&w, err);
-    if (text) fputs(text, stdout);
-    ct_jw_free(&w);
-    if (!text) return CT_EXIT_ERROR;
-    if (limit && m->plan.total > limit) {
-        char b[32], b2[32];
-        ct_errorf(err, "summary: the plan needs %s but %s are available (--max-memory)",
-                  ct_fmt_bytes(m->plan.total, b, sizeof b), ct_fmt_bytes(limit, b2, sizeof b2));
-        return CT_EXIT_ERROR;
-    }
+    if (ct_jw_print(&w, stdout, err) != 0) return CT_EXIT_ERROR;
+    if (limit && m->plan.total > limit) return does_not_fit(m, limit, err);
     return CT_EXIT_OK;
 }
 
@@ -179,7 +179,7 @@ static int advise(const ct_model *m, const ct_config *cfg, const ct_device_choic
                   const ct_dataset *const *sets, size_t limit, bool training, ct_err *err) {
     ct_memory_budget bud = {.available = limit};
     snprintf(bud.source, sizeof bud.source, "--max-memory");
-    char b[32], b2[32];
+    char b[32];
     if (m->plan.total <= limit) {
         printf("\nFits in %s (--max-memory).\n", ct_fmt_bytes(limit, b, sizeof b));
         return CT_EXIT_OK;
@@ -189,9 +189,7 @@ static int advise(const ct_model *m, const ct_config *cfg, const ct_device_choic
     bool have = ct_memory_find_fix(cfg, dev, training, sets, limit, &fix, &fe) == 0;
     printf("\n");
     ct_memory_advice(&m->plan, &bud, cfg, dev, training, sets, &fix, have, stdout);
-    ct_errorf(err, "summary: the plan needs %s but %s are available (--max-memory)",
-              ct_fmt_bytes(m->plan.total, b, sizeof b), ct_fmt_bytes(limit, b2, sizeof b2));
-    return CT_EXIT_ERROR;
+    return does_not_fit(m, limit, err);
 }
 
 /* The sets fit keeps on the device (their sizes change the plan): read only for

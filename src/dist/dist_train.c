@@ -101,41 +101,13 @@ int ct_dist_sum_metrics(ct_metrics *mt, int num_classes, ct_err *err) {
     return 0;
 }
 
-/* FNV-1a, 64-bit. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 uint64_t ct_dist_config_hash(const ct_config *cfg) {
-    /* The data paths and the output directory are left out: each rank resolves them
-     * from its own working directory (every rank reads its own copy of the data; a
-     * missing one fails on that rank). */
+    /* The resolved text holds every setting, the command line's included (its
+     * options are edits of the text). The data paths and the output directory are
+     * left out: each rank resolves them from its own working directory (every rank
+     * reads its own copy of the data; a missing one fails on that rank). */
     static const char *const per_rank[] = {"data.train_images", "data.train_labels",
                                            "data.test_images", "data.test_labels", "train.out",
                                            NULL};
-    uint64_t h = 0xcbf29ce484222325ull;
-    if (cfg->text) {
-        uint64_t text = ct_config_fingerprint(cfg->text, per_rank);
-        h = fnv(h, &text, sizeof text);
-    }
-    char dev[32], eff[512];
-    int n = snprintf(eff, sizeof eff,
-                     "epochs=%d batch=%d accum=%d amp=%d seed=%llu opt=%d lr=%.17g device=%s "
-                     "classes=%d mean=%.17g std=%.17g shuffle=%d",
-                     cfg->train.epochs, cfg->train.batch_size, cfg->train.grad_accum_steps,
-                     (int)cfg->train.amp, (unsigned long long)cfg->train.seed,
-                     (int)cfg->optimizer.type, cfg->optimizer.lr,
-                     ct_device_name(&cfg->device, dev, sizeof dev), cfg->data.num_classes,
-                     cfg->data.mean[0], cfg->data.std[0], (int)cfg->data.shuffle);
-    h = fnv(h, eff, (size_t)n);
-    /* the rest of the data section that shapes what each rank trains on */
-    const ct_data_cfg *d = &cfg->data;
-    n = snprintf(eff, sizeof eff, "format=%d nmean=%d nstd=%d val_split=%.17g crop=%d hflip=%d "
-                 "erase=%.17g", (int)d->format, d->n_mean, d->n_std, d->val_split, d->crop,
-                 (int)d->hflip, d->erase);
-    h = fnv(h, eff, (size_t)n);
-    h = fnv(h, d->mean, sizeof d->mean);
-    return fnv(h, d->std, sizeof d->std);
+    return cfg->text ? ct_config_fingerprint(cfg->text, per_rank) : 0;
 }

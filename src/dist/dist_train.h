@@ -43,9 +43,9 @@ int ct_dist_share_model(ct_model *m, bool with_opt_state, ct_err *err);
  * confusion counts when present, and the first non-finite tag (max). */
 int ct_dist_sum_metrics(ct_metrics *mt, int num_classes, ct_err *err);
 
-/* A hash of everything that must agree between ranks: the YAML text and the
- * effective settings after command-line overrides (data paths and the output
- * directory excluded: they may differ between machines). */
+/* A hash of everything that must agree between ranks: the resolved config, the
+ * command line's edits included (data paths and the output directory excluded:
+ * they may differ between machines). */
 uint64_t ct_dist_config_hash(const ct_config *cfg);
 
 #endif

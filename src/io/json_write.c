@@ -107,3 +107,10 @@ const char *ct_jw_finish(ct_jw *w, ct_err *err) {
     if (!w->text) ct_errorf(err, "cannot write JSON: out of memory");
     return w->text;
 }
+
+int ct_jw_print(ct_jw *w, FILE *f, ct_err *err) {
+    const char *text = ct_jw_finish(w, err);
+    if (text) fputs(text, f);
+    ct_jw_free(w);
+    return text ? 0 : -1;
+}

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/error.h"
 
@@ -48,5 +49,9 @@ void ct_jw_null(ct_jw *w, const char *key);
 /* The document's text, ending in a newline (one line when compact), or NULL (and
  * err set) after a failure. The text belongs to w. */
 const char *ct_jw_finish(ct_jw *w, ct_err *err);
+
+/* Finishes the document, writes it to f and frees w: 0, or -1 (err) when it could
+ * not be finished. */
+int ct_jw_print(ct_jw *w, FILE *f, ct_err *err);
 
 #endif

@@ -354,18 +354,23 @@ static double loss_scale(const fit_state *s) {
     return s->scaler.enabled ? s->scaler.scale : 0.0;
 }
 
-/* r into metrics.jsonl and the TensorBoard events (rank 0's run directory) and, for
- * epoch and test records, onto `fit --json`'s stream. */
 static double wall_time(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* r into metrics.jsonl and the TensorBoard events (rank 0's run directory) and, for
+ * epoch and test records, onto `fit --json`'s stream. */
 static int emit_record(fit_state *s, const ct_fit_opts *o, const ct_metric_record *r,
                        ct_err *err) {
+    bool to_json = o->json && s->dist->rank == 0 && strcmp(r->type, "step") != 0;
+    char line[2048];
+    if ((s->output.metrics || to_json) &&
+        ct_metric_record_line(r, line, sizeof line, err) != 0)
+        return -1;
     if (s->output.metrics &&
-        ct_metrics_log_write(s->output.metrics, s->output.metrics_path, r, err) != 0)
+        ct_metrics_log_write(s->output.metrics, s->output.metrics_path, line, err) != 0)
         return -1;
     if (s->output.tb.f) {
         const char *tags[CT_RECORD_SCALARS_MAX];
@@ -375,8 +380,7 @@ static int emit_record(fit_state *s, const ct_fit_opts *o, const ct_metric_recor
         if (ct_tfevents_scalars(&s->output.tb, step, wall_time(), tags, values, n, err) != 0)
             return -1;
     }
-    if (!o->json || s->dist->rank != 0 || strcmp(r->type, "step") == 0) return 0;
-    return ct_metrics_log_write(o->json, "stdout", r, err);
+    return to_json ? ct_metrics_log_write(o->json, "stdout", line, err) : 0;
 }
 
 /* A "step" record over the stretch since the last one (every rank takes part in

@@ -84,17 +84,13 @@ int ct_metric_record_scalars(const ct_metric_record *r, const char **tags, doubl
     return n;
 }
 
-FILE *ct_metrics_log_open(const char *dir, bool resume, ct_err *err) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+FILE *ct_metrics_log_open(const char *path, bool resume, ct_err *err) {
     FILE *f = fopen(path, resume ? "a" : "w");
     if (!f) ct_errorf(err, "%s: cannot open: %s", path, strerror(errno));
     return f;
 }
 
-int ct_metrics_log_write(FILE *f, const char *path, const ct_metric_record *r, ct_err *err) {
-    char line[2048];
-    if (ct_metric_record_line(r, line, sizeof line, err) != 0) return -1;
+int ct_metrics_log_write(FILE *f, const char *path, const char *line, ct_err *err) {
     if (fputs(line, f) == EOF || fflush(f) != 0)
         return ct_errorf(err, "%s: write failed: %s", path, strerror(errno));
     return 0;

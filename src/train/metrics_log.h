@@ -50,9 +50,9 @@ int ct_metric_record_line(const ct_metric_record *r, char *buf, size_t n, ct_err
 #define CT_RECORD_SCALARS_MAX 8
 int ct_metric_record_scalars(const ct_metric_record *r, const char **tags, double *values);
 
-/* Opens DIR/metrics.jsonl: appended to when resuming, else started anew. */
-FILE *ct_metrics_log_open(const char *dir, bool resume, ct_err *err);
-/* Writes r as one line and flushes; -1 with err naming the file. */
-int ct_metrics_log_write(FILE *f, const char *path, const ct_metric_record *r, ct_err *err);
+/* Opens a run's metrics.jsonl at path: appended to when resuming, else started anew. */
+FILE *ct_metrics_log_open(const char *path, bool resume, ct_err *err);
+/* Writes one line of ct_metric_record_line and flushes; -1 with err naming path. */
+int ct_metrics_log_write(FILE *f, const char *path, const char *line, ct_err *err);
 
 #endif

@@ -75,14 +75,7 @@ static int choose_and_lock(ct_run_output *ro, const ct_config *cfg, bool resume,
         ct_run_dir_close(&ro->dir);
         return ct_errorf(err, "%s: no run to resume there (%s: %s)", path, ckpt, strerror(e));
     }
-    if (ct_run_dir_open_new(&ro->dir, cfg->train.out, overwrite, atomic_outputs, log, err) != 0)
-        return -1;
-    char base[CT_PATH_MAX];
-    snprintf(base, sizeof base, "%s", cfg->train.out);
-    size_t n = strlen(base);
-    while (n > 1 && base[n - 1] == '/') base[--n] = '\0';
-    ro->versioned = strcmp(base, ro->dir.path) != 0;
-    return 0;
+    return ct_run_dir_open_new(&ro->dir, cfg->train.out, overwrite, atomic_outputs, log, err);
 }
 
 int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool overwrite,
@@ -91,8 +84,11 @@ int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool over
     ro->dir.fd = -1;
     if (choose_and_lock(ro, cfg, resume, overwrite, log, err) != 0) return -1;
     ro->fresh = !resume;
-    char base[CT_PATH_MAX];
+    char base[CT_PATH_MAX]; /* train.out as given, for the notice below */
     snprintf(base, sizeof base, "%s", cfg->train.out);
+    size_t n = strlen(base);
+    while (n > 1 && base[n - 1] == '/') base[--n] = '\0';
+    ro->versioned = !resume && strcmp(base, ro->dir.path) != 0;
     if (strlen(ro->dir.path) >= sizeof cfg->train.out) {
         ct_run_output_close(ro, false);
         return ct_errorf(err, "%s: output directory path too long", cfg->train.out);
@@ -117,7 +113,7 @@ int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool over
         return ct_errorf(err, "out of memory");
     }
     snprintf(ro->metrics_path, sizeof ro->metrics_path, "%s/metrics.jsonl", ro->dir.path);
-    ro->metrics = ct_metrics_log_open(ro->dir.path, resume, err);
+    ro->metrics = ct_metrics_log_open(ro->metrics_path, resume, err);
     if (!ro->metrics) {
         ct_run_output_close(ro, false);
         return -1;
