@@ -25,7 +25,7 @@ done
 # protobuf-c: TensorBoard event files (see below); python3-venv for that below.
 # man-db, bsdextrautils (col), zsh: the install check reads the installed man page
 # and parses the zsh completion.
-packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libjansson-dev libdnnl-dev
+packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libjansson-dev libpng-dev libdnnl-dev
           libcmocka-dev librsvg2-bin protobuf-c-compiler libprotobuf-c-dev python3-venv
           man-db bsdextrautils zsh
           python3-torch python3-yaml python3-numpy

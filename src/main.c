@@ -48,6 +48,20 @@ static const ct_command commands[] = {
      "  --device D  --batch-size N\n"
      "  --json            print one JSON object (totals, per class, confusion matrix)\n",
      ct_cmd_eval, false},
+    {"predict", "predict --checkpoint FILE INPUT... [options]",
+     "classify images with a checkpoint (needs no YAML)",
+     "  INPUT             a PNG, PGM or PPM image (its size and channels converted to\n"
+     "                    model.input: alpha over black, RGB to gray or gray to RGB,\n"
+     "                    area-average shrinking, linear enlarging), or an IDX image\n"
+     "                    file (every sample; gzip or plain)\n"
+     "  --top K           print the K most likely classes (default 3)\n"
+     "  --limit N         take the first N samples of each IDX file\n"
+     "  --invert          use 255 - v for images (dark strokes on a light background)\n"
+     "  --device D  --batch-size N\n"
+     "  --json            print one JSON object: per input its classes, probabilities\n"
+     "                    and logits\n"
+     "Class names come from the config's data.class_names when it has them.\n",
+     ct_cmd_predict, false},
     {"summary", "summary CONFIG [KEY=VALUE...] [options]", "print the layer table and memory plan",
      "  --eval            show the forward-only (evaluation) plan\n"
      "  --max-memory SIZE say whether fit's plan fits (reads the data files); when it\n"

@@ -21,16 +21,7 @@ typedef struct eval_args {
 
 static int config_from_checkpoint(const ct_checkpoint *ck, const eval_args *a, ct_config *cfg,
                                   ct_err *err) {
-    const char *fmt = ct_checkpoint_meta_get(ck, "format");
-    const char *text = ct_checkpoint_meta_get(ck, "config");
-    if (!fmt || strcmp(fmt, CT_CKPT_FORMAT) != 0 || !text)
-        return ct_errorf(err, "%s: not a ctrain checkpoint (no embedded config); "
-                         "use `ctrain fit --init-from` to start from foreign weights",
-                         a->checkpoint);
-    const char *dir = ct_checkpoint_meta_get(ck, "config_dir");
-    if (ct_config_parse(text, strlen(text), a->checkpoint, dir, cfg, err) != 0) return -1;
-    const char *name = ct_checkpoint_meta_get(ck, "name");
-    if (name) snprintf(cfg->name, sizeof cfg->name, "%s", name);
+    if (ct_model_config_from_checkpoint(ck, a->checkpoint, cfg, err) != 0) return -1;
     /* checked by ct_cmd_eval before the checkpoint was read */
     return ct_apply_overrides("eval", cfg, &a->ov, err) == CT_EXIT_OK ? 0 : -1;
 }

@@ -286,4 +286,14 @@ void ct_config_free(ct_config *cfg) {
     free(cfg->text);
     cfg->text = NULL;
     cfg->text_len = 0;
+    free(cfg->data.class_names);
+    cfg->data.class_names = NULL;
+    cfg->data.n_class_names = 0;
+}
+
+const char *ct_config_class_name(const ct_config *cfg, int k) {
+    if (!cfg->data.class_names || k < 0 || k >= cfg->data.n_class_names) return NULL;
+    const char *s = cfg->data.class_names;
+    for (int i = 0; i < k; i++) s += strlen(s) + 1;
+    return s;
 }

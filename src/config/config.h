@@ -172,7 +172,15 @@ typedef struct ct_data_cfg {
     int crop;          /* augment.crop: random crop padding, >= 0, default 0 */
     bool hflip;        /* augment.hflip, default false */
     double erase;      /* augment.erase: probability in [0, 1] of erasing a rectangle, 0 */
+    /* class_names: one name per class (n_class_names == num_classes), or none
+     * (NULL, 0): ct_config_class_name. Packed "name0\0name1\0...", owned (freed by
+     * ct_config_free); each name 1..CT_CLASS_NAME_MAX-1 bytes without control
+     * characters, all different. */
+    char *class_names;
+    int n_class_names;
 } ct_data_cfg;
+
+#define CT_CLASS_NAME_MAX 64
 
 /* The metric early stopping watches, and best.bin is kept by. */
 typedef enum { CT_MONITOR_VAL_LOSS, CT_MONITOR_VAL_ACC } ct_monitor;
@@ -319,8 +327,13 @@ int ct_config_keys(const char **out, int max);
  * is not YAML. */
 uint64_t ct_config_fingerprint(const char *text, const char *const *ignore);
 
-/* Frees cfg->text. The struct may be reused after ct_config_defaults. */
+/* Frees cfg->text and cfg->data.class_names. The struct may be reused after
+ * ct_config_defaults. */
 void ct_config_free(ct_config *cfg);
+
+/* The name of class k from data.class_names, or NULL when the config has none
+ * (or k is out of range). */
+const char *ct_config_class_name(const ct_config *cfg, int k);
 
 /* Applies one command-line override. key is one of: epochs, batch-size, lr,
  * device, seed, out, amp, grad-accum-steps, graph, cpu-loops. Value errors are "--key: ..."

@@ -137,6 +137,9 @@ int ct_map_collect(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *where,
 int ct_map_require(const ct_yaml_ctx *ctx, const ct_map_view *view, const char *where,
                    const char *const *keys, int key);
 
+/* "'name' expects <expected>, got <what node is>" at node. */
+int ct_type_error(const ct_yaml_ctx *ctx, const yaml_node_t *node, const char *name,
+                  const char *expected);
 /* Typed accessors: `name` is the dotted field name used in messages. */
 int ct_get_int(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name, long long lo,
                long long hi, int *out);

@@ -72,8 +72,8 @@ void ct_node_describe(const yaml_node_t *node, char *buf, size_t n) {
         snprintf(buf, n, "'%.80s'", ct_node_text(node));
 }
 
-static int ct_type_error(const ct_yaml_ctx *ctx, const yaml_node_t *node, const char *name,
-                         const char *expected) {
+int ct_type_error(const ct_yaml_ctx *ctx, const yaml_node_t *node, const char *name,
+                  const char *expected) {
     char got[128];
     ct_node_describe(node, got, sizeof got);
     return ct_node_error(ctx, node, "'%s' expects %s, got %s", name, expected, got);

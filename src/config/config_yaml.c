@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -160,11 +161,11 @@ static int ct_walk_schedule(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg)
 /* ---- data ----------------------------------------------------------------- */
 
 enum { D_TRAIN_IMAGES, D_TRAIN_LABELS, D_TEST_IMAGES, D_TEST_LABELS, D_NUM_CLASSES,
-       D_NORMALIZE, D_SHUFFLE, D_FORMAT, D_LAYOUT, D_VAL_SPLIT, D_AUGMENT };
+       D_NORMALIZE, D_SHUFFLE, D_FORMAT, D_LAYOUT, D_VAL_SPLIT, D_AUGMENT, D_CLASS_NAMES };
 static const char *const ct_data_keys[] = {"train_images", "train_labels", "test_images",
                                            "test_labels",  "num_classes",  "normalize",
                                            "shuffle",      "format",       "layout",
-                                           "val_split",    "augment"};
+                                           "val_split",    "augment",      "class_names"};
 static const char *const ct_data_format_names[] = {"idx", "cifar10"};
 static const char *const ct_data_layout_names[] = {"auto", "nchw", "nhwc"};
 
@@ -272,6 +273,35 @@ static int ct_walk_val_split(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_
     return 0;
 }
 
+/* class_names: a list of num_classes different names, packed (config.h). */
+static int ct_walk_class_names(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
+    if (node->type != YAML_SEQUENCE_NODE)
+        return ct_type_error(ctx, node, "data.class_names", "a list of names");
+    long n = ct_seq_len(node);
+    if (n != d->num_classes)
+        return ct_node_error(ctx, node, "'data.class_names' lists %ld names but data.num_classes "
+                             "is %d", n, d->num_classes);
+    yaml_node_item_t *it = node->data.sequence.items.start;
+    d->class_names = malloc((size_t)n * CT_CLASS_NAME_MAX);
+    if (!d->class_names) return ct_node_error(ctx, node, "out of memory");
+    size_t used = 0;
+    for (long i = 0; i < n; i++) {
+        char key[48], *name = d->class_names + used;
+        snprintf(key, sizeof key, "data.class_names[%ld]", i);
+        yaml_node_t *item = ct_node_get(ctx, it[i]);
+        if (ct_get_string(ctx, item, key, name, CT_CLASS_NAME_MAX)) return -1;
+        for (const char *c = name; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                return ct_node_error(ctx, item, "'%s' contains a control character", key);
+        for (const char *o = d->class_names; o < name; o += strlen(o) + 1)
+            if (strcmp(o, name) == 0)
+                return ct_node_error(ctx, item, "'%s' repeats the name '%s'", key, name);
+        used += strlen(name) + 1;
+    }
+    d->n_class_names = (int)n;
+    return 0;
+}
+
 /* format idx needs both label files; cifar10 has its labels in the records. */
 static int ct_data_check_labels(const ct_yaml_ctx *ctx, const ct_map_view *v,
                                 const ct_data_cfg *d) {
@@ -318,6 +348,7 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
         return -1;
     if (v.val[D_VAL_SPLIT] && ct_walk_val_split(ctx, v.val[D_VAL_SPLIT], d)) return -1;
     if (v.val[D_AUGMENT] && ct_walk_augment(ctx, v.val[D_AUGMENT], d)) return -1;
+    if (v.val[D_CLASS_NAMES] && ct_walk_class_names(ctx, v.val[D_CLASS_NAMES], d)) return -1;
     if (ct_map_require(ctx, &v, "data", ct_data_keys, D_TRAIN_IMAGES) ||
         ct_map_require(ctx, &v, "data", ct_data_keys, D_TEST_IMAGES))
         return -1;

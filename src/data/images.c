@@ -74,7 +74,7 @@ static int check_classes(const char *path, int num_classes, ct_err *err) {
 int ct_images_load_idx(const char *images_path, const char *labels_path, int num_classes,
                        const ct_image_spec *want, ct_dataset *ds, ct_err *err) {
     memset(ds, 0, sizeof *ds);
-    if (check_classes(labels_path, num_classes, err)) return -1;
+    if (check_classes(labels_path ? labels_path : images_path, num_classes, err)) return -1;
     int d[4], ndim, ld[3];
     if (ct_idx_read_images(images_path, &ds->images, d, &ndim, err)) return -1;
     ct_layout layout = CT_LAYOUT_NCHW;
@@ -85,7 +85,16 @@ int ct_images_load_idx(const char *images_path, const char *labels_path, int num
         d[2] = d[1];
         d[1] = 1;
     }
-    if (ct_idx_read_u8(labels_path, 1, &ds->labels, ld, err)) goto fail;
+    if (!labels_path) { /* images alone: every label 0 */
+        ds->labels = calloc(d[0] ? (size_t)d[0] : 1, 1);
+        if (!ds->labels) {
+            ct_errorf(err, "%s: out of memory", images_path);
+            goto fail;
+        }
+        ld[0] = d[0];
+    } else if (ct_idx_read_u8(labels_path, 1, &ds->labels, ld, err)) {
+        goto fail;
+    }
     if (d[0] != ld[0]) {
         ct_errorf(err, "%s has %d images but %s has %d labels", images_path, d[0], labels_path,
                   ld[0]);
@@ -96,7 +105,8 @@ int ct_images_load_idx(const char *images_path, const char *labels_path, int num
     ds->rows = layout == CT_LAYOUT_NCHW ? d[2] : d[1];
     ds->cols = layout == CT_LAYOUT_NCHW ? d[3] : d[2];
     ds->num_classes = num_classes;
-    if (check_shape(images_path, ds, want, err) || ct_dataset_check_labels(ds, labels_path, err))
+    if (check_shape(images_path, ds, want, err) ||
+        (labels_path && ct_dataset_check_labels(ds, labels_path, err)))
         goto fail;
     if (layout == CT_LAYOUT_NHWC &&
         nhwc_to_nchw(ds->images, ds->count, ds->channels, ds->rows, ds->cols, err))

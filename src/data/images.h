@@ -21,7 +21,8 @@ typedef struct ct_image_spec {
     ct_layout layout;
 } ct_image_spec;
 
-/* IDX images + labels whose samples must be want's [c, h, w]. */
+/* IDX images + labels whose samples must be want's [c, h, w]. labels_path NULL:
+ * the images alone, every label 0 (for predictions). */
 int ct_images_load_idx(const char *images_path, const char *labels_path, int num_classes,
                        const ct_image_spec *want, ct_dataset *ds, ct_err *err);
 

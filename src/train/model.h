@@ -106,6 +106,12 @@ typedef struct ct_ckpt_info {
 int ct_model_read_progress(const ct_checkpoint *ck, const char *path, ct_ckpt_info *info,
                            ct_err *err);
 
+/* The config a ctrain checkpoint embeds (its resolved text and run name), parsed
+ * into cfg (ct_config_free it); path names the checkpoint in errors. Fails for
+ * files without one (foreign safetensors). */
+int ct_model_config_from_checkpoint(const ct_checkpoint *ck, const char *path, ct_config *cfg,
+                                    ct_err *err);
+
 /* Writes params (+ optimizer state when training) and metadata atomically. */
 int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
                   const char *path, ct_err *err);

@@ -293,3 +293,17 @@ int ct_model_read_progress(const ct_checkpoint *ck, const char *path, ct_ckpt_in
     info->epoch_samples = samples;
     return 0;
 }
+
+int ct_model_config_from_checkpoint(const ct_checkpoint *ck, const char *path, ct_config *cfg,
+                                    ct_err *err) {
+    const char *fmt = ct_checkpoint_meta_get(ck, "format");
+    const char *text = ct_checkpoint_meta_get(ck, "config");
+    if (!fmt || strcmp(fmt, CT_CKPT_FORMAT) != 0 || !text)
+        return ct_errorf(err, "%s: not a ctrain checkpoint (no embedded config); "
+                         "use `ctrain fit --init-from` to start from foreign weights", path);
+    const char *dir = ct_checkpoint_meta_get(ck, "config_dir");
+    if (ct_config_parse(text, strlen(text), path, dir, cfg, err) != 0) return -1;
+    const char *name = ct_checkpoint_meta_get(ck, "name");
+    if (name) snprintf(cfg->name, sizeof cfg->name, "%s", name);
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* image_convert.h: an image (image_file.h) made into one model input sample, the
+ * uint8 [C, H, W] that a dataset holds (data/idx.h), so that it is normalized
+ * exactly as training and evaluation data are (data/pixels.h).
+ *
+ * In this order:
+ *  1. alpha: composited over black (v * a / 255, rounded): transparent is 0, the
+ *     background of MNIST-style data;
+ *  2. channels: for C == 1, colour becomes gray by ITU-R 601 luma
+ *     (299 R + 587 G + 114 B) / 1000, rounded (gray stays); for C == 3, gray is
+ *     copied into R, G and B; any other C needs an image with C colour channels;
+ *  3. invert (optional): v -> 255 - v, for dark strokes on a light background;
+ *  4. size: when h x w differs from H x W, each dimension is resampled on its own
+ *     (separable, in float, rounded to the nearest uint8 once): an area average
+ *     where it shrinks (each output pixel the mean of the input span it covers, so
+ *     a k-fold enlarged image comes back exactly), linear interpolation between
+ *     pixel centres where it grows.
+ * What cannot be done sensibly is refused with one line naming the file: aspect
+ * ratios that differ by more than CT_IMAGE_MAX_DISTORT times (the image would be
+ * squashed; crop it first), enlarging more than CT_IMAGE_MAX_ENLARGE times, or a
+ * channel count that matches no rule above.
+ */
+#ifndef CT_IMAGE_CONVERT_H
+#define CT_IMAGE_CONVERT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "data/image_file.h"
+
+#define CT_IMAGE_MAX_DISTORT 2.0
+#define CT_IMAGE_MAX_ENLARGE 4
+
+/* img (read from path, named in errors) into out[C * H * W]. */
+int ct_image_to_input(const ct_image *img, const char *path, int C, int H, int W, bool invert,
+                      uint8_t *out, ct_err *err);
+
+#endif

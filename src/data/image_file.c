@@ -1,0 +1,157 @@
+/* image_file.c: PNG (libpng's simplified API) and netpbm PGM/PPM readers
+ * (image_file.h). */
+#include "data/image_file.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ct_image_free(ct_image *img) {
+    free(img->px);
+    img->px = NULL;
+}
+
+static int check_size(const char *path, long long w, long long h, ct_err *err) {
+    if (w < 1 || h < 1)
+        return ct_errorf(err, "%s: the image has no pixels (%lldx%lld)", path, w, h);
+    if (w > CT_IMAGE_MAX_SIDE || h > CT_IMAGE_MAX_SIDE)
+        return ct_errorf(err, "%s: %lldx%lld image is larger than %d pixels on a side", path, w, h,
+                         CT_IMAGE_MAX_SIDE);
+    return 0;
+}
+
+static int alloc_pixels(const char *path, ct_image *img, ct_err *err) {
+    img->px = malloc((size_t)img->w * img->h * img->channels);
+    if (!img->px) return ct_errorf(err, "%s: out of memory for a %dx%d image", path, img->w, img->h);
+    return 0;
+}
+
+/* ---- PNG ------------------------------------------------------------------ */
+
+/* 8-bit samples in the file's own colour model (gray or RGB, alpha when the file
+ * has any transparency); libpng expands palettes, low bit depths and tRNS and
+ * scales 16-bit samples. */
+static int read_png(const char *path, ct_image *img, ct_err *err) {
+    png_image pi;
+    memset(&pi, 0, sizeof pi);
+    pi.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&pi, path))
+        return ct_errorf(err, "%s: cannot read PNG: %s", path, pi.message);
+    if (check_size(path, pi.width, pi.height, err)) {
+        png_image_free(&pi);
+        return -1;
+    }
+    bool color = pi.format & PNG_FORMAT_FLAG_COLOR, alpha = pi.format & PNG_FORMAT_FLAG_ALPHA;
+    /* 16-bit samples without gAMA or sRGB chunks are taken as encoded like 8-bit
+     * ones (scaled, not gamma-encoded as linear light would be). */
+    pi.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
+    pi.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB)
+                      : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
+    img->w = (int)pi.width;
+    img->h = (int)pi.height;
+    img->channels = (color ? 3 : 1) + (alpha ? 1 : 0);
+    img->has_alpha = alpha;
+    if (alloc_pixels(path, img, err)) {
+        png_image_free(&pi);
+        return -1;
+    }
+    if (!png_image_finish_read(&pi, NULL, img->px, 0, NULL)) {
+        ct_errorf(err, "%s: cannot read PNG: %s", path, pi.message);
+        png_image_free(&pi);
+        ct_image_free(img);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- PGM / PPM --------------------------------------------------------------- */
+
+/* Skips whitespace and '#' comments (to the end of their line). */
+static int pnm_skip(FILE *f) {
+    int c;
+    for (;;) {
+        c = getc(f);
+        if (c == '#') {
+            while (c != EOF && c != '\n' && c != '\r') c = getc(f);
+        } else if (c == EOF || !isspace(c)) {
+            return c;
+        }
+    }
+}
+
+/* A decimal header value or plain-format sample in 0..max; -1 when malformed. */
+static long pnm_number(FILE *f, long max) {
+    int c = pnm_skip(f);
+    if (c == EOF || !isdigit(c)) return -1;
+    long v = 0;
+    while (c != EOF && isdigit(c)) {
+        v = v * 10 + (c - '0');
+        if (v > max) return -1;
+        c = getc(f);
+    }
+    if (c != EOF && !isspace(c) && c != '#') return -1;
+    if (c == '#') ungetc(c, f);
+    return v;
+}
+
+static uint8_t pnm_scale(long v, long maxval) {
+    return (uint8_t)((v * 255 + maxval / 2) / maxval);
+}
+
+static int read_pnm(const char *path, FILE *f, int kind, ct_image *img, ct_err *err) {
+    bool plain = kind == '2' || kind == '3';
+    img->channels = kind == '3' || kind == '6' ? 3 : 1;
+    img->has_alpha = false;
+    long w = pnm_number(f, CT_IMAGE_MAX_SIDE + 1L), h = pnm_number(f, CT_IMAGE_MAX_SIDE + 1L);
+    long maxval = pnm_number(f, 65535);
+    if (w < 0 || h < 0 || maxval < 1)
+        return ct_errorf(err, "%s: malformed P%c header (width, height, maxval 1..65535)", path,
+                         kind);
+    if (check_size(path, w, h, err)) return -1;
+    img->w = (int)w;
+    img->h = (int)h;
+    if (alloc_pixels(path, img, err)) return -1;
+    size_t n = (size_t)w * h * img->channels;
+    int bytes = maxval > 255 ? 2 : 1;
+    for (size_t i = 0; i < n; i++) {
+        long v;
+        if (plain) {
+            v = pnm_number(f, maxval);
+        } else {
+            int hi = getc(f), lo = bytes == 2 ? getc(f) : 0;
+            v = hi == EOF || lo == EOF ? -1 : bytes == 2 ? hi << 8 | lo : hi;
+            if (v > maxval) v = -1;
+        }
+        if (v < 0) {
+            ct_image_free(img);
+            return ct_errorf(err, "%s: %s at sample %zu of %zu (values 0..%ld)", path,
+                             feof(f) ? "the file ends" : "bad pixel data", i, n, maxval);
+        }
+        img->px[i] = pnm_scale(v, maxval);
+    }
+    return 0;
+}
+
+int ct_image_read(const char *path, ct_image *img, ct_err *err) {
+    memset(img, 0, sizeof *img);
+    FILE *f = fopen(path, "rb");
+    if (!f) return ct_errorf(err, "%s: %s", path, strerror(errno));
+    unsigned char head[8] = {0};
+    size_t got = fread(head, 1, sizeof head, f);
+    int rc;
+    if (got == 8 && png_sig_cmp(head, 0, 8) == 0) {
+        fclose(f);
+        return read_png(path, img, err);
+    }
+    if (got >= 3 && head[0] == 'P' && strchr("2356", head[1]) && head[1] && isspace(head[2])) {
+        fseek(f, 2, SEEK_SET);
+        rc = read_pnm(path, f, head[1], img, err);
+    } else {
+        rc = ct_errorf(err, "%s: not a PNG, PGM or PPM file", path);
+    }
+    fclose(f);
+    return rc;
+}

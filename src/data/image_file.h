@@ -1,0 +1,36 @@
+/* image_file.h: single images from files, for `ctrain predict`.
+ *
+ * Formats, recognized by their first bytes (never by the file name):
+ *  - PNG, read by libpng: every colour type and bit depth; palettes and tRNS
+ *    become colour and alpha; 16-bit samples are scaled to 8 bits;
+ *  - PGM and PPM (netpbm P2, P5 gray; P3, P6 colour), plain or raw, maxval
+ *    1..65535 scaled to 0..255 with rounding (v * 255 / maxval); the first image
+ *    of the file is read.
+ * Errors name the file and the fault in one line ("x.png: not a PNG, PGM or PPM
+ * file"); nothing stays allocated then. Images larger than CT_IMAGE_MAX_SIDE on a
+ * side are refused before their pixels are read.
+ */
+#ifndef CT_IMAGE_FILE_H
+#define CT_IMAGE_FILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define CT_IMAGE_MAX_SIDE 16384
+
+/* An 8-bit image, interleaved: pixel (y, x) channel k is
+ * px[((size_t)y * w + x) * channels + k]; colour channels first (1 gray or 3
+ * RGB), then alpha (straight, not premultiplied) when has_alpha. */
+typedef struct ct_image {
+    int w, h;
+    int channels;   /* 1..4: color + alpha */
+    bool has_alpha;
+    uint8_t *px;    /* owned */
+} ct_image;
+
+int ct_image_read(const char *path, ct_image *img, ct_err *err);
+void ct_image_free(ct_image *img);
+
+#endif
