@@ -49,6 +49,7 @@ static void expect_error(const char *yaml, const char *pos, const char *fragment
     if (rc != -1 || strncmp(err.msg, prefix, strlen(prefix)) != 0 || !strstr(err.msg, fragment))
         fail_msg("rc %d, want '%s...%s', got '%s'", rc, prefix, fragment, err.msg);
     assert_null(cfg.text);
+    assert_null(cfg.data.class_names);
     assert_null(strchr(err.msg, '\n'));
 }
 
@@ -335,6 +336,37 @@ static void test_batchnorm_keys(void **state) {
                  "4:21", "unknown key 'affine' in 'batchnorm2d' (valid keys: checkpoint, momentum, eps)");
     expect_error("model:\n  input: [1, 28, 28]\n  layers:\n    - batchnorm: {}\n" DATA, "4:7",
                  "unknown layer kind 'batchnorm'");
+}
+
+/* data.class_names: num_classes different names, looked up by class. */
+static void test_class_names(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok(BASE "  num_classes: 3\n  class_names: [T-shirt/top, \"Ankle boot\", 7]\n", &cfg);
+    assert_int_equal(cfg.data.n_class_names, 3);
+    assert_string_equal(ct_config_class_name(&cfg, 0), "T-shirt/top");
+    assert_string_equal(ct_config_class_name(&cfg, 1), "Ankle boot");
+    assert_string_equal(ct_config_class_name(&cfg, 2), "7");
+    assert_null(ct_config_class_name(&cfg, 3));
+    assert_null(ct_config_class_name(&cfg, -1));
+    ct_config_free(&cfg);
+    assert_null(cfg.data.class_names);
+    expect_ok(BASE, &cfg);
+    assert_null(ct_config_class_name(&cfg, 0));
+    ct_config_free(&cfg);
+    expect_error(BASE "  class_names: [a, b]\n", "11:16",
+                 "'data.class_names' lists 2 names but data.num_classes is 10");
+    expect_error(BASE "  num_classes: 2\n  class_names: [a, a]\n", "12:20",
+                 "'data.class_names[1]' repeats the name 'a'");
+    expect_error(BASE "  num_classes: 2\n  class_names: [a, \"\"]\n", "12:20",
+                 "'data.class_names[1]' must not be empty");
+    expect_error(BASE "  num_classes: 2\n  class_names: [a, \"b\\tc\"]\n", "12:20",
+                 "'data.class_names[1]' contains a control character");
+    expect_error(BASE "  num_classes: 2\n  class_names: a\n", "12:16",
+                 "'data.class_names' expects a list of names");
+    char long_name[400];
+    snprintf(long_name, sizeof long_name, BASE "  num_classes: 2\n  class_names: [a, %070d]\n", 1);
+    expect_error(long_name, "12:20", "'data.class_names[1]' is too long (max 63 bytes)");
 }
 
 static void test_scalar_forms(void **state) {
@@ -1032,6 +1064,7 @@ int main(void) {
         cmocka_unit_test(test_layer_defaults),
         cmocka_unit_test(test_activation_layers),
         cmocka_unit_test(test_batchnorm_keys),
+        cmocka_unit_test(test_class_names),
         cmocka_unit_test(test_scalar_forms),
         cmocka_unit_test(test_error_unknown_key),
         cmocka_unit_test(test_error_wrong_type),

@@ -24,8 +24,8 @@ bin="$root/bin/ctrain"
 
 page=$(MANWIDTH=100 man -P cat -M "$root/share/man" ctrain 2>/dev/null | col -b) ||
   fail "man -M $root/share/man ctrain failed"
-for word in "ctrain fit" "ctrain eval" "ctrain summary" "ctrain inspect" "ctrain plot" \
-            "ctrain devices" "ctrain bench" "EXIT STATUS" "ENVIRONMENT" "EXAMPLES"; do
+for word in "ctrain fit" "ctrain eval" "ctrain predict" "ctrain summary" "ctrain inspect" \
+            "ctrain export" "ctrain plot" "ctrain devices" "ctrain bench" "EXIT STATUS" "ENVIRONMENT" "EXAMPLES"; do
   grep -q "$word" <<<"$page" || fail "the man page lacks '$word'"
 done
 
@@ -37,6 +37,12 @@ fi
 completion="$root/share/bash-completion/completions/ctrain"
 [ -f "$root/share/zsh/site-functions/_ctrain" ] || fail "no zsh completion installed"
 zsh -n "$root/share/zsh/site-functions/_ctrain" || fail "the zsh completion does not parse"
+# Every command of `ctrain help` completes (and no other).
+want=$("$bin" help | awk '/^Commands:/ {on = 1; next} on && /^  [a-z]/ {print $1} on && /^$/ {exit}' |
+       sort -u | tr '\n' ' ')
+got=$(bash -c 'source "$1"; COMP_WORDS=("$2" ""); COMP_CWORD=1; _ctrain; printf "%s\n" "${COMPREPLY[@]}"' \
+      _ "$completion" "$bin" | sort | tr '\n' ' ')
+[ "$got" = "$want" ] || fail "bash completes the commands '$got', but ctrain help lists '$want'"
 got=$(bash -c 'source "$1"; COMP_WORDS=("$2" fi); COMP_CWORD=1; _ctrain; echo "${COMPREPLY[*]}"' \
       _ "$completion" "$bin")
 [ "$got" = fit ] || fail "bash completes 'ctrain fi' to '$got', not 'fit'"

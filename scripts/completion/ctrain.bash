@@ -9,7 +9,7 @@ _ctrain() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   cword=$COMP_CWORD
   local bin=${COMP_WORDS[0]}
-  local commands="fit eval summary inspect export plot devices bench help version"
+  local commands="fit eval predict summary inspect export plot devices bench help version"
   if ((cword == 1)); then
     COMPREPLY=($(compgen -W "$commands" -- "$cur"))
     return

@@ -111,8 +111,7 @@ static int load_image(ct_input_set *s, const char *path, int index, const ct_inp
     ct_image img;
     if (ct_image_read(path, &img, err)) return -1;
     size_t bytes = (size_t)o->c * o->h * o->w;
-    int colors = img.channels - (img.has_alpha ? 1 : 0);
-    bool converted = img.w != o->w || img.h != o->h || colors != o->c;
+    bool converted = img.w != o->w || img.h != o->h || img.channels != o->c;
     int rc = append(s, NULL, 1, index, false, converted, path, err);
     if (rc == 0)
         rc = ct_image_to_input(&img, path, o->c, o->h, o->w, o->invert,

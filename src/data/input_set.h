@@ -26,7 +26,7 @@ typedef struct ct_input_set {
     ct_dataset ds;   /* [count, c, h, w] */
     int *source;     /* [count]: index of the input (paths[]) the sample came from */
     int *sample;     /* [count]: its index in an IDX file, -1 for an image file */
-    bool *converted; /* [count]: resized, or its channels converted */
+    bool *converted; /* [count]: resized, or its channels changed (alpha dropped too) */
 } ct_input_set;
 
 /* Reads paths[0..n) in order. Errors name the file (one line); nothing stays
