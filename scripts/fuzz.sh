@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh: build the libFuzzer harnesses (tests/fuzz) with clang into build-fuzz and
 # run each for SECONDS (default 60): fuzz_config (YAML configs and shape
-# inference), fuzz_idx (IDX files, gzip and plain) and fuzz_checkpoint
-# (safetensors). Each starts from its seeds (tests/fuzz/corpus/<target>) and the
+# inference), fuzz_idx (IDX files, gzip and plain), fuzz_checkpoint
+# (safetensors) and fuzz_image (PNG, PGM and PPM files, converted to model inputs). Each starts from its seeds (tests/fuzz/corpus/<target>) and the
 # saved regressions, and prints one line: its name, how many inputs it ran, and
 # the result.
 #
@@ -33,7 +33,7 @@ ninja -C "$build" fuzzers >/dev/null
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 failed=0
-for t in config idx checkpoint; do
+for t in config idx checkpoint image; do
   work="$build/corpus/$t" crashes="$build/crashes/$t" log="$build/fuzz-$t.log"
   mkdir -p "$work" "$crashes"
   rc=0

@@ -103,11 +103,17 @@ static void test_checkpoint_inputs(void **state) {
     replay_target("checkpoint", ct_fuzz_checkpoint);
 }
 
+static void test_image_inputs(void **state) {
+    (void)state;
+    replay_target("image", ct_fuzz_image);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_inputs),
         cmocka_unit_test(test_idx_inputs),
         cmocka_unit_test(test_checkpoint_inputs),
+        cmocka_unit_test(test_image_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

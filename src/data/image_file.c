@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void ct_image_free(ct_image *img) {
     free(img->px);
@@ -23,6 +24,23 @@ static int check_size(const char *path, long long w, long long h, ct_err *err) {
     return 0;
 }
 
+/* Deflate expands at most 1032:1; with PNG's filter bytes and chunk overhead a
+ * file of `bytes` holds well under this many pixel bytes. */
+#define PNG_MAX_EXPANSION 1100
+
+/* Refuses an image whose pixels cannot fit in a regular file of file_bytes (0:
+ * not a regular file, size unknown) holding at most per_byte pixel bytes per file
+ * byte, before they are allocated: a small file cannot make the reader allocate
+ * what its header claims. */
+static int check_claim(const char *path, const ct_image *img, long long file_bytes,
+                       long long per_byte, ct_err *err) {
+    long long need = (long long)img->w * img->h * img->channels;
+    if (file_bytes > 0 && need > file_bytes * per_byte + 4096)
+        return ct_errorf(err, "%s: the header claims a %dx%d image, more than its %lld bytes "
+                         "can hold (truncated or corrupt)", path, img->w, img->h, file_bytes);
+    return 0;
+}
+
 static int alloc_pixels(const char *path, ct_image *img, ct_err *err) {
     img->px = malloc((size_t)img->w * img->h * img->channels);
     if (!img->px) return ct_errorf(err, "%s: out of memory for a %dx%d image", path, img->w, img->h);
@@ -34,7 +52,7 @@ static int alloc_pixels(const char *path, ct_image *img, ct_err *err) {
 /* 8-bit samples in the file's own colour model (gray or RGB, alpha when the file
  * has any transparency); libpng expands palettes, low bit depths and tRNS and
  * scales 16-bit samples. */
-static int read_png(const char *path, ct_image *img, ct_err *err) {
+static int read_png(const char *path, long long file_bytes, ct_image *img, ct_err *err) {
     png_image pi;
     memset(&pi, 0, sizeof pi);
     pi.version = PNG_IMAGE_VERSION;
@@ -54,7 +72,8 @@ static int read_png(const char *path, ct_image *img, ct_err *err) {
     img->h = (int)pi.height;
     img->channels = (color ? 3 : 1) + (alpha ? 1 : 0);
     img->has_alpha = alpha;
-    if (alloc_pixels(path, img, err)) {
+    if (check_claim(path, img, file_bytes, PNG_MAX_EXPANSION, err) ||
+        alloc_pixels(path, img, err)) {
         png_image_free(&pi);
         return -1;
     }
@@ -101,7 +120,8 @@ static uint8_t pnm_scale(long v, long maxval) {
     return (uint8_t)((v * 255 + maxval / 2) / maxval);
 }
 
-static int read_pnm(const char *path, FILE *f, int kind, ct_image *img, ct_err *err) {
+static int read_pnm(const char *path, FILE *f, int kind, long long file_bytes, ct_image *img,
+                    ct_err *err) {
     bool plain = kind == '2' || kind == '3';
     img->channels = kind == '3' || kind == '6' ? 3 : 1;
     img->has_alpha = false;
@@ -113,7 +133,8 @@ static int read_pnm(const char *path, FILE *f, int kind, ct_image *img, ct_err *
     if (check_size(path, w, h, err)) return -1;
     img->w = (int)w;
     img->h = (int)h;
-    if (alloc_pixels(path, img, err)) return -1;
+    /* a raw sample takes 1 or 2 bytes, a plain one at least a digit and a space */
+    if (check_claim(path, img, file_bytes, 1, err) || alloc_pixels(path, img, err)) return -1;
     size_t n = (size_t)w * h * img->channels;
     int bytes = maxval > 255 ? 2 : 1;
     for (size_t i = 0; i < n; i++) {
@@ -139,16 +160,18 @@ int ct_image_read(const char *path, ct_image *img, ct_err *err) {
     memset(img, 0, sizeof *img);
     FILE *f = fopen(path, "rb");
     if (!f) return ct_errorf(err, "%s: %s", path, strerror(errno));
+    struct stat st;
+    long long file_bytes = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
     unsigned char head[8] = {0};
     size_t got = fread(head, 1, sizeof head, f);
     int rc;
     if (got == 8 && png_sig_cmp(head, 0, 8) == 0) {
         fclose(f);
-        return read_png(path, img, err);
+        return read_png(path, file_bytes, img, err);
     }
-    if (got >= 3 && head[0] == 'P' && strchr("2356", head[1]) && head[1] && isspace(head[2])) {
+    if (got >= 3 && head[0] == 'P' && head[1] && strchr("2356", head[1]) && isspace(head[2])) {
         fseek(f, 2, SEEK_SET);
-        rc = read_pnm(path, f, head[1], img, err);
+        rc = read_pnm(path, f, head[1], file_bytes, img, err);
     } else {
         rc = ct_errorf(err, "%s: not a PNG, PGM or PPM file", path);
     }

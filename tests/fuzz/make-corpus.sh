@@ -14,7 +14,8 @@ cd "$(dirname "$0")/../.."
 build="${1:-build}"
 [ -x "$build/ctrain" ] || { echo "make-corpus.sh: no $build/ctrain; build first" >&2; exit 2; }
 out=tests/fuzz
-mkdir -p "$out"/corpus/{config,idx,checkpoint} "$out"/regressions/{config,idx,checkpoint}
+mkdir -p "$out"/corpus/{config,idx,checkpoint,image} \
+         "$out"/regressions/{config,idx,checkpoint,image}
 
 # ---- config -----------------------------------------------------------------------
 cp configs/cnn.yaml "$out/corpus/config/valid-cnn.yaml"
@@ -132,6 +133,49 @@ put(f"{r}/claim-2.1GB-images-plain", b"\x02" + claim)
 put(f"{r}/claim-2GB-labels-3MiB-held.gz", b"\x00" + gz(idx([0x7FFFFFFF], bytes(3 << 20))))
 put(f"{r}/claim-2.1GB-images-pipe", b"\x06" + claim)
 put(f"{r}/claim-2GB-labels-3MiB-held-pipe.gz", b"\x04" + gz(idx([0x7FFFFFFF], bytes(3 << 20))))
+PY
+
+# ---- image: PNG written here chunk by chunk (zlib, CRC-32), PGM and PPM ------------
+python3 - "$out" <<'PY'
+import struct, sys, zlib
+out = sys.argv[1]
+
+def chunk(kind, body):
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+def png(w, h, depth, color, rows, extra=b""):
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, 0)
+    raw = b"".join(b"\x00" + r for r in rows)  # filter 0 on every row
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + extra +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+def put(path, data):
+    open(path, "wb").write(data)
+
+c = f"{out}/corpus/image"
+gray = [bytes((x * 9 + y * 31) % 256 for x in range(28)) for y in range(28)]
+put(f"{c}/valid-gray.png", png(28, 28, 8, 0, gray))
+put(f"{c}/valid-rgba.png", png(14, 14, 8, 6, [bytes((x + y + k) % 256 for x in range(14)
+                                                      for k in range(4)) for y in range(14)]))
+put(f"{c}/valid-gray16.png", png(8, 8, 16, 0, [bytes(range(16 * y, 16 * y + 16)) for y in range(8)]))
+put(f"{c}/valid-palette-trns.png",
+    png(4, 4, 2, 3, [bytes([0b00011011]) for _ in range(4)],
+        chunk(b"PLTE", bytes(range(12))) + chunk(b"tRNS", bytes([0, 128]))))
+put(f"{c}/valid-raw.pgm", b"P5\n# seed\n28 28\n255\n" + b"".join(gray))
+put(f"{c}/valid-plain.ppm", b"P3 2 1 1000\n0 500 1000 7 8 9\n")
+put(f"{c}/valid-raw16.ppm", b"P6 1 1 65535 " + bytes([255, 255, 0, 1, 128, 0]))
+put(f"{c}/truncated.pgm", b"P5 4 4 255\n" + bytes(10))
+put(f"{c}/cut.png", png(28, 28, 8, 0, gray)[:60])
+bad_crc = bytearray(png(28, 28, 8, 0, gray))
+bad_crc[33 + 8 + 2] ^= 0xFF  # a byte of IDAT's data: its CRC no longer matches
+put(f"{c}/bad-crc.png", bytes(bad_crc))
+put(f"{c}/valid-tall.pgm", b"P5 2 40 255\n" + bytes(80))  # read, then refused as input
+
+# Crafted claims: tiny files whose headers ask for the largest image.
+r = f"{out}/regressions/image"
+put(f"{r}/claim-16384x16384-rgba.png", png(16384, 16384, 8, 6, [])[:33] + chunk(b"IEND", b""))
+put(f"{r}/claim-16384x16384.ppm", b"P6 16384 16384 65535\n" + bytes(64))
+put(f"{r}/claim-16384x16384-plain.pgm", b"P2 16384 16384 255\n1 2 3\n")
 PY
 
 # ---- checkpoint ---------------------------------------------------------------------

@@ -40,6 +40,10 @@ ct_fuzz_result ct_fuzz_idx(const uint8_t *data, size_t size, char *why, size_t n
 /* The input is a checkpoint file for ct_checkpoint_read. */
 ct_fuzz_result ct_fuzz_checkpoint(const uint8_t *data, size_t size, char *why, size_t n);
 
+/* The input is an image file for ct_image_read (PNG, PGM, PPM); an accepted one is
+ * converted to model inputs (ct_image_to_input). */
+ct_fuzz_result ct_fuzz_image(const uint8_t *data, size_t size, char *why, size_t n);
+
 /* ---- shared by the targets (target_common.c) ------------------------------ */
 
 /* Checks a refusal against the contract above and copies its message to why;
