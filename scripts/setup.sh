@@ -22,11 +22,13 @@ done
 # the fuzz build (scripts/fuzz.sh). python3-torch, -yaml, -numpy: the PyTorch parity
 # test (tests/torch_parity.py) and scripts/reference_pytorch.py. librsvg2-bin
 # (rsvg-convert): the plot test renders the SVG it checks (tests/test_plot.py).
-# protobuf-c: TensorBoard event files (see below); python3-venv for that below.
+# protobuf-c: TensorBoard event files (see below) and ONNX export, whose messages
+# are compiled from libonnx-dev's onnx.proto at build time; python3-venv for the
+# virtual environment below.
 # man-db, bsdextrautils (col), zsh: the install check reads the installed man page
 # and parses the zsh completion.
 packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libjansson-dev libpng-dev libdnnl-dev
-          libcmocka-dev librsvg2-bin protobuf-c-compiler libprotobuf-c-dev python3-venv
+          libcmocka-dev librsvg2-bin protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-venv
           man-db bsdextrautils zsh
           python3-torch python3-yaml python3-numpy
           libopenmpi-dev openmpi-bin clang libclang-rt-dev libomp-dev)

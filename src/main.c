@@ -76,10 +76,16 @@ static const ct_command commands[] = {
      "  --config          print only the embedded config (YAML)\n"
      "  --json            print one JSON object: format, sizes, metadata, tensors\n",
      ct_cmd_inspect, false},
-    {"export", "export --checkpoint FILE --safetensors OUT", "write a model's weights alone",
-     "  --checkpoint FILE  a checkpoint of ctrain fit (or any safetensors file)\n"
+    {"export", "export --checkpoint FILE [options]", "write a model's weights or an ONNX model",
+     "  --checkpoint FILE  a checkpoint of ctrain fit (or, for --safetensors, any\n"
+     "                     safetensors file)\n"
      "  --safetensors OUT  write its tensors but the optimizer's state, with PyTorch\n"
-     "                     state_dict names (safetensors.torch.load_file reads it)\n",
+     "                     state_dict names (safetensors.torch.load_file reads it)\n"
+     "  --onnx OUT         write the model for inference as ONNX (opset 17): input\n"
+     "                     \"input\" [N, C, H, W], normalized as the metadata's mean and\n"
+     "                     std say; output \"logits\" [N, classes]; batch norms use\n"
+     "                     their running statistics, dropout is left out\n"
+     "Give --safetensors, --onnx or both.\n",
      ct_cmd_export, false},
     {"plot", "plot RUN... [-o FILE]", "draw runs' learning curves as one SVG",
      "  RUN               a run directory of ctrain fit (its metrics.jsonl), or a\n"
