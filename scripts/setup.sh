@@ -24,7 +24,7 @@ done
 # (rsvg-convert): the plot test renders the SVG it checks (tests/test_plot.py).
 # protobuf-c: TensorBoard event files (see below) and ONNX export, whose messages
 # are compiled from libonnx-dev's onnx.proto at build time; python3-venv for the
-# virtual environment below.
+# virtual environments below.
 # man-db, bsdextrautils (col), zsh: the install check reads the installed man page
 # and parses the zsh completion.
 packages=(gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libjansson-dev libpng-dev libdnnl-dev
@@ -52,6 +52,15 @@ if [ ! -x .venv-tensorboard/bin/python3 ] ||
   echo "setup.sh: installing tensorboard (PyPI) into .venv-tensorboard"
   /usr/bin/python3 -m venv .venv-tensorboard
   .venv-tensorboard/bin/pip install -q tensorboard
+fi
+
+# onnxruntime (PyPI, in .venv-onnx): tests/test_onnx.py runs the models that
+# `ctrain export --onnx` writes with it.
+if [ ! -x .venv-onnx/bin/python3 ] ||
+   ! .venv-onnx/bin/python3 -c "import onnxruntime" 2>/dev/null; then
+  echo "setup.sh: installing onnxruntime (PyPI) into .venv-onnx"
+  /usr/bin/python3 -m venv .venv-onnx
+  .venv-onnx/bin/pip install -q onnxruntime
 fi
 
 # nvcc is usually not on PATH for non-login shells; the toolkit lives here.

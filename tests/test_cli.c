@@ -134,6 +134,7 @@ static const exit_case exit_cases[] = {
     {"export --checkpoint a.bin", 2, "export: say what to write: --safetensors OUT"},
     {"export --safetensors w.st", 2, "export: --checkpoint FILE is required"},
     {"export --checkpoint /nonexistent/m.bin --safetensors w.st", 1, "/nonexistent/m.bin"},
+    {"export --checkpoint a.bin --onnx", 2, "option '--onnx' needs a value"},
     {"plot /nonexistent/run", 1, "/nonexistent/run: no such run directory or metrics.jsonl"},
     {"bench conv", 2, "bench: unknown benchmark 'conv'"},
     {"bench matmul --n 0", 2, "bench: --n must be an integer in 1..32768, got '0'"},

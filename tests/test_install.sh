@@ -3,8 +3,9 @@
 # directory, then what a user gets from it: the binary runs, `man -M PREFIX/share/man
 # ctrain` shows the page (every command in it), the CUDA backend sits where the
 # binary looks for it (when the build has one), and the installed bash completion
-# completes `ctrain fi<TAB>` to fit and `ctrain fit CFG optimizer.l<TAB>` to
-# optimizer.lr= (the zsh one is installed and parsed by zsh -n). Run by CI
+# completes `ctrain fi<TAB>` to fit, `ctrain fit CFG optimizer.l<TAB>` to
+# optimizer.lr= and export's `--on<TAB>` to --onnx (the zsh one is installed and
+# parsed by zsh -n). Run by CI
 # (.ci/run); exits 1 with the step that failed.
 set -euo pipefail
 build=${1:-build}
@@ -52,4 +53,7 @@ got=$(bash -c 'source "$1"; COMP_WORDS=("$2" fit configs/mlp.yaml optimizer.l); 
 got=$(bash -c 'source "$1"; COMP_WORDS=("$2" inspect --js); COMP_CWORD=2; _ctrain;
                echo "${COMPREPLY[*]}"' _ "$completion" "$bin")
 [ "$got" = --json ] || fail "bash completes 'inspect --js' to '$got', not '--json'"
+got=$(bash -c 'source "$1"; COMP_WORDS=("$2" export --checkpoint m.bin --on); COMP_CWORD=4;
+               _ctrain; echo "${COMPREPLY[*]}"' _ "$completion" "$bin")
+[ "$got" = --onnx ] || fail "bash completes 'export ... --on' to '$got', not '--onnx'"
 echo "test_install: ok (installed into a temporary $prefix: binary, man page, completions)"
