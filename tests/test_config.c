@@ -174,7 +174,13 @@ static void test_reparse_embedded_text(void **state) {
         memcpy(a.data.train_labels, b.data.train_labels, sizeof a.data.train_labels);
         memcpy(a.data.test_images, b.data.test_images, sizeof a.data.test_images);
         memcpy(a.data.test_labels, b.data.test_labels, sizeof a.data.test_labels);
+        assert_int_equal(b.data.n_class_names, a.data.n_class_names);
+        for (int k = 0; k < a.data.n_class_names; k++)
+            assert_string_equal(ct_config_class_name(&b, k), ct_config_class_name(&a, k));
+        char *names = a.data.class_names; /* owned by each: compared by content above */
+        a.data.class_names = b.data.class_names;
         assert_memory_equal(&b.data, &a.data, sizeof a.data);
+        a.data.class_names = names;
         assert_memory_equal(&b.train, &a.train, sizeof a.train);
         assert_memory_equal(&b.device, &a.device, sizeof a.device);
         assert_string_equal(b.text, a.text);
