@@ -558,6 +558,13 @@ static double fit_with(const char *cfg, const char *mode, const char *tag) {
     printf("--- amp %s (run-%s)\n%s", mode, tag, out);
     assert_int_equal(st, 0);
     assert_null(strstr(out, "not implemented"));
+    /* fit says how the mode runs here (the CPU backend only emulates 16-bit modes) */
+    char note[128];
+    snprintf(note, sizeof note, "ctrain: train.amp %s on cpu: %s emulated: ", mode, mode);
+    if (strcmp(mode, "off") == 0)
+        assert_null(strstr(out, "train.amp"));
+    else if (!strstr(out, note))
+        fail_msg("fit --amp %s does not say '%s'", mode, note);
     bool fp16 = strcmp(mode, "fp16") == 0;
     double acc = -1, loss, tacc, vloss, scale = 0;
     long long skipped = -1;
@@ -687,6 +694,41 @@ static void assert_same_bits(const char *mode, const float *a, const float *b, s
  * their bits (the mode reached the backend) and lie within 0.4 of the distance the
  * fp32 run moved from the init (L2); a second run of each amp mode gives the same
  * bits; val accuracy is within 0.03 of fp32's. */
+/* summary names the mode and says how the CPU backend runs it, in text and JSON. */
+static void test_summary_amp_note(void **state) {
+    (void)state;
+    ct_test_mkdtemp(dir, sizeof dir);
+    static const char *const modes[] = {"off", "bf16", "fp16"};
+    for (int i = 0; i < 3; i++) {
+        char args[512], want[160];
+        int st;
+        snprintf(args, sizeof args, "summary %s/configs/mlp.yaml --device cpu --amp %s --json",
+                 CT_SOURCE_ROOT, modes[i]);
+        char *out = run(args, &st);
+        assert_int_equal(st, 0);
+        char mode[64], note[128];
+        snprintf(mode, sizeof mode, "\"mode\": \"%s\"", modes[i]);
+        if (i == 0)
+            snprintf(note, sizeof note, "\"note\": \"\"");
+        else
+            snprintf(note, sizeof note, "\"note\": \"%s emulated: every layer computes and "
+                     "stores fp32", modes[i]);
+        if (!strstr(out, mode) || !strstr(out, note))
+            fail_msg("summary --amp %s --json lacks '%s' or '%s':\n%s", modes[i], mode, note, out);
+        free(out);
+        snprintf(args, sizeof args, "summary %s/configs/mlp.yaml --device cpu --amp %s",
+                 CT_SOURCE_ROOT, modes[i]);
+        out = run(args, &st);
+        assert_int_equal(st, 0);
+        snprintf(want, sizeof want, "Mixed precision (train.amp %s) on cpu: %s emulated: ",
+                 modes[i], modes[i]);
+        if (i == 0 ? strstr(out, "Mixed precision") != NULL : strstr(out, want) == NULL)
+            fail_msg("summary --amp %s: %s", modes[i], out);
+        free(out);
+    }
+    ct_test_rmtree(dir);
+}
+
 static void test_fit_amp_modes(void **state) {
     (void)state;
     ct_test_mkdtemp(dir, sizeof dir);
@@ -764,6 +806,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cpu_activation_layers_rounded),
         cmocka_unit_test(test_cpu_fp16_overflow_detected),
         cmocka_unit_test(test_cpu_fp16_underflow_and_scaling),
+        cmocka_unit_test(test_summary_amp_note),
         cmocka_unit_test(test_fit_amp_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;

@@ -236,6 +236,11 @@ typedef struct ct_backend_vt {
     /* Optional (NULL: the backend fuses nothing): the fusion plan create() made
      * and confirmed (graph/fusion.h), valid until destroy. */
     const ct_fusion_plan *(*fusion_plan)(ct_backend *b);
+    /* Optional: one line saying how this backend runs the plan's mixed precision
+     * (o.amp) on this machine: what computes in 16 bits, what is stored how, and
+     * whether the hardware's 16-bit instructions are used; "" when amp is off.
+     * `summary` and `fit` print it. Valid until destroy. */
+    const char *(*amp_note)(ct_backend *b);
 
     /* Optional: captured training steps (NULL where there is nothing to gain: the
      * CPU backend's static oneDNN plan already allocates and dispatches nothing per

@@ -164,6 +164,10 @@ static int print_json(const ct_model *m, const ct_config *cfg, size_t limit, ct_
                   (int64_t)ct_plan_kind_bytes(&m->plan, (ct_region_kind)k));
     ct_jw_int(&w, "total", (int64_t)m->plan.total);
     ct_jw_close(&w);
+    ct_jw_object(&w, "amp");
+    ct_jw_str(&w, "mode", ct_amp_mode_name(cfg->train.amp));
+    ct_jw_str(&w, "note", ct_model_amp_note(m));
+    ct_jw_close(&w);
     if (limit) {
         ct_jw_int(&w, "max_memory", (int64_t)limit);
         ct_jw_bool(&w, "fits", m->plan.total <= limit);
@@ -251,6 +255,9 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     } else if (m) {
         print_table(m, &cfg);
         print_fusion(m, &cfg);
+        if (*ct_model_amp_note(m))
+            printf("Mixed precision (train.amp %s) on %s: %s\n\n",
+                   ct_amp_mode_name(cfg.train.amp), dev.name, ct_model_amp_note(m));
         char title[128];
         snprintf(title, sizeof title, "Memory on %s (%s, batch %d)", dev.name,
                  eval_plan ? "forward-only plan" : "training plan", cfg.train.batch_size);

@@ -249,6 +249,9 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     if (dev.notice[0]) fprintf(o->log, "ctrain: %s\n", dev.notice);
     ct_scaler_init(&s->scaler, cfg->train.amp);
     if (create_model(cfg, o, s, &dev, err) != 0) return -1;
+    if (*ct_model_amp_note(s->model))
+        fprintf(o->log, "ctrain: train.amp %s on %s: %s\n", ct_amp_mode_name(cfg->train.amp),
+                dev.name, ct_model_amp_note(s->model));
     if (s->scaler.enabled && !s->model->device.vt->grads_nonfinite)
         return ct_errorf(err, "train.amp fp16: the %s backend cannot check gradients for the "
                          "loss scaler", s->model->device.vt->name);

@@ -98,6 +98,10 @@ int ct_model_bind(ct_model *m, ct_err *err) {
     return 0;
 }
 
+const char *ct_model_amp_note(const ct_model *m) {
+    return m->device.vt->amp_note ? m->device.vt->amp_note(m->be) : "";
+}
+
 float *ct_model_host(ct_model *m, int slot) {
     if (m->device.vt->host_view) return m->device.vt->host_view(m->be, slot);
     return m->host + m->graph.n_param_floats * (size_t)(1 + slot);

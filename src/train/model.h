@@ -54,6 +54,10 @@ int ct_model_bind(ct_model *m, ct_err *err);
 float *ct_model_host(ct_model *m, int slot);
 void ct_model_destroy(ct_model *m);
 
+/* How the model's backend runs its mixed precision mode on this machine (the
+ * backend's amp_note), or "" when amp is off or the backend does not say. */
+const char *ct_model_amp_note(const ct_model *m);
+
 /* Forward through every node; backward through every node (last to first),
  * forward again over a checkpointed span first (the same dropout draws). epoch:
  * the dropout key with the loaded batch's positions (backend.h). */

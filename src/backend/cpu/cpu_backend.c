@@ -19,7 +19,7 @@
  * other op, the activations and global_avgpool included, is. fp16 thus overflows
  * and underflows as real fp16 storage would, which the loss scaler needs. Params,
  * grads and optimizer state stay fp32. (The CPU's native bf16 instructions are
- * not used.)
+ * not used; amp_note says so.)
  */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_pool_kernel.h"
@@ -686,6 +686,25 @@ static int cpu_sync(ct_backend *bb, ct_err *err) {
 }
 
 /* The op's own answer, or the node whose pass runs this node's (fusion). */
+/* The emulation above, and whether the CPU has bf16 instructions oneDNN could use
+ * (its effective ISA, under ONEDNN_MAX_CPU_ISA). */
+static const char *cpu_amp_note(ct_backend *bb) {
+    ct_cpu *b = as_cpu(bb);
+    if (b->o.amp == CT_AMP_OFF) return "";
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    bool bf16_hw = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+    const char *mode = ct_amp_mode_name(b->o.amp);
+    const char *hw = b->o.amp == CT_AMP_FP16
+                         ? "ctrain has no native fp16 path on CPUs"
+                     : bf16_hw ? "this CPU has bf16 instructions (oneDNN ISA avx512_core_bf16 or "
+                                 "higher), which ctrain does not use yet"
+                               : "this CPU has no bf16 instructions oneDNN can use";
+    snprintf(b->amp_note, sizeof b->amp_note,
+             "%s emulated: every layer computes and stores fp32 and rounds what it writes to "
+             "%s, so activations take fp32 memory; %s", mode, mode, hw);
+    return b->amp_note;
+}
+
 static const char *cpu_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
     ct_cpu *b = as_cpu(bb);
     if (node < 0 || node >= b->g->n_nodes || (unsigned)pass > CT_PASS_BACKWARD_WEIGHTS) return "";
@@ -735,4 +754,5 @@ const ct_backend_vt ct_backend_cpu = {
     .sync = cpu_sync,
     .impl_name = cpu_impl_name,
     .fusion_plan = cpu_fusion_plan,
+    .amp_note = cpu_amp_note,
 };

@@ -181,6 +181,7 @@ struct ct_cpu {
     ct_backend base;
     const ct_graph *g;
     ct_run_opts o;
+    char amp_note[320];     /* amp_note's text (cpu_backend.c) */
     ct_cpu_ctx c;
     ct_plan *plan;          /* the plan create() filled (bind gets the finalized one) */
     const ct_plan *fplan;   /* finalized plan (bind) */

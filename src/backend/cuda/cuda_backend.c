@@ -821,6 +821,22 @@ static int cuda_sync(ct_backend *bb, ct_err *err) {
     return 0;
 }
 
+/* What cuda_conv.c and cuda_linear.c choose for o.amp (cuda_internal.h). */
+static const char *cuda_amp_note(ct_backend *bb) {
+    switch (as_cuda(bb)->o.amp) {
+    case CT_AMP_FP16:
+        return "fp16: convolutions and linear layers on tensor cores (fp32 data converted to "
+               "fp16 inputs, fp32 accumulation); every layer rounds what it writes to fp16, "
+               "stored in fp32, so activations take fp32 memory";
+    case CT_AMP_BF16:
+        return "bf16: linear layers on bf16 tensor cores and convolutions on TF32 tensor cores "
+               "(fp32 accumulation); every layer rounds what it writes to bf16, stored in "
+               "fp32, so activations take fp32 memory";
+    default:
+        return "";
+    }
+}
+
 /* cuDNN's algorithm for convs, cuBLAS for linear layers, cuDNN for pooling; the
  * other layers run ctrain's kernels (kernels/). "" for a pass the node does not
  * have. */
@@ -875,6 +891,7 @@ const ct_backend_vt ct_backend_cuda = {
     .grad_from_host = cuda_grad_from_host,
     .sync = cuda_sync,
     .impl_name = cuda_impl_name,
+    .amp_note = cuda_amp_note,
     .step_capture_begin = ct_cuda_step_capture_begin,
     .step_capture_end = ct_cuda_step_capture_end,
     .step_replay = ct_cuda_step_replay,
