@@ -8,7 +8,8 @@
  *   over the dy that max-pool backward and the relu mask give: the same bits.
  * - ct_convpg_backward (cpu_convpg_kernel.h) on a dense random dy against the double
  *   reference conv backward (dx, dw, db), AVX2 and portable bits equal; and from
- *   the pool's planes equal to it on the dense dy pool backward gives.
+ *   the pool's planes equal to it on the dense dy pool backward gives; x/dx and
+ *   dy/y in nChw8c and nChw16c, in each combination.
  * Odd sizes (a last row and column the pool drops), output channels that leave
  * empty lanes, padding 0..2, K 3 (AVX2) and 5 (portable only).
  */
@@ -211,42 +212,50 @@ static void test_convf_pooled_ties(void **state) {
 
 typedef struct pg_case {
     int n, ic, oc, h, w, k, p;
+    int xb, yb; /* channel blocks of x/dx and of dy/y/idx: 8 or 16 */
 } pg_case;
 
-/* nChw8c copy of plain [N][C][H][W] (lanes past C: junk when junk != 0). */
-static float *to_blocked(const float *plain, int N, int C, int H, int W, float junk) {
-    int CB = (C + 7) / 8;
+static int blocks_of(int c, int b) { return (c + b - 1) / b; }
+
+/* nChw<B>c copy of plain [N][C][H][W] (lanes past C: junk when junk != 0). */
+static float *to_blocked(const float *plain, int N, int C, int H, int W, int B, float junk) {
+    int CB = blocks_of(C, B);
     size_t plane = (size_t)H * W;
-    float *b = malloc((size_t)N * CB * 8 * plane * sizeof *b);
+    float *b = malloc((size_t)N * CB * B * plane * sizeof *b);
     for (int n = 0; n < N; n++)
-        for (int c = 0; c < CB * 8; c++)
+        for (int c = 0; c < CB * B; c++)
             for (size_t q = 0; q < plane; q++)
-                b[(((size_t)n * CB + c / 8) * plane + q) * 8 + c % 8] =
+                b[(((size_t)n * CB + c / B) * plane + q) * B + c % B] =
                     c < C ? plain[((size_t)n * C + c) * plane + q] : junk * (float)(q % 7);
     return b;
 }
 
 static ct_convpg_geom pg_geom(const pg_case *c, bool portable) {
     return (ct_convpg_geom){.n = c->n, .ic = c->ic, .oc = c->oc, .h = c->h, .w = c->w,
-                            .k = c->k, .p = c->p, .portable = portable};
+                            .k = c->k, .p = c->p, .x_block = c->xb, .y_block = c->yb,
+                            .portable = portable};
 }
 
-/* Runs the kernel; returns dx (nChw8c), dw, db through the pointers (malloc'd). */
-static void pg_run(const pg_case *c, bool portable, const float *x8, const float *w,
+/* Floats of x or dx in nChw<xb>c. */
+static size_t pg_nx(const pg_case *c) {
+    return (size_t)c->n * (size_t)blocks_of(c->ic, c->xb) * c->xb * c->h * c->w;
+}
+
+/* Runs the kernel; returns dx (nChw<xb>c), dw, db through the pointers (malloc'd). */
+static void pg_run(const pg_case *c, bool portable, const float *xb, const float *w,
                    const ct_convpg_dy *dy, bool add, const float *start, float **dx, float **dw,
                    float **db, int threads) {
     ct_convpg_geom g = pg_geom(c, portable);
     assert_true(ct_convpg_geom_ok(&g));
     size_t nw = (size_t)c->oc * c->ic * c->k * c->k;
-    size_t nx = (size_t)c->n * (size_t)((c->ic + 7) / 8) * 8 * c->h * c->w;
-    *dx = rand_f(nx, 9.0); /* junk: all of it must be written */
+    *dx = rand_f(pg_nx(c), 9.0); /* junk: all of it must be written */
     *dw = malloc(nw * sizeof **dw);
     *db = malloc((size_t)c->oc * sizeof **db);
     memcpy(*dw, start, nw * sizeof *start);
     memcpy(*db, start + nw, (size_t)c->oc * sizeof *start);
     float *wpack = malloc(ct_convpg_wpack_floats(&g) * sizeof *wpack);
     float *part = malloc(ct_convpg_part_floats(&g) * (size_t)threads * sizeof *part);
-    ct_convpg_backward(&g, x8, w, dy, *dx, *dw, *db, add, wpack, part, threads);
+    ct_convpg_backward(&g, xb, w, dy, *dx, *dw, *db, add, wpack, part, threads);
     free(wpack), free(part);
 }
 
@@ -257,56 +266,58 @@ static void pg_dense_case(const pg_case *c, bool add) {
     size_t ny = (size_t)c->n * c->oc * OH * OW;
     float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *dy = rand_f(ny, 1.0);
     float *start = rand_f(nw + (size_t)c->oc, 1.0);
-    float *x8 = to_blocked(x, c->n, c->ic, c->h, c->w, 3.0f);
-    float *dy8 = to_blocked(dy, c->n, c->oc, OH, OW, 0.0f);
+    float *xb = to_blocked(x, c->n, c->ic, c->h, c->w, c->xb, 3.0f);
+    float *dyb = to_blocked(dy, c->n, c->oc, OH, OW, c->yb, 0.0f);
     double *xd = to_d(x, nx), *wd = to_d(w, nw), *dyd = to_d(dy, ny);
     double *dxr = malloc(nx * sizeof *dxr), *dwr = malloc(nw * sizeof *dwr);
     double *dbr = malloc((size_t)c->oc * sizeof *dbr);
     ct_ref_conv2d_backward(xd, c->n, c->ic, c->h, c->w, wd, c->oc, c->k, 1, c->p, dyd, dxr, dwr, dbr);
     for (size_t i = 0; add && i < nw; i++) dwr[i] += start[i];
     for (int i = 0; add && i < c->oc; i++) dbr[i] += start[nw + (size_t)i];
-    ct_convpg_dy src = {.dense = dy8};
+    ct_convpg_dy src = {.dense = dyb};
     float *dx[2], *dw[2], *db[2];
     for (int portable = 0; portable < 2; portable++)
-        pg_run(c, portable, x8, w, &src, add, start, &dx[portable], &dw[portable], &db[portable], 2);
-    size_t nx8 = (size_t)c->n * (size_t)((c->ic + 7) / 8) * 8 * c->h * c->w;
-    assert_memory_equal(dx[0], dx[1], nx8 * sizeof(float));
+        pg_run(c, portable, xb, w, &src, add, start, &dx[portable], &dw[portable], &db[portable], 2);
+    assert_memory_equal(dx[0], dx[1], pg_nx(c) * sizeof(float));
     assert_memory_equal(dw[0], dw[1], nw * sizeof(float));
     assert_memory_equal(db[0], db[1], (size_t)c->oc * sizeof(float));
     float *dxp = malloc(nx * sizeof *dxp); /* plain view of dx; lanes past IC are 0 */
-    int CB = (c->ic + 7) / 8;
+    int CB = blocks_of(c->ic, c->xb), B = c->xb;
     size_t plane = (size_t)c->h * c->w;
     for (int n = 0; n < c->n; n++)
-        for (int ch = 0; ch < CB * 8; ch++)
+        for (int ch = 0; ch < CB * B; ch++)
             for (size_t q = 0; q < plane; q++) {
-                float v = dx[0][(((size_t)n * CB + ch / 8) * plane + q) * 8 + ch % 8];
+                float v = dx[0][(((size_t)n * CB + ch / B) * plane + q) * B + ch % B];
                 if (ch < c->ic)
                     dxp[((size_t)n * c->ic + ch) * plane + q] = v;
-                else
-                    assert_true(v == 0.0f);
+                else if (v != 0.0f)
+                    fail_msg("dx lane %d (past IC %d) of nChw%dc is %g, not 0", ch, c->ic, B, v);
             }
-    char what[96];
-    snprintf(what, sizeof what, "convpg %s (IC %d, OC %d, %dx%d, K %d, P %d)",
-             ct_convpg_isa(&(ct_convpg_geom){.k = c->k}), c->ic, c->oc, c->h, c->w, c->k, c->p);
+    char what[128];
+    snprintf(what, sizeof what, "convpg %s (IC %d, OC %d, %dx%d, K %d, P %d, nChw%dc -> nChw%dc)",
+             ct_convpg_isa(&(ct_convpg_geom){.k = c->k}), c->ic, c->oc, c->h, c->w, c->k, c->p,
+             c->yb, c->xb);
     check_close(dxp, dxr, nx, what);
     check_close(dw[0], dwr, nw, what);
     check_close(db[0], dbr, (size_t)c->oc, what);
     for (int k = 0; k < 2; k++) free(dx[k]), free(dw[k]), free(db[k]);
-    free(x), free(w), free(dy), free(start), free(x8), free(dy8), free(xd), free(wd), free(dyd);
+    free(x), free(w), free(dy), free(start), free(xb), free(dyb), free(xd), free(wd), free(dyd);
     free(dxr), free(dwr), free(dbr), free(dxp);
 }
 
 /* From the pool's planes against the dense dy pool backward and the relu mask
  * give: the same bits. */
 static void pg_pooled_case(const pg_case *c, bool portable, bool add, int threads) {
-    int OH = c->h + 2 * c->p - c->k + 1, OW = c->w + 2 * c->p - c->k + 1, G = (c->oc + 7) / 8;
+    int B = c->yb, G = blocks_of(c->oc, B);
+    int OH = c->h + 2 * c->p - c->k + 1, OW = c->w + 2 * c->p - c->k + 1;
     size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
-    size_t np = (size_t)c->n * G * 8 * (size_t)(OH / 2) * (size_t)(OW / 2);
-    size_t nd = (size_t)c->n * G * 8 * (size_t)OH * (size_t)OW;
+    size_t np = (size_t)c->n * G * B * (size_t)(OH / 2) * (size_t)(OW / 2);
+    size_t nd = (size_t)c->n * G * B * (size_t)OH * (size_t)OW;
     float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *conv = rand_f(nd, 1.0);
-    float *start = rand_f(nw + (size_t)c->oc, 1.0), *x8 = to_blocked(x, c->n, c->ic, c->h, c->w, 0.0f);
+    float *start = rand_f(nw + (size_t)c->oc, 1.0);
+    float *xb = to_blocked(x, c->n, c->ic, c->h, c->w, c->xb, 0.0f);
     for (size_t j = 0; j < nd; j++) conv[j] = conv[j] > 0.0f ? conv[j] : 0.0f; /* relu'd */
-    ct_pool_geom q = {.n_img = c->n, .c_blocks = G, .block = 8, .c_last = c->oc - (G - 1) * 8,
+    ct_pool_geom q = {.n_img = c->n, .c_blocks = G, .block = B, .c_last = c->oc - (G - 1) * B,
                       .h = OH, .w = OW, .oh = OH / 2, .ow = OW / 2, .k = 2, .s = 2, .p = 0,
                       .isa = ct_pool_best_isa()};
     float *y = malloc(np * sizeof *y), *dpool = rand_f(np, 1.0), *masked = malloc(np * sizeof *masked);
@@ -317,22 +328,28 @@ static void pg_pooled_case(const pg_case *c, bool portable, bool add, int thread
     ct_pool_max_backward(&q, masked, idx, dense);
     ct_convpg_dy from_dense = {.dense = dense}, from_pool = {.dy = dpool, .y = y, .idx = idx};
     float *dx[2], *dw[2], *db[2];
-    pg_run(c, portable, x8, w, &from_dense, add, start, &dx[0], &dw[0], &db[0], threads);
-    pg_run(c, portable, x8, w, &from_pool, add, start, &dx[1], &dw[1], &db[1], threads);
-    size_t nx8 = (size_t)c->n * (size_t)((c->ic + 7) / 8) * 8 * c->h * c->w;
-    assert_memory_equal(dx[0], dx[1], nx8 * sizeof(float));
+    pg_run(c, portable, xb, w, &from_dense, add, start, &dx[0], &dw[0], &db[0], threads);
+    pg_run(c, portable, xb, w, &from_pool, add, start, &dx[1], &dw[1], &db[1], threads);
+    assert_memory_equal(dx[0], dx[1], pg_nx(c) * sizeof(float));
     assert_memory_equal(dw[0], dw[1], nw * sizeof(float));
     assert_memory_equal(db[0], db[1], (size_t)c->oc * sizeof(float));
     for (int k = 0; k < 2; k++) free(dx[k]), free(dw[k]), free(db[k]);
-    free(x), free(w), free(conv), free(start), free(x8), free(y), free(dpool), free(masked);
+    free(x), free(w), free(conv), free(start), free(xb), free(y), free(dpool), free(masked);
     free(dense), free(idx);
 }
 
+/* Every case runs with nChw8c and with nChw16c (what oneDNN picks on AVX-512
+ * machines) on each side. */
 static const pg_case pg_cases[] = {
-    {3, 32, 64, 14, 14, 3, 1}, /* the tutorial's conv2 */
-    {2, 5, 12, 9, 7, 3, 1},    /* odd sizes, partial blocks on both sides */
-    {2, 8, 8, 8, 8, 3, 0},     /* no padding */
-    {1, 3, 9, 10, 11, 5, 2},   /* K 5 */
+    {3, 32, 64, 14, 14, 3, 1, 8, 8},    /* the tutorial's conv2, as on AVX2 */
+    {3, 32, 64, 14, 14, 3, 1, 16, 16},  /* the same in nChw16c */
+    {2, 5, 12, 9, 7, 3, 1, 8, 8},       /* odd sizes, partial blocks on both sides */
+    {2, 5, 12, 9, 7, 3, 1, 16, 16},
+    {2, 20, 12, 9, 7, 3, 1, 16, 8},     /* IC 20: a 16-block whose second half is empty */
+    {2, 20, 40, 9, 7, 3, 1, 8, 16},     /* OC 40 in nChw16c: a half-empty last block */
+    {2, 8, 8, 8, 8, 3, 0, 8, 8},        /* no padding */
+    {1, 3, 9, 10, 11, 5, 2, 8, 8},      /* K 5 */
+    {1, 3, 9, 10, 11, 5, 2, 16, 16},
 };
 
 static void test_convpg_dense(void **state) {

@@ -178,8 +178,9 @@ static bool pool_grad_fused(const ct_cpu *b, const ct_cpu_node *nd) {
  * BENCHMARKS.md has the tutorial conv2's times). Fused, they read the pool's gradient, output and argmax
  * (the pool's and relu's backward then do nothing and the conv's gact has no
  * storage); unfused, the conv's dense gact, in the same order: the same bits. Needs
- * the forward's src in nChw8c; an input gradient in another layout is reordered from
- * the loops' nChw8c. Checkpointed spans do not
+ * the forward's src and dst in nChw8c or nChw16c (what oneDNN picks on AVX2 and on
+ * AVX-512 machines); an input gradient in another layout is reordered from the
+ * loops' (the src's). Checkpointed spans do not
  * interfere: the forward is oneDNN's as ever, and what the backward reads (the
  * conv's input, the pool's output, argmax and gradient) is kept or recomputed
  * before the conv's backward like any layer's input. */
@@ -219,14 +220,15 @@ bool ct_cpu_pool_grad_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t 
     if (!ct_cpu_pool_grad_graph_ok(b, nd->i, why, n)) return false;
     const ct_cpu_wl *w = &nd->wl;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
+    int xb = ct_cpu_md_channel_block(src), yb = ct_cpu_md_channel_block(&nd->act.md);
     ct_convpg_geom q = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
-                        .k = g->cfg.kernel, .p = g->cfg.padding};
-    if (ct_cpu_md_channel_block(&nd->act.md) != 8)
-        snprintf(why, n, "oneDNN chose %s for the conv's output (the loops take nChw8c)",
-                 block_name(&nd->act.md));
-    else if (ct_cpu_md_channel_block(src) != 8)
-        snprintf(why, n, "oneDNN chose %s for the conv's input (the loops take nChw8c)",
-                 block_name(src));
+                        .k = g->cfg.kernel, .p = g->cfg.padding, .x_block = xb, .y_block = yb};
+    if (yb != 8 && yb != 16)
+        snprintf(why, n, "oneDNN chose %s for the conv's output (the loops take nChw8c and "
+                 "nChw16c)", block_name(&nd->act.md));
+    else if (xb != 8 && xb != 16)
+        snprintf(why, n, "oneDNN chose %s for the conv's input (the loops take nChw8c and "
+                 "nChw16c)", block_name(src));
     else if (!ct_convpg_geom_ok(&q))
         snprintf(why, n, "outside the loops' sizes");
     else
@@ -238,8 +240,11 @@ int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     const ct_node *g = nd->g;
     ct_cpu_wl *w = &nd->wl;
     w->pool_grad = true;
+    const dnnl_memory_desc_t *src_md = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     w->convpg = (ct_convpg_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h,
                                  .w = g->in.w, .k = g->cfg.kernel, .p = g->cfg.padding,
+                                 .x_block = ct_cpu_md_channel_block(src_md),
+                                 .y_block = ct_cpu_md_channel_block(&nd->act.md),
                                  .portable = ct_cpu_loops_portable(b)};
     w->part_threads = omp_get_max_threads();
     dnnl_dim_t np = (dnnl_dim_t)ct_convpg_wpack_floats(&w->convpg);
@@ -250,7 +255,7 @@ int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         ct_cpu_add_ws(b, &w->part, nd->i, "convpg_part", err) != 0)
         return -1;
     if (pool_grad_fused(b, nd)) drop_storage(b, &nd->gact); /* read from the pool's */
-    /* dx comes out in the src's nChw8c; another input gradient layout gets a reorder */
+    /* dx comes out in the src's layout; another input gradient layout gets a reorder */
     const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     if (gin && !ct_cpu_md_eq(&gin->md, src) &&

@@ -1,10 +1,10 @@
 /* cpu_convpg_kernel.c: conv backward from a max-pool's gradient (see
  * cpu_convpg_kernel.h).
  *
- * Per image: x is copied with its zero border into padded planes xp
- * [ic_blocks][H + 2p][W + 2p][8] and dx accumulates into a zeroed padded dxp of the
+ * Per image: x (in blocks of 8 or 16 channels) is copied with its zero border into
+ * padded planes of 8 channels xp [ceil(IC/8)][H + 2p][W + 2p][8] and dx accumulates into a zeroed padded dxp of the
  * same shape (so no bounds tests remain; the border is dropped when dxp is copied
- * out). Per output channel k, the nonzeros of k's dy are first listed (value, and
+ * out into dx's blocks). Per output channel k, the nonzeros of k's dy are first listed (value, and
  * the padded-plane offset of the conv output pixel, which is where its window of
  * taps starts); then per block of 8 input channels one sweep over the list adds
  * g * x into K*K accumulators of 8 lanes and g * w into dxp. The weights are
@@ -25,12 +25,14 @@
 static int out_h(const ct_convpg_geom *g) { return g->h + 2 * g->p - g->k + 1; }
 static int out_w(const ct_convpg_geom *g) { return g->w + 2 * g->p - g->k + 1; }
 static int blocks8(int c) { return (c + 7) / 8; }
+static int blocks(int c, int b) { return (c + b - 1) / b; }
 static size_t padded_plane(const ct_convpg_geom *g) {
     return (size_t)(g->h + 2 * g->p) * (size_t)(g->w + 2 * g->p);
 }
 
 bool ct_convpg_geom_ok(const ct_convpg_geom *g) {
     return g->n >= 1 && g->ic >= 1 && g->oc >= 1 && g->h >= 1 && g->w >= 1 && g->k >= 1 &&
+           (g->x_block == 8 || g->x_block == 16) && (g->y_block == 8 || g->y_block == 16) &&
            g->k <= CT_CONVPG_MAX_KERNEL && g->p >= 0 && g->p < g->k && out_h(g) >= 2 &&
            out_w(g) >= 2 && (long)out_h(g) * out_w(g) <= CT_CONVPG_MAX_PIXELS &&
            (long)blocks8(g->ic) * 8 * (long)padded_plane(g) <= CT_CONVPG_MAX_PADDED;
@@ -61,27 +63,52 @@ static void pack(const ct_convpg_geom *g, const float *w, float *wq) {
                     w[((size_t)k * (size_t)g->ic + (size_t)c) * (size_t)kk + (size_t)t];
 }
 
-/* Image x [icb][H][W][8] -> xp [icb][H + 2p][W + 2p][8], zero border. */
+/* Where the 8 channels from 8 * cb on of row r of an image [ceil(IC/X)][H][W][X]
+ * start (X = x_block); the next pixel's are X floats further. */
+static size_t row_at(const ct_convpg_geom *g, int cb, int r) {
+    int xb = g->x_block, c = 8 * cb;
+    return (((size_t)(c / xb) * (size_t)g->h + (size_t)r) * (size_t)g->w) * (size_t)xb +
+           (size_t)(c % xb);
+}
+
+/* 8 channels of w pixels, from a row with pixel stride `from` to one with `to`. */
+static void copy_row8(float *dst, size_t to, const float *src, size_t from, int w) {
+    if (to == 8 && from == 8) {
+        memcpy(dst, src, (size_t)w * 8 * sizeof *dst);
+        return;
+    }
+    for (int x = 0; x < w; x++)
+        memcpy(dst + (size_t)x * to, src + (size_t)x * from, 8 * sizeof *dst);
+}
+
+/* Image x [ceil(IC/X)][H][W][X] -> xp [ceil(IC/8)][H + 2p][W + 2p][8], zero border. */
 static void pad_image(const ct_convpg_geom *g, const float *x, float *xp) {
     int wp = g->w + 2 * g->p, icb = blocks8(g->ic);
     size_t pl = padded_plane(g);
     memset(xp, 0, (size_t)icb * pl * 8 * sizeof *xp);
     for (int cb = 0; cb < icb; cb++)
         for (int r = 0; r < g->h; r++)
-            memcpy(xp + ((size_t)cb * pl + (size_t)(r + g->p) * (size_t)wp + (size_t)g->p) * 8,
-                   x + (((size_t)cb * (size_t)g->h + (size_t)r) * (size_t)g->w) * 8,
-                   (size_t)g->w * 8 * sizeof *x);
+            copy_row8(xp + ((size_t)cb * pl + (size_t)(r + g->p) * (size_t)wp + (size_t)g->p) * 8,
+                      8, x + row_at(g, cb, r), (size_t)g->x_block, g->w);
 }
 
-/* dxp's interior -> dx image [icb][H][W][8]. */
+/* dxp's interior -> dx image [ceil(IC/X)][H][W][X]; with X = 16, the 8 lanes of a
+ * last block that no 8-channel plane covers get 0. */
 static void unpad_image(const ct_convpg_geom *g, const float *dxp, float *dx) {
     int wp = g->w + 2 * g->p, icb = blocks8(g->ic);
+    int halves = blocks(g->ic, g->x_block) * g->x_block / 8;
     size_t pl = padded_plane(g);
-    for (int cb = 0; cb < icb; cb++)
-        for (int r = 0; r < g->h; r++)
-            memcpy(dx + (((size_t)cb * (size_t)g->h + (size_t)r) * (size_t)g->w) * 8,
-                   dxp + ((size_t)cb * pl + (size_t)(r + g->p) * (size_t)wp + (size_t)g->p) * 8,
-                   (size_t)g->w * 8 * sizeof *dx);
+    for (int cb = 0; cb < halves; cb++)
+        for (int r = 0; r < g->h; r++) {
+            float *d = dx + row_at(g, cb, r);
+            size_t xb = (size_t)g->x_block;
+            if (cb < icb) {
+                size_t at = (size_t)cb * pl + (size_t)(r + g->p) * (size_t)wp + (size_t)g->p;
+                copy_row8(d, xb, dxp + at * 8, 8, g->w);
+                continue;
+            }
+            for (int x = 0; x < g->w; x++) memset(d + (size_t)x * xb, 0, 8 * sizeof *d);
+        }
 }
 
 /* The nonzeros of channel k of image n in the header's order: values eg and the
@@ -89,13 +116,14 @@ static void unpad_image(const ct_convpg_geom *g, const float *dxp, float *dx) {
 static int list_nonzeros(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k, float *eg,
                          int32_t *eo) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2, wp = g->w + 2 * g->p;
-    size_t plane_blk = (size_t)n * (size_t)blocks8(g->oc) + (size_t)(k / 8);
+    size_t yb = (size_t)g->y_block;
+    size_t plane_blk = (size_t)n * (size_t)blocks(g->oc, g->y_block) + (size_t)k / yb;
     int c = 0;
     if (!s->dense) {
-        size_t base = plane_blk * (size_t)ph * (size_t)pw * 8 + (size_t)(k % 8);
+        size_t base = plane_blk * (size_t)ph * (size_t)pw * yb + (size_t)k % yb;
         for (int py = 0; py < ph; py++)
             for (int px = 0; px < pw; px++) {
-                size_t j = base + ((size_t)py * (size_t)pw + (size_t)px) * 8;
+                size_t j = base + ((size_t)py * (size_t)pw + (size_t)px) * yb;
                 int a = s->idx[j];
                 if (!(s->y[j] > 0.0f) || s->dy[j] == 0.0f || a > 3) continue;
                 eg[c] = s->dy[j];
@@ -103,19 +131,19 @@ static int list_nonzeros(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, 
             }
         return c;
     }
-    const float *d = s->dense + plane_blk * (size_t)oh * (size_t)ow * 8 + (size_t)(k % 8);
+    const float *d = s->dense + plane_blk * (size_t)oh * (size_t)ow * yb + (size_t)k % yb;
     for (int py = 0; py < ph; py++)
         for (int px = 0; px < pw; px++)
             for (int a = 0; a < 4; a++) {
                 int oy = 2 * py + a / 2, ox = 2 * px + a % 2;
-                float v = d[((size_t)oy * (size_t)ow + (size_t)ox) * 8];
+                float v = d[((size_t)oy * (size_t)ow + (size_t)ox) * yb];
                 if (v == 0.0f) continue;
                 eg[c] = v;
                 eo[c++] = oy * wp + ox;
             }
     for (int oy = 0; oy < oh; oy++) /* a last odd row or column */
         for (int ox = oy < 2 * ph ? 2 * pw : 0; ox < ow; ox++) {
-            float v = d[((size_t)oy * (size_t)ow + (size_t)ox) * 8];
+            float v = d[((size_t)oy * (size_t)ow + (size_t)ox) * yb];
             if (v == 0.0f) continue;
             eg[c] = v;
             eo[c++] = oy * wp + ox;
@@ -269,7 +297,8 @@ void ct_convpg_backward(const ct_convpg_geom *g, const float *x, const float *w,
     pack(g, w, wpack);
     channel_fn ch = pick(g);
     size_t pf = ct_convpg_part_floats(g), pl = padded_plane(g);
-    size_t img = (size_t)blocks8(g->ic) * 8 * (size_t)g->h * (size_t)g->w;
+    size_t img = (size_t)blocks(g->ic, g->x_block) * (size_t)g->x_block * (size_t)g->h *
+                 (size_t)g->w;
     int threads = part_threads < 1 ? 1 : part_threads;
     if (threads > g->n) threads = g->n;
     int used = 1;

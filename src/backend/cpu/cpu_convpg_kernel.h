@@ -13,14 +13,14 @@
  * Order: windows (py, px) in row-major order, a window's four pixels in row-major
  * order, then the pixels of a last odd row or column (no window covers them).
  *
- * dy comes either from the pool (pooled: dy, y, idx as [N][ceil(OC/8)][OH/2][OW/2][8],
- * g = dy where y > 0, at window position idx) or dense ([N][ceil(OC/8)][OH][OW][8],
- * every nonzero taken). The dense dy that max-pool backward and the relu mask
+ * dy comes either from the pool (pooled: dy, y, idx as [N][ceil(OC/B)][OH/2][OW/2][B],
+ * g = dy where y > 0, at window position idx) or dense ([N][ceil(OC/B)][OH][OW][B],
+ * every nonzero taken), B = y_block (8 or 16: oneDNN's nChw8c or nChw16c). The dense dy that max-pool backward and the relu mask
  * write has its nonzeros exactly there, so both sources give the same bits: the
  * layers fused or not train alike.
  *
- * x, dx: [N][ceil(IC/8)][H][W][8] (nChw8c); dx is written (never added), its lanes
- * past IC get 0; dx may be NULL (no input gradient). w, dw: plain [OC][IC][K][K]
+ * x, dx: [N][ceil(IC/X)][H][W][X], X = x_block (8 or 16: nChw8c or nChw16c); dx is
+ * written (never added), its lanes past IC get 0; dx may be NULL (no input gradient). w, dw: plain [OC][IC][K][K]
  * (PyTorch's OIHW); db [OC] or NULL; add: dw/db += instead of =. Products and sums
  * are separate roundings (no fused multiply-add), so the AVX2 and portable loops
  * give the same bits. Threads take contiguous shares of the images, each summing
@@ -41,6 +41,8 @@
 typedef struct ct_convpg_geom {
     int n, ic, oc;  /* images, input channels, output channels */
     int h, w, k, p; /* input size, square kernel, zero padding (stride 1) */
+    int x_block;    /* channel block of x and dx: 8 or 16 */
+    int y_block;    /* channel block of dy (dense or pooled), y and idx: 8 or 16 */
     bool portable;  /* force the portable loops (tests) */
 } ct_convpg_geom;
 
