@@ -15,6 +15,7 @@
 #      bits), and the step-3 fit again with --graph off, both epoch times shown
 #   7. data parallelism in one process: the step-3 fit with --device cuda:all
 #      (one replica thread per GPU, NCCL all-reduce when there are several)
+#   8. predictions on CUDA against the CPU's (`test_predict gpu`)
 # and prints a short table last. Exit status: non-zero when any step failed or a
 # GPU test was skipped (exit 77: no usable GPU, which on this machine is a failure).
 #
@@ -83,6 +84,7 @@ step oom_advice "$build/ctrain" summary configs/cnn.yaml --device cuda --batch-s
 [ -x "$build/tests/test_cuda_graph" ] && step graph_tests "$build/tests/test_cuda_graph"
 step fit_cuda_nograph "$build/ctrain" fit configs/cnn.yaml --epochs 1 --device cuda --graph off --out "$tmp/cnn_nograph" --no-progress
 step fit_cuda_all "$build/ctrain" fit configs/cnn.yaml --epochs 1 --device cuda:all --out "$tmp/cnn_all" --no-progress
+[ -x "$build/tests/test_predict" ] && step predict_tests "$build/tests/test_predict" gpu
 
 fit_line=$(grep -m1 '^Epoch 01' "$tmp/fit_cuda.log" 2>/dev/null)
 cpu_acc=$(sed -n 's/.*Accuracy: \([0-9.]*\).*/\1/p' "$tmp/eval_cpu.log" 2>/dev/null)
@@ -91,7 +93,8 @@ echo
 echo "| check | result |"
 echo "|---|---|"
 for k in devices parity bench_tests fit_cuda eval_cpu matmul_fp32 matmul_bf16 amp_tests \
-         fit_cuda_fp16 profile_cuda oom_advice graph_tests fit_cuda_nograph fit_cuda_all; do
+         fit_cuda_fp16 profile_cuda oom_advice graph_tests fit_cuda_nograph fit_cuda_all \
+         predict_tests; do
   [ -n "${result[$k]:-}" ] && echo "| $k | ${result[$k]} |"
 done
 echo "| device | ${gpu_name:-?} |"
