@@ -117,16 +117,28 @@ static void step(exporter *x, const ct_node *n, const char *name, const char *ty
 
 /* ---- the emitters, one per layer kind ------------------------------------------ */
 
+/* The inputs of a Conv or Gemm: in, the weight and, when the layer has one, the
+ * bias, which become initializers. Returns how many (2 or 3), or -1. */
+static int weighted_inputs(exporter *x, const ct_node *n, const char *in,
+                           const char *inputs[3], ct_err *err) {
+    const ct_param_info *p = x->src->graph->params;
+    inputs[0] = in;
+    inputs[1] = p[n->weight].name;
+    inputs[2] = n->bias >= 0 ? p[n->bias].name : "";
+    if (add_param(x, n, n->weight, err) != 0) return -1;
+    if (n->bias >= 0 && add_param(x, n, n->bias, err) != 0) return -1;
+    return n->bias >= 0 ? 3 : 2;
+}
+
 /* in: [N, C, H, W]; weight [O, C, k, k], bias [O] */
 static int emit_conv(exporter *x, const ct_node *n, const char *const *in, const char *out,
                      ct_err *err) {
-    const ct_param_info *p = x->src->graph->params;
-    const char *inputs[3] = {in[0], p[n->weight].name, n->bias >= 0 ? p[n->bias].name : ""};
-    if (add_param(x, n, n->weight, err) != 0) return -1;
-    if (n->bias >= 0 && add_param(x, n, n->bias, err) != 0) return -1;
+    const char *inputs[3];
+    int n_in = weighted_inputs(x, n, in[0], inputs, err);
+    if (n_in < 0) return -1;
     ct_onnx_attr a[] = {attr_pair("kernel_shape", n->cfg.kernel),
                         attr_pair("strides", n->cfg.stride), attr_pads(n->cfg.padding)};
-    op(x, n, "Conv", n->bias >= 0 ? 3 : 2, inputs, out, 3, a);
+    op(x, n, "Conv", n_in, inputs, out, 3, a);
     return 0;
 }
 
@@ -154,12 +166,11 @@ static int emit_avgpool(exporter *x, const ct_node *n, const char *const *in, co
 /* in: [N, F]; weight [O, F], bias [O]: in x weight^T + bias */
 static int emit_linear(exporter *x, const ct_node *n, const char *const *in, const char *out,
                        ct_err *err) {
-    const ct_param_info *p = x->src->graph->params;
-    const char *inputs[3] = {in[0], p[n->weight].name, n->bias >= 0 ? p[n->bias].name : ""};
-    if (add_param(x, n, n->weight, err) != 0) return -1;
-    if (n->bias >= 0 && add_param(x, n, n->bias, err) != 0) return -1;
+    const char *inputs[3];
+    int n_in = weighted_inputs(x, n, in[0], inputs, err);
+    if (n_in < 0) return -1;
     ct_onnx_attr a[] = {attr_int("transB", 1)};
-    op(x, n, "Gemm", n->bias >= 0 ? 3 : 2, inputs, out, 1, a);
+    op(x, n, "Gemm", n_in, inputs, out, 1, a);
     return 0;
 }
 
