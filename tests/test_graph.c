@@ -175,7 +175,7 @@ static void test_residual_checkpointed_block(void **state) {
     assert_int_equal(g.spans[0].last, 4);
 }
 
-/* The shipped residual config: three blocks (two with a projection shortcut), batch
+/* The shipped residual config: four blocks (two with a projection shortcut), batch
  * norms with PyTorch's buffer names inside blocks, 7x7 maps before the pooling. */
 static void test_resnet_fashion_config(void **state) {
     (void)state;
@@ -187,9 +187,9 @@ static void test_resnet_fashion_config(void **state) {
         fail_msg("%s", err.msg);
     int adds = 0;
     for (int i = 0; i < g.n_nodes; i++) adds += g.nodes[i].kind == CT_LAYER_RESIDUAL;
-    assert_int_equal(adds, 3);
-    assert_int_equal(g.n_nodes, 31);
-    assert_int_equal(g.n_param_floats, 164122);
+    assert_int_equal(adds, 4);
+    assert_int_equal(g.n_nodes, 38);
+    assert_int_equal(g.n_param_floats, 330394);
     bool found = false;
     for (int k = 0; k < g.n_buffers; k++)
         found |= strcmp(g.buffers[k].name, "layers.7.shortcut.1.running_var") == 0;
