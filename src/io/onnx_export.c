@@ -1,4 +1,4 @@
-/* onnx_export.c: ctrain's graph as ONNX nodes (onnx_export.h), one emitter per
+/* onnx_export.c: ctrain's graph as ONNX nodes (onnx_export.h): a plain op or an emitter per
  * layer kind, over the builder of onnx_model.h. */
 #include "io/onnx_export.h"
 
@@ -191,36 +191,6 @@ static int emit_batchnorm(exporter *x, const ct_node *n, const char *const *in, 
     return 0;
 }
 
-static int emit_plain(exporter *x, const ct_node *n, const char *const *in, const char *out,
-                      const char *type) {
-    op(x, n, type, 1, in, out, 0, NULL);
-    return 0;
-}
-
-static int emit_relu(exporter *x, const ct_node *n, const char *const *in, const char *out,
-                     ct_err *err) {
-    (void)err;
-    return emit_plain(x, n, in, out, "Relu");
-}
-
-static int emit_tanh(exporter *x, const ct_node *n, const char *const *in, const char *out,
-                     ct_err *err) {
-    (void)err;
-    return emit_plain(x, n, in, out, "Tanh");
-}
-
-static int emit_sigmoid(exporter *x, const ct_node *n, const char *const *in, const char *out,
-                        ct_err *err) {
-    (void)err;
-    return emit_plain(x, n, in, out, "Sigmoid");
-}
-
-static int emit_global_avgpool(exporter *x, const ct_node *n, const char *const *in,
-                               const char *out, ct_err *err) {
-    (void)err;
-    return emit_plain(x, n, in, out, "GlobalAveragePool");
-}
-
 /* [N, C, H, W] (or [N, F]) -> [N, C*H*W] in C, H, W order, as PyTorch's. */
 static int emit_flatten(exporter *x, const ct_node *n, const char *const *in, const char *out,
                         ct_err *err) {
@@ -291,26 +261,31 @@ static int emit_gelu(exporter *x, const ct_node *n, const char *const *in, const
     return 0;
 }
 
+/* Layers that are one ONNX op of the same meaning, without attributes. */
+static const char *const plain_ops[CT_LAYER_KIND_COUNT] = {
+    [CT_LAYER_RELU] = "Relu",
+    [CT_LAYER_TANH] = "Tanh",
+    [CT_LAYER_SIGMOID] = "Sigmoid",
+    [CT_LAYER_GLOBAL_AVGPOOL] = "GlobalAveragePool",
+};
+
+/* The others, one emitter each. */
 static const emit_fn emitters[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_CONV2D] = emit_conv,
     [CT_LAYER_MAXPOOL2D] = emit_maxpool,
     [CT_LAYER_AVGPOOL2D] = emit_avgpool,
-    [CT_LAYER_RELU] = emit_relu,
     [CT_LAYER_FLATTEN] = emit_flatten,
     [CT_LAYER_LINEAR] = emit_linear,
     [CT_LAYER_DROPOUT] = emit_dropout,
     [CT_LAYER_RESIDUAL] = emit_residual,
     [CT_LAYER_GELU] = emit_gelu,
     [CT_LAYER_SILU] = emit_silu,
-    [CT_LAYER_TANH] = emit_tanh,
-    [CT_LAYER_SIGMOID] = emit_sigmoid,
     [CT_LAYER_LEAKY_RELU] = emit_leaky_relu,
-    [CT_LAYER_GLOBAL_AVGPOOL] = emit_global_avgpool,
     [CT_LAYER_BATCHNORM2D] = emit_batchnorm,
     [CT_LAYER_BATCHNORM1D] = emit_batchnorm,
 };
 
-_Static_assert(CT_LAYER_KIND_COUNT == 16, "add an ONNX emitter for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 16, "add an ONNX op or emitter for every layer kind");
 
 /* ---- the model -------------------------------------------------------------------- */
 
@@ -324,7 +299,10 @@ static int emit_graph(exporter *x, ct_err *err) {
         if (i == g->n_nodes - 1) snprintf(x->value[i], VALUE_NAME_MAX, "logits");
         else if (n->kind == CT_LAYER_DROPOUT) snprintf(x->value[i], VALUE_NAME_MAX, "%s", in[0]);
         else snprintf(x->value[i], VALUE_NAME_MAX, "%s", n->name);
-        if (emitters[n->kind](x, n, in, x->value[i], err) != 0) return -1;
+        if (plain_ops[n->kind])
+            op(x, n, plain_ops[n->kind], 1, in, x->value[i], 0, NULL);
+        else if (emitters[n->kind](x, n, in, x->value[i], err) != 0)
+            return -1;
     }
     return 0;
 }
