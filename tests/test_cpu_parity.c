@@ -722,6 +722,110 @@ static void test_batchnorm_relu_fusion(void **state) {
     parity_fuse = fuse_was;
 }
 
+/* One training step (full batch, then a partial one accumulated on top) and an
+ * evaluation forward of h's graph from fixed inputs and weights: logits and
+ * parameter gradients into out / grads (malloc'd). */
+static void step_and_eval(harness *h, int C, int H, int W, const float *p, float **out,
+                          float **grads, float **eval) {
+    int n = h->g.n_nodes, K = 5, N = h->N;
+    parity_seed(11);
+    float *x = rand_f((size_t)N * C * H * W, 1.0);
+    int32_t y[6] = {0, 1, 2, 3, 4, 0};
+    OK(h->vt->params_from_host(h->b, p, E));
+    *out = malloc((size_t)N * K * sizeof(float));
+    for (int pass = 0; pass < 2; pass++) {
+        OK(h->vt->load_batch(h->b, x, y, pass ? 4 : N, 0, E));
+        for (int i = 0; i < n; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        if (!pass) OK(h->vt->tensor_to_host(h->b, n - 1, false, *out, E));
+        OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
+        for (int i = n - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, pass, STEP, E));
+    }
+    *grads = malloc(h->g.n_param_floats * sizeof(float));
+    OK(h->vt->grads_to_host(h->b, *grads, E));
+    *eval = malloc((size_t)N * K * sizeof(float));
+    OK(h->vt->load_batch(h->b, x, y, N, 0, E));
+    for (int i = 0; i < n; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
+    OK(h->vt->tensor_to_host(h->b, n - 1, false, *eval, E));
+    free(x);
+}
+
+/* A residual add fused with the relu after it (CT_FUSE_ADD_RELU): the add writes
+ * relu(a + b) and its backward masks the gradient into its inputs' gradients, in one
+ * loop where they have the add's layout (conv tensors; one input the batch, which
+ * gets none), else masking in place before the copies (a flatten's 4-D gradient,
+ * blocked where oneDNN blocks the conv before it, read as [N, F]; which one runs is
+ * printed, not asserted). Each graph gives the reference's results fused, full and
+ * partial batches, and the same bits as the unfused plan in a training step and in
+ * evaluation. With the loops off the group is declined. */
+static void test_add_relu_fusion(void **state) {
+    (void)state;
+    ct_layer_cfg R = L(CT_LAYER_RESIDUAL), relu = L(CT_LAYER_RELU), flat = L(CT_LAYER_FLATTEN);
+    const ct_layer_cfg convs[] = {
+        conv(8, 3, 1, 1, true), relu,
+        body(conv(8, 3, 1, 1, false)), body(relu), body(conv(8, 3, 1, 1, true)), R, relu,
+        body(conv(16, 3, 2, 1, true)), shortcut(conv(16, 1, 2, 0, false)), R, relu,
+        flat, linear(5, true)};
+    const ct_layer_cfg on_input[] = {body(conv(3, 3, 1, 1, true)), R, relu, flat,
+                                     linear(5, true)};
+    const ct_layer_cfg flat_in[] = {conv(8, 3, 1, 1, true), flat, body(linear(8 * 8 * 8, true)),
+                                    R, relu, linear(5, true)};
+    struct { const char *name; const ct_layer_cfg *l; int n; } cases[] = {
+        {"conv blocks", convs, (int)(sizeof convs / sizeof *convs)},
+        {"on the input", on_input, (int)(sizeof on_input / sizeof *on_input)},
+        {"a flatten's output", flat_in, (int)(sizeof flat_in / sizeof *flat_in)},
+    };
+    bool fuse_was = parity_fuse;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        float *p = NULL, *out[2], *grads[2], *eval[2];
+        size_t np = 0;
+        for (int f = 0; f < 2; f++) {
+            parity_fuse = f == 1;
+            harness *h = open_as_built(3, 8, 8, cases[c].l, cases[c].n, 6);
+            const ct_fusion_plan *fp = h->vt->fusion_plan(h->b);
+            int adds = 0;
+            for (int i = 0; i < h->g.n_nodes; i++) {
+                if (h->g.nodes[i].kind != CT_LAYER_RESIDUAL) continue;
+                adds++;
+                assert_int_equal(ct_fusion_active(fp, CT_FUSE_ADD_RELU, i), f == 1);
+                assert_int_equal(fp->fwd_by[i + 1], f ? i : i + 1);
+                assert_int_equal(fp->bwd_by[i + 1], f ? i : i + 1);
+                if (f) printf("  %s: add %d backward on %s\n", cases[c].name, i,
+                              impl(h, i, CT_PASS_BACKWARD_DATA));
+            }
+            assert_true(adds > 0);
+            if (f) {
+                char what[96];
+                snprintf(what, sizeof what, "add + relu fused, %s", cases[c].name);
+                parity_graph(h, 6, what);
+                parity_graph(h, 4, what);
+            }
+            np = h->g.n_param_floats;
+            if (!p) {
+                parity_seed(7);
+                p = rand_params(&h->g);
+            }
+            step_and_eval(h, 3, 8, 8, p, &out[f], &grads[f], &eval[f]);
+            close_h(h);
+        }
+        assert_memory_equal(out[0], out[1], 6 * 5 * sizeof(float));
+        assert_memory_equal(grads[0], grads[1], np * sizeof(float));
+        assert_memory_equal(eval[0], eval[1], 6 * 5 * sizeof(float));
+        free(p);
+        for (int f = 0; f < 2; f++) free(out[f]), free(grads[f]), free(eval[f]);
+    }
+    parity_fuse = true;
+    parity_cpu_loops = CT_CPU_LOOPS_OFF;
+    harness *h = open_as_built(3, 8, 8, convs, (int)(sizeof convs / sizeof *convs), 6);
+    parity_cpu_loops = CT_CPU_LOOPS_AUTO;
+    const ct_fusion_plan *fp = h->vt->fusion_plan(h->b);
+    int gi = ct_fusion_find(fp, CT_FUSE_ADD_RELU, 5);
+    assert_true(gi >= 0);
+    assert_false(fp->groups[gi].fused);
+    assert_non_null(strstr(fp->groups[gi].why_not, "train.cpu_loops off"));
+    close_h(h);
+    parity_fuse = fuse_was;
+}
+
 static void test_fusion_plan(void **state) {
     (void)state;
     ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
@@ -965,6 +1069,7 @@ int main(void) {
         cmocka_unit_test(test_convw_loops),
         cmocka_unit_test(test_fusion_plan),
         cmocka_unit_test(test_batchnorm_relu_fusion),
+        cmocka_unit_test(test_add_relu_fusion),
         cmocka_unit_test(test_batchnorm_loops),
         cmocka_unit_test(test_fusion_same_bits),
         cmocka_unit_test(test_conv_block),

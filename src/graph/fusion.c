@@ -11,6 +11,7 @@ static const char *const kind_names[CT_FUSION_KIND_COUNT] = {
     [CT_FUSE_RELU_POST_OP] = "relu as post-op",
     [CT_FUSE_RELU_BWD_IN_POOL] = "relu backward in the max-pool's",
     [CT_FUSE_BN_RELU] = "relu inside the batch norm",
+    [CT_FUSE_ADD_RELU] = "relu inside the add",
 };
 
 const char *ct_fusion_kind_name(ct_fusion_kind kind) {
@@ -50,6 +51,7 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
                        relu_next
                    ? i + 1
                    : -1;
+    case CT_FUSE_ADD_RELU: return is_kind(g, i, CT_LAYER_RESIDUAL) && relu_next ? i + 1 : -1;
     default: return -1;
     }
 }
@@ -59,7 +61,7 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
 /* Whether the group changes its nodes' forward and/or backward. */
 static void touches(const ct_fusion_group *gr, bool *fwd, bool *bwd) {
     *fwd = gr->kind == CT_FUSE_CONV_RELU_POOL || gr->kind == CT_FUSE_RELU_POST_OP ||
-           gr->kind == CT_FUSE_BN_RELU;
+           gr->kind == CT_FUSE_BN_RELU || gr->kind == CT_FUSE_ADD_RELU;
     *bwd = gr->kind != CT_FUSE_RELU_POST_OP;
 }
 

@@ -50,6 +50,10 @@ typedef enum ct_fusion_kind {
      * that output before the batch norm's sums). Claims: forward and backward of
      * i+1. */
     CT_FUSE_BN_RELU,
+    /* residual i (its add), relu i+1: the add writes relu(a + b), and its backward
+     * masks dy by that output as it hands it to both inputs. Claims: forward and
+     * backward of i+1. */
+    CT_FUSE_ADD_RELU,
     CT_FUSION_KIND_COUNT
 } ct_fusion_kind;
 

@@ -10,6 +10,9 @@
  *  - relu as post-op: always offered; oneDNN may refuse it at the layer's create.
  *  - relu backward in the max-pool: needs the pool on ctrain's loops, which the
  *    pool's create knows (cpu_pool.c).
+ *  - relu inside a residual add: oneDNN's post-op forward, ctrain's loop backward,
+ *    so not with the loops off; the add's create declines it when oneDNN refuses
+ *    the post-op (cpu_residual.c).
  */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_isa.h"
@@ -50,6 +53,10 @@ bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, cons
         snprintf(why, n, "train.cpu_loops off: oneDNN's max-pool cannot do the relu's backward");
         return false;
     case CT_FUSE_BN_RELU: return true; /* training: ctrain's loops; evaluation: oneDNN's flag */
+    case CT_FUSE_ADD_RELU: /* oneDNN's post-op (the add's create confirms it), own mask loop */
+        if (ct_cpu_loops_on(b)) return true;
+        snprintf(why, n, "train.cpu_loops off: the add's backward would need ctrain's loop");
+        return false;
     default: snprintf(why, n, "not a kind the CPU backend knows"); return false;
     }
 }

@@ -9,8 +9,19 @@
  * (reordered) into each input's gradient (ct_cpu_gin_k: gact[src] or the node's
  * gin_part, cpu_internal.h), read through a plain [N, C, H, W] view where the
  * input's desc is 4-D.
+ *
+ * Fused with the relu after it (CT_FUSE_ADD_RELU, graph/fusion.h): the add has
+ * oneDNN's relu post-op, so act holds relu(a + b), which is also the relu's output
+ * (it works in place, cpu_eltwise.c), and gact holds the relu's output gradient dy.
+ * Backward then hands each input dy * 1 where act > 0 and dy * 0 elsewhere (the
+ * unfused relu backward's bits): one loop writes it straight into every input
+ * gradient whose layout is the add's; when one is in another layout, the loop masks
+ * gact in place and the copies run as above.
  */
 #include "backend/cpu/cpu_internal.h"
+
+#include <stdint.h>
+#include <string.h>
 
 /* Plain desc with md's dims. */
 static int plain_like(const dnnl_memory_desc_t *md, dnnl_memory_desc_t *out, ct_err *err) {
@@ -36,7 +47,17 @@ static int residual_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     }
     dnnl_binary_desc_t d;
     CT_DNNL(err, dnnl_binary_desc_init(&d, dnnl_binary_add, &P, &P, &P));
-    if (ct_cpu_pick(&b->c, &nd->fwd, &d, 1, sizeof d, NULL, "residual add", err) != 0) return -1;
+    bool post_op = false;
+    if (ct_cpu_fused(b, CT_FUSE_ADD_RELU, nd->i)) {
+        post_op = ct_cpu_pick_attr(&b->c, &nd->fwd, &d, 1, sizeof d, NULL, b->c.attr_relu,
+                                   "residual add + relu", err) == 0;
+        if (!post_op) {
+            ct_cpu_decline(b, CT_FUSE_ADD_RELU, nd->i, "oneDNN: %s", err->msg);
+            err->msg[0] = 0;
+        }
+    }
+    if (!post_op && ct_cpu_pick(&b->c, &nd->fwd, &d, 1, sizeof d, NULL, "residual add", err) != 0)
+        return -1;
     if (!b->o.training) return 0;
     for (int k = 0; k < 2; k++) {
         if (!ct_cpu_has_gin_k(b, nd->i, k)) continue;
@@ -47,6 +68,40 @@ static int residual_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
             return -1;
     }
     return 0;
+}
+
+/* Whether every input gradient the add gives has the add's layout (the masking loop
+ * then writes them directly). */
+static bool gins_in_add_layout(ct_cpu *b, const ct_cpu_node *nd) {
+    for (int k = 0; k < 2; k++)
+        if (ct_cpu_has_gin_k(b, nd->i, k) &&
+            !ct_cpu_md_eq(&nd->gsrc_md[k], &ct_cpu_gin_k(b, nd->i, k)->md))
+            return false;
+    return true;
+}
+
+/* dy * (y > 0 ? 1 : 0) with an integer test of y's bits (positive, not NaN): a float
+ * comparison could trap, so the compiler would not vectorize a loop around it. */
+static inline float relu_grad(float y, float dy) {
+    uint32_t u;
+    memcpy(&u, &y, sizeof u);
+    return dy * (float)(((int32_t)u > 0) & (u <= 0x7f800000u));
+}
+
+/* g0[j] (and g1[j] when not NULL) = relu_grad(y[j], dy[j]), j < n; g0 may be dy. */
+static void relu_mask_to(const float *y, const float *dy, float *g0, float *g1, size_t n) {
+    long m = (long)n;
+    if (g1) {
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < m; j++) {
+            float v = relu_grad(y[j], dy[j]);
+            g0[j] = v;
+            g1[j] = v;
+        }
+    } else {
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < m; j++) g0[j] = relu_grad(y[j], dy[j]);
+    }
 }
 
 static int residual_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -88,6 +143,19 @@ static int residual_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32
                              ct_err *err) {
     (void)accumulate;
     (void)epoch;
+    if (ct_cpu_fused(b, CT_FUSE_ADD_RELU, nd->i)) {
+        const float *y = nd->act.ptr, *dy = nd->gact.ptr;
+        size_t n = dnnl_memory_desc_get_size(&nd->gact.md) / sizeof(float);
+        if (gins_in_add_layout(b, nd)) {
+            float *g[2] = {NULL, NULL};
+            int m = 0;
+            for (int k = 0; k < 2; k++)
+                if (ct_cpu_has_gin_k(b, nd->i, k)) g[m++] = ct_cpu_gin_k(b, nd->i, k)->ptr;
+            if (m > 0) relu_mask_to(y, dy, g[0], g[1], n);
+            return 0;
+        }
+        relu_mask_to(y, dy, nd->gact.ptr, NULL, n);
+    }
     for (int k = 0; k < 2; k++)
         if (ct_cpu_has_gin_k(b, nd->i, k) && ct_cpu_exec(&b->c, &nd->gin_copy[k], err) != 0)
             return -1;
@@ -99,9 +167,11 @@ static const char *residual_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass 
     buf[0] = 0;
     if (pass == CT_PASS_FORWARD) return ct_cpu_impl(&nd->fwd);
     if (pass != CT_PASS_BACKWARD_DATA || !b->o.training) return buf;
+    bool loop = ct_cpu_fused(b, CT_FUSE_ADD_RELU, nd->i);
+    if (loop && gins_in_add_layout(b, nd)) return "ctrain";
     for (int k = 0; k < 2; k++)
         if (ct_cpu_has_gin_k(b, nd->i, k)) {
-            snprintf(buf, n, "copy:%s", ct_cpu_impl(&nd->gin_copy[k]));
+            snprintf(buf, n, "%scopy:%s", loop ? "ctrain+" : "", ct_cpu_impl(&nd->gin_copy[k]));
             break;
         }
     return buf;
