@@ -524,7 +524,7 @@ static bool summary_row_has(const char *out, const char *kind, const char *shape
 
 /* summary of a residual model: each layer by its module path, the inputs of the
  * layers that do not read the row above (the shortcut, the adds), the fusion plan
- * with the batch norm + relu groups, and the memory plan. */
+ * with the batch norm + relu and add + relu groups, and the memory plan. */
 static void test_residual_summary(void **state) {
     (void)state;
     char args[1200];
@@ -533,7 +533,8 @@ static void test_residual_summary(void **state) {
     if (r.status != 0) fail_msg("summary failed: %s", r.err);
     const char *want[] = {"3.body.0", "3.body.4 + 2", "5.shortcut.0", "5.body.4 + 5.shortcut.1",
                           "7.body.4 + 7.shortcut.1", "9.body.4 + 8",
-                          "relu inside the batch norm", "Memory on cpu (training plan",
+                          "relu inside the batch norm", "relu inside the add",
+                          "Memory on cpu (training plan",
                           "Buffers: 33"};
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
         if (!strstr(r.out, want[k])) fail_msg("summary lacks '%s':\n%s", want[k], r.out);

@@ -166,17 +166,30 @@ const char *ct_fusion_group_layers(const ct_fusion_plan *p, const ct_graph *g, i
     return buf;
 }
 
+/* "first-last" node labels of group gr, into range. */
+static void group_range(const ct_graph *g, const ct_fusion_group *gr, char *range, size_t n) {
+    snprintf(range, n, "%s-%s", ct_node_label(&g->nodes[gr->first]),
+             ct_node_label(&g->nodes[gr->last]));
+}
+
 void ct_fusion_print(const ct_fusion_plan *p, const ct_graph *g, FILE *f) {
+    char range[2 * CT_NODE_NAME_MAX + 2], layers[96];
+    int width = 7; /* the range column fits the longest range shown */
+    for (int gi = 0; gi < p->n; gi++) {
+        const ct_fusion_group *gr = &p->groups[gi];
+        if (gr->fused && gr->subsumed_by >= 0) continue;
+        group_range(g, gr, range, sizeof range);
+        if ((int)strlen(range) > width) width = (int)strlen(range);
+    }
     int shown = 0;
     for (int gi = 0; gi < p->n; gi++) {
         const ct_fusion_group *gr = &p->groups[gi];
         if (gr->fused && gr->subsumed_by >= 0) continue;
-        char range[2 * CT_NODE_NAME_MAX + 2], layers[96];
-        snprintf(range, sizeof range, "%s-%s", ct_node_label(&g->nodes[gr->first]),
-                 ct_node_label(&g->nodes[gr->last]));
+        group_range(g, gr, range, sizeof range);
         ct_fusion_group_layers(p, g, gi, layers, sizeof layers);
-        fprintf(f, "  %-7s %-22s %-39s %s%s\n", range, layers, ct_fusion_kind_name(gr->kind),
-                gr->fused ? "fused" : "not fused: ", gr->fused ? "" : gr->why_not);
+        fprintf(f, "  %-*s %-22s %-39s %s%s\n", width, range, layers,
+                ct_fusion_kind_name(gr->kind), gr->fused ? "fused" : "not fused: ",
+                gr->fused ? "" : gr->why_not);
         shown++;
     }
     if (!shown) fprintf(f, "  no layers of this model can run as one\n");
