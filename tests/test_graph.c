@@ -189,7 +189,7 @@ static void test_resnet_fashion_config(void **state) {
     for (int i = 0; i < g.n_nodes; i++) adds += g.nodes[i].kind == CT_LAYER_RESIDUAL;
     assert_int_equal(adds, 4);
     assert_int_equal(g.n_nodes, 38);
-    assert_int_equal(g.n_param_floats, 330394);
+    assert_int_equal(g.n_param_floats, 247354);
     bool found = false;
     for (int k = 0; k < g.n_buffers; k++)
         found |= strcmp(g.buffers[k].name, "layers.7.shortcut.1.running_var") == 0;
