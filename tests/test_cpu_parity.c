@@ -611,6 +611,25 @@ static void check_storage(harness *h, bool fused) {
     free(buf);
 }
 
+/* From weights p, a training step on h->N rows of x / y, then one on its first 4 rows
+ * accumulated on top: the first step's logits ([N, K]) and the summed parameter
+ * gradients into *out / *grads (malloc'd). */
+static void train_two_batches(harness *h, const float *x, const int32_t *y, const float *p,
+                              int K, float **out, float **grads) {
+    int n = h->g.n_nodes, N = h->N;
+    OK(h->vt->params_from_host(h->b, p, E));
+    *out = malloc((size_t)N * K * sizeof(float));
+    for (int pass = 0; pass < 2; pass++) {
+        OK(h->vt->load_batch(h->b, x, y, pass ? 4 : N, 0, E));
+        for (int i = 0; i < n; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        if (!pass) OK(h->vt->tensor_to_host(h->b, n - 1, false, *out, E));
+        OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
+        for (int i = n - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, pass, STEP, E));
+    }
+    *grads = malloc(h->g.n_param_floats * sizeof(float));
+    OK(h->vt->grads_to_host(h->b, *grads, E));
+}
+
 /* One training step of the tutorial's CNN layout (conv+relu, relu+max-pool,
  * linear+relu all fusable) on C input channels with and without fusion, under
  * every loop mode: the same logits, loss gradient and parameter gradients, bit for
@@ -639,17 +658,7 @@ static void fusion_same_bits(int C, ct_cpu_loops mode) {
         check_storage(h, fused);
         np = h->g.n_param_floats;
         if (!p) p = rand_params(&h->g); /* the same inputs and weights for both */
-        OK(h->vt->params_from_host(h->b, p, E));
-        out[fused] = malloc((size_t)N * 10 * sizeof(float));
-        for (int pass = 0; pass < 2; pass++) { /* 6 rows, then 4 rows accumulated */
-            OK(h->vt->load_batch(h->b, x, y, pass ? 4 : N, 0, E));
-            for (int i = 0; i < NL; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
-            if (!pass) OK(h->vt->tensor_to_host(h->b, NL - 1, false, out[fused], E));
-            OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
-            for (int i = NL - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, pass, STEP, E));
-        }
-        grads[fused] = malloc(np * sizeof(float));
-        OK(h->vt->grads_to_host(h->b, grads[fused], E));
+        train_two_batches(h, x, y, p, 10, &out[fused], &grads[fused]);
         close_h(h);
     }
     assert_memory_equal(out[0], out[1], (size_t)N * 10 * sizeof(float));
@@ -722,26 +731,15 @@ static void test_batchnorm_relu_fusion(void **state) {
     parity_fuse = fuse_was;
 }
 
-/* One training step (full batch, then a partial one accumulated on top) and an
- * evaluation forward of h's graph from fixed inputs and weights: logits and
- * parameter gradients into out / grads (malloc'd). */
+/* train_two_batches from fixed inputs (5 classes), then an evaluation forward of the
+ * full batch: its logits into *eval (malloc'd). */
 static void step_and_eval(harness *h, int C, int H, int W, const float *p, float **out,
                           float **grads, float **eval) {
     int n = h->g.n_nodes, K = 5, N = h->N;
     parity_seed(11);
     float *x = rand_f((size_t)N * C * H * W, 1.0);
     int32_t y[6] = {0, 1, 2, 3, 4, 0};
-    OK(h->vt->params_from_host(h->b, p, E));
-    *out = malloc((size_t)N * K * sizeof(float));
-    for (int pass = 0; pass < 2; pass++) {
-        OK(h->vt->load_batch(h->b, x, y, pass ? 4 : N, 0, E));
-        for (int i = 0; i < n; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
-        if (!pass) OK(h->vt->tensor_to_host(h->b, n - 1, false, *out, E));
-        OK(h->vt->loss(h->b, true, 1.0f / N, 0, E));
-        for (int i = n - 1; i >= 0; i--) OK(h->vt->backward(h->b, i, pass, STEP, E));
-    }
-    *grads = malloc(h->g.n_param_floats * sizeof(float));
-    OK(h->vt->grads_to_host(h->b, *grads, E));
+    train_two_batches(h, x, y, p, K, out, grads);
     *eval = malloc((size_t)N * K * sizeof(float));
     OK(h->vt->load_batch(h->b, x, y, N, 0, E));
     for (int i = 0; i < n; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
