@@ -503,16 +503,38 @@ static void check_round_kernel(void) {
 }
 #endif
 
+#ifdef CT_HAVE_CUDA
+/* Prints each convolution pass's cuDNN algorithm and math type; every pass must
+ * name one (the descriptor of each pass carries its algorithm's math). Which
+ * algorithm and math cuDNN offers depends on the GPU, so they are shown, not
+ * asserted. */
+static void print_conv_math(harness *h) {
+    static const char *pass_name[] = {"forward", "backward data", "backward weights"};
+    const ct_impl_pass passes[] = {CT_PASS_FORWARD, CT_PASS_BACKWARD_DATA,
+                                   CT_PASS_BACKWARD_WEIGHTS};
+    for (int i = 0; i < h->g.n_nodes; i++) {
+        if (h->g.nodes[i].kind != CT_LAYER_CONV2D) continue;
+        for (int p = 0; p < 3; p++) {
+            const char *impl = h->vt->impl_name(h->b, i, passes[p]);
+            print_message("conv node %d %s: %s\n", i, pass_name[p], impl);
+            if (*impl) assert_non_null(strstr(impl, " math"));
+        }
+    }
+}
+#endif
+
 /* In the "gpu" group: runs only where CUDA is usable (main). */
 static void test_cuda_amp(void **state) {
     (void)state;
 #ifdef CT_HAVE_CUDA
     check_round_kernel();
     harness *h = open_cnn_on(&ct_backend_cuda, CT_AMP_BF16);
+    print_conv_math(h);
     step_pass(h, 1.0f / N);
     assert_tensors_rounded(h, ct_round_bf16, "cuda bf16");
     close_h(h);
     h = open_cnn_on(&ct_backend_cuda, CT_AMP_FP16);
+    print_conv_math(h);
     step_pass(h, 65536.0f / N);
     assert_tensors_rounded(h, ct_round_fp16, "cuda fp16");
     bool found = true;

@@ -10,7 +10,8 @@
  * replayed: every full-batch step but the first (the warm-up) counts in
  * graph_replays; the off run and an fp16 run (ineligible: loss scaler) count none.
  * Cases: Adam with dropout and a checkpointed span (recompute in backward), SGD
- * with momentum in bf16 (tensor-core GEMMs and convolutions), batch norms (their
+ * with momentum in bf16 (tensor-core GEMMs and convolutions: the program leaves
+ * NVIDIA_TF32_OVERRIDE alone, which would turn TF32 off), batch norms (their
  * buffers compared too, one inside a checkpointed span). Without a usable GPU
  * the program runs no case and exits 77 (meson's "skipped").
  */
@@ -239,7 +240,6 @@ static void test_fp16_not_captured(void **state) {
 int main(void) {
     char why[256];
     if (!ct_test_gpu_usable(why, sizeof why)) return ct_test_skip("no usable GPU: %s", why);
-    setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adam_dropout_checkpoint),
         cmocka_unit_test(test_sgd_bf16),

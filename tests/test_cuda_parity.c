@@ -103,6 +103,7 @@ static void test_params_roundtrip_and_impl(void **state) {
                   h->vt->impl_name(h->b, 2, CT_PASS_FORWARD),
                   h->vt->impl_name(h->b, 4, CT_PASS_FORWARD));
     assert_non_null(strstr(impl, "CUDNN_CONVOLUTION_FWD_ALGO_"));
+    assert_non_null(strstr(impl, ", fma math")); /* amp off: never TF32 */
     assert_string_equal(h->vt->impl_name(h->b, 4, CT_PASS_FORWARD), "cublas");
     assert_string_equal(h->vt->impl_name(h->b, 3, CT_PASS_FORWARD), "");
     ct_err e = {{0}};

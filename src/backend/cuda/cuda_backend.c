@@ -87,11 +87,11 @@ void ct_cuda_node_release(ct_cuda_node *nd) {
     if (nd->out_desc) cudnnDestroyTensorDescriptor(nd->out_desc);
     if (nd->bias_desc) cudnnDestroyTensorDescriptor(nd->bias_desc);
     if (nd->w_desc) cudnnDestroyFilterDescriptor(nd->w_desc);
-    if (nd->conv) cudnnDestroyConvolutionDescriptor(nd->conv);
+    for (int k = 0; k < 3; k++)
+        if (nd->conv[k]) cudnnDestroyConvolutionDescriptor(nd->conv[k]), nd->conv[k] = NULL;
     if (nd->pool) cudnnDestroyPoolingDescriptor(nd->pool);
     nd->in_desc = nd->out_desc = nd->bias_desc = NULL;
     nd->w_desc = NULL;
-    nd->conv = NULL;
     nd->pool = NULL;
 }
 
@@ -436,16 +436,19 @@ static size_t plan_pinned(ct_cuda *b) {
     return b->args_pinned_off + (size_t)CT_CUDA_ARG_SLOTS * 256;
 }
 
-/* The buffers' initial values (graph.h), through a host copy made once at bind. */
+/* The buffers' initial values (graph.h), through a host copy made once at bind;
+ * copied on the backend's stream and waited for (the host copy is freed, and the
+ * non-blocking stream would not wait for a legacy-stream cudaMemcpy). */
 static int init_buffers(ct_cuda *b, ct_err *err) {
     size_t nb = b->g->n_buffer_bytes;
     if (nb == 0) return 0;
     void *h = malloc(nb);
     if (!h) return ct_errorf(err, "out of host memory for the buffers' initial values");
     ct_graph_init_buffers(b->g, h);
-    cudaError_t e = cudaMemcpy(b->buffers, h, nb, cudaMemcpyHostToDevice);
+    cudaError_t e = cudaMemcpyAsync(b->buffers, h, nb, cudaMemcpyHostToDevice, b->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(b->stream);
     free(h);
-    if (e != cudaSuccess) return ct_cudart_failed(err, "cudaMemcpy (buffers)", e);
+    if (e != cudaSuccess) return ct_cudart_failed(err, "cudaMemcpyAsync (buffers)", e);
     return 0;
 }
 

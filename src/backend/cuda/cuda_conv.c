@@ -2,17 +2,21 @@
  *
  * Shapes: x [N, C, H, W], w [O, C, K, K] (the flat OIHW parameters as a cuDNN
  * NCHW filter), b [O] as a [1, O, 1, 1] tensor, y [N, O, OH, OW]; cross-correlation
- * like PyTorch, symmetric padding, dilation 1. The math type (conv_math) is
- * CUDNN_FMA_MATH with amp off (fp32 FMA, never TF32), CUDNN_TENSOR_OP_MATH with
- * amp bf16 (TF32 tensor cores) and CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION with amp
- * fp16 (fp16 tensor cores on converted fp32 data); cuda_internal.h says why. The
- * three algorithms are chosen once in create() from cuDNN's heuristics
- * (cudnnGet*Algorithm_v7, best first): the first that succeeds, needs at most
+ * like PyTorch, symmetric padding, dilation 1. The math type the run asks for
+ * (conv_math) is CUDNN_FMA_MATH with amp off (fp32 FMA, never TF32),
+ * CUDNN_TENSOR_OP_MATH with amp bf16 (TF32 tensor cores) and
+ * CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION with amp fp16 (fp16 tensor cores on
+ * converted fp32 data); cuda_internal.h says why. The three algorithms are chosen
+ * once in create() from cuDNN's heuristics (cudnnGet*Algorithm_v7, best first,
+ * asked on a descriptor with that math): the first that succeeds, needs at most
  * CT_CONV_MAX_WS bytes of workspace and, by preference, is deterministic (so two
  * runs, and a captured step and its calls, give the same bits) and reports the
  * wanted math (fp32 math for amp off, the tensor-op math otherwise); failing
- * those, a deterministic one, then any. The workspace is one shared
- * arena region sized to the largest choice. Backward filter and bias write (beta
+ * those, a deterministic one, then any. Each pass has its own descriptor, set to
+ * the math type its chosen algorithm reported (perf.mathType), since cuDNN runs
+ * an algorithm with the math of the descriptor it is given: one descriptor shared
+ * by the three passes could run a tensor-op algorithm on FMA math or the other
+ * way round. The workspace is one shared arena region sized to the largest choice. Backward filter and bias write (beta
  * 0) or add (beta 1, accumulate) into the grads.
  */
 #include "backend/cuda/cuda_internal.h"
@@ -34,6 +38,19 @@ static bool wanted_math(const ct_cuda *b, cudnnMathType_t m) {
     return m == conv_math(b);
 }
 
+/* The math type a pass's descriptor gets for a candidate reporting m; false when the
+ * run may not use it. With amp off that is always CUDNN_FMA_MATH: CUDNN_DEFAULT_MATH
+ * would let cuDNN use TF32 on Ampere and later, and tensor-op candidates are
+ * refused. */
+static bool descriptor_math(const ct_cuda *b, cudnnMathType_t m, cudnnMathType_t *out) {
+    if (b->o.amp == CT_AMP_OFF) {
+        *out = CUDNN_FMA_MATH;
+        return m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+    }
+    *out = m;
+    return true;
+}
+
 /* One heuristic result, whatever the direction. */
 typedef struct algo_cand {
     int algo;
@@ -42,19 +59,24 @@ typedef struct algo_cand {
     bool deterministic;
 } algo_cand;
 
-/* Workspace bytes of algo in one direction. */
+/* Workspace bytes of algo in one direction (on that pass's descriptor). */
 typedef cudnnStatus_t (*ws_query)(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws);
 
-/* The first usable candidate (best first) in three passes: deterministic with the
- * run's math (wanted_math), deterministic, any. */
-static int pick(ct_cuda *b, const ct_cuda_node *nd, const algo_cand *c, int n, ws_query q,
-                int *out, const char *what, ct_err *err) {
-    for (int pass = 0; pass < 3; pass++)
+/* The first usable candidate (best first) in three rounds: deterministic with the
+ * run's math (wanted_math), deterministic, any the run may use (descriptor_math).
+ * Sets the pass's descriptor to the candidate's math before sizing its workspace,
+ * so the size and later calls see the math the algorithm runs with. */
+static int pick(ct_cuda *b, ct_cuda_node *nd, ct_conv_pass pass, const algo_cand *c, int n,
+                ws_query q, int *out, const char *what, ct_err *err) {
+    for (int round = 0; round < 3; round++)
         for (int k = 0; k < n; k++) {
             size_t ws = 0;
-            if (c[k].status != CUDNN_STATUS_SUCCESS || (pass < 2 && !c[k].deterministic) ||
-                (pass == 0 && !wanted_math(b, c[k].math)))
+            if (c[k].status != CUDNN_STATUS_SUCCESS || (round < 2 && !c[k].deterministic) ||
+                (round == 0 && !wanted_math(b, c[k].math)))
                 continue;
+            cudnnMathType_t math;
+            if (!descriptor_math(b, c[k].math, &math)) continue;
+            CT_CUDNN(err, cudnnSetConvolutionMathType(nd->conv[pass], math));
             if (q(b, nd, c[k].algo, &ws) != CUDNN_STATUS_SUCCESS || ws > CT_CONV_MAX_WS) continue;
             *out = c[k].algo;
             ct_cuda_need_ws(b, ws);
@@ -71,20 +93,20 @@ static int pick(ct_cuda *b, const ct_cuda_node *nd, const algo_cand *c, int n, w
                                  (perf)[k].determinism == CUDNN_DETERMINISTIC}
 
 static cudnnStatus_t fwd_ws(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws) {
-    return cudnnGetConvolutionForwardWorkspaceSize(b->dnn, nd->in_desc, nd->w_desc, nd->conv,
-                                                   nd->out_desc,
+    return cudnnGetConvolutionForwardWorkspaceSize(b->dnn, nd->in_desc, nd->w_desc,
+                                                   nd->conv[CT_CONV_FWD], nd->out_desc,
                                                    (cudnnConvolutionFwdAlgo_t)algo, ws);
 }
 
 static cudnnStatus_t bwd_data_ws(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws) {
     return cudnnGetConvolutionBackwardDataWorkspaceSize(b->dnn, nd->w_desc, nd->out_desc,
-                                                        nd->conv, nd->in_desc,
+                                                        nd->conv[CT_CONV_BWD_DATA], nd->in_desc,
                                                         (cudnnConvolutionBwdDataAlgo_t)algo, ws);
 }
 
 static cudnnStatus_t bwd_filter_ws(ct_cuda *b, const ct_cuda_node *nd, int algo, size_t *ws) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        b->dnn, nd->in_desc, nd->out_desc, nd->conv, nd->w_desc,
+        b->dnn, nd->in_desc, nd->out_desc, nd->conv[CT_CONV_BWD_FILTER], nd->w_desc,
         (cudnnConvolutionBwdFilterAlgo_t)algo, ws);
 }
 
@@ -93,11 +115,12 @@ static int pick_fwd(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     algo_cand c[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0, algo = 0;
     CT_CUDNN(err, cudnnGetConvolutionForwardAlgorithm_v7(b->dnn, nd->in_desc, nd->w_desc,
-                                                         nd->conv, nd->out_desc,
+                                                         nd->conv[CT_CONV_FWD], nd->out_desc,
                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
                                                          perf));
     TO_CANDS(perf, got, c);
-    if (pick(b, nd, c, got, fwd_ws, &algo, "forward convolution", err) != 0) return -1;
+    if (pick(b, nd, CT_CONV_FWD, c, got, fwd_ws, &algo, "forward convolution", err) != 0)
+        return -1;
     nd->fwd_algo = (cudnnConvolutionFwdAlgo_t)algo;
     return 0;
 }
@@ -107,10 +130,11 @@ static int pick_bwd_data(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     algo_cand c[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int got = 0, algo = 0;
     CT_CUDNN(err, cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                      b->dnn, nd->w_desc, nd->out_desc, nd->conv, nd->in_desc,
+                      b->dnn, nd->w_desc, nd->out_desc, nd->conv[CT_CONV_BWD_DATA], nd->in_desc,
                       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
     TO_CANDS(perf, got, c);
-    if (pick(b, nd, c, got, bwd_data_ws, &algo, "backward-data convolution", err) != 0)
+    if (pick(b, nd, CT_CONV_BWD_DATA, c, got, bwd_data_ws, &algo, "backward-data convolution",
+             err) != 0)
         return -1;
     nd->bwd_data_algo = (cudnnConvolutionBwdDataAlgo_t)algo;
     return 0;
@@ -121,10 +145,11 @@ static int pick_bwd_filter(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     algo_cand c[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int got = 0, algo = 0;
     CT_CUDNN(err, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                      b->dnn, nd->in_desc, nd->out_desc, nd->conv, nd->w_desc,
+                      b->dnn, nd->in_desc, nd->out_desc, nd->conv[CT_CONV_BWD_FILTER], nd->w_desc,
                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
     TO_CANDS(perf, got, c);
-    if (pick(b, nd, c, got, bwd_filter_ws, &algo, "backward-filter convolution", err) != 0)
+    if (pick(b, nd, CT_CONV_BWD_FILTER, c, got, bwd_filter_ws, &algo,
+             "backward-filter convolution", err) != 0)
         return -1;
     nd->bwd_filter_algo = (cudnnConvolutionBwdFilterAlgo_t)algo;
     return 0;
@@ -140,13 +165,15 @@ static int make_descs(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     CT_CUDNN(err, cudnnCreateFilterDescriptor(&nd->w_desc));
     CT_CUDNN(err, cudnnSetFilter4dDescriptor(nd->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, O,
                                              g->in.c, K, K));
-    CT_CUDNN(err, cudnnCreateConvolutionDescriptor(&nd->conv));
-    CT_CUDNN(err, cudnnSetConvolution2dDescriptor(nd->conv, p, p, s, s, 1, 1,
-                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CT_CUDNN(err, cudnnSetConvolutionMathType(nd->conv, conv_math(b)));
+    for (int k = 0; k < 3; k++) {
+        CT_CUDNN(err, cudnnCreateConvolutionDescriptor(&nd->conv[k]));
+        CT_CUDNN(err, cudnnSetConvolution2dDescriptor(nd->conv[k], p, p, s, s, 1, 1,
+                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        CT_CUDNN(err, cudnnSetConvolutionMathType(nd->conv[k], conv_math(b)));
+    }
     int dn, dc, dh, dw;
-    CT_CUDNN(err, cudnnGetConvolution2dForwardOutputDim(nd->conv, nd->in_desc, nd->w_desc, &dn,
-                                                        &dc, &dh, &dw));
+    CT_CUDNN(err, cudnnGetConvolution2dForwardOutputDim(nd->conv[CT_CONV_FWD], nd->in_desc,
+                                                        nd->w_desc, &dn, &dc, &dh, &dw));
     if (dn != b->N || dc != O || dh != g->out.h || dw != g->out.w)
         return ct_errorf(err, "cuDNN computes a %dx%dx%dx%d output, the graph %dx%dx%dx%d", dn,
                          dc, dh, dw, b->N, O, g->out.h, g->out.w);
@@ -164,8 +191,8 @@ static int conv_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step,
     (void)train, (void)step;
     const float one = 1.0f, zero = 0.0f;
     CT_CUDNN(err, cudnnConvolutionForward(b->dnn, &one, nd->in_desc, ct_cuda_in(b, nd->i),
-                                          nd->w_desc, ct_cuda_param(b, nd, false), nd->conv,
-                                          nd->fwd_algo, b->ws, b->ws_bytes, &zero, nd->out_desc,
+                                          nd->w_desc, ct_cuda_param(b, nd, false),
+                                          nd->conv[CT_CONV_FWD], nd->fwd_algo, b->ws, b->ws_bytes, &zero, nd->out_desc,
                                           nd->act));
     if (nd->bias_desc)
         CT_CUDNN(err, cudnnAddTensor(b->dnn, &one, nd->bias_desc, ct_cuda_param(b, nd, true), &one,
@@ -180,12 +207,13 @@ static int conv_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t
     if (nd->g->src[0] >= 0)
         CT_CUDNN(err, cudnnConvolutionBackwardData(b->dnn, &one, nd->w_desc,
                                                    ct_cuda_param(b, nd, false), nd->out_desc,
-                                                   nd->gact, nd->conv, nd->bwd_data_algo, b->ws,
+                                                   nd->gact, nd->conv[CT_CONV_BWD_DATA],
+                                                   nd->bwd_data_algo, b->ws,
                                                    b->ws_bytes, &zero, nd->in_desc,
                                                    ct_cuda_gin(b, nd->i)));
     CT_CUDNN(err, cudnnConvolutionBackwardFilter(b->dnn, &one, nd->in_desc, ct_cuda_in(b, nd->i),
-                                                 nd->out_desc, nd->gact, nd->conv,
-                                                 nd->bwd_filter_algo, b->ws, b->ws_bytes, &beta,
+                                                 nd->out_desc, nd->gact,
+                                                 nd->conv[CT_CONV_BWD_FILTER], nd->bwd_filter_algo, b->ws, b->ws_bytes, &beta,
                                                  nd->w_desc, ct_cuda_grad(b, nd, false)));
     if (nd->bias_desc)
         CT_CUDNN(err, cudnnConvolutionBackwardBias(b->dnn, &one, nd->out_desc, nd->gact, &beta,
@@ -221,7 +249,7 @@ static const char *bwd_filter_algo_name(cudnnConvolutionBwdFilterAlgo_t a) {
     }
 }
 
-const char *ct_cuda_conv_algo_name(const ct_cuda_node *nd, ct_impl_pass pass) {
+static const char *algo_name(const ct_cuda_node *nd, ct_impl_pass pass) {
     if (pass == CT_PASS_BACKWARD_DATA) return bwd_data_algo_name(nd->bwd_data_algo);
     if (pass == CT_PASS_BACKWARD_WEIGHTS) return bwd_filter_algo_name(nd->bwd_filter_algo);
     switch (nd->fwd_algo) {
@@ -237,6 +265,26 @@ const char *ct_cuda_conv_algo_name(const ct_cuda_node *nd, ct_impl_pass pass) {
         return "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED";
     default: return "CUDNN_CONVOLUTION_FWD_ALGO_UNKNOWN";
     }
+}
+
+static const char *math_name(cudnnMathType_t m) {
+    switch (m) {
+    case CUDNN_FMA_MATH: return "fma math";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op math";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op math with conversion";
+    default: return "default math";
+    }
+}
+
+const char *ct_cuda_conv_algo_name(ct_cuda_node *nd, ct_impl_pass pass) {
+    ct_conv_pass p = pass == CT_PASS_BACKWARD_DATA      ? CT_CONV_BWD_DATA
+                     : pass == CT_PASS_BACKWARD_WEIGHTS ? CT_CONV_BWD_FILTER
+                                                        : CT_CONV_FWD;
+    cudnnMathType_t m = CUDNN_DEFAULT_MATH;
+    if (!nd->conv[p] || cudnnGetConvolutionMathType(nd->conv[p], &m) != CUDNN_STATUS_SUCCESS)
+        return algo_name(nd, pass);
+    snprintf(nd->impl_label, sizeof nd->impl_label, "%s, %s", algo_name(nd, pass), math_name(m));
+    return nd->impl_label;
 }
 
 const ct_cuda_op ct_cuda_op_conv = {conv_create, conv_forward, conv_backward};

@@ -68,6 +68,9 @@
 
 #define CT_CUDA_ALIGN 256
 
+/* The three passes of a convolution, indexing ct_cuda_node.conv. */
+typedef enum ct_conv_pass { CT_CONV_FWD, CT_CONV_BWD_DATA, CT_CONV_BWD_FILTER } ct_conv_pass;
+
 typedef struct ct_cuda_node {
     const ct_node *g;
     int i;
@@ -81,7 +84,10 @@ typedef struct ct_cuda_node {
     cudnnTensorDescriptor_t out_desc;  /* [N, C', OH, OW] */
     cudnnTensorDescriptor_t bias_desc; /* conv with bias: [1, O, 1, 1] */
     cudnnFilterDescriptor_t w_desc;    /* conv: [O, C, K, K] */
-    cudnnConvolutionDescriptor_t conv;
+    /* conv: one descriptor per pass (ct_conv_pass), each carrying the math type of
+     * the algorithm chosen for that pass, as cuDNN expects */
+    cudnnConvolutionDescriptor_t conv[3];
+    char impl_label[96]; /* ct_cuda_conv_algo_name's result */
     cudnnPoolingDescriptor_t pool;
     cudnnConvolutionFwdAlgo_t fwd_algo;
     cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
@@ -194,8 +200,10 @@ void ct_cuda_need_ws(ct_cuda *b, size_t bytes);
 int ct_cuda_tensor_desc(cudnnTensorDescriptor_t *d, int n, int c, int h, int w, ct_err *err);
 /* Destroys the cuDNN descriptors of nd (NULL ones are skipped). */
 void ct_cuda_node_release(ct_cuda_node *nd);
-/* Name of the cuDNN algorithm chosen for a pass of a conv node. */
-const char *ct_cuda_conv_algo_name(const ct_cuda_node *nd, ct_impl_pass pass);
+/* The cuDNN algorithm chosen for a pass of a conv node and the math type its
+ * descriptor carries ("CUDNN_CONVOLUTION_FWD_ALGO_..., tensor-op math"); valid
+ * until the next call for that node. */
+const char *ct_cuda_conv_algo_name(ct_cuda_node *nd, ct_impl_pass pass);
 
 /* ---- device datasets (cuda_data.c) ---------------------------------------------- */
 

@@ -89,7 +89,11 @@ static int gemm_setup(gemm_run *r, int n, gemm_types t, ct_err *err) {
     return 0;
 }
 
-/* Copies host fp32 src (count elements) to dst in the benchmark dtype. */
+/* Copies host fp32 src (count elements) to dst in the benchmark dtype, on the
+ * benchmark's stream: the GEMMs on that non-blocking stream are ordered after it
+ * (a plain cudaMemcpy runs on the legacy stream, which a non-blocking stream does
+ * not wait for). From pageable memory the call returns once the source has been
+ * staged, so r->stage may be refilled right after. */
 static int upload(gemm_run *r, void *dst, const float *src, size_t count, ct_bench_dtype dt,
                   ct_err *err) {
     const void *from = src;
@@ -100,7 +104,7 @@ static int upload(gemm_run *r, void *dst, const float *src, size_t count, ct_ben
         from = r->stage;
         bytes = count * sizeof(uint16_t);
     }
-    CT_CUDART(err, cudaMemcpy(dst, from, bytes, cudaMemcpyHostToDevice));
+    CT_CUDART(err, cudaMemcpyAsync(dst, from, bytes, cudaMemcpyHostToDevice, r->stream));
     return 0;
 }
 
@@ -133,8 +137,9 @@ static int gemm_bench(gemm_run *r, const float *a, const float *b, float *c, int
         if (gemm_once(r, n, ty, err)) return -1;
     for (int i = 0; i < repeats; i++)
         if (gemm_timed(r, n, ty, &t[i], err)) return -1;
+    CT_CUDART(err, cudaMemcpyAsync(c, r->dc, count * sizeof(float), cudaMemcpyDeviceToHost,
+                                   r->stream));
     CT_CUDART(err, cudaStreamSynchronize(r->stream));
-    CT_CUDART(err, cudaMemcpy(c, r->dc, count * sizeof(float), cudaMemcpyDeviceToHost));
     return 0;
 }
 
