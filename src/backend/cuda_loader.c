@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,21 +21,55 @@ bool ct_cuda_driver_present(void) {
 
 #ifdef CT_HAVE_CUDA
 
-/* dlopen one candidate; returns its entry point or NULL (reason in why). */
+/* Whether a library's fingerprint (abi: its CT_CUDA_ABI_SYMBOL, NULL when it has
+ * none) is this ctrain's; if not, the reason in why. */
+static bool abi_matches(ct_cuda_abi_fn abi, const char *path, char *why, size_t n) {
+    if (!abi) {
+        snprintf(why, n,
+                 "%.300s has no ABI fingerprint (%s): it was built by an older ctrain; use "
+                 "the %s built with this one",
+                 path, CT_CUDA_ABI_SYMBOL, CT_CUDA_LIB_NAME);
+        return false;
+    }
+    uint64_t got = abi(), want = ct_cuda_abi_fingerprint();
+    if (got == want) return true;
+    snprintf(why, n,
+             "%.300s was built for another ctrain (ABI fingerprint %016llx, this ctrain %s "
+             "needs %016llx): use the %s built with this one",
+             path, (unsigned long long)got, CT_VERSION, (unsigned long long)want,
+             CT_CUDA_LIB_NAME);
+    return false;
+}
+
+/* dlopen one candidate and check its ABI; returns its entry point or NULL (reason
+ * in why, the library unloaded). */
 static ct_cuda_api_entry_fn try_path(const char *path, char *why, size_t n) {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(why, n, "%.400s", dlerror());
         return NULL;
     }
-    ct_cuda_api_entry_fn f = (ct_cuda_api_entry_fn)dlsym(h, CT_CUDA_API_ENTRY);
-    if (!f) snprintf(why, n, "%.300s: no %s", path, CT_CUDA_API_ENTRY);
+    ct_cuda_api_entry_fn f = NULL;
+    if (abi_matches((ct_cuda_abi_fn)dlsym(h, CT_CUDA_ABI_SYMBOL), path, why, n)) {
+        f = (ct_cuda_api_entry_fn)dlsym(h, CT_CUDA_API_ENTRY);
+        if (!f) snprintf(why, n, "%.300s: no %s", path, CT_CUDA_API_ENTRY);
+    }
+    if (!f) dlclose(h);
     return f;
+}
+
+const ct_cuda_api *ct_cuda_api_open(const char *path, char *why, size_t n) {
+    ct_cuda_api_entry_fn f = try_path(path, why, n);
+    return f ? f() : NULL;
 }
 
 static ct_cuda_api_entry_fn find_entry(char *why, size_t n) {
     ct_cuda_api_entry_fn f = (ct_cuda_api_entry_fn)dlsym(RTLD_DEFAULT, CT_CUDA_API_ENTRY);
-    if (f) return f; /* linked into this process */
+    if (f) /* linked into this process */
+        return abi_matches((ct_cuda_abi_fn)dlsym(RTLD_DEFAULT, CT_CUDA_ABI_SYMBOL),
+                           "the linked " CT_CUDA_LIB_NAME, why, n)
+                   ? f
+                   : NULL;
     const char *env = getenv("CTRAIN_CUDA_LIB");
     if (env && *env) return try_path(env, why, n);
     char exe[PATH_MAX], path[PATH_MAX + 64];

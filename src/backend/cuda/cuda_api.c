@@ -7,6 +7,10 @@
 #endif
 
 const ct_cuda_api *ct_cuda_api_entry(void);
+uint64_t ct_cuda_api_abi(void);
+
+/* The fingerprint as this library was compiled (cuda_api.h, "ABI check"). */
+uint64_t ct_cuda_api_abi(void) { return ct_cuda_abi_fingerprint(); }
 
 const ct_cuda_api *ct_cuda_api_entry(void) {
     static const ct_cuda_api api = {
