@@ -147,6 +147,7 @@ static void test_metrics_jsonl(void **state) {
         assert_true(json_is_null(json_object_get(r, "loss_scale"))); /* no fp16 scaler */
         if (epoch) {
             assert_true(num(r, "val_loss") > 0 && num(r, "seconds") > 0);
+            assert_true(num(r, "train_seconds") > 0 && num(r, "train_seconds") < num(r, "seconds"));
             assert_true(json_is_boolean(json_object_get(r, "best")));
         }
     }

@@ -587,7 +587,8 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         ct_metric_record r = {.type = "epoch", .epoch = epoch + 1, .step = s->info.step,
                               .loss = s->info.train_loss, .acc = s->info.train_acc,
                               .val_loss = s->info.val_loss, .val_acc = s->info.val_acc,
-                              .lr = s->last_lr, .seconds = t_epoch, .samples_per_sec = sps,
+                              .lr = s->last_lr, .seconds = t_epoch, .train_seconds = t_train,
+                              .samples_per_sec = sps,
                               .data_wait = s->wait_s / t_train, .loss_scale = loss_scale(s),
                               .grad_norm = s->last_grad_norm, .best_epoch = s->info.best_epoch};
         if (emit_record(s, o, &r, err) != 0) return -1;

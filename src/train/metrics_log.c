@@ -35,6 +35,7 @@ int ct_metric_record_line(const ct_metric_record *r, char *buf, size_t n, ct_err
         }
         ct_jw_num(&w, "lr", r->lr);
         if (epoch) ct_jw_num(&w, "seconds", r->seconds);
+        if (epoch) ct_jw_num(&w, "train_seconds", r->train_seconds);
         ct_jw_num(&w, "samples_per_sec", r->samples_per_sec);
         ct_jw_num(&w, "data_wait", r->data_wait);
         num_or_null(&w, "loss_scale", r->loss_scale, !(r->loss_scale > 0.0));

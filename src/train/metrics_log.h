@@ -7,9 +7,11 @@
  *     the previous record of the epoch, samples_per_sec and data_wait (the share
  *     of the time spent waiting for batches) over the same stretch;
  *   {"type": "epoch", "epoch": E, "step": S, "train_loss", "train_acc",
- *    "val_loss", "val_acc", "lr", "seconds", "samples_per_sec", "data_wait",
- *    "loss_scale", "grad_norm", "best_epoch", "best": true|false}
- *     after each epoch (grad_norm: its last optimizer step's);
+ *    "val_loss", "val_acc", "lr", "seconds", "train_seconds", "samples_per_sec",
+ *    "data_wait", "loss_scale", "grad_norm", "best_epoch", "best": true|false}
+ *     after each epoch (seconds: training and evaluation, train_seconds: the
+ *     training part, which samples_per_sec divides; grad_norm: its last optimizer
+ *     step's);
  *   {"type": "test", "epoch": E, "test_loss", "test_acc", "samples"} once, with
  *     data.val_split.
  * E counts from 1, S is the optimizer steps done; lr is the last step's; loss_scale
@@ -30,6 +32,7 @@ typedef struct ct_metric_record {
     double loss, acc;     /* step: train; epoch: train; test: test */
     double val_loss, val_acc;          /* epoch */
     double lr, seconds, samples_per_sec, data_wait;
+    double train_seconds; /* epoch: the training part of seconds */
     double loss_scale;    /* <= 0: no scaler (null) */
     double grad_norm;     /* NaN: not measured (null) */
     int best_epoch;       /* epoch */
