@@ -7,8 +7,12 @@
  *   - a library without the ABI symbol (an older build, fake_cuda_old.so) and one
  *     with another fingerprint (fake_cuda_other.so): refused with a one-line
  *     reason naming the path, before their entry point runs (it aborts);
- *   - a missing file: refused with the loader's message.
- * Loading needs no GPU, only the CUDA libraries the build linked. A build without
+ *   - a missing file: refused with the loader's message;
+ *   - `ctrain devices` with CTRAIN_CUDA_LIB naming the other build's library:
+ *     the refusal is its reason for the CUDA libraries being unavailable.
+ * The files are found under CT_BUILD_ROOT (the build, or a GPU bundle made by
+ * scripts/gpu-bundle.sh). Loading needs no GPU, only the CUDA libraries the build
+ * linked. A build without
  * CUDA has no loader to test: the program exits 77 (skipped).
  */
 #include "ct_build_config.h"
@@ -20,6 +24,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -27,10 +32,19 @@
 #ifdef CT_HAVE_CUDA
 #include "backend/cuda_loader.h"
 
+/* path of a file in the build (or a GPU bundle: CT_BUILD_ROOT) */
+static const char *built(const char *name) {
+    static char path[4][1024];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf(p, sizeof path[0], "%s/%s", ct_test_build_root(), name);
+    return p;
+}
+
 static void test_own_library_loads(void **state) {
     (void)state;
     char why[512] = "";
-    const ct_cuda_api *api = ct_cuda_api_open(CT_BUILD_ROOT "/" CT_CUDA_LIB_NAME, why, sizeof why);
+    const ct_cuda_api *api = ct_cuda_api_open(built(CT_CUDA_LIB_NAME), why, sizeof why);
     if (!api) fail_msg("%s", why);
     assert_non_null(api->backend);
     assert_string_equal(api->backend->name, "cuda");
@@ -49,22 +63,39 @@ static void expect_refused(const char *path, const char *reason) {
 
 static void test_older_library_refused(void **state) {
     (void)state;
-    expect_refused(CT_BUILD_ROOT "/tests/fake_cuda_old.so", "built by an older ctrain");
+    expect_refused(built("tests/fake_cuda_old.so"), "built by an older ctrain");
 }
 
 static void test_other_build_refused(void **state) {
     (void)state;
-    expect_refused(CT_BUILD_ROOT "/tests/fake_cuda_other.so", "was built for another ctrain");
+    expect_refused(built("tests/fake_cuda_other.so"), "was built for another ctrain");
     char want[32];
     snprintf(want, sizeof want, "%016llx", (unsigned long long)ct_cuda_abi_fingerprint());
     char why[512] = "";
-    assert_null(ct_cuda_api_open(CT_BUILD_ROOT "/tests/fake_cuda_other.so", why, sizeof why));
+    assert_null(ct_cuda_api_open(built("tests/fake_cuda_other.so"), why, sizeof why));
     assert_non_null(strstr(why, want)); /* names the fingerprint this ctrain needs */
+}
+
+/* ctrain itself: `ctrain devices` loads the library even without a driver (to
+ * report its versions) and shows the refusal as the reason. */
+static void test_ctrain_names_the_refusal(void **state) {
+    (void)state;
+    char dir[512];
+    ct_test_mkdtemp(dir, sizeof dir);
+    setenv("CTRAIN_CUDA_LIB", built("tests/fake_cuda_other.so"), 1);
+    ct_run_result r = ct_test_run(dir, "devices");
+    unsetenv("CTRAIN_CUDA_LIB");
+    print_message("%s", r.out);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "CUDA libraries: unavailable (cannot load the CUDA backend: "));
+    assert_non_null(strstr(r.out, "was built for another ctrain"));
+    ct_test_run_free(&r);
+    ct_test_rmtree(dir);
 }
 
 static void test_missing_file_refused(void **state) {
     (void)state;
-    expect_refused(CT_BUILD_ROOT "/tests/no_such_library.so", "No such file");
+    expect_refused(built("tests/no_such_library.so"), "No such file");
 }
 
 int main(void) {
@@ -73,6 +104,7 @@ int main(void) {
         cmocka_unit_test(test_older_library_refused),
         cmocka_unit_test(test_other_build_refused),
         cmocka_unit_test(test_missing_file_refused),
+        cmocka_unit_test(test_ctrain_names_the_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }
