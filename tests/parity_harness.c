@@ -185,6 +185,7 @@ void check_close(const float *got, const double *ref, size_t n, const char *what
     double worst = 0.0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - ref[i]), tol = 1e-4 + parity_rel_tol * fabs(ref[i]);
+        if (isnan(ref[i]) && isnan(got[i])) continue; /* NaN where the reference has NaN */
         if (!(d <= tol)) {
             if (!bad) first = i;
             bad++;
@@ -312,11 +313,17 @@ static void ref_bn_eval(harness *h, int k, const double *x, const double *p, int
 }
 
 parity_out parity_n(harness *h, int k, int n, bool train) {
+    float *x = rand_f((size_t)n * row_numel(h->g.input), 1.0);
+    parity_out out = parity_n_on(h, k, n, train, x);
+    free(x);
+    return out;
+}
+
+parity_out parity_n_on(harness *h, int k, int n, bool train, const float *x) {
     const ct_graph *g = &h->g;
     const ct_node *nd = &g->nodes[k];
     size_t in_row = row_numel(nd->in), out_row = row_numel(nd->out);
-    size_t x_row = row_numel(g->input);
-    float *x = rand_f((size_t)n * x_row, 1.0), *p = rand_params(g);
+    float *p = rand_params(g);
     int32_t *lab = calloc((size_t)n, sizeof *lab);
     OK(h->vt->params_from_host(h->b, p, E));
     OK(h->vt->load_batch(h->b, x, lab, n, FIRST_POS, E));
@@ -365,7 +372,7 @@ parity_out parity_n(harness *h, int k, int n, bool train) {
         }
         free(dy), free(dyd), free(dxr), free(dpr);
     }
-    free(x), free(p), free(lab), free(xin), free(xd), free(pd), free(yr);
+    free(p), free(lab), free(xin), free(xd), free(pd), free(yr);
     return out;
 }
 
@@ -518,6 +525,49 @@ void parity_test_maxpool(void **state) {
     parity(b, 2, 16, 9, 9, 2, 1);
     ct_layer_cfg c[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)}; /* 7 -> 3, floor */
     parity(c, 2, 5, 7, 7, 2, 1);
+}
+
+/* maxpool on x (n rows of the graph's input) with NaN at the flat positions nan_at:
+ * node 1 against the reference (NaN where it has NaN, the gradient of each NaN
+ * window at its last NaN), and some output really NaN. */
+static void maxpool_nan_case(const ct_layer_cfg *layers, int C, int H, int W, int N,
+                             const int *nan_at, int n_nan) {
+    harness *h = open_h(C, H, W, layers, 2, N);
+    size_t xn = (size_t)N * C * H * W;
+    float *x = rand_f(xn, 1.0);
+    for (int i = 0; i < n_nan; i++) x[nan_at[i]] = NAN;
+    parity_out o = parity_n_on(h, 1, N, true, x);
+    size_t yn = (size_t)N * row_numel(h->g.nodes[1].out), nan_out = 0;
+    for (size_t i = 0; i < yn; i++) nan_out += isnan(o.y[i]);
+    print_message("maxpool %dx%d/%d on %s: %zu of %zu outputs NaN, backward %s\n",
+                  layers[1].kernel, layers[1].kernel, layers[1].stride,
+                  h->vt->impl_name(h->b, 1, CT_PASS_FORWARD), nan_out, yn,
+                  h->vt->impl_name(h->b, 1, CT_PASS_BACKWARD_DATA));
+    assert_true(nan_out > 0 && nan_out < yn);
+    for (size_t i = 0; i < (size_t)N * row_numel(h->g.nodes[0].out); i++)
+        assert_false(isnan(o.dx[i])); /* the gradient stays finite: dy went to one NaN */
+    parity_out_free(&o);
+    free(x);
+    close_h(h);
+}
+
+void parity_test_maxpool_nan(void **state) {
+    (void)state;
+    if (parity_skip && parity_skip()) skip();
+    /* On the batch (plain layout): a NaN first in its window, two NaNs in one window
+     * (the last wins), a lone NaN mid-window; 2x2/2 and overlapping 3x3/2 pad 1. */
+    const int a_nan[] = {0, 2 * 8 + 2, 3 * 8 + 3, 64 + 5 * 8 + 6, 2 * 64 + 7 * 8 + 7};
+    ct_layer_cfg a[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
+    maxpool_nan_case(a, 3, 8, 8, 2, a_nan, 5);
+    ct_layer_cfg b[] = {dropout(0.0), pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)};
+    maxpool_nan_case(b, 3, 8, 8, 2, a_nan, 5);
+    /* After a conv (the layouts the backend picks for it): one NaN input pixel
+     * makes a 3x3 patch of NaN in all 16 channels. */
+    const int c_nan[] = {4 * 9 + 4};
+    ct_layer_cfg c[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 3, 2, 1)};
+    maxpool_nan_case(c, 2, 9, 9, 2, c_nan, 1);
+    ct_layer_cfg d[] = {conv(16, 3, 1, 1, true), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
+    maxpool_nan_case(d, 2, 9, 9, 2, c_nan, 1);
 }
 
 void parity_test_avgpool(void **state) {

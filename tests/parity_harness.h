@@ -109,6 +109,9 @@ void parity_out_free(parity_out *o);
 /* Runs nodes 0..k forward (train) on n random rows and compares act[k]; in training
  * drives backward(k) from a random dy and compares gact[k-1] and node k's grads. */
 parity_out parity_n(harness *h, int k, int n, bool train);
+/* parity_n on the given input x (n rows of the graph's input) instead of random
+ * rows; check_close accepts NaN where the reference has NaN. */
+parity_out parity_n_on(harness *h, int k, int n, bool train, const float *x);
 /* parity_n on a full batch, freeing the results. */
 void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N, int k);
 
@@ -126,6 +129,10 @@ void parity_test_residual(void **state);
  * linear, linear, dropout in train and eval. */
 void parity_test_conv(void **state);
 void parity_test_maxpool(void **state);
+/* Max pooling propagates NaN as PyTorch does (`val > max || isnan(val)`): a window
+ * holding a NaN gives NaN, and its gradient goes to the window's last NaN; on the
+ * batch and after a conv, non-overlapping and overlapping windows. */
+void parity_test_maxpool_nan(void **state);
 void parity_test_avgpool(void **state);
 void parity_test_relu(void **state);
 void parity_test_flatten_linear(void **state);

@@ -309,6 +309,7 @@ int main(void) {
         cmocka_unit_test(test_create_fails_cleanly),
         cmocka_unit_test(parity_test_conv),
         cmocka_unit_test(parity_test_maxpool),
+        cmocka_unit_test(parity_test_maxpool_nan),
         cmocka_unit_test(parity_test_avgpool),
         cmocka_unit_test(parity_test_relu),
         cmocka_unit_test(parity_test_flatten_linear),

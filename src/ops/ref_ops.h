@@ -24,7 +24,8 @@ void ct_ref_conv2d_backward(const double *x, int N, int C, int H, int W, const d
                             double *dx, double *dw, double *db);
 
 /* maxpool2d: window K, stride S, pad P (padding never wins the max). Ties go to the
- * first element in row-major window order. */
+ * first element in row-major window order; a window with a NaN gives NaN, its
+ * argmax being the last NaN (PyTorch's rule). */
 void ct_ref_maxpool2d_forward(const double *x, int N, int C, int H, int W, int K, int S,
                               int P, double *y);
 void ct_ref_maxpool2d_backward(const double *x, int N, int C, int H, int W, int K, int S,

@@ -2,7 +2,9 @@
  *
  * Layout NCHW, square window K, stride S, zero padding P, PyTorch floor mode.
  * maxpool: padding never wins; ties go to the first element in row-major window
- * order, and backward routes each output gradient to that one element only.
+ * order; a NaN wins over any number and over an earlier NaN (PyTorch's rule
+ * `val > max || isnan(val)`: the output is NaN, and the argmax is the window's last
+ * NaN); backward routes each output gradient to that one element only.
  * avgpool: count_include_pad = true, so every window divides by K*K.
  * Backward writes (never adds) dx: it zeroes it first, then accumulates.
  */
@@ -26,7 +28,7 @@ static long max_at(const double *xp, int H, int W, int K, int S, int P, int oh, 
             int iw = ow * S - P + kx;
             if (iw < 0 || iw >= W) continue;
             long i = (long)ih * W + iw;
-            if (best < 0 || xp[i] > xp[best]) best = i;
+            if (best < 0 || xp[i] > xp[best] || isnan(xp[i])) best = i;
         }
     }
     return best;

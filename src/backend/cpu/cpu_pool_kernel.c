@@ -67,7 +67,8 @@ INLINE void fwd_window(const ct_pool_geom *g, const float *restrict x, float *re
         return;
     }
     /* Start from the first in-bounds element; later ones win only when strictly
-     * greater, so ties keep the first in window order. */
+     * greater, so ties keep the first in window order, or when NaN (v != v), so a
+     * NaN propagates. */
     const float *first = x + ((size_t)(h0 + ky0) * W + (w0 + kx0)) * B;
     float best[MAX_BLOCK];
     int32_t arg[MAX_BLOCK];
@@ -77,7 +78,7 @@ INLINE void fwd_window(const ct_pool_geom *g, const float *restrict x, float *re
             const float *v = x + ((size_t)(h0 + ky) * W + (w0 + kx)) * B;
             int32_t k = ky * K + kx;
             for (int l = 0; l < B; l++) {
-                bool m = v[l] > best[l];
+                bool m = v[l] > best[l] || v[l] != v[l];
                 best[l] = m ? v[l] : best[l];
                 arg[l] = m ? k : arg[l];
             }
@@ -175,7 +176,8 @@ CT_INLINE_AVX2 void fwd_window_avx2(const ct_pool_geom *g, const float *x, float
             __m256 k = _mm256_castsi256_ps(_mm256_set1_epi32(ky * K + kx));
             for (int v = 0; v < NV; v++) {
                 __m256 xv = _mm256_loadu_ps(px + 8 * v);
-                __m256 m = _mm256_cmp_ps(xv, best[v], _CMP_GT_OQ); /* strictly greater */
+                __m256 m = _mm256_or_ps(_mm256_cmp_ps(xv, best[v], _CMP_GT_OQ), /* greater */
+                                        _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q));   /* or NaN */
                 best[v] = _mm256_blendv_ps(best[v], xv, m);
                 arg[v] = _mm256_blendv_ps(arg[v], k, m);
             }

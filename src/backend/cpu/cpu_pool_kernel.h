@@ -8,7 +8,9 @@
  * element, CT_POOL_NO_INDEX when the window covers only padding.
  *
  * Semantics are ref_pool.c's: square window K, stride S, zero padding P, floor mode;
- * padding never wins, ties go to the first maximum in row-major window order.
+ * padding never wins, ties go to the first maximum in row-major window order, and
+ * a NaN propagates (the output is NaN, the argmax the window's last NaN: PyTorch's
+ * `val > max || isnan(val)`).
  * Forward writes y (and idx when not NULL); backward writes (never adds) dx. Both
  * write zeros into the channel lanes past C in the last block of each image. They
  * run OpenMP over the N * c_blocks planes and allocate nothing.

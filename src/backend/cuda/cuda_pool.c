@@ -2,7 +2,9 @@
  *
  * Shapes: x [N, C, H, W] -> y [N, C, OH, OW], OH = (H + 2P - K) / S + 1 (PyTorch's
  * floor), checked against cuDNN's own output size at create. Max pooling uses
- * CUDNN_POOLING_MAX_DETERMINISTIC (padding never wins); its backward recomputes
+ * CUDNN_POOLING_MAX_DETERMINISTIC (padding never wins) with CUDNN_PROPAGATE_NAN (a
+ * window holding a NaN gives NaN, as PyTorch's pooling and ctrain's CPU loops do,
+ * so the fp16 scaler sees it); its backward recomputes
  * the argmax from x and y, which stay intact because every node owns its output
  * (cuda_internal.h). Average pooling divides by K*K
  * (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, PyTorch's count_include_pad).
@@ -23,7 +25,7 @@ static int pool_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
         ct_cuda_tensor_desc(&nd->out_desc, b->N, g->out.c, g->out.h, g->out.w, err) != 0)
         return -1;
     CT_CUDNN(err, cudnnCreatePoolingDescriptor(&nd->pool));
-    CT_CUDNN(err, cudnnSetPooling2dDescriptor(nd->pool, mode, CUDNN_NOT_PROPAGATE_NAN, KH, KW, P,
+    CT_CUDNN(err, cudnnSetPooling2dDescriptor(nd->pool, mode, CUDNN_PROPAGATE_NAN, KH, KW, P,
                                               P, SH, SW));
     int dn, dc, dh, dw;
     CT_CUDNN(err, cudnnGetPooling2dForwardOutputDim(nd->pool, nd->in_desc, &dn, &dc, &dh, &dw));
