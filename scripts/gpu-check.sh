@@ -69,7 +69,11 @@ cp "$bundle"/lib/* "$tmp/lib/" 2>/dev/null
 for f in "$tmp"/lib/*.xz; do
   [ -e "$f" ] || continue
   if command -v xz >/dev/null; then xz -d "$f"
-  else python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' "$f" && rm "$f"
+  elif command -v python3 >/dev/null; then
+    python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' "$f" && rm "$f"
+  else
+    echo "gpu-check.sh: neither xz nor python3 is here to unpack $(basename "$f")" >&2
+    exit 2
   fi
 done
 libpath="$tmp/lib:$bundle"
