@@ -179,7 +179,7 @@ fi
 step loader_abi any 60 "$bundle/tests/test_cuda_loader"
 step devices any 60 "$ctrain" devices
 if [ "${result[devices]}" = pass ]; then
-  detail[devices]=$(log_of devices | grep -m1 -E '^CUDA available' | cut -c1-120)
+  detail[devices]=$(log_of devices | grep -E '^(CUDA available|CUDA libraries|cuda:0:)' | cut -c1-120 | paste -sd ';' -)
   if [ "$dry" = 0 ] && ! log_of devices | grep -q '^CUDA available: yes'; then
     fail_step devices "no usable GPU: $(log_of devices | grep -m1 '^Reason' | cut -c1-100)"
   fi
