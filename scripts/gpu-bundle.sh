@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --max-mib) max_mib=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "gpu-bundle.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

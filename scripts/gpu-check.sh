@@ -3,7 +3,7 @@
 # scripts/gpu-bundle.sh, within a time budget (default 8 minutes), ending with one
 # results table.
 #
-#   scripts/gpu-check.sh [--dry-run] [--budget SECONDS] [--logs DIR] [BUNDLE]
+#   scripts/gpu-check.sh [--dry-run] [--budget SECONDS] [--logs DIR] [--only STEPS] [BUNDLE]
 #       BUNDLE        the bundle folder, relative to the current directory or
 #                     absolute (default: gpu-bundle, then the repository's)
 #       --dry-run     run the steps that need no GPU (the library preflight, the
@@ -16,6 +16,8 @@
 #                     remaining steps are reported as not run
 #       --logs DIR    keep every step's full output there (default: only the
 #                     last lines of failed steps are printed)
+#       --only STEPS  run only these steps (names as in the table, comma-separated;
+#                     eval_on_cpu reads cnn_off's checkpoint): a rerun after a fix
 #
 # Steps, each under its own timeout: the library preflight (ldd of every bundled
 # program with the bundle's libraries, then the CUDA libraries of the toolkit and
@@ -34,13 +36,14 @@
 set -uo pipefail
 here=$(pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
-dry=0 budget=480 logs='' bundle=''
+dry=0 budget=480 logs='' bundle='' only=''
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry=1; shift ;;
     --budget) budget=$2; shift 2 ;;
     --logs) logs=$2; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --only) only=",$2,"; shift 2 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     -*) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) bundle=$1; shift ;;
   esac
@@ -109,6 +112,10 @@ status=0
 step() {
   local name=$1 kind=$2 limit=$3; shift 3
   order+=("$name")
+  if [ -n "$only" ] && [[ $only != *",$name,"* ]]; then
+    result[$name]=skip; detail[$name]="not selected (--only)"
+    return
+  fi
   if [ "$dry" = 1 ] && [ "${kind%-opt}" = gpu ]; then
     if [ -x "$1" ] || command -v "$1" >/dev/null; then
       result[$name]=skip; detail[$name]="dry run"
@@ -172,7 +179,7 @@ export ctrain bundle tmp
 step preflight any 60 bash -c preflight
 if [ "${result[preflight]}" = FAIL ]; then
   detail[preflight]=$(grep -m1 '^libraries: ' "$tmp/preflight.log" | cut -c1-200)
-else
+elif [ "${result[preflight]}" = pass ]; then
   detail[preflight]="all found; $(log_of preflight | awk '$1 ~ /^libcudnn.so|^libcublas.so|^libnccl.so/ {printf "%s%s from %s", sep, $1, $3; sep = ", "}' | cut -c1-200)"
 fi
 

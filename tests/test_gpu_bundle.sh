@@ -13,6 +13,7 @@
 #    absolute path from another directory, by a relative path, and by default. Each
 #    must pass, list every step in its table (the GPU steps as skipped) and pass the
 #    steps that need no GPU.
+#    --only runs the chosen steps alone.
 # 4. Broken bundles must fail the check: a library taken out (the preflight), and
 #    libctrain-cuda.so swapped for a library of another build (the loader's ABI
 #    test).
@@ -64,6 +65,11 @@ echo "== dry run: default bundle =="
   { cat "$scratch/def.txt"; fail "the dry run failed (default bundle)"; }
 check_table "$scratch/def.txt"
 sed -n '/^| step /,$p' "$scratch/def.txt"
+echo "== --only: a rerun of chosen steps =="
+(cd "$recv" && bash scripts/gpu-check.sh --dry-run --only cpu_fit,cpu_eval) >"$scratch/only.txt" 2>&1 ||
+  { cat "$scratch/only.txt"; fail "the --only dry run failed"; }
+grep -q "^| cpu_eval | pass |" "$scratch/only.txt" || fail "--only did not run cpu_eval"
+grep -q "^| loader_abi | skip | - | not selected" "$scratch/only.txt" || fail "--only ran loader_abi"
 
 echo "== broken bundles fail =="
 rm "$recv/gpu-bundle/lib/libyaml-0.so.2"
