@@ -16,8 +16,9 @@
  * the math type its chosen algorithm reported (perf.mathType), since cuDNN runs
  * an algorithm with the math of the descriptor it is given: one descriptor shared
  * by the three passes could run a tensor-op algorithm on FMA math or the other
- * way round. The workspace is one shared arena region sized to the largest choice. Backward filter and bias write (beta
- * 0) or add (beta 1, accumulate) into the grads.
+ * way round. The workspace is one shared arena region sized to the largest choice.
+ * Backward filter and bias write (beta 0) or add (beta 1, accumulate) into the
+ * grads.
  */
 #include "backend/cuda/cuda_internal.h"
 
@@ -192,8 +193,8 @@ static int conv_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step,
     const float one = 1.0f, zero = 0.0f;
     CT_CUDNN(err, cudnnConvolutionForward(b->dnn, &one, nd->in_desc, ct_cuda_in(b, nd->i),
                                           nd->w_desc, ct_cuda_param(b, nd, false),
-                                          nd->conv[CT_CONV_FWD], nd->fwd_algo, b->ws, b->ws_bytes, &zero, nd->out_desc,
-                                          nd->act));
+                                          nd->conv[CT_CONV_FWD], nd->fwd_algo, b->ws,
+                                          b->ws_bytes, &zero, nd->out_desc, nd->act));
     if (nd->bias_desc)
         CT_CUDNN(err, cudnnAddTensor(b->dnn, &one, nd->bias_desc, ct_cuda_param(b, nd, true), &one,
                                      nd->out_desc, nd->act));
@@ -208,12 +209,12 @@ static int conv_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t
         CT_CUDNN(err, cudnnConvolutionBackwardData(b->dnn, &one, nd->w_desc,
                                                    ct_cuda_param(b, nd, false), nd->out_desc,
                                                    nd->gact, nd->conv[CT_CONV_BWD_DATA],
-                                                   nd->bwd_data_algo, b->ws,
-                                                   b->ws_bytes, &zero, nd->in_desc,
-                                                   ct_cuda_gin(b, nd->i)));
+                                                   nd->bwd_data_algo, b->ws, b->ws_bytes, &zero,
+                                                   nd->in_desc, ct_cuda_gin(b, nd->i)));
     CT_CUDNN(err, cudnnConvolutionBackwardFilter(b->dnn, &one, nd->in_desc, ct_cuda_in(b, nd->i),
                                                  nd->out_desc, nd->gact,
-                                                 nd->conv[CT_CONV_BWD_FILTER], nd->bwd_filter_algo, b->ws, b->ws_bytes, &beta,
+                                                 nd->conv[CT_CONV_BWD_FILTER],
+                                                 nd->bwd_filter_algo, b->ws, b->ws_bytes, &beta,
                                                  nd->w_desc, ct_cuda_grad(b, nd, false)));
     if (nd->bias_desc)
         CT_CUDNN(err, cudnnConvolutionBackwardBias(b->dnn, &one, nd->out_desc, nd->gact, &beta,
