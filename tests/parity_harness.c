@@ -596,6 +596,16 @@ void parity_test_relu(void **state) {
     assert_true(negative > 0);
     free(x), parity_out_free(&o);
     close_h(h);
+    /* NaN maps to 0, with no gradient, as oneDNN's relu does (PyTorch's keeps the
+     * NaN; the README says so): the reference's rule, on every backend. */
+    ct_layer_cfg d[] = {dropout(0.0), L(CT_LAYER_RELU)};
+    h = open_h(2, 5, 5, d, 2, 3);
+    float *xn = rand_f(3 * 50, 1.0);
+    xn[0] = xn[7] = xn[60] = xn[149] = NAN;
+    o = parity_n_on(h, 1, 3, true, xn);
+    for (int i = 0; i < 3 * 50; i++) assert_false(isnan(o.y[i]) || isnan(o.dx[i]));
+    free(xn), parity_out_free(&o);
+    close_h(h);
 }
 
 /* gelu, silu, tanh, sigmoid, leaky_relu (two slopes): on the batch (plain), behind

@@ -125,7 +125,7 @@ void parity_graph(harness *h, int n, const char *what);
 void parity_test_residual(void **state);
 
 /* The per-op cmocka tests, identical on every backend: conv2d (strides, padding,
- * bias or not, 1 and several channels), max and avg pooling, relu, flatten +
+ * bias or not, 1 and several channels), max and avg pooling, relu (NaN to 0), flatten +
  * linear, linear, dropout in train and eval. */
 void parity_test_conv(void **state);
 void parity_test_maxpool(void **state);
