@@ -505,19 +505,24 @@ static void check_round_kernel(void) {
 
 #ifdef CT_HAVE_CUDA
 /* Prints each convolution pass's cuDNN algorithm and math type; every pass must
- * name one (the descriptor of each pass carries its algorithm's math). Which
- * algorithm and math cuDNN offers depends on the GPU, so they are shown, not
- * asserted. */
+ * name one (the descriptor of each pass carries its algorithm's math), and the
+ * three names, fetched before any is read (as summary does), must each be their
+ * own pass's. Which algorithm and math cuDNN offers depends on the GPU, so they
+ * are shown, not asserted. */
 static void print_conv_math(harness *h) {
     static const char *pass_name[] = {"forward", "backward data", "backward weights"};
+    static const char *pass_algo[] = {"_FWD_ALGO_", "_BWD_DATA_ALGO_", "_BWD_FILTER_ALGO_"};
     const ct_impl_pass passes[] = {CT_PASS_FORWARD, CT_PASS_BACKWARD_DATA,
                                    CT_PASS_BACKWARD_WEIGHTS};
     for (int i = 0; i < h->g.n_nodes; i++) {
         if (h->g.nodes[i].kind != CT_LAYER_CONV2D) continue;
+        const char *impl[3];
+        for (int p = 0; p < 3; p++) impl[p] = h->vt->impl_name(h->b, i, passes[p]);
         for (int p = 0; p < 3; p++) {
-            const char *impl = h->vt->impl_name(h->b, i, passes[p]);
-            print_message("conv node %d %s: %s\n", i, pass_name[p], impl);
-            if (*impl) assert_non_null(strstr(impl, " math"));
+            print_message("conv node %d %s: %s\n", i, pass_name[p], impl[p]);
+            if (!*impl[p]) continue;
+            assert_non_null(strstr(impl[p], " math"));
+            assert_non_null(strstr(impl[p], pass_algo[p]));
         }
     }
 }

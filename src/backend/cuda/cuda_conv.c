@@ -284,8 +284,9 @@ const char *ct_cuda_conv_algo_name(ct_cuda_node *nd, ct_impl_pass pass) {
     cudnnMathType_t m = CUDNN_DEFAULT_MATH;
     if (!nd->conv[p] || cudnnGetConvolutionMathType(nd->conv[p], &m) != CUDNN_STATUS_SUCCESS)
         return algo_name(nd, pass);
-    snprintf(nd->impl_label, sizeof nd->impl_label, "%s, %s", algo_name(nd, pass), math_name(m));
-    return nd->impl_label;
+    snprintf(nd->impl_label[p], sizeof nd->impl_label[p], "%s, %s", algo_name(nd, pass),
+             math_name(m));
+    return nd->impl_label[p];
 }
 
 const ct_cuda_op ct_cuda_op_conv = {conv_create, conv_forward, conv_backward};

@@ -87,7 +87,7 @@ typedef struct ct_cuda_node {
     /* conv: one descriptor per pass (ct_conv_pass), each carrying the math type of
      * the algorithm chosen for that pass, as cuDNN expects */
     cudnnConvolutionDescriptor_t conv[3];
-    char impl_label[96]; /* ct_cuda_conv_algo_name's result */
+    char impl_label[3][96]; /* ct_cuda_conv_algo_name's results, one per pass */
     cudnnPoolingDescriptor_t pool;
     cudnnConvolutionFwdAlgo_t fwd_algo;
     cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
@@ -202,7 +202,8 @@ int ct_cuda_tensor_desc(cudnnTensorDescriptor_t *d, int n, int c, int h, int w, 
 void ct_cuda_node_release(ct_cuda_node *nd);
 /* The cuDNN algorithm chosen for a pass of a conv node and the math type its
  * descriptor carries ("CUDNN_CONVOLUTION_FWD_ALGO_..., tensor-op math"); valid
- * until the next call for that node. */
+ * until the next call for that node and pass (each pass has its own buffer, so
+ * the three names can be held at once). */
 const char *ct_cuda_conv_algo_name(ct_cuda_node *nd, ct_impl_pass pass);
 
 /* ---- device datasets (cuda_data.c) ---------------------------------------------- */
