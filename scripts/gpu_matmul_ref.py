@@ -7,8 +7,11 @@ scripts/gpu-check.sh to set `ctrain bench matmul` against.
 For each of fp32 (TF32 off), tf32, fp16 and bf16 it times C = A @ B on n x n
 operands (torch.matmul, which calls cuBLAS) with CUDA events after two warm-up
 products, and prints one JSON object: {"device": name, "torch": version, "n": n,
-"gflops": {dtype: GFLOP/s from the median}}. Exits 77 when PyTorch or a CUDA
-device is missing (the caller reports the step as skipped).
+"gflops": {dtype: GFLOP/s from the median}}. Reduced-precision reductions are
+off, as in ctrain's GEMMs (fp32 accumulation); PyTorch writes C in the input
+dtype where ctrain writes fp32, which favours PyTorch slightly for fp16 and bf16.
+Exits 77 when PyTorch or a CUDA device is missing (the caller reports the step as
+skipped).
 """
 import argparse
 import json
@@ -34,8 +37,13 @@ def main():
            "gflops": {}}
     kinds = {"fp32": (torch.float32, False), "tf32": (torch.float32, True),
              "fp16": (torch.float16, False), "bf16": (torch.bfloat16, False)}
+    matmul = torch.backends.cuda.matmul
+    for flag in ("allow_fp16_reduced_precision_reduction",
+                 "allow_bf16_reduced_precision_reduction"):
+        if hasattr(matmul, flag):
+            setattr(matmul, flag, False)
     for name, (dtype, tf32) in kinds.items():
-        torch.backends.cuda.matmul.allow_tf32 = tf32
+        matmul.allow_tf32 = tf32
         g = torch.Generator(device="cuda").manual_seed(42)
         a = (torch.rand(n, n, device="cuda", generator=g) * 2 - 1).to(dtype)
         b = (torch.rand(n, n, device="cuda", generator=g) * 2 - 1).to(dtype)
