@@ -59,7 +59,7 @@ __global__ void bn_apply_kernel(const float *x, float *y, size_t total, int C, l
                                 const float *gamma, const float *beta) {
     GRID_LOOP(j, total) {
         int c = (int)((j / (size_t)S) % (size_t)C);
-        float rstd = rsqrtf(var[c] + eps);
+        float rstd = 1.0f / sqrtf(var[c] + eps); /* both correctly rounded, not rsqrtf's 2 ulp */
         y[j] = (x[j] - mean[c]) * rstd * gamma[c] + beta[c];
     }
 }

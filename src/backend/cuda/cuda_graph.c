@@ -79,6 +79,16 @@ int ct_cuda_step_capture_begin(ct_backend *bb, ct_err *err) {
     return 0;
 }
 
+/* A recorded forward marks the batch norms' running statistics as updated for the
+ * loaded batch (cuda_batchnorm.c), though nothing ran. When the recording is
+ * dropped, or its first replay fails, the caller runs the same batch call by call,
+ * which must then update them: forget that mark. A replay failure on a later batch
+ * finds no mark for it, so this is a no-op there. */
+static void forget_batch_stats(ct_cuda *b) {
+    for (int i = 0; i < b->g->n_nodes; i++)
+        if (b->nodes[i].stats_batch == b->batch_serial) b->nodes[i].stats_batch = UINT64_MAX;
+}
+
 /* Ends the capture; on success *g holds the recorded graph. */
 static int end_capture(ct_cuda *b, cudaGraph_t *g, ct_err *err) {
     *g = NULL;
@@ -115,10 +125,13 @@ int ct_cuda_step_capture_end(ct_backend *bb, bool keep, ct_err *err) {
     ct_err scratch;
     if (!keep) { /* the caller's error explains it; just end the capture */
         if (end_capture(b, &g, &scratch) == 0) cudaGraphDestroy(g);
+        forget_batch_stats(b);
         return 0;
     }
-    if (end_capture(b, &g, err) != 0 || instantiate(b, g, err) != 0)
+    if (end_capture(b, &g, err) != 0 || instantiate(b, g, err) != 0) {
+        forget_batch_stats(b);
         return ct_err_prefix(err, "cuda backend: step capture");
+    }
     return 0;
 }
 
@@ -147,7 +160,10 @@ int ct_cuda_step_replay(ct_backend *bb, const ct_step_args *a, ct_err *err) {
     if (check_training(b, "step_replay", err) != 0) return -1;
     if (b->rec_args) return ct_errorf(err, "cuda backend: step_replay while recording");
     if (!b->graph_exec || not_now(b)) return 1;
-    if (launch(b, a, err) != 0) return ct_err_prefix(err, "cuda backend: step replay");
+    if (launch(b, a, err) != 0) {
+        forget_batch_stats(b);
+        return ct_err_prefix(err, "cuda backend: step replay");
+    }
     b->replays++;
     return 0;
 }

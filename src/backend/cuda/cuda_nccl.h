@@ -19,8 +19,9 @@ int ct_cuda_nccl_unique_id(unsigned char id[CT_NCCL_ID_BYTES], ct_err *err);
 /* Creates the communicator on `device` (made current). *comm is an ncclComm_t. */
 int ct_cuda_nccl_comm_init(int nranks, const unsigned char id[CT_NCCL_ID_BYTES], int rank,
                            int device, void **comm, ct_err *err);
-/* Several communicators of one process at once (one per device, ranks
- * first_rank..first_rank+ndev-1 of nranks): the one-process, several-GPU case. */
+/* Several communicators of one process at once (ncclCommInitAll: one per device,
+ * ranks 0..ndev-1 of a group of their own, which no other process can join): the
+ * one-process, several-GPU case. */
 int ct_cuda_nccl_comm_init_all(int ndev, const int *devices, void **comms, ct_err *err);
 void ct_cuda_nccl_comm_destroy(void *comm);
 /* ncclGroupStart/End around the per-device collectives of one process. */
