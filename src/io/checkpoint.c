@@ -402,6 +402,7 @@ static int set_offsets(ckpt_reader *r, tensor_spec *s, const json_t *v) {
 
 static int parse_spec(ckpt_reader *r, tensor_spec *s, const char *name, const json_t *v) {
     s->name = name;
+    if (!name[0]) return ct_errorf(r->err, "%s: a tensor has an empty name", r->path);
     if (!json_is_object(v))
         return ct_errorf(r->err, "%s: header entry '%.200s' is not an object", r->path, name);
     const char *key;
