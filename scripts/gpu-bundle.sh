@@ -50,7 +50,8 @@ for t in $tests; do
   [ -x "$build/tests/$t" ] || die "$build/tests/$t is not built (a build with -Dtests=true)"
 done
 
-# gpu_provided_lib, gpu_libs_outside: what the GPU machine provides itself.
+# gpu_provided_lib, gpu_libs_outside: what the GPU machine provides itself;
+# gpu_unpack_libs.
 . "$root/scripts/gpu-libs.sh"
 
 rm -rf "$out"
@@ -79,8 +80,7 @@ done
 # provided kinds, and nothing may be missing.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-cp "$out"/lib/* "$scratch/"
-for f in "$scratch"/*.xz; do [ -e "$f" ] && xz -d "$f"; done
+gpu_unpack_libs "$out" "$scratch" || die "cannot unpack the bundle's libraries"
 bad=$(LD_LIBRARY_PATH="$scratch:$out:/usr/local/cuda/lib64" ldd "${bins[@]}" 2>&1 |
   gpu_libs_outside "$scratch" "$out")
 [ -z "$bad" ] || die "the bundle is not self-contained:

@@ -67,18 +67,9 @@ trap 'rm -rf "$tmp"' EXIT
 t_start=$SECONDS
 
 # ---- libraries: the bundle's (xz-compressed ones unpacked), then CUDA's ----------
+. "$root/scripts/gpu-libs.sh" # gpu_unpack_libs, gpu_libs_outside, gpu_provided_lib
 mkdir -p "$tmp/lib"
-cp "$bundle"/lib/* "$tmp/lib/" 2>/dev/null
-for f in "$tmp"/lib/*.xz; do
-  [ -e "$f" ] || continue
-  if command -v xz >/dev/null; then xz -d "$f"
-  elif command -v python3 >/dev/null; then
-    python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' "$f" && rm "$f"
-  else
-    echo "gpu-check.sh: neither xz nor python3 is here to unpack $(basename "$f")" >&2
-    exit 2
-  fi
-done
+gpu_unpack_libs "$bundle" "$tmp/lib" || { echo "gpu-check.sh: cannot unpack $bundle/lib" >&2; exit 2; }
 libpath="$tmp/lib:$bundle"
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$d" ] && libpath="$libpath:$d"
@@ -163,7 +154,6 @@ log_of() { cat "$tmp/$1.log" 2>/dev/null; }
 
 # ---- preflight: every bundled program's libraries resolve, to the bundle's own ------
 # copies except for what the machine provides (gpu-libs.sh)
-. "$root/scripts/gpu-libs.sh"
 preflight() {
   local bad
   bad=$(ldd "$ctrain" "$bundle/libctrain-cuda.so" "$bundle"/tests/test_* 2>&1 |
@@ -287,14 +277,10 @@ fit mlp_fp16 gpu 90 mlp.yaml --epochs 2 --device cuda --amp fp16
 # The goal: 10 epochs of the tutorial's CNN, data on the GPU, captured steps, bf16.
 fit cnn_goal gpu 180 cnn.yaml --epochs 10 --device cuda --amp bf16 --graph auto
 if [ "${result[cnn_goal]}" = pass ]; then
-  verdict=$(python3 - "$tmp/cnn_goal.log" <<'PY' 2>/dev/null
-import json, sys
-ep = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")) if r.get("type") == "epoch"]
-total = sum(e["train_seconds"] for e in ep)
-acc = ep[-1]["val_acc"]
-print(f"goal {'met' if total <= 1.0 and acc >= 0.990 else 'NOT met'}: {total:.2f} s of training (<= 1.0), test acc {acc:.4f} (>= 0.990)")
-PY
-)
+  total=$(json_get "$tmp/cnn_goal.log" 'sum(o["train_seconds"] for o in objs if o.get("type") == "epoch")')
+  acc=$(json_get "$tmp/cnn_goal.log" '[o for o in objs if o.get("type") == "epoch"][-1]["val_acc"]')
+  met=$(awk -v t="${total:-99}" -v a="${acc:-0}" 'BEGIN {print (t <= 1.0 && a >= 0.990) ? "met" : "NOT met"}')
+  verdict=$(printf 'goal %s: %.2f s of training (<= 1.0), test acc %.4f (>= 0.990)' "$met" "${total:-0}" "${acc:-0}")
   detail[cnn_goal]="${detail[cnn_goal]}; $verdict"
 fi
 

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# gpu-libs.sh: sourced by gpu-bundle.sh and gpu-check.sh. Which shared libraries a
+# gpu-libs.sh: sourced by gpu-bundle.sh and gpu-check.sh: unpacking a bundle's
+# libraries (gpu_unpack_libs, at the end), and which shared libraries a
 # GPU machine provides itself, so that a bundle neither carries them nor is
 # expected to: glibc's, the C++ runtime (libstdc++, libgcc_s) and CUDA's (the
 # driver, cudart, cuBLAS, cuDNN, cuRAND, NCCL, NVRTC, nvJitLink; from the CUDA
@@ -29,4 +30,23 @@ gpu_libs_outside() {
       done
       [ "$inside" = 1 ] || gpu_provided_lib "$name" || echo "outside: $name ($path)"
     done
+}
+
+# gpu_unpack_libs BUNDLE DEST: the bundle's lib/ copied into DEST, its .xz files
+# unpacked (by xz, else by python3's lzma); non-zero with a message when neither
+# is there.
+gpu_unpack_libs() {
+  cp "$1"/lib/* "$2/" 2>/dev/null
+  local f
+  for f in "$2"/*.xz; do
+    [ -e "$f" ] || continue
+    if command -v xz >/dev/null; then xz -d "$f" || return 1
+    elif command -v python3 >/dev/null; then
+      python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' "$f" &&
+        rm "$f" || return 1
+    else
+      echo "neither xz nor python3 is here to unpack $(basename "$f")" >&2
+      return 1
+    fi
+  done
 }
