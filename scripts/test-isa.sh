@@ -2,6 +2,9 @@
 # test-isa.sh: the CPU parity, kernel, training, amp and end-to-end tests once per
 # instruction-set leg, so that the paths another CPU would take run on this one too:
 #   native  as this machine is
+#   avx512  oneDNN limited to AVX-512 without bf16 (ONEDNN_MAX_CPU_ISA=AVX512_CORE):
+#           nChw16c layouts with amp bf16 emulated, on a CPU with bf16 instructions
+#           (elsewhere the same as native)
 #   avx2    oneDNN limited to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2): nChw8c layouts and
 #           ctrain's loops that take them, even on an AVX-512 machine
 #   sse41   oneDNN limited to SSE4.1 and ctrain's loops in portable C
@@ -13,7 +16,7 @@ cd "$(dirname "$0")/.."
 [ -f build/build.ninja ] || scripts/setup.sh
 ninja -C build >/dev/null
 tests=(test_cpu_parity test_conv_kernels test_train test_amp test_e2e)
-legs=("native||" "avx2|AVX2|" "sse41|SSE41|sse41")
+legs=("native||" "avx512|AVX512_CORE|" "avx2|AVX2|" "sse41|SSE41|sse41")
 rc=0
 for leg in "${legs[@]}"; do
   IFS='|' read -r name dnnl own <<<"$leg"

@@ -21,11 +21,16 @@
 
 const ct_backend_vt *parity_vt;
 double parity_rel_tol = 1e-4;
+double parity_abs_tol = 1e-4;
+double parity_max_tol = 0.0;
+double parity_l2_tol = 0.0;
 bool (*parity_skip)(void);
 bool parity_fuse;
 ct_cpu_loops parity_cpu_loops;
 float parity_label_smoothing;
 bool parity_accumulate = true;
+ct_amp_mode parity_amp = CT_AMP_OFF;
+ct_cpu_bf16 parity_cpu_bf16 = CT_CPU_BF16_AUTO;
 
 
 void parity_print_loops_isa(void) {
@@ -110,7 +115,8 @@ static harness *open_any(int C, int H, int W, const ct_layer_cfg *layers, int n,
     for (int i = 1; i < n && all_input_grads; i++)
         if (h->g.nodes[i].src[0] >= 0) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
-                     .opt_state_slots = slots, .amp = CT_AMP_OFF, .seed = SEED,
+                     .opt_state_slots = slots, .amp = parity_amp, .cpu_bf16 = parity_cpu_bf16,
+                     .seed = SEED,
                      .fuse = parity_fuse, .cpu_loops = parity_cpu_loops,
                      .accumulate = parity_accumulate, .label_smoothing = parity_label_smoothing};
     h->vt = parity_vt;
@@ -182,9 +188,25 @@ size_t row_numel(ct_shape s) { return ct_shape_numel(s); }
 
 void check_close(const float *got, const double *ref, size_t n, const char *what) {
     size_t bad = 0, first = 0;
-    double worst = 0.0;
+    if (parity_l2_tol > 0) {
+        double num = 0.0, den = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            double d = (double)got[i] - ref[i];
+            num += d * d;
+            den += ref[i] * ref[i];
+        }
+        double ratio = den > 0 ? sqrt(num / den) : sqrt(num);
+        printf("%s: relative L2 error %.3g\n", what, ratio);
+        if (!(ratio <= parity_l2_tol))
+            fail_msg("%s: relative L2 error %.3g over %.3g", what, ratio, parity_l2_tol);
+        return;
+    }
+    double worst = 0.0, maxabs = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(ref[i]) > maxabs) maxabs = fabs(ref[i]);
     for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 + parity_rel_tol * fabs(ref[i]);
+        double d = fabs((double)got[i] - ref[i]),
+               tol = parity_abs_tol + parity_rel_tol * fabs(ref[i]) + parity_max_tol * maxabs;
         if (isnan(ref[i]) && isnan(got[i])) continue; /* NaN where the reference has NaN */
         if (!(d <= tol)) {
             if (!bad) first = i;

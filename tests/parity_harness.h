@@ -3,7 +3,8 @@
  * A test sets parity_vt (the backend under test) and parity_rel_tol, builds small
  * graphs with the layer helpers, and compares node k of a graph against the
  * double reference ops (ref_ops.h): forward output, input gradient (gact[k-1])
- * and parameter gradients, tolerance 1e-4 + parity_rel_tol * |ref|. Dropout uses
+ * and parameter gradients, tolerance parity_abs_tol (1e-4) + parity_rel_tol * |ref|.
+ * Dropout uses
  * seed SEED in epoch STEP, the batch loaded at epoch position FIRST_POS (row r is
  * the sample at FIRST_POS + r). Used by test_cpu_parity (oneDNN) and
  * test_cuda_parity (cuDNN/cuBLAS).
@@ -34,6 +35,14 @@
 
 extern const ct_backend_vt *parity_vt; /* the backend open_opt() creates */
 extern double parity_rel_tol;          /* relative part of check_close's tolerance */
+extern double parity_abs_tol;          /* its absolute part (default 1e-4) */
+/* ... and a part relative to the tensor's largest |ref| (default 0): low-precision
+ * sums err by their terms' size, not their result's (a cancelling sum). */
+extern double parity_max_tol;
+/* When > 0, check_close compares whole tensors instead: ||got - ref||_2 <=
+ * parity_l2_tol * ||ref||_2 (and prints the ratio), for errors that several
+ * low-precision layers compound. */
+extern double parity_l2_tol;
 extern bool (*parity_skip)(void);      /* when set and true, the per-op tests skip() */
 /* Backends opened from now on may fuse layers (ct_run_opts.fuse); off by default,
  * since a fused layer's output is not its own (the per-layer checks need it). */
@@ -42,6 +51,10 @@ extern bool parity_fuse;
 extern ct_cpu_loops parity_cpu_loops;
 /* ... with this train.label_smoothing (ct_run_opts.label_smoothing; default 0). */
 extern float parity_label_smoothing;
+/* ... with this train.amp and train.cpu_bf16 (ct_run_opts.amp, .cpu_bf16; default off,
+ * auto). */
+extern ct_amp_mode parity_amp;
+extern ct_cpu_bf16 parity_cpu_bf16;
 /* ... and plan for backward with accumulate (ct_run_opts.accumulate; default true). */
 extern bool parity_accumulate;
 
@@ -91,7 +104,8 @@ double *to_d(const float *f, size_t n);
 float *rand_params(const ct_graph *g);
 size_t row_numel(ct_shape s);
 
-/* Fails when any |got - ref| > 1e-4 + parity_rel_tol * |ref|, naming `what`. */
+/* Fails when any |got - ref| > parity_abs_tol + parity_rel_tol * |ref| + parity_max_tol *
+ * max |ref|, naming `what`. */
 void check_close(const float *got, const double *ref, size_t n, const char *what);
 
 /* Reference forward / backward of node k on n rows (PyTorch layouts, double). */

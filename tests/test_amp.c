@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/device.h"
 #include "config/config.h"
 #include "graph/graph.h"
@@ -311,8 +312,11 @@ static harness *open_on(const ct_backend_vt *vt, ct_amp_mode amp, net_kind net) 
     h->cfg.n_layers = net_layers(net, h->cfg.layers);
     ct_err err = {{0}};
     if (ct_graph_build(&h->cfg, &h->g, &err) != 0) fail_msg("graph: %s", err.msg);
+    /* The CPU cases test the emulation, which train.cpu_bf16 emulated forces on CPUs
+     * with bf16 instructions too (native bf16: test_cpu_parity). */
     ct_run_opts o = {.batch_size = N, .training = true, .optimizer = CT_OPT_SGD,
-                     .opt_state_slots = 0, .amp = amp, .seed = 99};
+                     .opt_state_slots = 0, .amp = amp, .cpu_bf16 = CT_CPU_BF16_EMULATED,
+                     .seed = 99};
     h->vt = vt;
     ct_plan_init(&h->plan, vt->align ? vt->align : 64);
     if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
@@ -574,20 +578,29 @@ static char *run(const char *args, int *status) {
     return ct_test_read_file(out, NULL);
 }
 
-/* Fits 2 epochs with amp `mode` into dir/run-<tag>; returns the last val accuracy,
- * checks each epoch line and (fp16) the scaler fields and the checkpoint's metadata. */
-static double fit_with(const char *cfg, const char *mode, const char *tag) {
+/* How train.amp `mode` runs on this CPU with train.cpu_bf16 `cpu_bf16`: "native" or
+ * "emulated" (bf16 is native under auto where oneDNN has bf16 instructions). */
+static const char *amp_kind(const char *mode, const char *cpu_bf16) {
+    if (strcmp(mode, "bf16") != 0 || strcmp(cpu_bf16, "emulated") == 0) return "emulated";
+    return strcmp(cpu_bf16, "native") == 0 || ct_onednn_has_bf16() ? "native" : "emulated";
+}
+
+/* Fits 2 epochs with amp `mode` and train.cpu_bf16 `cpu_bf16` into dir/run-<tag>;
+ * returns the last val accuracy, checks each epoch line and (fp16) the scaler fields
+ * and the checkpoint's metadata. */
+static double fit_with(const char *cfg, const char *mode, const char *cpu_bf16, const char *tag) {
     char args[2048];
-    snprintf(args, sizeof args, "fit %s --device cpu --amp %s --out %s/run-%s", cfg, mode, dir,
-             tag);
+    snprintf(args, sizeof args, "fit %s --device cpu --amp %s --cpu-bf16 %s --out %s/run-%s", cfg,
+             mode, cpu_bf16, dir, tag);
     int st;
     char *out = run(args, &st);
-    printf("--- amp %s (run-%s)\n%s", mode, tag, out);
+    printf("--- amp %s, cpu_bf16 %s (run-%s)\n%s", mode, cpu_bf16, tag, out);
     assert_int_equal(st, 0);
     assert_null(strstr(out, "not implemented"));
-    /* fit says how the mode runs here (the CPU backend only emulates 16-bit modes) */
+    /* fit says how the mode runs here: emulated, or bf16 natively */
     char note[128];
-    snprintf(note, sizeof note, "ctrain: train.amp %s on cpu: %s emulated: ", mode, mode);
+    snprintf(note, sizeof note, "ctrain: train.amp %s on cpu: %s %s: ", mode, mode,
+             amp_kind(mode, cpu_bf16));
     if (strcmp(mode, "off") == 0)
         assert_null(strstr(out, "train.amp"));
     else if (!strstr(out, note))
@@ -721,38 +734,74 @@ static void assert_same_bits(const char *mode, const float *a, const float *b, s
  * their bits (the mode reached the backend) and lie within 0.4 of the distance the
  * fp32 run moved from the init (L2); a second run of each amp mode gives the same
  * bits; val accuracy is within 0.03 of fp32's. */
-/* summary names the mode and says how the CPU backend runs it, in text and JSON. */
+/* summary names the mode and says how the CPU backend runs it, in text and JSON:
+ * fp16 emulated; bf16 native where oneDNN has bf16 instructions (devices says which)
+ * and emulated with train.cpu_bf16 emulated or without them; cpu_bf16 native on a
+ * CPU without them (ONEDNN_MAX_CPU_ISA=AVX512_CORE takes them away) is refused in
+ * one line. */
 static void test_summary_amp_note(void **state) {
     (void)state;
     ct_test_mkdtemp(dir, sizeof dir);
-    static const char *const modes[] = {"off", "bf16", "fp16"};
-    for (int i = 0; i < 3; i++) {
+    int st;
+    char *dev = run("devices --json", &st);
+    assert_int_equal(st, 0);
+    bool native = ct_onednn_has_bf16();
+    if (!strstr(dev, native ? "\"amp_bf16\": \"native\"" : "\"amp_bf16\": \"emulated\""))
+        fail_msg("devices --json disagrees on bf16 (native here: %d):\n%s", native, dev);
+    free(dev);
+    static const char *const modes[][2] = {{"off", "auto"}, {"bf16", "auto"}, {"bf16", "emulated"},
+                                           {"fp16", "auto"}, {"fp16", "native"}};
+    for (int i = 0; i < 5; i++) {
+        const char *m = modes[i][0], *cb = modes[i][1];
         char args[512], want[160];
-        int st;
-        snprintf(args, sizeof args, "summary %s/configs/mlp.yaml --device cpu --amp %s --json",
-                 CT_SOURCE_ROOT, modes[i]);
+        snprintf(args, sizeof args,
+                 "summary %s/configs/mlp.yaml --device cpu --amp %s --cpu-bf16 %s --json",
+                 CT_SOURCE_ROOT, m, cb);
         char *out = run(args, &st);
         assert_int_equal(st, 0);
         char mode[64], note[128];
-        snprintf(mode, sizeof mode, "\"mode\": \"%s\"", modes[i]);
+        const char *kind = amp_kind(m, cb);
+        snprintf(mode, sizeof mode, "\"mode\": \"%s\"", m);
         if (i == 0)
             snprintf(note, sizeof note, "\"note\": \"\"");
+        else if (strcmp(kind, "native") == 0)
+            snprintf(note, sizeof note, "\"note\": \"bf16 native: convolutions and inner "
+                     "products on oneDNN compute in bf16");
         else
             snprintf(note, sizeof note, "\"note\": \"%s emulated: every layer computes and "
-                     "stores fp32", modes[i]);
+                     "stores fp32", m);
         if (!strstr(out, mode) || !strstr(out, note))
-            fail_msg("summary --amp %s --json lacks '%s' or '%s':\n%s", modes[i], mode, note, out);
+            fail_msg("summary --amp %s --cpu-bf16 %s --json lacks '%s' or '%s':\n%s", m, cb, mode,
+                     note, out);
         free(out);
-        snprintf(args, sizeof args, "summary %s/configs/mlp.yaml --device cpu --amp %s",
-                 CT_SOURCE_ROOT, modes[i]);
+        snprintf(args, sizeof args, "summary %s/configs/mlp.yaml --device cpu --amp %s --cpu-bf16 %s",
+                 CT_SOURCE_ROOT, m, cb);
         out = run(args, &st);
         assert_int_equal(st, 0);
-        snprintf(want, sizeof want, "Mixed precision (train.amp %s) on cpu: %s emulated: ",
-                 modes[i], modes[i]);
+        snprintf(want, sizeof want, "Mixed precision (train.amp %s) on cpu: %s %s: ", m, m, kind);
         if (i == 0 ? strstr(out, "Mixed precision") != NULL : strstr(out, want) == NULL)
-            fail_msg("summary --amp %s: %s", modes[i], out);
+            fail_msg("summary --amp %s --cpu-bf16 %s: %s", m, cb, out);
         free(out);
     }
+    /* native required where oneDNN has no bf16 instructions (the cap this process runs
+     * under, an ISA leg's, is put back after) */
+    const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+    char saved[64] = "";
+    if (cap) snprintf(saved, sizeof saved, "%s", cap);
+    if (native) setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
+    char args[512];
+    snprintf(args, sizeof args, "summary %s/configs/mlp.yaml --device cpu --amp bf16 --cpu-bf16 native",
+             CT_SOURCE_ROOT);
+    char *out = run(args, &st);
+    if (cap)
+        setenv("ONEDNN_MAX_CPU_ISA", saved, 1);
+    else
+        unsetenv("ONEDNN_MAX_CPU_ISA");
+    printf("%s", out);
+    assert_int_equal(st, 1);
+    assert_non_null(strstr(out, "train.cpu_bf16 native: this CPU has no bf16 instructions oneDNN "
+                                "can use"));
+    free(out);
     ct_test_rmtree(dir);
 }
 
@@ -780,16 +829,30 @@ static void test_fit_amp_modes(void **state) {
     float *init = malloc(n * sizeof(float));
     assert_non_null(init);
     ct_init_params(&g, c.train.seed, init);
-    double off = fit_with(cfg, "off", "off");
+    double off = fit_with(cfg, "off", "auto", "off");
     float *w_off = run_params(&g, "off");
-    double bf16 = fit_with(cfg, "bf16", "bf16");
+    double bf16 = fit_with(cfg, "bf16", "auto", "bf16");
     float *w_bf16 = run_params(&g, "bf16");
-    double fp16 = fit_with(cfg, "fp16", "fp16");
+    double fp16 = fit_with(cfg, "fp16", "auto", "fp16");
     float *w_fp16 = run_params(&g, "fp16");
-    fit_with(cfg, "bf16", "bf16-again");
+    fit_with(cfg, "bf16", "auto", "bf16-again");
     float *w_bf16_again = run_params(&g, "bf16-again");
-    fit_with(cfg, "fp16", "fp16-again");
+    fit_with(cfg, "fp16", "auto", "fp16-again");
     float *w_fp16_again = run_params(&g, "fp16-again");
+    if (ct_onednn_has_bf16()) {
+        /* bf16 ran natively above; the emulation, forced, trains as well and gives other
+         * bits (the option reached the backend) */
+        double emu = fit_with(cfg, "bf16", "emulated", "bf16-emulated");
+        float *w_emu = run_params(&g, "bf16-emulated");
+        printf("val accuracy: bf16 emulated %.4f\n", emu);
+        check_near_fp32("bf16 emulated", w_emu, w_off, init, n, 0.4);
+        assert_true(fabs(emu - off) < 0.03);
+        assert_true(memcmp(w_emu, w_bf16, n * sizeof *w_emu) != 0);
+        free(w_emu);
+    } else {
+        printf("SKIP native bf16 fit: no bf16 instructions oneDNN can use here (bf16 ran "
+               "emulated)\n");
+    }
     check_resume_restores_scale(cfg);
     printf("val accuracy: off %.4f, bf16 %.4f, fp16 %.4f\n", off, bf16, fp16);
     assert_same_bits("bf16", w_bf16, w_bf16_again, n);

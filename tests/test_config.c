@@ -413,7 +413,7 @@ static void test_error_unknown_key(void **state) {
     expect_error(BASE "train:\n  bogus: 1\n", "12:3",
                  "unknown key 'bogus' in 'train' (valid keys: epochs, batch_size, "
                  "grad_accum_steps, amp, seed, out, graph, cpu_loops, label_smoothing, "
-                 "early_stopping)");
+                 "early_stopping, cpu_bf16)");
     expect_error(BASE "train: {early_stopping: {monitor: loss}}\n", "11:35",
                  "unknown train.early_stopping.monitor 'loss'");
     expect_error(BASE "train: {early_stopping: {patience: 0}}\n", "11:36",
@@ -739,6 +739,36 @@ static void test_train_cpu_loops(void **state) {
     assert_int_equal(cfg.train.cpu_loops, CT_CPU_LOOPS_OFF);
     assert_int_not_equal(ct_config_override(&cfg, "cpu-loops", "avx2", &err), 0);
     assert_string_equal(err.msg, "--cpu-loops: expected auto, portable or off, got 'avx2'");
+    ct_config_free(&cfg);
+}
+
+static void test_train_cpu_bf16(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok(BASE, &cfg);
+    assert_int_equal(cfg.train.cpu_bf16, CT_CPU_BF16_AUTO);
+    ct_config_free(&cfg);
+    const char *forms[][2] = {{"auto", "auto"}, {"native", "native"}, {"emulated", "emulated"},
+                              {"false", "emulated"}};
+    for (int i = 0; i < 4; i++) {
+        char text[512];
+        snprintf(text, sizeof text, BASE "train: {cpu_bf16: %s}\n", forms[i][0]);
+        expect_ok(text, &cfg);
+        assert_string_equal(ct_cpu_bf16_name(cfg.train.cpu_bf16), forms[i][1]);
+        ct_config_free(&cfg);
+    }
+    expect_error(BASE "train: {cpu_bf16: emulate}\n", "11:19",
+                 "unknown train.cpu_bf16 'emulate' (did you mean 'emulated'?)");
+    expect_error(BASE "train: {cpu_bf16: [native]}\n", "11:19",
+                 "'train.cpu_bf16' expects auto, native or emulated");
+    ct_err err = {{0}};
+    expect_ok(BASE, &cfg);
+    assert_int_equal(ct_config_override(&cfg, "cpu-bf16", "native", &err), 0);
+    assert_int_equal(cfg.train.cpu_bf16, CT_CPU_BF16_NATIVE);
+    assert_int_equal(ct_config_override(&cfg, "--cpu-bf16", "emulated", &err), 0);
+    assert_int_equal(cfg.train.cpu_bf16, CT_CPU_BF16_EMULATED);
+    assert_int_not_equal(ct_config_override(&cfg, "cpu-bf16", "amx", &err), 0);
+    assert_string_equal(err.msg, "--cpu-bf16: expected auto, native or emulated, got 'amx'");
     ct_config_free(&cfg);
 }
 
@@ -1085,6 +1115,7 @@ int main(void) {
         cmocka_unit_test(test_error_optimizer_rules),
         cmocka_unit_test(test_train_graph),
         cmocka_unit_test(test_train_cpu_loops),
+        cmocka_unit_test(test_train_cpu_bf16),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_override_errors),
         cmocka_unit_test(test_device_strings),

@@ -20,6 +20,7 @@ _ctrain() {
     --amp) COMPREPLY=($(compgen -W "off fp16 bf16" -- "$cur")); return ;;
     --graph) COMPREPLY=($(compgen -W "auto off" -- "$cur")); return ;;
     --cpu-loops) COMPREPLY=($(compgen -W "auto portable off" -- "$cur")); return ;;
+    --cpu-bf16) COMPREPLY=($(compgen -W "auto native emulated" -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "fp32 tf32 fp16 bf16" -- "$cur")); return ;;
     --out | -o | --output) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac

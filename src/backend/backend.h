@@ -75,6 +75,8 @@ typedef struct ct_run_opts {
     bool fuse;
     /* CPU backends: which of ctrain's own loops may run (config.h ct_cpu_loops). */
     ct_cpu_loops cpu_loops;
+    /* CPU backends, amp bf16: native bf16 or the emulation (config.h ct_cpu_bf16). */
+    ct_cpu_bf16 cpu_bf16;
     /* backward may be called with accumulate (train.grad_accum_steps > 1); a
      * backend may need scratch for that, which it then plans only when set */
     bool accumulate;

@@ -47,6 +47,7 @@ static void read_onednn(ct_cpu_info *out) {
     snprintf(out->loops_isa, sizeof out->loops_isa, "%s%s%s",
              ct_loops_isa_name(ct_loops_isa_effective()), lowers ? ", CTRAIN_MAX_CPU_ISA=" : "",
              lowers ? cap : "");
+    out->bf16_native = ct_onednn_has_bf16();
 }
 
 void ct_cpu_info_query(ct_cpu_info *out) {

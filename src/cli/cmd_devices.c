@@ -35,6 +35,9 @@ static void cpu_text(const ct_cpu_info *c) {
     printf("CPU: %s, %d cores, %d OpenMP threads\n", c->model, c->cores, c->omp_threads);
     printf("oneDNN: %s, ISA %s\n", c->onednn, c->isa);
     printf("ctrain's CPU loops: %s\n", c->loops_isa);
+    printf("amp bf16 on this CPU: %s\n",
+           c->bf16_native ? "native (oneDNN's bf16 kernels for convolutions and inner products)"
+                          : "emulated in fp32 (no bf16 instructions oneDNN can use)");
 }
 
 static void cpu_json(ct_jw *w, const ct_cpu_info *c) {
@@ -45,6 +48,7 @@ static void cpu_json(ct_jw *w, const ct_cpu_info *c) {
     ct_jw_str(w, "onednn_version", c->onednn);
     ct_jw_str(w, "isa", c->isa);
     ct_jw_str(w, "loops_isa", c->loops_isa);
+    ct_jw_str(w, "amp_bf16", c->bf16_native ? "native" : "emulated");
     ct_jw_close(w);
 }
 

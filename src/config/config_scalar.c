@@ -79,6 +79,8 @@ const ct_choice ct_amp_choice = {"train.amp", ct_amp_mode_names, 3, CT_AMP_OFF};
 const ct_choice ct_graph_choice = {"train.graph", ct_graph_mode_names, 2, CT_GRAPH_OFF};
 const ct_choice ct_cpu_loops_choice = {"train.cpu_loops", ct_cpu_loops_names, 3,
                                        CT_CPU_LOOPS_OFF};
+const ct_choice ct_cpu_bf16_choice = {"train.cpu_bf16", ct_cpu_bf16_names, 3,
+                                      CT_CPU_BF16_EMULATED};
 
 const char *ct_choice_list(const ct_choice *c, char *buf, size_t n) {
     buf[0] = 0;

@@ -32,9 +32,9 @@ typedef struct ct_fit_opts {
                                next version */
     bool accept_changes;    /* resume although the config differs from the checkpoint's
                                in keys other than train.epochs, train.out, device,
-                               train.graph, train.cpu_loops, train.early_stopping and
-                               log (refused otherwise, naming each key with both
-                               values) */
+                               train.graph, train.cpu_loops, train.cpu_bf16,
+                               train.early_stopping and log (refused otherwise, naming
+                               each key with both values) */
     const char *init_from;  /* start from these weights (any compatible safetensors), or NULL */
     bool sync_debug;
     bool progress;          /* draw a progress bar on `log` */

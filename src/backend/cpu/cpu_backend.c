@@ -9,7 +9,10 @@
  * primitives; only the first n rows count in loss/metrics and the others get zero
  * gradient. Per-op code lives in the cpu_*.c files behind the ops table below.
  *
- * Mixed precision (o.amp fp16 / bf16) is emulated: every op computes in fp32, and
+ * Mixed precision (o.amp fp16 / bf16) is emulated, except bf16 where oneDNN has bf16
+ * instructions and train.cpu_bf16 allows (native, ct_cpu_bf16_decide): there the
+ * convolutions and inner products on oneDNN take bf16 inputs (cpu_weighted.c) and
+ * nothing is rounded here. The emulation: every op computes in fp32, and
  * forward/backward/loss round the tensor they just wrote (act[i], gact[i-1],
  * gact[last]) in place to the mode's precision with elementwise.h's
  * ct_round_fp16 / ct_round_bf16, over the tensor's whole buffer (elementwise, so
@@ -266,7 +269,8 @@ static int cpu_create(const ct_graph *g, const ct_run_opts *o, ct_plan *plan, ct
     b->plan = plan;
     b->N = b->n = o->batch_size;
     b->nonfinite_tag = -1;
-    if (ct_cpu_ctx_init(&b->c, err) != 0 || add_model_regions(b, err) != 0 ||
+    if (ct_cpu_bf16_decide(b, err) != 0 || ct_cpu_ctx_init(&b->c, err) != 0 ||
+        add_model_regions(b, err) != 0 ||
         add_batch_regions(b, err) != 0 || ct_cpu_add_dataset_regions(b, err) != 0 ||
         create_nodes(b, err) != 0 ||
         add_loss_regions(b, err) != 0) {
@@ -354,9 +358,10 @@ static bool amp_needs_round(const ct_cpu *b, int node, bool backward) {
     return ct_amp_rounds(&b->g->nodes[node], b->o.amp, backward);
 }
 
-/* Rounds t's whole buffer in place to the amp mode's precision. */
+/* Rounds t's whole buffer in place to the amp mode's precision (the emulation; native
+ * bf16 rounds only the inputs of its primitives, by converting them). */
 static void amp_round(const ct_cpu *b, const ct_cpu_tensor *t) {
-    if (b->o.amp == CT_AMP_OFF || !t || !t->ptr) return;
+    if (b->o.amp == CT_AMP_OFF || b->bf16_native || !t || !t->ptr) return;
     float *p = t->ptr;
     long n = (long)(dnnl_memory_desc_get_size(&t->md) / sizeof(float));
     if (b->o.amp == CT_AMP_FP16) {
@@ -686,22 +691,28 @@ static int cpu_sync(ct_backend *bb, ct_err *err) {
 }
 
 /* The op's own answer, or the node whose pass runs this node's (fusion). */
-/* The emulation above, and whether the CPU has bf16 instructions oneDNN could use
- * (its effective ISA, under ONEDNN_MAX_CPU_ISA). */
+/* Which of the two the run uses (ct_cpu_bf16_decide) and why: native bf16, or the
+ * emulation above with the reason it runs. */
 static const char *cpu_amp_note(ct_backend *bb) {
     ct_cpu *b = as_cpu(bb);
     if (b->o.amp == CT_AMP_OFF) return "";
-    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    bool bf16_hw = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+    if (b->bf16_native) {
+        snprintf(b->amp_note, sizeof b->amp_note,
+                 "bf16 native: convolutions and inner products on oneDNN compute in bf16 on this "
+                 "CPU's bf16 instructions (bf16 inputs, weights and output gradients, fp32 "
+                 "accumulation, fp32 outputs); the other layers, ctrain's loops among them, "
+                 "compute in fp32; activations are stored in fp32, so they take fp32 memory; "
+                 "weights, gradients and optimizer state are fp32");
+        return b->amp_note;
+    }
     const char *mode = ct_amp_mode_name(b->o.amp);
-    const char *hw = b->o.amp == CT_AMP_FP16
-                         ? "ctrain has no native fp16 path on CPUs"
-                     : bf16_hw ? "this CPU has bf16 instructions (oneDNN ISA avx512_core_bf16 or "
-                                 "higher), which ctrain does not use yet"
-                               : "this CPU has no bf16 instructions oneDNN can use";
+    const char *why = b->o.amp == CT_AMP_FP16 ? "ctrain has no native fp16 path on CPUs"
+                      : ct_onednn_has_bf16()  ? "train.cpu_bf16 emulated, though this CPU has "
+                                                "bf16 instructions"
+                                              : "this CPU has no bf16 instructions oneDNN can use";
     snprintf(b->amp_note, sizeof b->amp_note,
              "%s emulated: every layer computes and stores fp32 and rounds what it writes to "
-             "%s, so activations take fp32 memory; %s", mode, mode, hw);
+             "%s, so activations take fp32 memory; %s", mode, mode, why);
     return b->amp_note;
 }
 

@@ -43,6 +43,9 @@ static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
     if (md_for(&src, v, 4, q.src, err) || md_for(&w, v, 4, q.w, err) ||
         ct_cpu_md_plain(&b, 1, q.b, err) || md_for(&dst, v, 4, q.dst, err))
         return -1;
+    dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
+    src = ct_cpu_md_typed(&src, ct);
+    w = ct_cpu_md_typed(&w, ct);
     CT_DNNL(err, dnnl_convolution_forward_desc_init(&d->conv, prop, dnnl_convolution_direct,
                                                     &src, &w, nd->g->bias >= 0 ? &b : NULL,
                                                     &dst, q.strides, q.pad_l, q.pad_r));
@@ -55,8 +58,11 @@ static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gs
     geom(nd, gsrc_in->dims[0], &q);
     dnnl_memory_desc_t dsrc, w;
     if (md_for(&dsrc, v, 4, q.src, err) || md_for(&w, v, 4, q.w, err)) return -1;
+    dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
+    w = ct_cpu_md_typed(&w, ct);
+    dnnl_memory_desc_t ddst = ct_cpu_md_typed(dst, ct);
     CT_DNNL(err, dnnl_convolution_backward_data_desc_init(&d->conv, dnnl_convolution_direct,
-                                                          &dsrc, &w, dst, q.strides, q.pad_l,
+                                                          &dsrc, &w, &ddst, q.strides, q.pad_l,
                                                           q.pad_r));
     return 0;
 }
@@ -83,6 +89,9 @@ static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *sr
     }
     if (md_for(&dw, v == 1 || v == 4 ? 1 : 0, 4, q.w, err) || ct_cpu_md_plain(&db, 1, q.b, err))
         return -1;
+    dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
+    s = ct_cpu_md_typed(&s, ct);
+    dd = ct_cpu_md_typed(&dd, ct);
     CT_DNNL(err, dnnl_convolution_backward_weights_desc_init(
                      &d->conv, dnnl_convolution_direct, &s, &dw,
                      nd->g->bias >= 0 ? &db : NULL, &dd, q.strides, q.pad_l, q.pad_r));

@@ -53,8 +53,9 @@ bool ct_cpu_block_graph_ok(const ct_cpu *b, int i, char *why, size_t n) {
         snprintf(why, n, "needs its input gradient (the one-pass loops give none)");
     else if (g->span >= 0 || gr->nodes[i + 1].span >= 0 || gr->nodes[i + 2].span >= 0)
         snprintf(why, n, "in a checkpointed span");
-    else if (b->o.amp != CT_AMP_OFF)
-        snprintf(why, n, "train.amp %s (the one pass does not round)", ct_amp_mode_name(b->o.amp));
+    else if (b->o.amp != CT_AMP_OFF && !b->bf16_native)
+        snprintf(why, n, "train.amp %s emulated (the one pass does not round)",
+                 ct_amp_mode_name(b->o.amp));
     else
         return true;
     return false;
@@ -218,6 +219,10 @@ bool ct_cpu_pool_grad_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t 
         return false;
     }
     if (!ct_cpu_pool_grad_graph_ok(b, nd->i, why, n)) return false;
+    if (nd->wl.bf16) {
+        snprintf(why, n, "native bf16: oneDNN's bf16 backward (the loops are fp32)");
+        return false;
+    }
     const ct_cpu_wl *w = &nd->wl;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     int xb = ct_cpu_md_channel_block(src), yb = ct_cpu_md_channel_block(&nd->act.md);

@@ -241,6 +241,12 @@ int ct_cpu_md_channel_block(const dnnl_memory_desc_t *md) {
     return 0;
 }
 
+dnnl_memory_desc_t ct_cpu_md_typed(const dnnl_memory_desc_t *md, dnnl_data_type_t dt) {
+    dnnl_memory_desc_t t = *md;
+    t.data_type = dt;
+    return t;
+}
+
 dnnl_format_tag_t ct_cpu_channel_block_tag(int block) {
     for (size_t t = 1; t < sizeof hand_layouts / sizeof hand_layouts[0]; t++)
         if (hand_layouts[t].block == block) return hand_layouts[t].tag;

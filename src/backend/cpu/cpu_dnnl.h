@@ -85,6 +85,8 @@ size_t ct_cpu_md_numel(const dnnl_memory_desc_t *md);
 int ct_cpu_md_channel_block(const dnnl_memory_desc_t *md);
 /* The format tag of such a block (1: nchw). */
 dnnl_format_tag_t ct_cpu_channel_block_tag(int block);
+/* md with its element type set to dt (same dims and layout, strides in elements). */
+dnnl_memory_desc_t ct_cpu_md_typed(const dnnl_memory_desc_t *md, dnnl_data_type_t dt);
 /* Physical element offset of the element with logical row-major index j. */
 size_t ct_cpu_md_offset(const dnnl_memory_desc_t *md, size_t j);
 

@@ -20,6 +20,18 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+int ct_cpu_bf16_decide(ct_cpu *b, ct_err *err) {
+    b->bf16_native = false;
+    if (b->o.amp != CT_AMP_BF16 || b->o.cpu_bf16 == CT_CPU_BF16_EMULATED) return 0;
+    if (ct_onednn_has_bf16()) {
+        b->bf16_native = true;
+        return 0;
+    }
+    if (b->o.cpu_bf16 == CT_CPU_BF16_AUTO) return 0;
+    return ct_errorf(err, "train.cpu_bf16 native: this CPU has no bf16 instructions oneDNN can "
+                          "use (or ONEDNN_MAX_CPU_ISA caps them); use auto or emulated");
+}
+
 bool ct_cpu_loops_on(const ct_cpu *b) { return b->o.cpu_loops != CT_CPU_LOOPS_OFF; }
 
 bool ct_cpu_loops_portable(const ct_cpu *b) { return b->o.cpu_loops == CT_CPU_LOOPS_PORTABLE; }

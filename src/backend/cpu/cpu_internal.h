@@ -84,6 +84,10 @@ typedef struct ct_cpu_wl {
     dnnl_exec_arg_t acc_args[CT_CPU_MAX_ARGS]; /* bwd_w writing into dw/db scratch */
     int n_acc_args;
     bool fwd_dirty, bwd_dirty;
+    /* Native bf16 (ct_cpu.bf16_native): the primitives take src, weights and diff_dst
+     * in bf16 (the xfers above convert) and give dst, diff_src and the weight
+     * gradients in fp32; else everything is fp32. */
+    bool bf16;
     /* ctrain's own backward-weights for a stride-1 conv (cpu_convw_kernel.h)
      * instead of bwd_w: its geometry and the per-thread partial sums
      * ("<name>.convw_part", part_threads of them). */
@@ -181,7 +185,8 @@ struct ct_cpu {
     ct_backend base;
     const ct_graph *g;
     ct_run_opts o;
-    char amp_note[320];     /* amp_note's text (cpu_backend.c) */
+    char amp_note[480];     /* amp_note's text (cpu_backend.c) */
+    bool bf16_native;       /* amp bf16 on oneDNN's bf16 kernels (ct_cpu_bf16_decide) */
     ct_cpu_ctx c;
     ct_plan *plan;          /* the plan create() filled (bind gets the finalized one) */
     const ct_plan *fplan;   /* finalized plan (bind) */
@@ -252,6 +257,10 @@ bool ct_cpu_fused(const ct_cpu *b, ct_fusion_kind kind, int first);
  * run it after all (why: the reason, printf format). */
 void ct_cpu_decline(ct_cpu *b, ct_fusion_kind kind, int first, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Sets b->bf16_native from train.amp and train.cpu_bf16: native bf16 when amp is bf16
+ * and cpu_bf16 is native, or auto on a CPU with bf16 instructions; -1 with a one-line
+ * error when native is required and the CPU has none. */
+int ct_cpu_bf16_decide(ct_cpu *b, ct_err *err);
 /* ctrain's own loops: whether any may run, and whether in their portable bodies. */
 bool ct_cpu_loops_on(const ct_cpu *b);
 bool ct_cpu_loops_portable(const ct_cpu *b);
@@ -283,7 +292,10 @@ extern const ct_cpu_op ct_cpu_op_conv, ct_cpu_op_linear, ct_cpu_op_maxpool,
 /* gelu, silu, tanh, sigmoid, leaky_relu (cpu_act.c); global_avgpool (cpu_pool.c). */
 extern const ct_cpu_op ct_cpu_op_act, ct_cpu_op_global_avgpool;
 
-/* cpu_weighted.c: shared by conv and linear; the per-kind files give the descs. */
+/* cpu_weighted.c: shared by conv and linear; the per-kind files give the descs. The
+ * element type of the primitives' src, weights and diff_dst (bf16 with wl.bf16, else
+ * f32; everything else is f32): */
+dnnl_data_type_t ct_cpu_wl_compute_type(const ct_cpu_node *nd);
 #define CT_CPU_BWD_W_VARIANTS 5
 typedef struct ct_cpu_wl_descs {
     /* Fills candidate op descs (most wanted first) for forward, backward data and

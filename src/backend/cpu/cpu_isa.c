@@ -1,8 +1,11 @@
-/* cpu_isa.c: the instruction set of ctrain's own CPU loops (see cpu_isa.h). */
+/* cpu_isa.c: the instruction set of ctrain's own CPU loops, and oneDNN's bf16 (see
+ * cpu_isa.h). */
 #include "backend/cpu/cpu_isa.h"
 
 #include <stdlib.h>
 #include <strings.h>
+
+#include <oneapi/dnnl/dnnl.h>
 
 static const char *const cap_names[] = {"all", "avx2", "sse41"};
 enum { CAP_ALL, CAP_AVX2, CAP_SSE41, CAP_INVALID };
@@ -45,4 +48,9 @@ int ct_loops_isa_check_env(ct_err *err) {
     if (cap_of_env() != CAP_INVALID) return 0;
     return ct_errorf(err, "CTRAIN_MAX_CPU_ISA: '%.40s' is not one of all, avx2, sse41",
                      getenv("CTRAIN_MAX_CPU_ISA"));
+}
+
+bool ct_onednn_has_bf16(void) {
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }

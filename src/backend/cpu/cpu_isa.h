@@ -23,4 +23,9 @@ const char *ct_loops_isa_cap(bool *lowers);
 /* 0 when CTRAIN_MAX_CPU_ISA is unset or valid; else -1 with a one-line error. */
 int ct_loops_isa_check_env(ct_err *err);
 
+/* Whether oneDNN runs bf16 instructions here: its effective ISA (under
+ * ONEDNN_MAX_CPU_ISA) is avx512_core_bf16 or higher, so train.amp bf16 can run
+ * natively (train.cpu_bf16). */
+bool ct_onednn_has_bf16(void);
+
 #endif

@@ -49,6 +49,9 @@ static int ip_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
         ct_cpu_md_plain(&b, 1, &o, err) ||
         (v < 2 ? ct_cpu_md_any(&dst, 2, dd, err) : ct_cpu_md_plain(&dst, 2, dd, err)))
         return -1;
+    dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
+    src = ct_cpu_md_typed(&src, ct);
+    wm = ct_cpu_md_typed(&wm, ct);
     CT_DNNL(err, dnnl_inner_product_forward_desc_init(&d->ip, prop, &src, &wm,
                                                       nd->g->bias >= 0 ? &b : NULL, &dst));
     return 0;
@@ -61,7 +64,10 @@ static int ip_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gsrc
     wdims(nd, gsrc_in, w);
     dnnl_memory_desc_t dsrc, wm;
     if (src_for(&dsrc, v, gsrc_in, err) || wmd_for(&wm, v, gsrc_in, w, err)) return -1;
-    CT_DNNL(err, dnnl_inner_product_backward_data_desc_init(&d->ip, &dsrc, &wm, dst));
+    dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
+    wm = ct_cpu_md_typed(&wm, ct);
+    dnnl_memory_desc_t ddst = ct_cpu_md_typed(dst, ct);
+    CT_DNNL(err, dnnl_inner_product_backward_data_desc_init(&d->ip, &dsrc, &wm, &ddst));
     return 0;
 }
 
@@ -78,6 +84,9 @@ static int ip_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *src,
         wmd_for(&dw, v == 1 ? 0 : v == 2 ? 1 : 2, &s, w, err) ||
         ct_cpu_md_plain(&db, 1, &o, err))
         return -1;
+    dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
+    s = ct_cpu_md_typed(&s, ct);
+    dd = ct_cpu_md_typed(&dd, ct);
     CT_DNNL(err, dnnl_inner_product_backward_weights_desc_init(
                      &d->ip, &s, &dw, nd->g->bias >= 0 ? &db : NULL, &dd));
     return 0;

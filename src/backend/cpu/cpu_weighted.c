@@ -18,6 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 
+dnnl_data_type_t ct_cpu_wl_compute_type(const ct_cpu_node *nd) {
+    return nd->wl.bf16 ? dnnl_bf16 : dnnl_f32;
+}
+
 static int pick(ct_cpu *b, ct_cpu_prim *p, ct_cpu_wdesc *d, int n,
                 const_dnnl_primitive_desc_t hint, const char *prim, const char *dir, ct_err *err) {
     char what[64];
@@ -121,7 +125,7 @@ bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
     const ct_node *g = nd->g;
     memset(q, 0, sizeof *q);
     char why[CT_FUSION_WHY_MAX];
-    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 ||
+    if (g->kind != CT_LAYER_CONV2D || g->cfg.stride != 1 || nd->wl.bf16 ||
         !ct_cpu_conv_loops_take(b, g->cfg.kernel, why, sizeof why))
         return false;
     *q = (ct_convw_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
@@ -177,6 +181,7 @@ static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs 
 
 int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_err *err) {
     nd->wl.fwd_dirty = nd->wl.bwd_dirty = true;
+    nd->wl.bf16 = b->bf16_native;
     nd->wl.dw.region = nd->wl.db.region = nd->wl.part.region = nd->wl.wpack.region = -1;
     if (create_fwd(b, nd, dd, err) != 0) return -1;
     if (!b->o.training) return 0;
