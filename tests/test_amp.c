@@ -746,8 +746,9 @@ static void test_summary_amp_note(void **state) {
     char *dev = run("devices --json", &st);
     assert_int_equal(st, 0);
     bool native = ct_onednn_has_bf16();
-    if (!strstr(dev, native ? "\"amp_bf16\": \"native\"" : "\"amp_bf16\": \"emulated\""))
-        fail_msg("devices --json disagrees on bf16 (native here: %d):\n%s", native, dev);
+    if (!strstr(dev, native ? "\"amp_bf16\": \"native\"" : "\"amp_bf16\": \"emulated\"") ||
+        !strstr(dev, "\"amp_fp16\": \"emulated\""))
+        fail_msg("devices --json disagrees on bf16 (native here: %d) or fp16:\n%s", native, dev);
     free(dev);
     static const char *const modes[][2] = {{"off", "auto"}, {"bf16", "auto"}, {"bf16", "emulated"},
                                            {"fp16", "auto"}, {"fp16", "native"}};

@@ -38,6 +38,7 @@ static void cpu_text(const ct_cpu_info *c) {
     printf("amp bf16 on this CPU: %s\n",
            c->bf16_native ? "native (oneDNN's bf16 kernels for convolutions and inner products)"
                           : "emulated in fp32 (no bf16 instructions oneDNN can use)");
+    printf("amp fp16 on this CPU: emulated in fp32 (oneDNN 2.6 has no fp16 path on CPUs)\n");
 }
 
 static void cpu_json(ct_jw *w, const ct_cpu_info *c) {
@@ -49,6 +50,7 @@ static void cpu_json(ct_jw *w, const ct_cpu_info *c) {
     ct_jw_str(w, "isa", c->isa);
     ct_jw_str(w, "loops_isa", c->loops_isa);
     ct_jw_str(w, "amp_bf16", c->bf16_native ? "native" : "emulated");
+    ct_jw_str(w, "amp_fp16", "emulated");
     ct_jw_close(w);
 }
 

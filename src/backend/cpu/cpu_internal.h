@@ -73,6 +73,7 @@ typedef struct ct_cpu_wl {
     ct_cpu_xfer wsrc;       /* fwd src -> bwd_w src layout (when they differ) */
     ct_cpu_xfer wddst;      /* gact[i] -> bwd_w diff_dst layout (when it differs) */
     ct_cpu_xfer dddst;      /* gact[i] -> bwd_d diff_dst layout (when it differs) */
+    bool dddst_is_wddst;    /* ... the same layout as wddst's, whose copy it reads */
     ct_cpu_xfer w_fwd;      /* flat params -> fwd weights layout */
     ct_cpu_xfer w_bwd;      /* flat params -> bwd-data weights layout */
     bool w_bwd_shares_fwd;  /* bwd-data takes the fwd layout */

@@ -194,6 +194,13 @@ int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_e
      * copy; the data pass's diff_src copy then reuses that storage (the CNN's
      * first linear). */
     ct_cpu_wl *w = &nd->wl;
+    /* The data pass reads the diff_dst copy the weights pass made when both want the
+     * same layout (both converting to bf16, say). */
+    if (w->dddst.on && w->wddst.on && ct_cpu_md_eq(&w->dddst.t.md, &w->wddst.t.md)) {
+        b->plan->regions[w->dddst.t.region].bytes = 0;
+        w->dddst.t.region = w->wddst.t.region;
+        w->dddst_is_wddst = true;
+    }
     if (w->src.on && w->dsrc.on &&
         b->plan->regions[w->dsrc.t.region].bytes == b->plan->regions[w->src.t.region].bytes) {
         b->plan->regions[w->dsrc.t.region].bytes = 0;
@@ -317,7 +324,8 @@ static int backward_data(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         if (ct_cpu_exec(&b->c, &w->w_bwd.r, err) != 0) return -1;
     }
     w->bwd_dirty = false;
-    if (w->dddst.on && ct_cpu_exec(&b->c, &w->dddst.r, err) != 0) return -1;
+    if (w->dddst.on && !w->dddst_is_wddst && ct_cpu_exec(&b->c, &w->dddst.r, err) != 0)
+        return -1;
     if (ct_cpu_exec(&b->c, &w->bwd_d, err) != 0) return -1;
     return w->dsrc.on ? ct_cpu_exec(&b->c, &w->dsrc.r, err) : 0;
 }
@@ -356,7 +364,7 @@ static int backward_weights(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err 
     return 0;
 }
 
-/* Weights before data: see the src / dsrc sharing in ct_cpu_wl_create. */
+/* Weights before data: see the src / dsrc and diff_dst sharing in ct_cpu_wl_create. */
 int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err) {
     (void)step;
     if (nd->wl.pool_grad) return ct_cpu_pool_grad_backward(b, nd, accumulate, err);
