@@ -277,7 +277,9 @@ static void test_maxpool_fallback(void **state) {
 }
 
 /* The loops alone on packed buffers, every block and ISA, against the reference:
- * junk in the padded lanes and in dx must not leak; ISAs agree bit for bit. */
+ * junk in the padded lanes and in dx must not leak; ISAs agree bit for bit. The data
+ * are bf16 values, so that the bf16 loops (windows that do not overlap) run on the
+ * same numbers: their y, idx and dx, widened, equal the fp32 loops' bit for bit. */
 static size_t blk_off(int C, int B, int H, int W, int n, int c, int h, int w) {
     int CB = (C + B - 1) / B;
     return ((((size_t)n * CB + (size_t)(c / B)) * H + (size_t)h) * W + (size_t)w) * B +
@@ -312,8 +314,8 @@ static void kernel_case(int N, int C, int B, int H, int K, int S, int P, bool ti
     for (size_t j = 0; j < out_n; j++) dyb[j] = NAN;
     double *x = malloc(nx * sizeof *x), *dy = malloc(ny * sizeof *dy);
     double *y = malloc(ny * sizeof *y), *dx = malloc(nx * sizeof *dx);
-    for (size_t j = 0; j < nx; j++) x[j] = ties ? floor(urand() * 2.0) : (float)urand();
-    for (size_t j = 0; j < ny; j++) dy[j] = (float)urand();
+    for (size_t j = 0; j < nx; j++) x[j] = ties ? floor(urand() * 2.0) : ct_round_bf16((float)urand());
+    for (size_t j = 0; j < ny; j++) dy[j] = ct_round_bf16((float)urand());
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) {
             size_t pl = (size_t)n * C + (size_t)c;
@@ -358,6 +360,35 @@ static void kernel_case(int N, int C, int B, int H, int K, int S, int P, bool ti
             free(r.y), free(r.dx), free(r.idx);
         }
         free(yp), free(dxp);
+    }
+    q.bf16 = true;
+    if (S < K) { /* overlapping windows sum in dx: fp32 only */
+        assert_false(ct_pool_geom_ok(&q));
+    } else {
+        uint16_t *xh = malloc(in_n * 2), *dyh = malloc(out_n * 2), *yh = malloc(out_n * 2);
+        uint16_t *dxh = malloc(in_n * 2);
+        uint8_t *ih = malloc(out_n);
+        for (size_t j = 0; j < in_n; j++) xh[j] = (uint16_t)(ct_f32_bits(xb[j]) >> 16);
+        for (size_t j = 0; j < out_n; j++) dyh[j] = (uint16_t)(ct_f32_bits(dyb[j]) >> 16);
+        for (int isa = 0; isa < 2; isa++) {
+            q.isa = isa ? ct_pool_best_isa() : CT_POOL_ISA_PORTABLE;
+            assert_true(ct_pool_geom_ok(&q));
+            memset(yh, 0x7F, out_n * 2);
+            memset(dxh, 0x41, in_n * 2);
+            memset(ih, 0xAA, out_n);
+            ct_pool_max_forward(&q, xh, yh, ih);
+            ct_pool_max_backward(&q, dyh, ih, dxh);
+            assert_memory_equal(ih, first.idx, out_n);
+            for (size_t j = 0; j < out_n; j++)
+                if (ct_f32_bits(first.y[j]) != (uint32_t)yh[j] << 16)
+                    fail_msg("bf16 loops, block %d K%d S%d isa %d: y[%zu] 0x%04x, fp32 %a", B, K,
+                             S, isa, j, yh[j], (double)first.y[j]);
+            for (size_t j = 0; j < in_n; j++)
+                if (ct_f32_bits(first.dx[j]) != (uint32_t)dxh[j] << 16)
+                    fail_msg("bf16 loops, block %d K%d S%d isa %d: dx[%zu] 0x%04x, fp32 %a", B, K,
+                             S, isa, j, dxh[j], (double)first.dx[j]);
+        }
+        free(xh), free(dyh), free(yh), free(dxh), free(ih);
     }
     free(first.y), free(first.dx), free(first.idx);
     free(xb), free(dyb), free(x), free(dy), free(y), free(dx);

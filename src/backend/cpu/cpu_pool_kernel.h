@@ -1,6 +1,8 @@
 /* cpu_pool_kernel.h: ctrain's own max-pooling loops for the CPU backend.
  *
- * Tensors are fp32 [N, C, H, W] stored as planes of `block` channels:
+ * Tensors are fp32, or bf16 with ct_pool_geom.bf16 (x, y, dy and dx alike; bf16 only
+ * with stride >= kernel, where dx needs no sums), [N, C, H, W] stored as planes of
+ * `block` channels:
  * element (n, c, h, w) lives at ((n * c_blocks + c / block) * H + h) * W + w) * block
  * + c % block. block 8 / 16 is oneDNN's nChw8c / nChw16c (channels padded up to a
  * multiple of the block), block 1 is plain nchw. The argmax workspace idx holds one
@@ -34,17 +36,18 @@ typedef struct ct_pool_geom {
     int h, w, oh, ow;           /* input and output spatial size */
     int k, s, p;                /* kernel, stride, padding */
     ct_pool_isa isa;
+    bool bf16;                  /* elements are bf16 (uint16 bit patterns), else fp32 */
 } ct_pool_geom;
 
 ct_pool_isa ct_pool_best_isa(void);
 /* True when the loops handle g (block 1, 8 or 16, 1 <= k <= CT_POOL_MAX_KERNEL,
- * s >= 1, 0 <= p, output sizes as floor mode gives them). */
+ * s >= 1, 0 <= p, output sizes as floor mode gives them; bf16: s >= k). */
 bool ct_pool_geom_ok(const ct_pool_geom *g);
 
 /* x [planes][h][w][block] -> y, idx [planes][oh][ow][block]; idx may be NULL. */
-void ct_pool_max_forward(const ct_pool_geom *g, const float *x, float *y, uint8_t *idx);
+void ct_pool_max_forward(const ct_pool_geom *g, const void *x, void *y, uint8_t *idx);
 /* dy, idx [planes][oh][ow][block] -> dx [planes][h][w][block]. */
-void ct_pool_max_backward(const ct_pool_geom *g, const float *dy, const uint8_t *idx, float *dx);
+void ct_pool_max_backward(const ct_pool_geom *g, const void *dy, const uint8_t *idx, void *dx);
 
 
 #endif
