@@ -989,9 +989,10 @@ static void test_no_reference_kernels(void **state) {
  * the double reference (bf16 keeps 8 significant bits: 2e-2 relative plus 1e-2 of
  * the tensor's largest value, since a sum errs by its terms' size; a wrong layout or
  * a missed conversion is off by the values themselves); so does the tutorial's CNN
- * whole, fused as `fit` builds it, on no reference kernel, within 10% in L2 norm
+ * whole, fused as `fit` builds it, on no reference kernel, within 15% in L2 norm
  * per tensor (the first layers' weight gradients, behind several bf16 layers and
- * heavy cancellation, carry the largest error; the emulation's is larger still).
+ * heavy cancellation, carry the largest error; the emulation, which rounds every
+ * tensor, errs about as much).
  * Skipped, with the reason, on CPUs without bf16 instructions. */
 static void test_bf16_native(void **state) {
     (void)state;
@@ -1015,6 +1016,42 @@ static void test_bf16_native(void **state) {
                           linear(10, false)};
     parity(lin, 6, 1, 10, 10, 6, 3);
     parity(lin, 6, 1, 10, 10, 6, 5);
+    /* conv -> relu -> max-pool -> flatten -> linear: stored in bf16 from the conv's
+     * output to the linear's input, gradients too (half the bytes of the emulation's
+     * fp32), on ctrain's pool loops and on oneDNN's pooling */
+    ct_layer_cfg chain[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_RELU),
+                            pool(CT_LAYER_MAXPOOL2D, 2, 2, 0), L(CT_LAYER_FLATTEN),
+                            linear(10, true)};
+    for (int m = 0; m < N_MODES; m++) {
+        parity_cpu_loops = loop_modes[m];
+        for (int k = 0; k < 5; k++)
+            if (k != 3) parity(chain, 5, 3, 10, 10, 6, k);
+        harness *h = open_h(3, 10, 10, chain, 5, 6);
+        parity_cpu_bf16 = CT_CPU_BF16_EMULATED;
+        harness *e = open_h(3, 10, 10, chain, 5, 6);
+        parity_cpu_bf16 = CT_CPU_BF16_NATIVE;
+        printf("native bf16 chain, loops %s: pool on %s\n", ct_cpu_loops_name(loop_modes[m]),
+               impl(h, 2, CT_PASS_FORWARD));
+        int seen = 0;
+        for (int r = 0; r < h->plan.n; r++) {
+            const ct_region *rn = &h->plan.regions[r];
+            if (strcmp(rn->name, "layers.0.out") && strcmp(rn->name, "layers.0.grad") &&
+                strcmp(rn->name, "layers.2.out") && strcmp(rn->name, "layers.2.grad"))
+                continue;
+            for (int q = 0; q < e->plan.n; q++) {
+                const ct_region *re = &e->plan.regions[q];
+                if (strcmp(re->name, rn->name) != 0) continue;
+                if (rn->bytes == 0 || rn->bytes * 2 != re->bytes)
+                    fail_msg("native bf16: %s takes %zu bytes, the emulation %zu", rn->name,
+                             rn->bytes, re->bytes);
+                seen++;
+            }
+        }
+        assert_int_equal(seen, 4);
+        close_h(h);
+        close_h(e);
+    }
+    parity_cpu_loops = CT_CPU_LOOPS_AUTO;
     ct_layer_cfg cnn[] = {conv(32, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
                           conv(64, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
                           L(CT_LAYER_FLATTEN), linear(64, true), L(CT_LAYER_RELU), dropout(0.5),
@@ -1031,7 +1068,7 @@ static void test_bf16_native(void **state) {
                 fail_msg("native bf16: layer %d pass %d on '%s'", i, p, impl(h, i, (ct_impl_pass)p));
     printf("native bf16: conv2 forward on %s, backward %s\n", impl(h, 3, CT_PASS_FORWARD),
            impl(h, 3, CT_PASS_BACKWARD_DATA));
-    parity_l2_tol = 0.1;
+    parity_l2_tol = 0.15;
     parity_graph(h, 8, "native bf16 CNN");
     parity_l2_tol = 0.0;
     close_h(h);

@@ -11,7 +11,8 @@
  *
  * Mixed precision (o.amp fp16 / bf16) is emulated, except bf16 where oneDNN has bf16
  * instructions and train.cpu_bf16 allows (native, ct_cpu_bf16_decide): there the
- * convolutions and inner products on oneDNN take bf16 inputs (cpu_weighted.c) and
+ * convolutions and inner products on oneDNN take bf16 inputs (cpu_weighted.c), a conv
+ * before a relu and a max-pool stores that chain in bf16 (ct_cpu_bf16_stores), and
  * nothing is rounded here. The emulation: every op computes in fp32, and
  * forward/backward/loss round the tensor they just wrote (act[i], gact[i-1],
  * gact[last]) in place to the mode's precision with elementwise.h's
@@ -659,12 +660,17 @@ static ct_cpu_tensor *host_tensor(ct_cpu *b, int node, bool grad, ct_err *err) {
 /* Elements of the first `rows` rows, row-major NCHW, against t's layout. */
 static void copy_rows(const ct_cpu_tensor *t, float *plain, size_t rows, bool to_host) {
     size_t n = rows * (ct_cpu_md_numel(&t->md) / (size_t)t->md.dims[0]);
+    bool bf16 = t->md.data_type == dnnl_bf16; /* widened / rounded to nearest even */
+    uint16_t *h = (uint16_t *)(void *)t->ptr;
     for (size_t j = 0; j < n; j++) {
         size_t off = ct_cpu_md_offset(&t->md, j);
+        float v = plain ? plain[j] : 0.0f;
         if (to_host)
-            plain[j] = t->ptr[off];
+            plain[j] = bf16 ? ct_bits_f32((uint32_t)h[off] << 16) : t->ptr[off];
+        else if (bf16)
+            h[off] = (uint16_t)(ct_f32_bits(ct_round_bf16(v)) >> 16);
         else
-            t->ptr[off] = plain ? plain[j] : 0.0f;
+            t->ptr[off] = v;
     }
 }
 
@@ -701,8 +707,10 @@ static const char *cpu_amp_note(ct_backend *bb) {
                  "bf16 native: convolutions and inner products on oneDNN compute in bf16 on this "
                  "CPU's bf16 instructions (bf16 inputs, weights and output gradients, fp32 "
                  "accumulation, fp32 outputs); the other layers, ctrain's loops among them, "
-                 "compute in fp32; activations are stored in fp32, so they take fp32 memory; "
-                 "weights, gradients and optimizer state are fp32");
+                 "compute in fp32; activations are stored in fp32, except a convolution's "
+                 "output through its relu and max-pool to the next convolution or linear "
+                 "layer, which is stored in bf16; weights, gradients and optimizer state are "
+                 "fp32");
         return b->amp_note;
     }
     const char *mode = ct_amp_mode_name(b->o.amp);

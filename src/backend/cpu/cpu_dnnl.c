@@ -229,11 +229,15 @@ static const struct {
 } hand_layouts[] = {{dnnl_abcd, 1}, {dnnl_aBcd8b, 8}, {dnnl_aBcd16b, 16}};
 
 int ct_cpu_md_channel_block(const dnnl_memory_desc_t *md) {
-    if (md->ndims != 4 || md->data_type != dnnl_f32) return 0;
+    return ct_cpu_md_channel_block_of(md, dnnl_f32);
+}
+
+int ct_cpu_md_channel_block_of(const dnnl_memory_desc_t *md, dnnl_data_type_t dt) {
+    if (md->ndims != 4 || md->data_type != dt) return 0;
     if (ct_cpu_md_is_plain(md)) return 1;
     for (size_t t = 1; t < sizeof hand_layouts / sizeof hand_layouts[0]; t++) {
         dnnl_memory_desc_t want;
-        if (dnnl_memory_desc_init_by_tag(&want, 4, md->dims, dnnl_f32, hand_layouts[t].tag) ==
+        if (dnnl_memory_desc_init_by_tag(&want, 4, md->dims, dt, hand_layouts[t].tag) ==
                 dnnl_success &&
             ct_cpu_md_eq(&want, md))
             return hand_layouts[t].block;

@@ -83,6 +83,8 @@ size_t ct_cpu_md_numel(const dnnl_memory_desc_t *md);
 /* Channel block of a 4-D f32 md in one of the layouts ctrain's own loops take:
  * 1 dense nchw, 8 nChw8c, 16 nChw16c; 0 for any other. */
 int ct_cpu_md_channel_block(const dnnl_memory_desc_t *md);
+/* The same for a 4-D md of element type dt (0 for any other type). */
+int ct_cpu_md_channel_block_of(const dnnl_memory_desc_t *md, dnnl_data_type_t dt);
 /* The format tag of such a block (1: nchw). */
 dnnl_format_tag_t ct_cpu_channel_block_tag(int block);
 /* md with its element type set to dt (same dims and layout, strides in elements). */

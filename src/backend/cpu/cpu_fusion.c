@@ -32,6 +32,22 @@ int ct_cpu_bf16_decide(ct_cpu *b, ct_err *err) {
                           "use (or ONEDNN_MAX_CPU_ISA caps them); use auto or emulated");
 }
 
+/* Node j reads node j - 1 alone, which no other node reads, outside any span. */
+static bool chain_link(const ct_graph *g, int j, ct_layer_kind kind) {
+    return j < g->n_nodes && g->nodes[j].kind == kind && g->nodes[j].src[0] == j - 1 &&
+           g->nodes[j - 1].n_consumers == 1 && g->nodes[j].span < 0;
+}
+
+bool ct_cpu_bf16_stores(const ct_cpu *b, int i) {
+    const ct_graph *g = b->g;
+    if (!b->bf16_native || g->nodes[i].kind != CT_LAYER_CONV2D || g->nodes[i].span >= 0 ||
+        !chain_link(g, i + 1, CT_LAYER_RELU) || !chain_link(g, i + 2, CT_LAYER_MAXPOOL2D) ||
+        g->nodes[i + 2].cfg.stride < g->nodes[i + 2].cfg.kernel)
+        return false;
+    int r = chain_link(g, i + 3, CT_LAYER_FLATTEN) ? i + 4 : i + 3;
+    return (r == i + 3 && chain_link(g, r, CT_LAYER_CONV2D)) || chain_link(g, r, CT_LAYER_LINEAR);
+}
+
 bool ct_cpu_loops_on(const ct_cpu *b) { return b->o.cpu_loops != CT_CPU_LOOPS_OFF; }
 
 bool ct_cpu_loops_portable(const ct_cpu *b) { return b->o.cpu_loops == CT_CPU_LOOPS_PORTABLE; }

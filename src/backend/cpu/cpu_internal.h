@@ -89,6 +89,7 @@ typedef struct ct_cpu_wl {
      * in bf16 (the xfers above convert) and give dst, diff_src and the weight
      * gradients in fp32; else everything is fp32. */
     bool bf16;
+    bool store_bf16;        /* and dst / diff_dst stored in bf16 (ct_cpu_bf16_stores) */
     /* ctrain's own backward-weights for a stride-1 conv (cpu_convw_kernel.h)
      * instead of bwd_w: its geometry and the per-thread partial sums
      * ("<name>.convw_part", part_threads of them). */
@@ -262,6 +263,13 @@ void ct_cpu_decline(ct_cpu *b, ct_fusion_kind kind, int first, const char *fmt, 
  * and cpu_bf16 is native, or auto on a CPU with bf16 instructions; -1 with a one-line
  * error when native is required and the CPU has none. */
 int ct_cpu_bf16_decide(ct_cpu *b, ct_err *err);
+/* Native bf16: whether the conv at node i stores its output (and gradient) in bf16:
+ * a relu and a max-pool with windows that do not overlap follow it, and a conv or a
+ * linear (after a flatten or not) reads the pool, each the only reader of the one
+ * before, none in a checkpointed span. The relu and the pool (and the flatten) then
+ * hold bf16 too, and the layer after reads it as its bf16 input. Everywhere else
+ * activations stay fp32. */
+bool ct_cpu_bf16_stores(const ct_cpu *b, int i);
 /* ctrain's own loops: whether any may run, and whether in their portable bodies. */
 bool ct_cpu_loops_on(const ct_cpu *b);
 bool ct_cpu_loops_portable(const ct_cpu *b);

@@ -67,6 +67,7 @@ static int ip_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gsrc
     dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
     wm = ct_cpu_md_typed(&wm, ct);
     dnnl_memory_desc_t ddst = ct_cpu_md_typed(dst, ct);
+    dsrc = ct_cpu_md_typed(&dsrc, gsrc_in->data_type); /* bf16 where the input is stored so */
     CT_DNNL(err, dnnl_inner_product_backward_data_desc_init(&d->ip, &dsrc, &wm, &ddst));
     return 0;
 }

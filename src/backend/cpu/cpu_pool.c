@@ -59,7 +59,8 @@ static void hand_geom(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory_
                       ct_pool_geom *q) {
     const ct_node *g = nd->g;
     memset(q, 0, sizeof *q);
-    q->block = ct_cpu_md_channel_block(src);
+    q->bf16 = src->data_type == dnnl_bf16; /* a conv's bf16 output (ct_cpu_bf16_stores) */
+    q->block = ct_cpu_md_channel_block_of(src, q->bf16 ? dnnl_bf16 : dnnl_f32);
     q->n_img = b->N;
     if (q->block > 0) {
         q->c_blocks = (g->in.c + q->block - 1) / q->block;
@@ -97,10 +98,11 @@ static bool hand_fits(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t n) {
 
 /* dst in the src layout, a uint8 argmax per output element when training. */
 static int hand_create(ct_cpu *b, ct_cpu_node *nd, const dnnl_dim_t dst4[4], ct_err *err) {
-    dnnl_format_tag_t tag = ct_cpu_channel_block_tag(ct_cpu_md_channel_block(&ct_cpu_in(b, nd->i)->md));
+    const dnnl_memory_desc_t *src = &ct_cpu_in(b, nd->i)->md;
+    dnnl_format_tag_t tag = ct_cpu_channel_block_tag(ct_cpu_md_channel_block_of(src, src->data_type));
     dnnl_dims_t dst_dims = {dst4[0], dst4[1], dst4[2], dst4[3]}; /* the API reads DNNL_MAX_NDIMS */
     dnnl_memory_desc_t dst;
-    CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, dnnl_f32, tag));
+    CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, src->data_type, tag));
     nd->ws.region = -1;
     if (b->o.training) {
         CT_DNNL(err, dnnl_memory_desc_init_by_tag(&nd->ws.md, 4, dst_dims, dnnl_u8, tag));
@@ -135,11 +137,11 @@ static const char *pool_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass
     ct_pool_geom q;
     hand_geom(b, nd, &ct_cpu_in(b, nd->i)->md, &q);
     bool avx2 = q.isa == CT_POOL_ISA_AVX2 && q.block > 1; /* nchw: portable loops only */
-    int block = ct_cpu_md_channel_block(&nd->act.md);
-    if (block == 1)
-        snprintf(buf, n, "ctrain:portable:nchw");
+    const char *type = q.bf16 ? ":bf16" : "";
+    if (q.block == 1)
+        snprintf(buf, n, "ctrain:portable:nchw%s", type);
     else
-        snprintf(buf, n, "ctrain:%s:nChw%dc", avx2 ? "avx2" : "portable", block);
+        snprintf(buf, n, "ctrain:%s:nChw%dc%s", avx2 ? "avx2" : "portable", q.block, type);
     return buf;
 }
 
@@ -151,6 +153,7 @@ static int create_fwd(ct_cpu *b, ct_cpu_node *nd, const pool_geom *q, ct_err *er
     dnnl_memory_desc_t dst;
     dnnl_pooling_desc_t d;
     if (ct_cpu_md_any(&dst, 4, q->dst, err) != 0) return -1;
+    dst = ct_cpu_md_typed(&dst, in->md.data_type); /* bf16 in, bf16 out */
     CT_DNNL(err, dnnl_pooling_forward_desc_init(&d, prop, alg_of(nd), &in->md, &dst, q->strides,
                                                 q->kernel, q->pad_l, q->pad_r));
     if (ct_cpu_pick(&b->c, &nd->fwd, &d, 1, sizeof d, NULL, "pooling forward", err) != 0)
@@ -169,6 +172,7 @@ static int create_bwd(ct_cpu *b, ct_cpu_node *nd, const pool_geom *q, ct_err *er
     dnnl_pooling_desc_t d[2];
     dnnl_memory_desc_t any;
     if (ct_cpu_md_any(&any, 4, gin->md.dims, err) != 0) return -1;
+    any = ct_cpu_md_typed(&any, gin->md.data_type);
     for (int v = 0; v < 2; v++)
         CT_DNNL(err, dnnl_pooling_backward_desc_init(&d[v], alg_of(nd), v == 0 ? &gin->md : &any,
                                                      &nd->act.md, q->strides, q->kernel,
@@ -199,8 +203,19 @@ static int pool_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 }
 
 /* The fused relu backward: dy (in place) where the pool's output is not positive
- * becomes 0. Over the whole physical tensor (padding lanes hold 0 in both). */
+ * becomes 0. Over the whole physical tensor (padding lanes hold 0 in both), fp32 or
+ * bf16 (a bf16 value is positive when its sign bit is clear and it is neither zero
+ * nor NaN). */
 static void mask_dy(ct_cpu_node *nd) {
+    if (nd->act.md.data_type == dnnl_bf16) {
+        uint16_t *dy = (uint16_t *)(void *)nd->gact.ptr;
+        const uint16_t *y = (const uint16_t *)(const void *)nd->act.ptr;
+        long n = (long)(dnnl_memory_desc_get_size(&nd->act.md) / sizeof(uint16_t));
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < n; j++)
+            dy[j] = y[j] != 0 && y[j] < 0x7F81u ? dy[j] : 0; /* (0, +inf] */
+        return;
+    }
     float *dy = nd->gact.ptr;
     const float *y = nd->act.ptr;
     long n = (long)(dnnl_memory_desc_get_size(&nd->act.md) / sizeof(float));
