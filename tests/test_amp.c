@@ -806,6 +806,30 @@ static void test_summary_amp_note(void **state) {
     ct_test_rmtree(dir);
 }
 
+/* The out-of-memory advice counts what amp bf16 saves: native bf16 stores the CNN's
+ * conv2 -> relu -> pool chain in bf16, so it offers a smaller arena; the emulation
+ * and CPUs without bf16 instructions save nothing, and it says so. */
+static void test_oom_advice_amp(void **state) {
+    (void)state;
+    ct_test_mkdtemp(dir, sizeof dir);
+    static const char *const modes[] = {"auto", "emulated"};
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args,
+                 "summary %s/configs/cnn.yaml --device cpu --max-memory 40M --cpu-bf16 %s",
+                 CT_SOURCE_ROOT, modes[i]);
+        int st;
+        char *out = run(args, &st);
+        assert_int_equal(st, 1);
+        bool native = strcmp(amp_kind("bf16", modes[i]), "native") == 0;
+        const char *want = native ? "  - train.amp bf16: arena "
+                                  : "  - train.amp fp16/bf16: saves nothing here";
+        if (!strstr(out, want)) fail_msg("cpu_bf16 %s: no '%s' in:\n%s", modes[i], want, out);
+        free(out);
+    }
+    ct_test_rmtree(dir);
+}
+
 static void test_fit_amp_modes(void **state) {
     (void)state;
     ct_test_mkdtemp(dir, sizeof dir);
@@ -898,6 +922,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cpu_fp16_overflow_detected),
         cmocka_unit_test(test_cpu_fp16_underflow_and_scaling),
         cmocka_unit_test(test_summary_amp_note),
+        cmocka_unit_test(test_oom_advice_amp),
         cmocka_unit_test(test_fit_amp_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;

@@ -164,6 +164,20 @@ int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, boo
     return 0;
 }
 
+/* The arena bytes at cfg's batch with train.amp bf16 (0 when it cannot be planned):
+ * smaller only where the device stores activations in bf16 (native bf16 on a CPU with
+ * bf16 instructions, ct_backend amp_note). */
+static size_t bf16_bytes(const ct_config *cfg, const ct_device_choice *dev, bool training,
+                         const ct_dataset *const *datasets) {
+    ct_config *c = malloc(sizeof *c);
+    if (!c) return 0;
+    *c = *cfg;
+    c->train.amp = CT_AMP_BF16;
+    size_t t = plan_bytes(c, dev, training, datasets, c->train.batch_size);
+    free(c);
+    return t;
+}
+
 /* Checkpointing every layer except the one after each pooling layer makes one span
  * per block (conv, relu, pool), the pattern that pays on conv nets; in a model with
  * residual blocks, checkpointing each block whole (the layers between blocks end
@@ -234,8 +248,15 @@ void ct_memory_advice(const ct_plan *plan, const ct_memory_budget *bud, const ct
     } else {
         fprintf(out, "  - none by batch size: even batch 1 does not fit\n");
     }
-    fprintf(out, "  - train.amp fp16/bf16: saves nothing here (activations are stored in fp32; "
-                 "16-bit storage is not implemented)\n");
+    size_t amp = cfg->train.amp == CT_AMP_BF16 ? 0 : bf16_bytes(cfg, dev, training, datasets);
+    if (amp && amp < plan->total)
+        fprintf(out, "  - train.amp bf16: arena %s at batch %d, saving %s (bf16 stores some "
+                     "activations in 16 bits here; fp16 saves nothing)\n",
+                ct_fmt_bytes(amp, b1, sizeof b1), cfg->train.batch_size,
+                ct_fmt_bytes(plan->total - amp, b2, sizeof b2));
+    else if (cfg->train.amp != CT_AMP_BF16)
+        fprintf(out, "  - train.amp fp16/bf16: saves nothing here (this device stores these "
+                     "activations in fp32)\n");
     char which[256];
     size_t ck = checkpointed_bytes(cfg, dev, training, datasets, which, sizeof which);
     if (ck && ck < plan->total)
