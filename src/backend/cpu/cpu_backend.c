@@ -27,6 +27,7 @@
  */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_pool_kernel.h"
+#include "backend/cpu/cpu_simd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -484,13 +485,19 @@ static int cpu_read_metrics(ct_backend *bb, ct_metrics *m, bool reset, ct_err *e
 
 /* ---- optimizer ------------------------------------------------------------------- */
 
+/* The optimizer runs right after the backward pass's oneDNN primitives: each thread
+ * cleans the vector state first (ct_cpu_clean_upper). */
 static void sgd_step(ct_cpu *b, const ct_opt_hyper *h) {
     float *w = b->params, *g = b->grads, *buf = b->o.opt_state_slots >= 1 ? b->opt : NULL;
     long n = (long)b->g->n_param_floats;
-#pragma omp parallel for schedule(static)
-    for (long j = 0; j < n; j++) {
-        float unused = 0.0f;
-        ct_sgd_update(&w[j], g[j], buf ? &buf[j] : &unused, h);
+#pragma omp parallel
+    {
+        ct_cpu_clean_upper();
+#pragma omp for schedule(static)
+        for (long j = 0; j < n; j++) {
+            float unused = 0.0f;
+            ct_sgd_update(&w[j], g[j], buf ? &buf[j] : &unused, h);
+        }
     }
 }
 
@@ -501,12 +508,16 @@ static void adam_step(ct_cpu *b, const ct_opt_hyper *h, int decoupled) {
     float *restrict w = b->params, *restrict m = b->opt, *restrict v = b->opt + n;
     const float *restrict g = b->grads;
     const ct_opt_hyper hl = *h;
-    if (decoupled) { /* two loops: no branch inside either */
-#pragma omp parallel for schedule(static)
-        for (long j = 0; j < n; j++) ct_adam_update(&w[j], g[j], &m[j], &v[j], &hl, 1);
-    } else {
-#pragma omp parallel for schedule(static)
-        for (long j = 0; j < n; j++) ct_adam_update(&w[j], g[j], &m[j], &v[j], &hl, 0);
+#pragma omp parallel
+    {
+        ct_cpu_clean_upper();
+        if (decoupled) { /* two loops: no branch inside either */
+#pragma omp for schedule(static)
+            for (long j = 0; j < n; j++) ct_adam_update(&w[j], g[j], &m[j], &v[j], &hl, 1);
+        } else {
+#pragma omp for schedule(static)
+            for (long j = 0; j < n; j++) ct_adam_update(&w[j], g[j], &m[j], &v[j], &hl, 0);
+        }
     }
 }
 
@@ -534,8 +545,12 @@ static int cpu_grads_nonfinite(ct_backend *bb, bool *found, ct_err *err) {
     const float *g = b->grads;
     long n = (long)b->g->n_param_floats;
     int bad = 0;
-#pragma omp parallel for reduction(| : bad) schedule(static)
-    for (long j = 0; j < n; j++) bad |= (ct_f32_bits(g[j]) & 0x7F800000u) == 0x7F800000u;
+#pragma omp parallel reduction(| : bad)
+    {
+        ct_cpu_clean_upper(); /* after the backward pass, as the optimizer */
+#pragma omp for schedule(static)
+        for (long j = 0; j < n; j++) bad |= (ct_f32_bits(g[j]) & 0x7F800000u) == 0x7F800000u;
+    }
     *found = bad != 0;
     return 0;
 }
@@ -546,8 +561,12 @@ static int cpu_grad_norm(ct_backend *bb, double *norm, ct_err *err) {
     const float *g = b->grads;
     long n = (long)b->g->n_param_floats;
     double sum = 0.0;
-#pragma omp parallel for reduction(+ : sum) schedule(static)
-    for (long j = 0; j < n; j++) sum += (double)g[j] * (double)g[j];
+#pragma omp parallel reduction(+ : sum)
+    {
+        ct_cpu_clean_upper(); /* after the backward pass, as the optimizer */
+#pragma omp for schedule(static)
+        for (long j = 0; j < n; j++) sum += (double)g[j] * (double)g[j];
+    }
     *norm = sqrt(sum);
     return 0;
 }

@@ -37,6 +37,20 @@ static inline bool ct_cpu_has_avx2(void) {
 static inline bool ct_cpu_has_avx2_fma(void) { return ct_cpu_has_avx2(); }
 
 #if CT_SIMD_X86
+__attribute__((target("avx"))) static inline void ct_zero_upper_avx(void) { _mm256_zeroupper(); }
+#endif
+
+/* Clears the upper halves of the vector registers (vzeroupper) on CPUs with AVX.
+ * oneDNN's bf16 kernels can return with them in use, and then every legacy-SSE
+ * instruction after them is slow on some CPUs (ctrain's portable loops are SSE code):
+ * each thread calls this before such a loop when oneDNN ran just before it. */
+static inline void ct_cpu_clean_upper(void) {
+#if CT_SIMD_X86
+    if (__builtin_cpu_supports("avx")) ct_zero_upper_avx();
+#endif
+}
+
+#if CT_SIMD_X86
 /* Stores the 8 int32 lanes of a (each 0..255) as 8 bytes. */
 CT_INLINE_AVX2 void ct_store_u8x8(uint8_t *dst, __m256i a) {
     __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
