@@ -198,6 +198,7 @@ int main(int argc, char **argv) {
     bool stopped = rc == ct_signals_exit_status(SIGINT) || rc == ct_signals_exit_status(SIGTERM) ||
                    rc == ct_signals_exit_status(SIGHUP); /* saved and stopped: no error */
     if (rc != CT_EXIT_OK && !stopped && err.msg[0]) {
+        fflush(stdout); /* what the command printed comes before its error, in one log */
         char who[32] = "";
         if (d->size > 1) snprintf(who, sizeof who, "rank %d: ", d->rank);
         if (rc == CT_EXIT_USAGE)
