@@ -3,9 +3,11 @@
  * - ct_convf_forward (cpu_convf_kernel.h) against the double reference conv, with
  *   and without relu, on the portable and (where the CPU has it) AVX2 loops, which
  *   must also agree bit for bit; its pooled pass against the max-pool loops run
- *   over its own unpooled output: the same bits and the same argmax.
+ *   over its own unpooled output: the same bits and the same argmax; with bf16_out
+ *   each value rounded to bf16 (nearest even), the same argmax.
  * - ct_convw_bwd_weights_pooled (cpu_convw_kernel.h) against ct_convw_bwd_weights
- *   over the dy that max-pool backward and the relu mask give: the same bits.
+ *   over the dy that max-pool backward and the relu mask give: the same bits; from
+ *   bf16 planes, the same bits as from fp32 planes holding the same values.
  * - ct_convpg_backward (cpu_convpg_kernel.h) on a dense random dy against the double
  *   reference conv backward (dx, dw, db), AVX2 and portable bits equal; and from
  *   the pool's planes equal to it on the dense dy pool backward gives; x/dx and
@@ -28,6 +30,7 @@
 #include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_pool_kernel.h"
+#include "ops/elementwise.h"
 #include "ops/ref_ops.h"
 #include "parity_harness.h"
 
@@ -119,6 +122,17 @@ static void pooled_forward_case(const conv_case *c, bool portable) {
             fail_msg("pooled %s [%zu]: %.9g/%d, pool loops %.9g/%d", ct_convf_isa(&g), j, y[j],
                      idx[j], y_ref[j], i_ref[j]);
     }
+    /* bf16_out: the same values rounded to bf16, the same argmax */
+    g.bf16_out = true;
+    assert_true(ct_convf_geom_ok(&g));
+    uint16_t *yh = malloc(np * sizeof *yh);
+    uint8_t *ih = malloc(np);
+    ct_convf_forward(&g, x, w, b, yh, ih);
+    for (size_t j = 0; j < np; j++)
+        if ((uint32_t)yh[j] << 16 != ct_f32_bits(ct_round_bf16(y[j])) || ih[j] != idx[j])
+            fail_msg("pooled %s bf16 [%zu]: 0x%04x/%d, fp32 %.9g/%d", ct_convf_isa(&g), j, yh[j],
+                     ih[j], y[j], idx[j]);
+    free(yh), free(ih);
     free(x), free(w), free(b), free(dense), free(y_ref), free(y), free(i_ref), free(idx);
 }
 
@@ -133,6 +147,8 @@ static void pooled_backward_case(const conv_case *c, bool portable, bool add, in
     float *y = malloc(np * sizeof *y), *dpool = rand_f(np, 1.0);
     uint8_t *idx = malloc(np);
     ct_convf_forward(&fg, x, w, b, y, idx);
+    /* bf16 values in both planes, so that bf16 planes can carry them too */
+    for (size_t j = 0; j < np; j++) y[j] = ct_round_bf16(y[j]), dpool[j] = ct_round_bf16(dpool[j]);
     /* the dense dy: pool backward, then the relu mask (pool output > 0) */
     ct_pool_geom q = {.n_img = c->n, .c_blocks = G, .block = 8, .c_last = c->oc - (G - 1) * 8,
                       .h = oh, .w = ow, .oh = oh / 2, .ow = ow / 2, .k = 2, .s = 2, .p = 0,
@@ -158,6 +174,17 @@ static void pooled_backward_case(const conv_case *c, bool portable, bool add, in
     }
     assert_memory_equal(dw[0], dw[1], nw * sizeof *dw[0]);
     assert_memory_equal(db[0], db[1], (size_t)c->oc * sizeof *db[0]);
+    /* the same planes in bf16 */
+    uint16_t *yh = malloc(np * sizeof *yh), *dh = malloc(np * sizeof *dh);
+    for (size_t j = 0; j < np; j++)
+        yh[j] = (uint16_t)(ct_f32_bits(y[j]) >> 16), dh[j] = (uint16_t)(ct_f32_bits(dpool[j]) >> 16);
+    ct_convw_pooled ph = {.dy = dh, .y = yh, .idx = idx, .bf16 = true};
+    memcpy(dw[1], start, nw * sizeof *start);
+    memcpy(db[1], start + nw, (size_t)c->oc * sizeof *start);
+    ct_convw_bwd_weights_pooled(&wg, x, &ph, dw[1], db[1], add, part, threads);
+    assert_memory_equal(dw[0], dw[1], nw * sizeof *dw[0]);
+    assert_memory_equal(db[0], db[1], (size_t)c->oc * sizeof *db[0]);
+    free(yh), free(dh);
     free(x), free(w), free(b), free(y), free(dpool), free(idx), free(masked), free(dy);
     free(dw[0]), free(dw[1]), free(db[0]), free(db[1]), free(start), free(part);
 }

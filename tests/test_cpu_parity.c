@@ -1069,8 +1069,29 @@ static void test_bf16_native(void **state) {
     printf("native bf16: conv2 forward on %s, backward %s\n", impl(h, 3, CT_PASS_FORWARD),
            impl(h, 3, CT_PASS_BACKWARD_DATA));
     parity_l2_tol = 0.15;
+    parity_seed(1); /* the same data whatever ran before */
     parity_graph(h, 8, "native bf16 CNN");
     parity_l2_tol = 0.0;
+    /* both conv -> relu -> pool chains in bf16: the block's pool output (the block
+     * writes it in bf16), conv2's output and pool, their gradients (conv2's has
+     * storage only where its backward is not fused from the pool's) */
+    parity_fuse = true;
+    parity_cpu_bf16 = CT_CPU_BF16_EMULATED;
+    harness *e = open_as_built(1, 28, 28, cnn, 11, 8);
+    parity_cpu_bf16 = CT_CPU_BF16_NATIVE;
+    parity_fuse = false;
+    static const char *const halved[] = {"layers.2.out", "layers.2.grad", "layers.3.out",
+                                         "layers.5.out", "layers.5.grad"};
+    for (int k = 0; k < 5; k++) {
+        size_t nb = 0, eb = 0;
+        for (int r = 0; r < h->plan.n; r++)
+            if (strcmp(h->plan.regions[r].name, halved[k]) == 0) nb = h->plan.regions[r].bytes;
+        for (int r = 0; r < e->plan.n; r++)
+            if (strcmp(e->plan.regions[r].name, halved[k]) == 0) eb = e->plan.regions[r].bytes;
+        if (nb == 0 || nb * 2 != eb)
+            fail_msg("native bf16 CNN: %s takes %zu bytes, the emulation %zu", halved[k], nb, eb);
+    }
+    close_h(e);
     close_h(h);
     parity_amp = CT_AMP_OFF;
     parity_cpu_bf16 = CT_CPU_BF16_AUTO;

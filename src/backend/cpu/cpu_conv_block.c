@@ -90,11 +90,17 @@ int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     fits_loops(b, nd, &w->convf);
     w->own_fwd = true;
     w->convf.relu = w->convf.pool = block_fused(b, nd);
+    /* Fused in a chain that native bf16 stores in bf16: the pass writes the pool's
+     * output in bf16 (the conv's own output has no storage, its type is the pool's). */
+    w->convf.bf16_out = w->convf.pool && ct_cpu_bf16_stores(b, nd->i);
+    if (!ct_convf_geom_ok(&w->convf)) w->convf.bf16_out = false;
     w->dw.region = w->db.region = w->part.region = -1;
     dnnl_dims_t dims = {b->N, g->out.c, g->out.h, g->out.w};
     dnnl_dims_t wdims = {g->out.c, g->in.c, g->cfg.kernel, g->cfg.kernel};
     dnnl_memory_desc_t act, wmd;
-    CT_DNNL(err, dnnl_memory_desc_init_by_tag(&act, 4, dims, dnnl_f32, ct_cpu_channel_block_tag(8)));
+    CT_DNNL(err, dnnl_memory_desc_init_by_tag(&act, 4, dims,
+                                              w->convf.bf16_out ? dnnl_bf16 : dnnl_f32,
+                                              ct_cpu_channel_block_tag(8)));
     if (ct_cpu_md_plain(&wmd, 4, wdims, err) != 0 || ct_cpu_wl_param_views(b, nd, &wmd, err) != 0 ||
         ct_cpu_add_act(b, nd, &act, false, false, err) != 0)
         return -1;
@@ -149,7 +155,8 @@ int ct_cpu_block_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t 
     }
     const ct_cpu_node *pool = &b->nodes[nd->i + 2];
     ct_convw_pooled pp = {.dy = pool->gact.ptr, .y = pool->act.ptr,
-                          .idx = (const uint8_t *)(const void *)pool->ws.ptr};
+                          .idx = (const uint8_t *)(const void *)pool->ws.ptr,
+                          .bf16 = w->convf.bf16_out};
     ct_convw_bwd_weights_pooled(&q, x, &pp, w->dw_plain.ptr, db, accumulate, w->part.ptr,
                                 w->part_threads);
     return 0;
@@ -159,10 +166,13 @@ const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd, ct_impl_pa
                               char *buf, size_t n) {
     bool fused = block_fused(b, nd);
     buf[0] = 0;
+    const char *type = nd->wl.convf.bf16_out ? ":bf16" : "";
     if (pass == CT_PASS_FORWARD)
-        snprintf(buf, n, "ctrain:%s%s", ct_convf_isa(&nd->wl.convf), fused ? ":conv+relu+maxpool" : "");
+        snprintf(buf, n, "ctrain:%s%s%s", ct_convf_isa(&nd->wl.convf),
+                 fused ? ":conv+relu+maxpool" : "", type);
     else if (pass == CT_PASS_BACKWARD_WEIGHTS && b->o.training)
-        snprintf(buf, n, "ctrain:%s%s", ct_convw_isa(&nd->wl.convw), fused ? ":from-pool" : "");
+        snprintf(buf, n, "ctrain:%s%s%s", ct_convw_isa(&nd->wl.convw), fused ? ":from-pool" : "",
+                 type);
     return buf; /* no input gradient */
 }
 

@@ -8,11 +8,13 @@
  * (K = 3) computes a 2x4 block of pixels at a time: eight accumulator chains the core
  * runs in parallel (two windows of the fused pool), each pixel's sum in the fixed
  * order. The portable body (any K) does the
- * same arithmetic lane by lane with fmaf, so its bits equal the AVX2 body's.
+ * same arithmetic lane by lane with fmaf, so its bits equal the AVX2 body's. A bf16
+ * output is the image's fp32 output narrowed from a buffer on the thread's stack.
  */
 #include "backend/cpu/cpu_convf_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_simd.h"
+#include "ops/elementwise.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -33,6 +35,9 @@ bool ct_convf_geom_ok(const ct_convf_geom *g) {
     if (g->x_block != 1 && g->x_block != 8 && g->x_block != 16) return false;
     if (ct_convf_out_h(g) < 1 || ct_convf_out_w(g) < 1) return false;
     if (g->pool && (!g->relu || ct_convf_out_h(g) < 2 || ct_convf_out_w(g) < 2)) return false;
+    if (g->bf16_out && (!g->pool || (long)groups(g) * 8 * (ct_convf_out_h(g) / 2) *
+                                            (ct_convf_out_w(g) / 2) > CT_CONVF_MAX_BF16_OUT))
+        return false;
     return (long)g->ic * (long)plane(g) <= CT_CONVW_MAX_PADDED &&
            (long)groups(g) * 8 * taps(g) <= CT_CONVF_MAX_WEIGHTS;
 }
@@ -253,7 +258,7 @@ CT_TARGET_AVX2_FMA static void image_avx2_k3(const ct_convf_geom *g, const float
 #endif
 
 void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, const float *b,
-                      float *y, uint8_t *idx) {
+                      void *y, uint8_t *idx) {
     float wq[CT_CONVF_MAX_WEIGHTS], bq[CT_CONVF_MAX_WEIGHTS / 8 + 8];
     pack(g, w, b, wq, bq);
     int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g);
@@ -267,14 +272,17 @@ void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, co
     for (int n = 0; n < g->n; n++) {
         float xp[CT_CONVW_MAX_PADDED];
         ct_conv_pad_image(g->ic, g->h, g->w, g->p, g->x_block, x + (size_t)n * img_x, xp);
-        float *yi = y + (size_t)n * img_y;
+        float ybuf[CT_CONVF_MAX_BF16_OUT];
+        float *yi = g->bf16_out ? ybuf : (float *)y + (size_t)n * img_y;
         uint8_t *ii = idx && g->pool ? idx + (size_t)n * img_y : NULL;
 #if CT_SIMD_X86
-        if (avx2) {
+        if (avx2)
             image_avx2_k3(g, xp, wq, bq, yi, ii);
-            continue;
-        }
+        else
 #endif
-        image_portable(g, xp, wq, bq, yi, ii);
+            image_portable(g, xp, wq, bq, yi, ii);
+        if (!g->bf16_out) continue;
+        uint16_t *yh = (uint16_t *)y + (size_t)n * img_y;
+        for (size_t j = 0; j < img_y; j++) yh[j] = (uint16_t)(ct_f32_bits(ct_round_bf16(ybuf[j])) >> 16);
     }
 }

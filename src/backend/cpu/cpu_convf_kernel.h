@@ -16,7 +16,8 @@
  * Unpooled y: [N][ceil(OC / 8)][OH][OW][8] (oneDNN's nChw8c), lanes past OC are 0.
  * Pooled (needs relu): y [N][ceil(OC / 8)][OH / 2][OW / 2][8] holds the max over each
  * 2x2 window (floor mode) and idx (same layout, may be NULL) its position
- * ky * 2 + kx, the first maximum in row-major window order on ties.
+ * ky * 2 + kx, the first maximum in row-major window order on ties; with bf16_out, y
+ * holds bf16 (uint16) values, each the fp32 result rounded to nearest even.
  * OpenMP over images; allocates nothing.
  */
 #ifndef CT_CPU_CONVF_KERNEL_H
@@ -26,6 +27,7 @@
 #include <stdint.h>
 
 #define CT_CONVF_MAX_WEIGHTS 8192 /* OC (padded to 8) * IC * K * K */
+#define CT_CONVF_MAX_BF16_OUT 16384 /* floats of one image's pooled output with bf16_out */
 
 typedef struct ct_convf_geom {
     int n, ic, oc;  /* images, input channels, output channels */
@@ -33,12 +35,14 @@ typedef struct ct_convf_geom {
     int x_block;    /* x's channel block: 1, 8 or 16 */
     bool relu;      /* y = max(y, 0) */
     bool pool;      /* then a 2x2 stride-2 max-pool (requires relu) */
+    bool bf16_out;  /* the pooled y in bf16 (requires pool) */
     bool portable;  /* force the portable loops (tests) */
 } ct_convf_geom;
 
 /* True when the loops take g (padded image within cpu_convw_kernel.h's
  * CT_CONVW_MAX_PADDED, K <= CT_CONVW_MAX_KERNEL, weights within
- * CT_CONVF_MAX_WEIGHTS, a pooled output of at least 1x1). */
+ * CT_CONVF_MAX_WEIGHTS, a pooled output of at least 1x1; bf16_out: pooled, an image's
+ * output within CT_CONVF_MAX_BF16_OUT). */
 bool ct_convf_geom_ok(const ct_convf_geom *g);
 /* "avx2" or "portable": the loops ct_convf_forward runs for g. */
 const char *ct_convf_isa(const ct_convf_geom *g);
@@ -47,6 +51,6 @@ int ct_convf_out_h(const ct_convf_geom *g);
 int ct_convf_out_w(const ct_convf_geom *g);
 
 void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, const float *b,
-                      float *y, uint8_t *idx);
+                      void *y, uint8_t *idx);
 
 #endif

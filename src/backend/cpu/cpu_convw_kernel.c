@@ -14,6 +14,7 @@
  */
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_simd.h"
+#include "ops/elementwise.h"
 
 #include <omp.h>
 #include <string.h>
@@ -226,18 +227,33 @@ CT_TARGET_AVX2_FMA static void expand_pooled_avx2(const ct_convw_geom *g, const 
 }
 #endif
 
-/* Image n rebuilt from the pool's planes, group by group, through a tile. */
+/* n bf16 values from element o of h, widened into f. */
+static void widen(const void *h, size_t o, size_t n, float *f) {
+    const uint16_t *s = (const uint16_t *)h + o;
+    for (size_t j = 0; j < n; j++) f[j] = ct_bits_f32((uint32_t)s[j] << 16);
+}
+
+/* Image n rebuilt from the pool's planes, group by group, through a tile (bf16 planes
+ * widened first, a group at a time). */
 static void image_pooled(const ct_convw_geom *g, bool avx2, const float *xp,
                          const ct_convw_pooled *pp, int n, float *tile, float *part) {
     size_t pplane = (size_t)(out_h(g) / 2) * (size_t)(out_w(g) / 2) * 8;
+    float dyw[CT_CONVW_MAX_TILE / 4], yw[CT_CONVW_MAX_TILE / 4]; /* tile: 4 planes */
     for (int grp = 0; grp < groups(g); grp++) {
         size_t o = ((size_t)n * (size_t)groups(g) + (size_t)grp) * pplane;
+        const float *dy = dyw, *y = yw;
+        if (pp->bf16) {
+            widen(pp->dy, o, pplane, dyw);
+            widen(pp->y, o, pplane, yw);
+        } else {
+            dy = (const float *)pp->dy + o, y = (const float *)pp->y + o;
+        }
 #if CT_SIMD_X86
         if (avx2)
-            expand_pooled_avx2(g, pp->dy + o, pp->y + o, pp->idx + o, tile);
+            expand_pooled_avx2(g, dy, y, pp->idx + o, tile);
         else
 #endif
-            expand_pooled(g, pp->dy + o, pp->y + o, pp->idx + o, tile);
+            expand_pooled(g, dy, y, pp->idx + o, tile);
         run_group(g, avx2, xp, tile, 8, grp, part);
     }
 }

@@ -48,11 +48,13 @@ const char *ct_convw_isa(const ct_convw_geom *g);
  * 2px + a % 2) = dy_pool(n, oc, py, px) where a = idx(n, oc, py, px) and
  * y(n, oc, py, px) > 0, else 0 (and 0 in a last odd row or column). All three are
  * [N][ceil(OC / 8)][OH / 2][OW / 2][8]. The sums run in the same order as over that
- * dy stored densely, so both give the same bits. */
+ * dy stored densely, so both give the same bits. dy and y are fp32, or bf16 (uint16)
+ * with bf16, widened exactly: the same bits as fp32 planes holding those values. */
 typedef struct ct_convw_pooled {
-    const float *dy;    /* gradient of the pool's output */
-    const float *y;     /* the pool's output */
+    const void *dy;     /* gradient of the pool's output */
+    const void *y;      /* the pool's output */
     const uint8_t *idx; /* its argmax, 0..3 in row-major window order */
+    bool bf16;          /* dy and y hold bf16 */
 } ct_convw_pooled;
 
 #define CT_CONVW_MAX_TILE 16384 /* OH * OW * 8 floats of one rebuilt dy tile */

@@ -131,7 +131,7 @@ bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
     *q = (ct_convw_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                          .k = g->cfg.kernel, .p = g->cfg.padding,
                          .x_block = ct_cpu_md_channel_block(&ct_cpu_in(b, nd->i)->md),
-                         .dy_block = ct_cpu_md_channel_block(&nd->act.md),
+                         .dy_block = ct_cpu_md_channel_block_of(&nd->act.md, nd->act.md.data_type),
                          .portable = ct_cpu_loops_portable(b)};
     return q->ic == 1 && ct_convw_geom_ok(q);
 }
