@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/device.h"
 #include "config/config.h"
@@ -169,6 +170,39 @@ static void test_round_random(void **state) {
 #ifndef __FLT16_MAX__
     printf("note: this compiler has no _Float16; compared with the double reference only\n");
 #endif
+}
+
+/* The CPU's bf16 array conversions (cpu_bf16.h) on the ISA the loops run here (the
+ * sse41 leg of scripts/test-isa.sh runs the portable body): narrowing gives
+ * ct_round_bf16's value for every non-NaN float (subnormals, overflow to inf, the
+ * signed zeros), a NaN stays a NaN, even one whose payload lies in the low half;
+ * widening is exact; lengths that leave a tail after the vector body. */
+static void test_bf16_arrays(void **state) {
+    (void)state;
+    enum { M = 4099 };
+    static float src[M], back[M];
+    static uint16_t h[M];
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu,
+                                       0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u, 0xFF800000u,
+                                       0x7F800001u, 0xFFC00000u, 0x3F808000u, 0x3F818000u,
+                                       0x3F80FFFFu, 0x00008000u};
+    for (int round = 0; round < 200; round++) {
+        for (int j = 0; j < M; j++) src[j] = random_float();
+        for (size_t k = 0; k < sizeof special / sizeof special[0]; k++) src[k * 7] = f_of(special[k]);
+        size_t n = (size_t)(M - round % 9); /* tails of every length */
+        ct_bf16_narrow(src, h, n);
+        ct_bf16_widen(h, back, n);
+        for (size_t j = 0; j < n; j++) {
+            float x = src[j];
+            if (isnan(x)) {
+                if (!isnan(back[j])) fail_msg("bf16 of NaN 0x%08x is 0x%04x", u_of(x), h[j]);
+                continue;
+            }
+            if (u_of(back[j]) != u_of(ct_round_bf16(x)) || h[j] != ct_bf16_of(x))
+                fail_msg("bf16 of %a (0x%08x): 0x%04x, want %a", (double)x, u_of(x), h[j],
+                         (double)ct_round_bf16(x));
+        }
+    }
 }
 
 /* ---- loss scaler ---------------------------------------------------------------- */
@@ -914,6 +948,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_round_fp16_exact),
         cmocka_unit_test(test_round_bf16_exact),
         cmocka_unit_test(test_round_random),
+        cmocka_unit_test(test_bf16_arrays),
         cmocka_unit_test(test_scaler_disabled),
         cmocka_unit_test(test_scaler_inf_halves_and_skips),
         cmocka_unit_test(test_scaler_growth),

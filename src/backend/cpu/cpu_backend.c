@@ -26,6 +26,7 @@
  * not used; amp_note says so.)
  */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_pool_kernel.h"
 #include "backend/cpu/cpu_simd.h"
 
@@ -687,7 +688,7 @@ static void copy_rows(const ct_cpu_tensor *t, float *plain, size_t rows, bool to
         if (to_host)
             plain[j] = bf16 ? ct_bits_f32((uint32_t)h[off] << 16) : t->ptr[off];
         else if (bf16)
-            h[off] = (uint16_t)(ct_f32_bits(ct_round_bf16(v)) >> 16);
+            h[off] = ct_bf16_of(v);
         else
             t->ptr[off] = v;
     }

@@ -14,7 +14,7 @@
 #include "backend/cpu/cpu_convf_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_simd.h"
-#include "ops/elementwise.h"
+#include "backend/cpu/cpu_bf16.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -282,7 +282,6 @@ void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, co
 #endif
             image_portable(g, xp, wq, bq, yi, ii);
         if (!g->bf16_out) continue;
-        uint16_t *yh = (uint16_t *)y + (size_t)n * img_y;
-        for (size_t j = 0; j < img_y; j++) yh[j] = (uint16_t)(ct_f32_bits(ct_round_bf16(ybuf[j])) >> 16);
+        ct_bf16_narrow(ybuf, (uint16_t *)y + (size_t)n * img_y, img_y);
     }
 }

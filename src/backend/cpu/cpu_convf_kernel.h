@@ -17,7 +17,8 @@
  * Pooled (needs relu): y [N][ceil(OC / 8)][OH / 2][OW / 2][8] holds the max over each
  * 2x2 window (floor mode) and idx (same layout, may be NULL) its position
  * ky * 2 + kx, the first maximum in row-major window order on ties; with bf16_out, y
- * holds bf16 (uint16) values, each the fp32 result rounded to nearest even.
+ * holds bf16 (uint16) values, each the fp32 result rounded to nearest even
+ * (cpu_bf16.h).
  * OpenMP over images; allocates nothing.
  */
 #ifndef CT_CPU_CONVF_KERNEL_H

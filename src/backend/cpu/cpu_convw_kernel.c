@@ -14,7 +14,7 @@
  */
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_simd.h"
-#include "ops/elementwise.h"
+#include "backend/cpu/cpu_bf16.h"
 
 #include <omp.h>
 #include <string.h>
@@ -227,12 +227,6 @@ CT_TARGET_AVX2_FMA static void expand_pooled_avx2(const ct_convw_geom *g, const 
 }
 #endif
 
-/* n bf16 values from element o of h, widened into f. */
-static void widen(const void *h, size_t o, size_t n, float *f) {
-    const uint16_t *s = (const uint16_t *)h + o;
-    for (size_t j = 0; j < n; j++) f[j] = ct_bits_f32((uint32_t)s[j] << 16);
-}
-
 /* Image n rebuilt from the pool's planes, group by group, through a tile (bf16 planes
  * widened first, a group at a time). */
 static void image_pooled(const ct_convw_geom *g, bool avx2, const float *xp,
@@ -243,8 +237,8 @@ static void image_pooled(const ct_convw_geom *g, bool avx2, const float *xp,
         size_t o = ((size_t)n * (size_t)groups(g) + (size_t)grp) * pplane;
         const float *dy = dyw, *y = yw;
         if (pp->bf16) {
-            widen(pp->dy, o, pplane, dyw);
-            widen(pp->y, o, pplane, yw);
+            ct_bf16_widen((const uint16_t *)pp->dy + o, dyw, pplane);
+            ct_bf16_widen((const uint16_t *)pp->y + o, yw, pplane);
         } else {
             dy = (const float *)pp->dy + o, y = (const float *)pp->y + o;
         }

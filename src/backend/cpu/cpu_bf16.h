@@ -1,0 +1,21 @@
+/* cpu_bf16.h: fp32 <-> bf16 conversions of arrays for ctrain's own CPU loops.
+ *
+ * bf16 values are uint16 bit patterns, the high half of a float's. Widening is
+ * exact. Narrowing rounds to nearest even (elementwise.h ct_round_bf16's rule, on
+ * subnormals too); a NaN stays a NaN (quiet). Both have an AVX2 body, picked at run
+ * time under CTRAIN_MAX_CPU_ISA (cpu_isa.h), giving the portable body's bits.
+ */
+#ifndef CT_CPU_BF16_H
+#define CT_CPU_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The bf16 pattern nearest to x (ties to even); a NaN gives a quiet NaN. */
+uint16_t ct_bf16_of(float x);
+/* dst[j] = ct_bf16_of(src[j]), j < n. */
+void ct_bf16_narrow(const float *src, uint16_t *dst, size_t n);
+/* dst[j] = the float of src[j], j < n. */
+void ct_bf16_widen(const uint16_t *src, float *dst, size_t n);
+
+#endif
