@@ -22,8 +22,7 @@
  * are not rounded again (ct_amp_rounds: the op table's moves-only columns); every
  * other op, the activations and global_avgpool included, is. fp16 thus overflows
  * and underflows as real fp16 storage would, which the loss scaler needs. Params,
- * grads and optimizer state stay fp32. (The CPU's native bf16 instructions are
- * not used; amp_note says so.)
+ * grads and optimizer state stay fp32 in both. amp_note says which one runs.
  */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_bf16.h"
@@ -716,7 +715,6 @@ static int cpu_sync(ct_backend *bb, ct_err *err) {
     return 0;
 }
 
-/* The op's own answer, or the node whose pass runs this node's (fusion). */
 /* Which of the two the run uses (ct_cpu_bf16_decide) and why: native bf16, or the
  * emulation above with the reason it runs. */
 static const char *cpu_amp_note(ct_backend *bb) {
@@ -726,11 +724,10 @@ static const char *cpu_amp_note(ct_backend *bb) {
         snprintf(b->amp_note, sizeof b->amp_note,
                  "bf16 native: convolutions and inner products on oneDNN compute in bf16 on this "
                  "CPU's bf16 instructions (bf16 inputs, weights and output gradients, fp32 "
-                 "accumulation, fp32 outputs); the other layers, ctrain's loops among them, "
-                 "compute in fp32; activations are stored in fp32, except a convolution's "
-                 "output through its relu and max-pool to the next convolution or linear "
-                 "layer, which is stored in bf16; weights, gradients and optimizer state are "
-                 "fp32");
+                 "accumulation); the other layers, ctrain's loops among them, compute in fp32; "
+                 "activations are stored in fp32, except a convolution's output through its "
+                 "relu and max-pool to the next convolution or linear layer, which is stored "
+                 "in bf16; weights, gradients and optimizer state are fp32");
         return b->amp_note;
     }
     const char *mode = ct_amp_mode_name(b->o.amp);
@@ -744,6 +741,7 @@ static const char *cpu_amp_note(ct_backend *bb) {
     return b->amp_note;
 }
 
+/* The op's own answer, or the node whose pass runs this node's (fusion). */
 static const char *cpu_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
     ct_cpu *b = as_cpu(bb);
     if (node < 0 || node >= b->g->n_nodes || (unsigned)pass > CT_PASS_BACKWARD_WEIGHTS) return "";

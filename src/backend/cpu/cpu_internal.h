@@ -86,10 +86,11 @@ typedef struct ct_cpu_wl {
     int n_acc_args;
     bool fwd_dirty, bwd_dirty;
     /* Native bf16 (ct_cpu.bf16_native): the primitives take src, weights and diff_dst
-     * in bf16 (the xfers above convert) and give dst, diff_src and the weight
-     * gradients in fp32; else everything is fp32. */
+     * in bf16 (the xfers above convert) and give the weight gradients in fp32, diff_src
+     * in its input gradient's type and dst in fp32, or in bf16 with store_bf16
+     * (ct_cpu_bf16_stores: act and gact are then bf16); else everything is fp32. */
     bool bf16;
-    bool store_bf16;        /* and dst / diff_dst stored in bf16 (ct_cpu_bf16_stores) */
+    bool store_bf16;
     /* ctrain's own backward-weights for a stride-1 conv (cpu_convw_kernel.h)
      * instead of bwd_w: its geometry and the per-thread partial sums
      * ("<name>.convw_part", part_threads of them). */
