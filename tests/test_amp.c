@@ -784,6 +784,12 @@ static void test_summary_amp_note(void **state) {
         !strstr(dev, "\"amp_fp16\": \"emulated\""))
         fail_msg("devices --json disagrees on bf16 (native here: %d) or fp16:\n%s", native, dev);
     free(dev);
+    dev = run("devices", &st);
+    assert_int_equal(st, 0);
+    if (!strstr(dev, native ? "amp bf16 on this CPU: native" : "amp bf16 on this CPU: emulated") ||
+        !strstr(dev, "amp fp16 on this CPU: emulated"))
+        fail_msg("devices disagrees on bf16 (native here: %d) or fp16:\n%s", native, dev);
+    free(dev);
     static const char *const modes[][2] = {{"off", "auto"}, {"bf16", "auto"}, {"bf16", "emulated"},
                                            {"fp16", "auto"}, {"fp16", "native"}};
     for (int i = 0; i < 5; i++) {
