@@ -768,7 +768,8 @@ static void assert_same_bits(const char *mode, const float *a, const float *b, s
  * their bits (the mode reached the backend) and lie within 0.4 of the distance the
  * fp32 run moved from the init (L2); a second run of each amp mode gives the same
  * bits; val accuracy is within 0.03 of fp32's. */
-/* summary names the mode and says how the CPU backend runs it, in text and JSON:
+/* summary names the mode and says how the CPU backend runs it, in text and JSON (with
+ * amp off, how bf16 and fp16 would run; JSON: amp.cpu_bf16, amp.cpu_fp16):
  * fp16 emulated; bf16 native where oneDNN has bf16 instructions (devices says which)
  * and emulated with train.cpu_bf16 emulated or without them; cpu_bf16 native on a
  * CPU without them (ONEDNN_MAX_CPU_ISA=AVX512_CORE takes them away) is refused in
@@ -800,9 +801,14 @@ static void test_summary_amp_note(void **state) {
                  CT_SOURCE_ROOT, m, cb);
         char *out = run(args, &st);
         assert_int_equal(st, 0);
-        char mode[64], note[128];
+        char mode[64], note[128], cpu16[64];
         const char *kind = amp_kind(m, cb);
         snprintf(mode, sizeof mode, "\"mode\": \"%s\"", m);
+        snprintf(cpu16, sizeof cpu16, "\"cpu_bf16\": \"%s\"",
+                 native && strcmp(cb, "emulated") != 0 ? "native" : "emulated");
+        if (!strstr(out, cpu16) || !strstr(out, "\"cpu_fp16\": \"emulated\""))
+            fail_msg("summary --amp %s --cpu-bf16 %s --json lacks '%s' or cpu_fp16:\n%s", m, cb,
+                     cpu16, out);
         if (i == 0)
             snprintf(note, sizeof note, "\"note\": \"\"");
         else if (strcmp(kind, "native") == 0)
@@ -819,9 +825,13 @@ static void test_summary_amp_note(void **state) {
                  CT_SOURCE_ROOT, m, cb);
         out = run(args, &st);
         assert_int_equal(st, 0);
-        snprintf(want, sizeof want, "Mixed precision (train.amp %s) on cpu: %s %s: ", m, m, kind);
-        if (i == 0 ? strstr(out, "Mixed precision") != NULL : strstr(out, want) == NULL)
-            fail_msg("summary --amp %s --cpu-bf16 %s: %s", m, cb, out);
+        if (i == 0) /* amp off: how each mode would run here */
+            snprintf(want, sizeof want, "Mixed precision (train.amp off) on cpu: %s",
+                     native ? "bf16 would run natively here" : "bf16 and fp16 would run emulated");
+        else
+            snprintf(want, sizeof want, "Mixed precision (train.amp %s) on cpu: %s %s: ", m, m,
+                     kind);
+        if (!strstr(out, want)) fail_msg("summary --amp %s --cpu-bf16 %s: %s", m, cb, out);
         free(out);
     }
     /* native required where oneDNN has no bf16 instructions (the cap this process runs

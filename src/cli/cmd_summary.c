@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench/cpu_info.h"
 #include "cli/cli.h"
 #include "cli/overrides.h"
 #include "io/json_write.h"
@@ -108,7 +109,19 @@ static int does_not_fit(const ct_model *m, size_t limit, ct_err *err) {
 }
 
 /* The whole summary as one JSON object (README "summary --json"). */
-static int print_json(const ct_model *m, const ct_config *cfg, size_t limit, ct_err *err) {
+/* On the CPU: how train.amp bf16 runs here, "native" (the CPU has bf16 instructions
+ * and train.cpu_bf16 is not emulated) or "emulated" (where native is required and the
+ * CPU has none, a bf16 run is refused instead); NULL on other devices. fp16 is always
+ * emulated on CPUs. */
+static const char *cpu_bf16_kind(const ct_config *cfg, const ct_device_choice *dev) {
+    if (dev->vt != &ct_backend_cpu) return NULL;
+    ct_cpu_info c;
+    ct_cpu_info_query(&c);
+    return cfg->train.cpu_bf16 != CT_CPU_BF16_EMULATED && c.bf16_native ? "native" : "emulated";
+}
+
+static int print_json(const ct_model *m, const ct_config *cfg, const char *bf16_kind, size_t limit,
+                      ct_err *err) {
     const ct_graph *g = &m->graph;
     ct_jw w;
     ct_jw_init(&w);
@@ -167,6 +180,10 @@ static int print_json(const ct_model *m, const ct_config *cfg, size_t limit, ct_
     ct_jw_object(&w, "amp");
     ct_jw_str(&w, "mode", ct_amp_mode_name(cfg->train.amp));
     ct_jw_str(&w, "note", ct_model_amp_note(m));
+    if (bf16_kind) { /* the CPU: how each 16-bit mode runs here */
+        ct_jw_str(&w, "cpu_bf16", bf16_kind);
+        ct_jw_str(&w, "cpu_fp16", "emulated");
+    }
     ct_jw_close(&w);
     if (limit) {
         ct_jw_int(&w, "max_memory", (int64_t)limit);
@@ -251,13 +268,19 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
                                                      .batch = cfg.train.batch_size,
                                                      .datasets = {sets[0], sets[1]}},
                         &m, err) == 0 && json) {
-        rc = print_json(m, &cfg, limit, err);
+        rc = print_json(m, &cfg, cpu_bf16_kind(&cfg, &dev), limit, err);
     } else if (m) {
         print_table(m, &cfg);
         print_fusion(m, &cfg);
         if (*ct_model_amp_note(m))
             printf("Mixed precision (train.amp %s) on %s: %s\n\n",
                    ct_amp_mode_name(cfg.train.amp), dev.name, ct_model_amp_note(m));
+        else if (cpu_bf16_kind(&cfg, &dev))
+            printf("Mixed precision (train.amp off) on %s: %s\n\n", dev.name,
+                   strcmp(cpu_bf16_kind(&cfg, &dev), "native") == 0
+                       ? "bf16 would run natively here (oneDNN's bf16 kernels), fp16 emulated "
+                         "in fp32"
+                       : "bf16 and fp16 would run emulated in fp32 here");
         char title[128];
         snprintf(title, sizeof title, "Memory on %s (%s, batch %d)", dev.name,
                  eval_plan ? "forward-only plan" : "training plan", cfg.train.batch_size);
