@@ -982,6 +982,24 @@ static void test_no_reference_kernels(void **state) {
 
 /* ---- native bf16 --------------------------------------------------------------------- */
 
+/* Bytes of the plan's region `name`, 0 when it has none. */
+static size_t region_bytes(const ct_plan *p, const char *name) {
+    for (int r = 0; r < p->n; r++)
+        if (strcmp(p->regions[r].name, name) == 0) return p->regions[r].bytes;
+    return 0;
+}
+
+/* Each of the n regions takes half the bytes in native's plan h that it takes in the
+ * emulation's plan e (and some). */
+static void check_halved(harness *h, harness *e, const char *const *names, int n,
+                         const char *what) {
+    for (int k = 0; k < n; k++) {
+        size_t nb = region_bytes(&h->plan, names[k]), eb = region_bytes(&e->plan, names[k]);
+        if (nb == 0 || nb * 2 != eb)
+            fail_msg("%s: %s takes %zu bytes, the emulation %zu", what, names[k], nb, eb);
+    }
+}
+
 /* train.amp bf16 with train.cpu_bf16 native, where oneDNN runs bf16 instructions: the
  * run says it is the native one; convolutions (one and several input channels,
  * strided, no bias) and inner products (plain and after a flatten of a blocked
@@ -1032,22 +1050,9 @@ static void test_bf16_native(void **state) {
         parity_cpu_bf16 = CT_CPU_BF16_NATIVE;
         printf("native bf16 chain, loops %s: pool on %s\n", ct_cpu_loops_name(loop_modes[m]),
                impl(h, 2, CT_PASS_FORWARD));
-        int seen = 0;
-        for (int r = 0; r < h->plan.n; r++) {
-            const ct_region *rn = &h->plan.regions[r];
-            if (strcmp(rn->name, "layers.0.out") && strcmp(rn->name, "layers.0.grad") &&
-                strcmp(rn->name, "layers.2.out") && strcmp(rn->name, "layers.2.grad"))
-                continue;
-            for (int q = 0; q < e->plan.n; q++) {
-                const ct_region *re = &e->plan.regions[q];
-                if (strcmp(re->name, rn->name) != 0) continue;
-                if (rn->bytes == 0 || rn->bytes * 2 != re->bytes)
-                    fail_msg("native bf16: %s takes %zu bytes, the emulation %zu", rn->name,
-                             rn->bytes, re->bytes);
-                seen++;
-            }
-        }
-        assert_int_equal(seen, 4);
+        static const char *const halved[] = {"layers.0.out", "layers.0.grad", "layers.2.out",
+                                             "layers.2.grad"};
+        check_halved(h, e, halved, 4, "native bf16 chain");
         close_h(h);
         close_h(e);
     }
@@ -1082,15 +1087,7 @@ static void test_bf16_native(void **state) {
     parity_fuse = false;
     static const char *const halved[] = {"layers.2.out", "layers.2.grad", "layers.3.out",
                                          "layers.5.out", "layers.5.grad"};
-    for (int k = 0; k < 5; k++) {
-        size_t nb = 0, eb = 0;
-        for (int r = 0; r < h->plan.n; r++)
-            if (strcmp(h->plan.regions[r].name, halved[k]) == 0) nb = h->plan.regions[r].bytes;
-        for (int r = 0; r < e->plan.n; r++)
-            if (strcmp(e->plan.regions[r].name, halved[k]) == 0) eb = e->plan.regions[r].bytes;
-        if (nb == 0 || nb * 2 != eb)
-            fail_msg("native bf16 CNN: %s takes %zu bytes, the emulation %zu", halved[k], nb, eb);
-    }
+    check_halved(h, e, halved, 5, "native bf16 CNN");
     close_h(e);
     close_h(h);
     parity_amp = CT_AMP_OFF;

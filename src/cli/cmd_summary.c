@@ -262,22 +262,24 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     ct_dataset train = {0}, val = {0}, test = {0};
     const ct_dataset *sets[2] = {NULL, NULL};
     rc = CT_EXIT_ERROR;
-    if (ct_device_select(&cfg.device, &dev, err) == 0 &&
-        (!limit || eval_plan || load_sets(&cfg, &train, &val, &test, sets, err) == 0) &&
-        ct_model_create(&cfg, &dev, &(ct_model_req){.training = !eval_plan,
-                                                     .batch = cfg.train.batch_size,
-                                                     .datasets = {sets[0], sets[1]}},
-                        &m, err) == 0 && json) {
-        rc = print_json(m, &cfg, cpu_bf16_kind(&cfg, &dev), limit, err);
+    bool made = ct_device_select(&cfg.device, &dev, err) == 0 &&
+                (!limit || eval_plan || load_sets(&cfg, &train, &val, &test, sets, err) == 0) &&
+                ct_model_create(&cfg, &dev, &(ct_model_req){.training = !eval_plan,
+                                                             .batch = cfg.train.batch_size,
+                                                             .datasets = {sets[0], sets[1]}},
+                                &m, err) == 0;
+    const char *bf16_kind = made ? cpu_bf16_kind(&cfg, &dev) : NULL;
+    if (made && json) {
+        rc = print_json(m, &cfg, bf16_kind, limit, err);
     } else if (m) {
         print_table(m, &cfg);
         print_fusion(m, &cfg);
         if (*ct_model_amp_note(m))
             printf("Mixed precision (train.amp %s) on %s: %s\n\n",
                    ct_amp_mode_name(cfg.train.amp), dev.name, ct_model_amp_note(m));
-        else if (cpu_bf16_kind(&cfg, &dev))
+        else if (bf16_kind)
             printf("Mixed precision (train.amp off) on %s: %s\n\n", dev.name,
-                   strcmp(cpu_bf16_kind(&cfg, &dev), "native") == 0
+                   strcmp(bf16_kind, "native") == 0
                        ? "bf16 would run natively here (oneDNN's bf16 kernels), fp16 emulated "
                          "in fp32"
                        : "bf16 and fp16 would run emulated in fp32 here");

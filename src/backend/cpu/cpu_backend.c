@@ -685,7 +685,7 @@ static void copy_rows(const ct_cpu_tensor *t, float *plain, size_t rows, bool to
         size_t off = ct_cpu_md_offset(&t->md, j);
         float v = plain ? plain[j] : 0.0f;
         if (to_host)
-            plain[j] = bf16 ? ct_bits_f32((uint32_t)h[off] << 16) : t->ptr[off];
+            plain[j] = bf16 ? ct_bf16_float(h[off]) : t->ptr[off];
         else if (bf16)
             h[off] = ct_bf16_of(v);
         else

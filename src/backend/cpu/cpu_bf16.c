@@ -2,8 +2,6 @@
 #include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_simd.h"
 
-#include "ops/elementwise.h"
-
 uint16_t ct_bf16_of(float x) {
     uint32_t u = ct_f32_bits(x);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* NaN */
@@ -38,7 +36,7 @@ CT_TARGET_AVX2 static void widen_avx2(const uint16_t *src, float *dst, size_t n)
         _mm256_storeu_ps(dst + j,
                          _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
     }
-    for (; j < n; j++) dst[j] = ct_bits_f32((uint32_t)src[j] << 16);
+    for (; j < n; j++) dst[j] = ct_bf16_float(src[j]);
 }
 #endif
 
@@ -59,5 +57,5 @@ void ct_bf16_widen(const uint16_t *src, float *dst, size_t n) {
         return;
     }
 #endif
-    for (size_t j = 0; j < n; j++) dst[j] = ct_bits_f32((uint32_t)src[j] << 16);
+    for (size_t j = 0; j < n; j++) dst[j] = ct_bf16_float(src[j]);
 }

@@ -11,6 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/elementwise.h"
+
+/* The float of bf16 pattern h (exact). */
+static inline float ct_bf16_float(uint16_t h) { return ct_bits_f32((uint32_t)h << 16); }
+
 /* The bf16 pattern nearest to x (ties to even); a NaN gives a quiet NaN. */
 uint16_t ct_bf16_of(float x);
 /* dst[j] = ct_bf16_of(src[j]), j < n. */

@@ -17,8 +17,8 @@
  * plane and accumulates in output order, as the reference does.
  */
 #include "backend/cpu/cpu_pool_kernel.h"
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_simd.h"
-#include "ops/elementwise.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -52,7 +52,7 @@ bool ct_pool_geom_ok(const ct_pool_geom *g) {
  * it back as bf16 is exact too. */
 
 INLINE float ld(const void *p, size_t i, const bool H) {
-    return H ? ct_bits_f32((uint32_t)((const uint16_t *)p)[i] << 16) : ((const float *)p)[i];
+    return H ? ct_bf16_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
 INLINE void st(void *p, size_t i, float v, const bool H) {
