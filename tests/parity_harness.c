@@ -36,8 +36,12 @@ ct_cpu_bf16 parity_cpu_bf16 = CT_CPU_BF16_AUTO;
 void parity_print_loops_isa(void) {
     bool lowers;
     ct_loops_isa_cap(&lowers);
-    if (ct_loops_isa_effective() == CT_LOOPS_ISA_AVX2)
-        printf("ctrain's CPU loops: avx2 (compared with their portable bodies)\n");
+    ct_loops_isa isa = ct_loops_isa_effective();
+    if (isa == CT_LOOPS_ISA_AVX512)
+        printf("ctrain's CPU loops: avx512 (compared with their AVX2 and portable bodies)\n");
+    else if (isa == CT_LOOPS_ISA_AVX2)
+        printf("ctrain's CPU loops: avx2 (compared with their portable bodies; no AVX-512 "
+               "bodies: %s)\n", lowers ? "CTRAIN_MAX_CPU_ISA caps them" : "this CPU has no AVX-512");
     else
         printf("ctrain's CPU loops: portable only (%s): their AVX2 bodies do NOT run here\n",
                lowers ? "CTRAIN_MAX_CPU_ISA caps them" : "this CPU has no AVX2 with FMA");

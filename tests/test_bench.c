@@ -228,6 +228,50 @@ static void test_devices_text(void **state) {
     ct_test_run_free(&r);
 }
 
+/* The instruction set of ctrain's loops this CPU has (0 portable, 1 AVX2 with FMA,
+ * 2 AVX-512 F/BW/VL/DQ), asked of the CPU here, not of cpu_isa.c. */
+static int cpu_loops_level(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+               ? 2
+               : 1;
+#else
+    return 0;
+#endif
+}
+
+/* CTRAIN_MAX_CPU_ISA caps the loops devices reports, and names itself when it
+ * lowers them; another value is a usage error. */
+static void test_devices_loops_cap(void **state) {
+    (void)state;
+    /* any case is taken; devices names the cap in lower case */
+    const char *caps[] = {"all", "avx512", "AVX2", "sse41"}, *lower[] = {"all", "avx512", "avx2", "sse41"};
+    const char *names[] = {"portable", "avx2", "avx512"};
+    const int cap_level[] = {2, 2, 1, 0};
+    int have = cpu_loops_level();
+    for (int k = 0; k < 4; k++) {
+        setenv("CTRAIN_MAX_CPU_ISA", caps[k], 1);
+        ct_run_result r = ct_test_run(dir, "devices");
+        if (r.status != 0) fail_msg("devices (cap %s): exit %d, stderr %s", caps[k], r.status, r.err);
+        int level = have < cap_level[k] ? have : cap_level[k];
+        char want[128];
+        snprintf(want, sizeof want, "ctrain's CPU loops: %s%s%s\n", names[level],
+                 level < have ? ", CTRAIN_MAX_CPU_ISA=" : "", level < have ? lower[k] : "");
+        if (!strstr(r.out, want))
+            fail_msg("devices with CTRAIN_MAX_CPU_ISA=%s: no line '%s' in:\n%s", caps[k], want, r.out);
+        ct_test_run_free(&r);
+    }
+    setenv("CTRAIN_MAX_CPU_ISA", "avx9", 1);
+    ct_run_result r = ct_test_run(dir, "devices");
+    unsetenv("CTRAIN_MAX_CPU_ISA");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "CTRAIN_MAX_CPU_ISA: 'avx9' is not one of all, avx512, avx2, sse41"));
+    ct_test_run_free(&r);
+}
+
 static void test_devices_json(void **state) {
     (void)state;
     int count = 0;
@@ -406,6 +450,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_dtypes),
         cmocka_unit_test(test_devices_text),
         cmocka_unit_test(test_devices_json),
+        cmocka_unit_test(test_devices_loops_cap),
         cmocka_unit_test(test_bench_binary),
         cmocka_unit_test(test_bench_bad_args),
 #ifdef CT_HAVE_CUDA

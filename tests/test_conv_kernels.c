@@ -1,13 +1,15 @@
 /* test_conv_kernels.c: ctrain's own convolution loops of the CPU backend.
  *
  * - ct_convf_forward (cpu_convf_kernel.h) against the double reference conv, with
- *   and without relu, on the portable and (where the CPU has it) AVX2 loops, which
- *   must also agree bit for bit; its pooled pass against the max-pool loops run
- *   over its own unpooled output: the same bits and the same argmax; with bf16_out
- *   each value rounded to bf16 (nearest even), the same argmax.
+ *   and without relu, on the portable, AVX2 and AVX-512 loops (each where the CPU
+ *   has it), which must also agree bit for bit, writing nChw8c and nChw16c; its
+ *   pooled pass against the max-pool loops run over its own unpooled output: the
+ *   same bits and the same argmax; with bf16_out each value rounded to bf16 (nearest
+ *   even), the same argmax.
  * - ct_convw_bwd_weights_pooled (cpu_convw_kernel.h) against ct_convw_bwd_weights
  *   over the dy that max-pool backward and the relu mask give: the same bits; from
- *   bf16 planes, the same bits as from fp32 planes holding the same values.
+ *   bf16 planes, the same bits as from fp32 planes holding the same values; pool
+ *   planes in nChw8c and nChw16c; the AVX-512 body's bits equal the AVX2 body's.
  * - ct_convpg_backward (cpu_convpg_kernel.h) on a dense random dy against the double
  *   reference conv backward (dx, dw, db), AVX2 and portable bits equal; and from
  *   the pool's planes equal to it on the dense dy pool backward gives; x/dx and
@@ -38,76 +40,104 @@ typedef struct conv_case {
     int n, ic, oc, h, w, k, p;
 } conv_case;
 
-static ct_convf_geom fgeom(const conv_case *c, bool relu, bool pool, bool portable) {
+/* The loop bodies a test forces: the best the CPU has, at most AVX2, portable C. */
+typedef enum loops { LOOPS_BEST, LOOPS_AVX2, LOOPS_PORTABLE, N_LOOPS } loops;
+
+static ct_convf_geom fgeom(const conv_case *c, bool relu, bool pool, loops m, int yb) {
     return (ct_convf_geom){.n = c->n, .ic = c->ic, .oc = c->oc, .h = c->h, .w = c->w,
-                           .k = c->k, .p = c->p, .x_block = 1, .relu = relu, .pool = pool,
-                           .portable = portable};
+                           .k = c->k, .p = c->p, .x_block = 1, .y_block = yb, .relu = relu,
+                           .pool = pool, .portable = m == LOOPS_PORTABLE,
+                           .no_avx512 = m == LOOPS_AVX2};
 }
 
-static size_t groups8(int oc) { return (size_t)(oc + 7) / 8; }
+static int blocks_of(int c, int b) { return (c + b - 1) / b; }
 
-/* Dense conv output (nChw8c) of case c on the given loops. */
+/* Floats of one output in nChw<yb>c with px pixels per plane. */
+static size_t out_floats(const conv_case *c, int yb, size_t px) {
+    return (size_t)c->n * (size_t)blocks_of(c->oc, yb) * (size_t)yb * px;
+}
+
+/* Element (n, channel o, pixel q) of an nChw<yb>c output. */
+static size_t at_yb(const conv_case *c, int yb, size_t px, int n, int o, size_t q) {
+    return (((size_t)n * (size_t)blocks_of(c->oc, yb) + (size_t)(o / yb)) * px + q) * (size_t)yb +
+           (size_t)(o % yb);
+}
+
+/* Dense conv output (nChw<yb>c) of case c on the given loops. */
 static float *conv_dense(const conv_case *c, const float *x, const float *w, const float *b,
-                         bool relu, bool portable) {
-    ct_convf_geom g = fgeom(c, relu, false, portable);
+                         bool relu, loops m, int yb) {
+    ct_convf_geom g = fgeom(c, relu, false, m, yb);
     assert_true(ct_convf_geom_ok(&g));
-    size_t n = (size_t)c->n * groups8(c->oc) * 8 * (size_t)ct_convf_out_h(&g) * (size_t)ct_convf_out_w(&g);
-    float *y = rand_f(n, 9.0); /* junk: every element must be written */
+    float *y = rand_f(out_floats(c, yb, (size_t)ct_convf_out_h(&g) * (size_t)ct_convf_out_w(&g)),
+                      9.0); /* junk: every element must be written */
     ct_convf_forward(&g, x, w, b, y, NULL);
     return y;
 }
 
-/* Forward against the reference, both loop kinds, and AVX2 == portable bits. */
+/* Forward against the reference; every loop body and both output blocks give the
+ * portable nChw8c bits, and 0 in the lanes past OC. */
 static void forward_case(const conv_case *c) {
     size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
     float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *b = rand_f((size_t)c->oc, 0.5);
-    ct_convf_geom g = fgeom(c, false, false, false);
+    ct_convf_geom g = fgeom(c, false, false, LOOPS_BEST, 8);
     int oh = ct_convf_out_h(&g), ow = ct_convf_out_w(&g);
     size_t plane = (size_t)oh * ow, ny = (size_t)c->n * c->oc * plane;
     double *xd = to_d(x, nx), *wd = to_d(w, nw), *bd = to_d(b, (size_t)c->oc);
     double *ref = malloc(ny * sizeof *ref);
     ct_ref_conv2d_forward(xd, c->n, c->ic, c->h, c->w, wd, bd, c->oc, c->k, 1, c->p, ref);
     for (int relu = 0; relu < 2; relu++) {
-        float *fast = conv_dense(c, x, w, b, relu, false);
-        float *port = conv_dense(c, x, w, b, relu, true);
-        size_t n8 = (size_t)c->n * groups8(c->oc) * 8 * plane;
-        assert_memory_equal(fast, port, n8 * sizeof *fast);
+        float *port = conv_dense(c, x, w, b, relu, LOOPS_PORTABLE, 8);
+        for (int yb = 8; yb <= 16; yb += 8)
+            for (int m = 0; m < N_LOOPS; m++) {
+                ct_convf_geom gm = fgeom(c, relu, false, (loops)m, yb);
+                float *y = conv_dense(c, x, w, b, relu, (loops)m, yb);
+                for (int n = 0; n < c->n; n++)
+                    for (int o = 0; o < blocks_of(c->oc, yb) * yb; o++)
+                        for (size_t q = 0; q < plane; q++) {
+                            float v = y[at_yb(c, yb, plane, n, o, q)];
+                            float want = o < c->oc ? port[at_yb(c, 8, plane, n, o, q)] : 0.0f;
+                            if (memcmp(&v, &want, sizeof v) != 0)
+                                fail_msg("convf %s nChw%dc (OC %d, relu %d) [%d][%d][%zu]: %.9g, "
+                                         "portable nChw8c %.9g", ct_convf_isa(&gm), yb, c->oc,
+                                         relu, n, o, q, v, want);
+                        }
+                free(y);
+            }
         float *got = malloc(ny * sizeof *got);
         double *want = malloc(ny * sizeof *want);
         for (int n = 0; n < c->n; n++)
-            for (int o = 0; o < (int)groups8(c->oc) * 8; o++)
+            for (int o = 0; o < c->oc; o++)
                 for (size_t q = 0; q < plane; q++) {
-                    float v = fast[(((size_t)n * groups8(c->oc) + (size_t)o / 8) * plane + q) * 8 + (size_t)o % 8];
-                    if (o >= c->oc) { /* empty lanes hold 0 */
-                        assert_true(v == 0.0f);
-                        continue;
-                    }
                     size_t at = ((size_t)n * c->oc + (size_t)o) * plane + q;
-                    got[at] = v;
+                    got[at] = port[at_yb(c, 8, plane, n, o, q)];
                     want[at] = relu && ref[at] < 0.0 ? 0.0 : ref[at];
                 }
         char what[96];
-        snprintf(what, sizeof what, "convf %s (IC %d, OC %d, %dx%d, K %d, P %d, relu %d)",
-                 ct_convf_isa(&g), c->ic, c->oc, c->h, c->w, c->k, c->p, relu);
+        snprintf(what, sizeof what, "convf (IC %d, OC %d, %dx%d, K %d, P %d, relu %d)", c->ic,
+                 c->oc, c->h, c->w, c->k, c->p, relu);
         check_close(got, want, ny, what);
-        free(fast), free(port), free(got), free(want);
+        free(port), free(got), free(want);
     }
     free(x), free(w), free(b), free(xd), free(wd), free(bd), free(ref);
 }
 
-/* The pooled pass against the pool loops over the relu'd dense output. */
-static void pooled_forward_case(const conv_case *c, bool portable) {
+static ct_pool_geom pool_of(const conv_case *c, int yb, int oh, int ow) {
+    int G = blocks_of(c->oc, yb);
+    return (ct_pool_geom){.n_img = c->n, .c_blocks = G, .block = yb,
+                          .c_last = c->oc - (G - 1) * yb, .h = oh, .w = ow, .oh = oh / 2,
+                          .ow = ow / 2, .k = 2, .s = 2, .p = 0, .isa = ct_pool_best_isa()};
+}
+
+/* The pooled pass against the pool loops over the relu'd dense output, in nChw<yb>c. */
+static void pooled_forward_case(const conv_case *c, loops m, int yb) {
     size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
     float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *b = rand_f((size_t)c->oc, 0.1);
-    ct_convf_geom g = fgeom(c, true, true, portable);
+    ct_convf_geom g = fgeom(c, true, true, m, yb);
     assert_true(ct_convf_geom_ok(&g));
     int oh = ct_convf_out_h(&g), ow = ct_convf_out_w(&g);
-    size_t np = (size_t)c->n * groups8(c->oc) * 8 * (size_t)(oh / 2) * (size_t)(ow / 2);
-    float *dense = conv_dense(c, x, w, b, true, portable);
-    ct_pool_geom q = {.n_img = c->n, .c_blocks = (int)groups8(c->oc), .block = 8,
-                      .c_last = c->oc - ((int)groups8(c->oc) - 1) * 8, .h = oh, .w = ow,
-                      .oh = oh / 2, .ow = ow / 2, .k = 2, .s = 2, .p = 0,
-                      .isa = ct_pool_best_isa()};
+    size_t pplane = (size_t)(oh / 2) * (size_t)(ow / 2), np = out_floats(c, yb, pplane);
+    float *dense = conv_dense(c, x, w, b, true, m, yb);
+    ct_pool_geom q = pool_of(c, yb, oh, ow);
     assert_true(ct_pool_geom_ok(&q));
     float *y_ref = malloc(np * sizeof *y_ref), *y = rand_f(np, 9.0);
     uint8_t *i_ref = malloc(np), *idx = malloc(np);
@@ -115,12 +145,14 @@ static void pooled_forward_case(const conv_case *c, bool portable) {
     ct_pool_max_forward(&q, dense, y_ref, i_ref);
     ct_convf_forward(&g, x, w, b, y, idx);
     for (size_t j = 0; j < np; j++) {
-        if ((int)(j % 8) >= q.c_last && (j / 8 / ((size_t)q.oh * q.ow)) % groups8(c->oc) ==
-                                            groups8(c->oc) - 1)
-            continue; /* empty lanes: the pool loops mark them differently */
+        if ((int)(j % (size_t)yb) >= q.c_last &&
+            (j / (size_t)yb / pplane) % (size_t)q.c_blocks == (size_t)q.c_blocks - 1) {
+            if (y[j] != 0.0f) fail_msg("pooled %s: lane past OC [%zu] is %g", ct_convf_isa(&g), j, y[j]);
+            continue; /* the pool loops mark empty lanes' argmax differently */
+        }
         if (y[j] != y_ref[j] || idx[j] != i_ref[j])
-            fail_msg("pooled %s [%zu]: %.9g/%d, pool loops %.9g/%d", ct_convf_isa(&g), j, y[j],
-                     idx[j], y_ref[j], i_ref[j]);
+            fail_msg("pooled %s nChw%dc [%zu]: %.9g/%d, pool loops %.9g/%d", ct_convf_isa(&g), yb,
+                     j, y[j], idx[j], y_ref[j], i_ref[j]);
     }
     /* bf16_out: the same values rounded to bf16, the same argmax */
     g.bf16_out = true;
@@ -136,84 +168,110 @@ static void pooled_forward_case(const conv_case *c, bool portable) {
     free(x), free(w), free(b), free(dense), free(y_ref), free(y), free(i_ref), free(idx);
 }
 
-/* Pooled backward-weights against the dense one over the rebuilt dy. */
-static void pooled_backward_case(const conv_case *c, bool portable, bool add, int threads) {
+/* dw, db (malloc'd, from start) of the dense or the pooled backward-weights. */
+static void convw_run(const ct_convw_geom *wg, const float *x, const float *dy,
+                      const ct_convw_pooled *pp, const float *start, bool add, int threads,
+                      float **dw, float **db) {
+    size_t nw = (size_t)wg->oc * wg->ic * wg->k * wg->k;
+    float *part = malloc(ct_convw_part_floats(wg) * (size_t)threads * sizeof *part);
+    *dw = malloc(nw * sizeof **dw);
+    *db = malloc((size_t)wg->oc * sizeof **db);
+    memcpy(*dw, start, nw * sizeof *start);
+    memcpy(*db, start + nw, (size_t)wg->oc * sizeof *start);
+    if (pp)
+        ct_convw_bwd_weights_pooled(wg, x, pp, *dw, *db, add, part, threads);
+    else
+        ct_convw_bwd_weights(wg, x, dy, *dw, *db, add, part, threads);
+    free(part);
+}
+
+/* Pooled backward-weights against the dense one over the rebuilt dy (the same bits),
+ * from fp32 and bf16 planes in nChw<yb>c; the AVX-512 body gives the AVX2 body's
+ * bits (the portable one, without fused multiply-adds, agrees within rounding). */
+static void pooled_backward_case(const conv_case *c, loops m, int yb, bool add, int threads) {
     size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
     float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *b = rand_f((size_t)c->oc, 0.1);
-    ct_convf_geom fg = fgeom(c, true, true, portable);
-    int oh = ct_convf_out_h(&fg), ow = ct_convf_out_w(&fg), G = (int)groups8(c->oc);
-    size_t np = (size_t)c->n * G * 8 * (size_t)(oh / 2) * (size_t)(ow / 2);
-    size_t nd = (size_t)c->n * G * 8 * (size_t)oh * (size_t)ow;
+    ct_convf_geom fg = fgeom(c, true, true, m, yb);
+    int oh = ct_convf_out_h(&fg), ow = ct_convf_out_w(&fg);
+    size_t np = out_floats(c, yb, (size_t)(oh / 2) * (size_t)(ow / 2));
+    size_t nd = out_floats(c, yb, (size_t)oh * (size_t)ow);
     float *y = malloc(np * sizeof *y), *dpool = rand_f(np, 1.0);
     uint8_t *idx = malloc(np);
     ct_convf_forward(&fg, x, w, b, y, idx);
     /* bf16 values in both planes, so that bf16 planes can carry them too */
     for (size_t j = 0; j < np; j++) y[j] = ct_round_bf16(y[j]), dpool[j] = ct_round_bf16(dpool[j]);
     /* the dense dy: pool backward, then the relu mask (pool output > 0) */
-    ct_pool_geom q = {.n_img = c->n, .c_blocks = G, .block = 8, .c_last = c->oc - (G - 1) * 8,
-                      .h = oh, .w = ow, .oh = oh / 2, .ow = ow / 2, .k = 2, .s = 2, .p = 0,
-                      .isa = ct_pool_best_isa()};
+    ct_pool_geom q = pool_of(c, yb, oh, ow);
     float *masked = malloc(np * sizeof *masked), *dy = malloc(nd * sizeof *dy);
     for (size_t j = 0; j < np; j++) masked[j] = y[j] > 0.0f ? dpool[j] : 0.0f;
     ct_pool_max_backward(&q, masked, idx, dy);
     ct_convw_geom wg = {.n = c->n, .ic = c->ic, .oc = c->oc, .h = c->h, .w = c->w, .k = c->k,
-                        .p = c->p, .x_block = 1, .dy_block = 8, .portable = portable};
+                        .p = c->p, .x_block = 1, .dy_block = yb,
+                        .portable = m == LOOPS_PORTABLE, .no_avx512 = m == LOOPS_AVX2};
     assert_true(ct_convw_pooled_ok(&wg));
-    float *dw[2], *db[2], *start = rand_f(nw + (size_t)c->oc, 1.0);
-    float *part = malloc(ct_convw_part_floats(&wg) * (size_t)threads * sizeof *part);
+    float *start = rand_f(nw + (size_t)c->oc, 1.0), *dw[3], *db[3];
     ct_convw_pooled pp = {.dy = dpool, .y = y, .idx = idx};
-    for (int k = 0; k < 2; k++) {
-        dw[k] = malloc(nw * sizeof *dw[k]);
-        db[k] = malloc((size_t)c->oc * sizeof *db[k]);
-        memcpy(dw[k], start, nw * sizeof *start);
-        memcpy(db[k], start + nw, (size_t)c->oc * sizeof *start);
-        if (k == 0)
-            ct_convw_bwd_weights(&wg, x, dy, dw[k], db[k], add, part, threads);
-        else
-            ct_convw_bwd_weights_pooled(&wg, x, &pp, dw[k], db[k], add, part, threads);
-    }
-    assert_memory_equal(dw[0], dw[1], nw * sizeof *dw[0]);
-    assert_memory_equal(db[0], db[1], (size_t)c->oc * sizeof *db[0]);
+    convw_run(&wg, x, dy, NULL, start, add, threads, &dw[0], &db[0]);
+    convw_run(&wg, x, NULL, &pp, start, add, threads, &dw[1], &db[1]);
     /* the same planes in bf16 */
     uint16_t *yh = malloc(np * sizeof *yh), *dh = malloc(np * sizeof *dh);
     for (size_t j = 0; j < np; j++)
         yh[j] = (uint16_t)(ct_f32_bits(y[j]) >> 16), dh[j] = (uint16_t)(ct_f32_bits(dpool[j]) >> 16);
     ct_convw_pooled ph = {.dy = dh, .y = yh, .idx = idx, .bf16 = true};
-    memcpy(dw[1], start, nw * sizeof *start);
-    memcpy(db[1], start + nw, (size_t)c->oc * sizeof *start);
-    ct_convw_bwd_weights_pooled(&wg, x, &ph, dw[1], db[1], add, part, threads);
-    assert_memory_equal(dw[0], dw[1], nw * sizeof *dw[0]);
-    assert_memory_equal(db[0], db[1], (size_t)c->oc * sizeof *db[0]);
+    convw_run(&wg, x, NULL, &ph, start, add, threads, &dw[2], &db[2]);
+    for (int k = 1; k < 3; k++) {
+        assert_memory_equal(dw[0], dw[k], nw * sizeof *dw[0]);
+        assert_memory_equal(db[0], db[k], (size_t)c->oc * sizeof *db[0]);
+    }
+    if (m == LOOPS_BEST && wg.k == 3) { /* AVX-512 (where it runs) == AVX2, dense and pooled */
+        ct_convw_geom w2 = wg;
+        w2.no_avx512 = true;
+        float *dw2, *db2;
+        for (int k = 0; k < 2; k++) {
+            convw_run(&w2, x, dy, k ? &pp : NULL, start, add, threads, &dw2, &db2);
+            if (memcmp(dw[0], dw2, nw * sizeof *dw2) != 0 ||
+                memcmp(db[0], db2, (size_t)c->oc * sizeof *db2) != 0)
+                fail_msg("convw %s and %s differ (%s, nChw%dc)", ct_convw_isa(&wg),
+                         ct_convw_isa(&w2), k ? "pooled" : "dense", yb);
+            free(dw2), free(db2);
+        }
+    }
     free(yh), free(dh);
+    for (int k = 0; k < 3; k++) free(dw[k]), free(db[k]);
     free(x), free(w), free(b), free(y), free(dpool), free(idx), free(masked), free(dy);
-    free(dw[0]), free(dw[1]), free(db[0]), free(db[1]), free(start), free(part);
+    free(start);
 }
 
 static const conv_case cases[] = {
     {3, 1, 32, 28, 28, 3, 1}, /* the tutorial's conv1 */
-    {2, 1, 20, 9, 11, 3, 1},  /* odd sizes, 4 empty lanes */
-    {2, 3, 8, 8, 7, 3, 0},    /* three input channels, no padding */
+    {2, 1, 20, 9, 11, 3, 1},  /* odd sizes, 4 empty lanes (12 in nChw16c) */
+    {2, 3, 8, 8, 7, 3, 0},    /* three input channels, no padding; an empty half-block */
+    {2, 1, 24, 6, 9, 3, 1},   /* three groups: a pair and a lone group */
     {1, 2, 16, 10, 10, 5, 2}, /* K 5: portable loops only */
 };
 
 static void test_convf_forward(void **state) {
     (void)state;
-    ct_convf_geom g = fgeom(&cases[0], false, false, false);
-    print_message("conv forward loops: %s\n", ct_convf_isa(&g));
+    ct_convf_geom g = fgeom(&cases[0], false, false, LOOPS_BEST, 8);
+    print_message("conv forward loops: %s (and every lesser body)\n", ct_convf_isa(&g));
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) forward_case(&cases[i]);
 }
 
 static void test_convf_pooled_forward(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int portable = 0; portable < 2; portable++) pooled_forward_case(&cases[i], portable);
+        for (int m = 0; m < N_LOOPS; m++)
+            for (int yb = 8; yb <= 16; yb += 8) pooled_forward_case(&cases[i], (loops)m, yb);
 }
 
 static void test_convw_pooled_backward(void **state) {
     (void)state;
+    ct_convw_geom g = {.k = 3, .dy_block = 8, .h = 28, .w = 28, .p = 1};
+    print_message("conv backward-weights loops: %s (and every lesser body)\n", ct_convw_isa(&g));
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int portable = 0; portable < 2; portable++)
-            pooled_backward_case(&cases[i], portable, i % 2 == 1, 1 + (int)i % 3);
+        for (int m = 0; m < N_LOOPS; m++)
+            for (int yb = 8; yb <= 16; yb += 8)
+                pooled_backward_case(&cases[i], (loops)m, yb, i % 2 == 1, 1 + (int)i % 3);
 }
 
 /* Ties: a zero image and zero weights make every window a four-way tie at 0 (argmax
@@ -221,8 +279,8 @@ static void test_convw_pooled_backward(void **state) {
 static void test_convf_pooled_ties(void **state) {
     (void)state;
     conv_case c = {2, 1, 8, 6, 6, 3, 1};
-    for (int portable = 0; portable < 2; portable++) {
-        ct_convf_geom g = fgeom(&c, true, true, portable);
+    for (int m = 0; m < N_LOOPS; m++) {
+        ct_convf_geom g = fgeom(&c, true, true, (loops)m, 8);
         size_t np = (size_t)2 * 8 * 9;
         float x[72] = {0}, w[72] = {0}, b[8] = {1, 1, 1, 1, -1, -1, -1, -1};
         float y[2 * 8 * 9];
@@ -241,8 +299,6 @@ typedef struct pg_case {
     int n, ic, oc, h, w, k, p;
     int xb, yb; /* channel blocks of x/dx and of dy/y/idx: 8 or 16 */
 } pg_case;
-
-static int blocks_of(int c, int b) { return (c + b - 1) / b; }
 
 /* nChw<B>c copy of plain [N][C][H][W] (lanes past C: junk when junk != 0). */
 static float *to_blocked(const float *plain, int N, int C, int H, int W, int B, float junk) {

@@ -117,9 +117,9 @@ typedef enum { CT_AMP_OFF, CT_AMP_FP16, CT_AMP_BF16 } ct_amp_mode;
 typedef enum { CT_GRAPH_AUTO, CT_GRAPH_OFF } ct_graph_mode;
 /* Which of ctrain's own CPU loops may run (the CPU backend; the rest runs on
  * oneDNN): auto, where they beat oneDNN with the best instruction set the CPU has
- * (AVX2, else portable C; the environment variable CTRAIN_MAX_CPU_ISA caps it; the
- * convolution loops only in AVX2); portable, every loop auto takes on an AVX2
- * machine, in portable C (the same bits as their AVX2 bodies but for the
+ * (AVX-512, else AVX2, else portable C; the environment variable CTRAIN_MAX_CPU_ISA
+ * caps it; the convolution loops only in AVX2 or AVX-512); portable, every loop auto
+ * takes on an AVX2 machine, in portable C (the same bits as their AVX2 bodies but for the
  * weight-gradient loops); off, none: every layer on oneDNN. For tests and
  * side-by-side measurements. */
 typedef enum { CT_CPU_LOOPS_AUTO, CT_CPU_LOOPS_PORTABLE, CT_CPU_LOOPS_OFF } ct_cpu_loops;

@@ -31,7 +31,8 @@ static bool fits_loops(const ct_cpu *b, const ct_cpu_node *nd, ct_convf_geom *f)
     *f = (ct_convf_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                          .k = g->cfg.kernel, .p = g->cfg.padding,
                          .x_block = ct_cpu_md_channel_block(&ct_cpu_in((ct_cpu *)b, nd->i)->md),
-                         .relu = true, .pool = true, .portable = ct_cpu_loops_portable(b)};
+                         .y_block = 8, .relu = true, .pool = true,
+                         .portable = ct_cpu_loops_portable(b)};
     if (!ct_convf_geom_ok(f)) return false;
     ct_convw_geom q = {.n = b->N, .ic = f->ic, .oc = f->oc, .h = f->h, .w = f->w, .k = f->k,
                        .p = f->p, .x_block = f->x_block, .dy_block = 8};
@@ -90,6 +91,9 @@ int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     fits_loops(b, nd, &w->convf);
     w->own_fwd = true;
     w->convf.relu = w->convf.pool = block_fused(b, nd);
+    /* Fused, the pass writes the pool's output in the block the next conv reads. */
+    if (w->convf.pool) w->convf.y_block = ct_cpu_block_out_block(b);
+    if (!ct_convf_geom_ok(&w->convf)) w->convf.y_block = 8;
     /* Fused in a chain that native bf16 stores in bf16: the pass writes the pool's
      * output in bf16 (the conv's own output has no storage, its type is the pool's). */
     w->convf.bf16_out = w->convf.pool && ct_cpu_bf16_stores(b, nd->i);
@@ -100,7 +104,7 @@ int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     dnnl_memory_desc_t act, wmd;
     CT_DNNL(err, dnnl_memory_desc_init_by_tag(&act, 4, dims,
                                               w->convf.bf16_out ? dnnl_bf16 : dnnl_f32,
-                                              ct_cpu_channel_block_tag(8)));
+                                              ct_cpu_channel_block_tag(w->convf.y_block)));
     if (ct_cpu_md_plain(&wmd, 4, wdims, err) != 0 || ct_cpu_wl_param_views(b, nd, &wmd, err) != 0 ||
         ct_cpu_add_act(b, nd, &act, false, false, err) != 0)
         return -1;
@@ -168,8 +172,8 @@ const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd, ct_impl_pa
     buf[0] = 0;
     const char *type = nd->wl.convf.bf16_out ? ":bf16" : "";
     if (pass == CT_PASS_FORWARD)
-        snprintf(buf, n, "ctrain:%s%s%s", ct_convf_isa(&nd->wl.convf),
-                 fused ? ":conv+relu+maxpool" : "", type);
+        snprintf(buf, n, "ctrain:%s%s:nChw%dc%s", ct_convf_isa(&nd->wl.convf),
+                 fused ? ":conv+relu+maxpool" : "", nd->wl.convf.y_block, type);
     else if (pass == CT_PASS_BACKWARD_WEIGHTS && b->o.training)
         snprintf(buf, n, "ctrain:%s%s%s", ct_convw_isa(&nd->wl.convw), fused ? ":from-pool" : "",
                  type);

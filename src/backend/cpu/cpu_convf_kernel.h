@@ -5,16 +5,17 @@
  *
  *   y(n, oc, oh, ow) = b[oc] + sum over ic, kh, kw of w[oc][ic][kh][kw] * x(n, ic, oh + kh - p, ow + kw - p)
  *
- * Every output value is computed the same way in the AVX2 and portable loops and in
- * the pooled pass: acc = b, then acc = fma(w, x, acc) over ic, kh, kw in that order;
- * relu is acc > 0 ? acc : 0. So the AVX2 and portable loops give the same bits, and
- * the pooled pass gives exactly what the max-pool loops (cpu_pool_kernel.h) give over
- * the stored output.
+ * Every output value is computed the same way in the AVX-512, AVX2 and portable loops
+ * and in the pooled pass: acc = b, then acc = fma(w, x, acc) over ic, kh, kw in that
+ * order; relu is acc > 0 ? acc : 0. So all loops give the same bits, and the pooled
+ * pass gives exactly what the max-pool loops (cpu_pool_kernel.h) give over the stored
+ * output.
  *
  * x: [N][ic_blocks][H][W][x_block] (x_block 1, 8 or 16), zero outside the image.
  * w: plain [OC][IC][K][K] (PyTorch's OIHW); b: [OC] or NULL (zero).
- * Unpooled y: [N][ceil(OC / 8)][OH][OW][8] (oneDNN's nChw8c), lanes past OC are 0.
- * Pooled (needs relu): y [N][ceil(OC / 8)][OH / 2][OW / 2][8] holds the max over each
+ * Unpooled y: [N][ceil(OC / B)][OH][OW][B] with B = y_block, 8 or 16 (oneDNN's nChw8c
+ * or nChw16c), lanes past OC are 0.
+ * Pooled (needs relu): y [N][ceil(OC / B)][OH / 2][OW / 2][B] holds the max over each
  * 2x2 window (floor mode) and idx (same layout, may be NULL) its position
  * ky * 2 + kx, the first maximum in row-major window order on ties; with bf16_out, y
  * holds bf16 (uint16) values, each the fp32 result rounded to nearest even
@@ -34,10 +35,12 @@ typedef struct ct_convf_geom {
     int n, ic, oc;  /* images, input channels, output channels */
     int h, w, k, p; /* input size, square kernel, zero padding (stride 1) */
     int x_block;    /* x's channel block: 1, 8 or 16 */
+    int y_block;    /* y's and idx's channel block: 8 or 16 */
     bool relu;      /* y = max(y, 0) */
     bool pool;      /* then a 2x2 stride-2 max-pool (requires relu) */
     bool bf16_out;  /* the pooled y in bf16 (requires pool) */
     bool portable;  /* force the portable loops (tests) */
+    bool no_avx512; /* at most the AVX2 loops (tests) */
 } ct_convf_geom;
 
 /* True when the loops take g (padded image within cpu_convw_kernel.h's
@@ -45,7 +48,7 @@ typedef struct ct_convf_geom {
  * CT_CONVF_MAX_WEIGHTS, a pooled output of at least 1x1; bf16_out: pooled, an image's
  * output within CT_CONVF_MAX_BF16_OUT). */
 bool ct_convf_geom_ok(const ct_convf_geom *g);
-/* "avx2" or "portable": the loops ct_convf_forward runs for g. */
+/* "avx512", "avx2" or "portable": the loops ct_convf_forward runs for g. */
 const char *ct_convf_isa(const ct_convf_geom *g);
 /* Output size of the conv itself (before any pooling). */
 int ct_convf_out_h(const ct_convf_geom *g);

@@ -7,9 +7,11 @@
  * x(pixel + tap) into K*K accumulators (and, for the first input channel, dy into
  * the bias accumulator). The image's dy tile of one group (OH*OW*8 floats) and the
  * padded planes stay in cache across the input channels. With a pool's gradient
- * instead of dy, each group's tile is first rebuilt in a per-thread buffer. The AVX2 body (dy block 8
- * or 16, K = 3) keeps the 10 accumulators in registers; the portable body does the
- * same arithmetic in C for any layout and K. Partial sums:
+ * instead of dy, each group's tile is first rebuilt in a per-thread buffer. The AVX2
+ * body (dy block 8 or 16, K = 3) keeps the 10 accumulators in registers; the AVX-512
+ * body does the same for a pair of groups (16 lanes; from a pool's gradient through
+ * a 16-lane tile), each lane's arithmetic the AVX2 body's, so both give the same
+ * bits; the portable body does the same sums in C for any layout and K. Partial sums:
  * dw part[((group * IC + ic) * K*K + tap) * 8 + lane], db part[groups * 8 * IC*K*K + oc].
  */
 #include "backend/cpu/cpu_convw_kernel.h"
@@ -41,7 +43,21 @@ static bool use_avx2(const ct_convw_geom *g) {
     return !g->portable && g->k == 3 && g->dy_block >= 8 && ct_cpu_has_avx2_fma();
 }
 
-const char *ct_convw_isa(const ct_convw_geom *g) { return use_avx2(g) ? "avx2" : "portable"; }
+/* (a 16-lane tile of the conv's output within CT_CONVW_MAX_TILE) */
+static bool use_avx512(const ct_convw_geom *g) {
+    return use_avx2(g) && !g->no_avx512 && ct_cpu_has_avx512() &&
+           (long)out_h(g) * out_w(g) * 16 <= CT_CONVW_MAX_TILE;
+}
+
+const char *ct_convw_isa(const ct_convw_geom *g) {
+    return use_avx512(g) ? "avx512" : use_avx2(g) ? "avx2" : "portable";
+}
+
+typedef enum body { BODY_PORTABLE, BODY_AVX2, BODY_AVX512 } body;
+
+static body body_of(const ct_convw_geom *g) {
+    return use_avx512(g) ? BODY_AVX512 : use_avx2(g) ? BODY_AVX2 : BODY_PORTABLE;
+}
 
 void ct_conv_pad_image(int ic, int h, int w, int p, int x_block, const float *x, float *xp) {
     int wp = w + 2 * p, B = x_block;
@@ -138,31 +154,89 @@ CT_TARGET_AVX2_FMA static void group_avx2_k3(const ct_convw_geom *g, const float
     }
     _mm256_storeu_ps(pb + (size_t)grp * 8, ab);
 }
+
+/* 16 floats from lo (lanes 0-7) and hi (lanes 8-15; NULL: zeros). */
+CT_INLINE_AVX512 __m512 load16(const float *lo, const float *hi) {
+    if (hi == lo + 8) return _mm512_loadu_ps(lo);
+    __m512 v = _mm512_castps256_ps512(_mm256_loadu_ps(lo));
+    return _mm512_insertf32x8(v, hi ? _mm256_loadu_ps(hi) : _mm256_setzero_ps(), 1);
+}
+
+CT_INLINE_AVX512 void store16(float *lo, float *hi, __m512 v) {
+    _mm256_storeu_ps(lo, _mm512_castps512_ps256(v));
+    if (hi) _mm256_storeu_ps(hi, _mm512_extractf32x8_ps(v, 1));
+}
+
+/* group_avx2_k3 for groups 2 * pr (dy lanes at dlo) and 2 * pr + 1 (at dhi; NULL:
+ * zeros) at once; without hi, group 2 * pr + 1 is padding past OC and its partial
+ * sums are neither read nor written. */
+CT_TARGET_AVX512 static void pair_avx512_k3(const ct_convw_geom *g, const float *xp,
+                                            const float *dlo, const float *dhi, size_t ds,
+                                            int pr, bool hi, float *part) {
+    int oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p;
+    size_t dplane = (size_t)oh * (size_t)ow, pl = (size_t)plane(g);
+    float *pb = part + (size_t)groups(g) * 8 * (size_t)g->ic * 9 + (size_t)pr * 16;
+    __m512 ab = load16(pb, hi ? pb + 8 : NULL);
+    for (size_t q = 0; g->ic > 1 && q < dplane; q++)
+        ab = _mm512_add_ps(ab, load16(dlo + q * ds, dhi ? dhi + q * ds : NULL));
+    for (int i = 0; i < g->ic; i++) {
+        float *plo = part + ((size_t)(2 * pr) * (size_t)g->ic + (size_t)i) * 72;
+        float *phi = hi ? plo + (size_t)g->ic * 72 : NULL; /* group 2 * pr + 1 */
+        __m512 a[9];
+        for (int k = 0; k < 9; k++) a[k] = load16(plo + 8 * k, phi ? phi + 8 * k : NULL);
+        const float *xi = xp + (size_t)i * pl;
+        for (int y = 0; y < oh; y++) {
+            const float *r0 = xi + (size_t)y * (size_t)wp, *r1 = r0 + wp, *r2 = r1 + wp;
+            for (int x = 0; x < ow; x++) {
+                size_t q = (size_t)y * (size_t)ow + (size_t)x;
+                __m512 v = load16(dlo + q * ds, dhi ? dhi + q * ds : NULL);
+                if (g->ic == 1) ab = _mm512_add_ps(ab, v);
+                a[0] = _mm512_fmadd_ps(v, _mm512_set1_ps(r0[x]), a[0]);
+                a[1] = _mm512_fmadd_ps(v, _mm512_set1_ps(r0[x + 1]), a[1]);
+                a[2] = _mm512_fmadd_ps(v, _mm512_set1_ps(r0[x + 2]), a[2]);
+                a[3] = _mm512_fmadd_ps(v, _mm512_set1_ps(r1[x]), a[3]);
+                a[4] = _mm512_fmadd_ps(v, _mm512_set1_ps(r1[x + 1]), a[4]);
+                a[5] = _mm512_fmadd_ps(v, _mm512_set1_ps(r1[x + 2]), a[5]);
+                a[6] = _mm512_fmadd_ps(v, _mm512_set1_ps(r2[x]), a[6]);
+                a[7] = _mm512_fmadd_ps(v, _mm512_set1_ps(r2[x + 1]), a[7]);
+                a[8] = _mm512_fmadd_ps(v, _mm512_set1_ps(r2[x + 2]), a[8]);
+            }
+        }
+        for (int k = 0; k < 9; k++) store16(plo + 8 * k, phi ? phi + 8 * k : NULL, a[k]);
+    }
+    store16(pb, hi ? pb + 8 : NULL, ab);
+}
 #endif
 
 /* One group's dy of one image as the sweeps read it: from d0 with pixel stride ds
  * (group_avx2_k3), or lane by lane (group_portable). */
-static void run_group(const ct_convw_geom *g, bool avx2, const float *xp, const float *d0,
+static void run_group(const ct_convw_geom *g, body bd, const float *xp, const float *d0,
                       size_t ds, int grp, float *part) {
 #if CT_SIMD_X86
-    if (avx2) {
+    if (bd != BODY_PORTABLE) {
         group_avx2_k3(g, xp, d0, ds, grp, part);
         return;
     }
 #endif
-    (void)avx2;
+    (void)bd;
     const float *dl[8] = {0};
     for (int l = 0; l < 8 && grp * 8 + l < g->oc; l++) dl[l] = d0 + l;
     group_portable(g, xp, dl, ds, grp, part);
 }
 
+/* Floats from an image's dy to group grp's lane 0 (dy_block 8 or 16). */
+static size_t group_off(const ct_convw_geom *g, int grp, size_t dplane) {
+    int per = g->dy_block / 8;
+    return (size_t)(grp / per) * dplane * (size_t)g->dy_block + (size_t)(grp % per) * 8;
+}
+
 /* Image dyi in its own layout: groups of 8 channels inside blocks of dy_block. */
-static void image_dense(const ct_convw_geom *g, bool avx2, const float *xp, const float *dyi,
+static void image_dense(const ct_convw_geom *g, body bd, const float *xp, const float *dyi,
                         float *part) {
-    int B = g->dy_block;
+    int B = g->dy_block, G = groups(g);
     size_t dplane = (size_t)out_h(g) * (size_t)out_w(g);
     if (B == 1) { /* plain nchw: lanes are whole planes apart (portable loops only) */
-        for (int grp = 0; grp < groups(g); grp++) {
+        for (int grp = 0; grp < G; grp++) {
             const float *dl[8] = {0};
             for (int l = 0; l < 8 && grp * 8 + l < g->oc; l++)
                 dl[l] = dyi + (size_t)(grp * 8 + l) * dplane;
@@ -170,27 +244,64 @@ static void image_dense(const ct_convw_geom *g, bool avx2, const float *xp, cons
         }
         return;
     }
-    int per_block = B / 8;
-    for (int grp = 0; grp < groups(g); grp++)
-        run_group(g, avx2, xp,
-                  dyi + (size_t)(grp / per_block) * dplane * (size_t)B + (size_t)(grp % per_block) * 8,
-                  (size_t)B, grp, part);
+#if CT_SIMD_X86
+    if (bd == BODY_AVX512) {
+        for (int pr = 0; pr < (G + 1) / 2; pr++) {
+            bool hi = 2 * pr + 1 < G;
+            pair_avx512_k3(g, xp, dyi + group_off(g, 2 * pr, dplane),
+                           hi ? dyi + group_off(g, 2 * pr + 1, dplane) : NULL, (size_t)B, pr, hi,
+                           part);
+        }
+        return;
+    }
+#endif
+    for (int grp = 0; grp < G; grp++)
+        run_group(g, bd, xp, dyi + group_off(g, grp, dplane), (size_t)B, grp, part);
 }
 
-/* tile [OH][OW][8] = the conv's dy of one group of one image, rebuilt from the
- * pooled plane (dy, y, idx: [OH/2][OW/2][8]). */
-static void expand_pooled(const ct_convw_geom *g, const float *dy, const float *y,
-                          const uint8_t *idx, float *tile) {
+/* One group's planes of the pool (fp32): lane l of pooled pixel q at dy[q * S + l],
+ * y[q * S + l], idx[q * S + l]. */
+typedef struct pooled_view {
+    const float *dy, *y;
+    const uint8_t *idx;
+    size_t S;
+} pooled_view;
+
+/* Block blk (dy_block channels) of image n's pool planes, its lane 0; bf16 planes
+ * are widened into dyw and yw (a block plane each). */
+static pooled_view block_view(const ct_convw_geom *g, const ct_convw_pooled *pp, int n, int blk,
+                              float *dyw, float *yw) {
+    size_t B = (size_t)g->dy_block, bplane = (size_t)(out_h(g) / 2) * (size_t)(out_w(g) / 2) * B;
+    size_t o = ((size_t)n * (size_t)blocks(g->oc, g->dy_block) + (size_t)blk) * bplane;
+    pooled_view v = {.idx = pp->idx + o, .S = B};
+    if (pp->bf16) {
+        ct_bf16_widen((const uint16_t *)pp->dy + o, dyw, bplane);
+        ct_bf16_widen((const uint16_t *)pp->y + o, yw, bplane);
+        v.dy = dyw, v.y = yw;
+    } else {
+        v.dy = (const float *)pp->dy + o, v.y = (const float *)pp->y + o;
+    }
+    return v;
+}
+
+static pooled_view lanes_from(pooled_view v, size_t lane) {
+    v.dy += lane, v.y += lane, v.idx += lane;
+    return v;
+}
+
+/* tile [OH][OW][8] = the conv's dy of one group of one image, rebuilt from its pooled
+ * planes. */
+static void expand_pooled(const ct_convw_geom *g, const pooled_view *v, float *tile) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2;
     memset(tile, 0, (size_t)oh * (size_t)ow * 8 * sizeof *tile);
     for (int py = 0; py < ph; py++)
         for (int px = 0; px < pw; px++) {
-            size_t o = ((size_t)py * (size_t)pw + (size_t)px) * 8;
+            size_t o = ((size_t)py * (size_t)pw + (size_t)px) * v->S;
             for (int l = 0; l < 8; l++) {
-                int a = idx[o + l];
-                if (a > 3 || !(y[o + l] > 0.0f)) continue;
+                int a = v->idx[o + l];
+                if (a > 3 || !(v->y[o + l] > 0.0f)) continue;
                 size_t at = ((size_t)(2 * py + a / 2) * (size_t)ow + (size_t)(2 * px + a % 2)) * 8;
-                tile[at + (size_t)l] = dy[o + l];
+                tile[at + (size_t)l] = v->dy[o + l];
             }
         }
 }
@@ -198,17 +309,17 @@ static void expand_pooled(const ct_convw_geom *g, const float *dy, const float *
 #if CT_SIMD_X86
 /* expand_pooled with 8 lanes at a time: each window pixel gets dy where its position
  * is the argmax and y > 0, else +0 (as max-pool backward writes it). */
-CT_TARGET_AVX2_FMA static void expand_pooled_avx2(const ct_convw_geom *g, const float *dy,
-                                                  const float *y, const uint8_t *idx, float *tile) {
+CT_TARGET_AVX2_FMA static void expand_pooled_avx2(const ct_convw_geom *g, const pooled_view *v,
+                                                  float *tile) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2;
     __m256 zero = _mm256_setzero_ps();
     for (int py = 0; py < ph; py++) {
         float *t0 = tile + (size_t)(2 * py) * (size_t)ow * 8, *t1 = t0 + (size_t)ow * 8;
         for (int px = 0; px < pw; px++) {
-            size_t o = ((size_t)py * (size_t)pw + (size_t)px) * 8;
-            __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(idx + o)));
-            __m256 d = _mm256_and_ps(_mm256_cmp_ps(_mm256_loadu_ps(y + o), zero, _CMP_GT_OQ),
-                                     _mm256_loadu_ps(dy + o));
+            size_t o = ((size_t)py * (size_t)pw + (size_t)px) * v->S;
+            __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(v->idx + o)));
+            __m256 d = _mm256_and_ps(_mm256_cmp_ps(_mm256_loadu_ps(v->y + o), zero, _CMP_GT_OQ),
+                                     _mm256_loadu_ps(v->dy + o));
             __m256 m0 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_set1_epi32(0)));
             __m256 m1 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_set1_epi32(1)));
             __m256 m2 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_set1_epi32(2)));
@@ -225,30 +336,78 @@ CT_TARGET_AVX2_FMA static void expand_pooled_avx2(const ct_convw_geom *g, const 
     }
     if (oh % 2) memset(tile + (size_t)(oh - 1) * (size_t)ow * 8, 0, (size_t)ow * 8 * sizeof *tile);
 }
+
+/* expand_pooled_avx2 for two groups into a tile [OH][OW][16]: lo's lanes 0-7, hi's
+ * 8-15 (hi NULL: zeros). */
+CT_TARGET_AVX512 static void expand_pooled16(const ct_convw_geom *g, const pooled_view *lo,
+                                             const pooled_view *hi, float *tile) {
+    int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2;
+    __m512 zero = _mm512_setzero_ps();
+    for (int py = 0; py < ph; py++) {
+        float *t0 = tile + (size_t)(2 * py) * (size_t)ow * 16, *t1 = t0 + (size_t)ow * 16;
+        for (int px = 0; px < pw; px++) {
+            size_t q = (size_t)py * (size_t)pw + (size_t)px, ol = q * lo->S, oh2 = hi ? q * hi->S : 0;
+            __m512 d = load16(lo->dy + ol, hi ? hi->dy + oh2 : NULL);
+            __m512 y = load16(lo->y + ol, hi ? hi->y + oh2 : NULL);
+            __m128i ib = _mm_loadl_epi64((const __m128i *)(const void *)(lo->idx + ol));
+            if (hi)
+                ib = _mm_unpacklo_epi64(ib, _mm_loadl_epi64((const __m128i *)(const void *)(hi->idx + oh2)));
+            __m512i a = _mm512_cvtepu8_epi32(ib);
+            d = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, zero, _CMP_GT_OQ), d);
+            float *at[4] = {t0 + (size_t)(2 * px) * 16, t0 + (size_t)(2 * px + 1) * 16,
+                            t1 + (size_t)(2 * px) * 16, t1 + (size_t)(2 * px + 1) * 16};
+            for (int k = 0; k < 4; k++)
+                _mm512_storeu_ps(at[k], _mm512_maskz_mov_ps(
+                                            _mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(k)), d));
+        }
+        if (ow % 2) { /* the last odd column: no window */
+            _mm512_storeu_ps(t0 + (size_t)(ow - 1) * 16, zero);
+            _mm512_storeu_ps(t1 + (size_t)(ow - 1) * 16, zero);
+        }
+    }
+    if (oh % 2) memset(tile + (size_t)(oh - 1) * (size_t)ow * 16, 0, (size_t)ow * 16 * sizeof *tile);
+}
 #endif
 
-/* Image n rebuilt from the pool's planes, group by group, through a tile (bf16 planes
- * widened first, a group at a time). */
-static void image_pooled(const ct_convw_geom *g, bool avx2, const float *xp,
+/* Image n rebuilt from the pool's planes through a tile: group by group, or pair by
+ * pair on the AVX-512 body (bf16 planes widened first, a block at a time). */
+static void image_pooled(const ct_convw_geom *g, body bd, const float *xp,
                          const ct_convw_pooled *pp, int n, float *tile, float *part) {
-    size_t pplane = (size_t)(out_h(g) / 2) * (size_t)(out_w(g) / 2) * 8;
-    float dyw[CT_CONVW_MAX_TILE / 4], yw[CT_CONVW_MAX_TILE / 4]; /* tile: 4 planes */
-    for (int grp = 0; grp < groups(g); grp++) {
-        size_t o = ((size_t)n * (size_t)groups(g) + (size_t)grp) * pplane;
-        const float *dy = dyw, *y = yw;
-        if (pp->bf16) {
-            ct_bf16_widen((const uint16_t *)pp->dy + o, dyw, pplane);
-            ct_bf16_widen((const uint16_t *)pp->y + o, yw, pplane);
-        } else {
-            dy = (const float *)pp->dy + o, y = (const float *)pp->y + o;
-        }
+    int B = g->dy_block, G = groups(g), per = B / 8;
+    /* a block plane is at most half a tile of 8 lanes (OH * OW * 8 / 4 pixels * 16) */
+    float dyw[CT_CONVW_MAX_TILE / 2], yw[CT_CONVW_MAX_TILE / 2];
 #if CT_SIMD_X86
-        if (avx2)
-            expand_pooled_avx2(g, dy, y, pp->idx + o, tile);
-        else
+    if (bd == BODY_AVX512) {
+        for (int pr = 0; pr < (G + 1) / 2; pr++) {
+            bool has_hi = 2 * pr + 1 < G;
+            pooled_view lo, hi;
+            if (B == 16) {
+                lo = block_view(g, pp, n, pr, dyw, yw);
+                hi = lanes_from(lo, 8);
+            } else { /* two blocks of 8, each in half of the buffers */
+                lo = block_view(g, pp, n, 2 * pr, dyw, yw);
+                if (has_hi)
+                    hi = block_view(g, pp, n, 2 * pr + 1, dyw + CT_CONVW_MAX_TILE / 4,
+                                    yw + CT_CONVW_MAX_TILE / 4);
+            }
+            expand_pooled16(g, &lo, has_hi ? &hi : NULL, tile);
+            pair_avx512_k3(g, xp, tile, tile + 8, 16, pr, has_hi, part);
+        }
+        return;
+    }
 #endif
-            expand_pooled(g, dy, y, pp->idx + o, tile);
-        run_group(g, avx2, xp, tile, 8, grp, part);
+    for (int blk = 0; blk < blocks(g->oc, B); blk++) {
+        pooled_view v = block_view(g, pp, n, blk, dyw, yw);
+        for (int k = 0; k < per && blk * per + k < G; k++) {
+            pooled_view gv = lanes_from(v, (size_t)(8 * k));
+#if CT_SIMD_X86
+            if (bd != BODY_PORTABLE)
+                expand_pooled_avx2(g, &gv, tile);
+            else
+#endif
+                expand_pooled(g, &gv, tile);
+            run_group(g, bd, xp, tile, 8, blk * per + k, part);
+        }
     }
 }
 
@@ -283,7 +442,7 @@ static void bwd_weights(const ct_convw_geom *g, const float *x, const float *dy,
     size_t img_x = (size_t)blocks(g->ic, g->x_block) * (size_t)g->x_block * (size_t)g->h * (size_t)g->w;
     size_t img_dy = (size_t)blocks(g->oc, g->dy_block) * (size_t)g->dy_block * (size_t)out_h(g) *
                     (size_t)out_w(g);
-    bool avx2 = use_avx2(g);
+    body bd = body_of(g);
     int threads = part_threads < 1 ? 1 : part_threads;
     if (threads > g->n) threads = g->n;
     int used = 1;
@@ -296,9 +455,9 @@ static void bwd_weights(const ct_convw_geom *g, const float *x, const float *dy,
         for (int n = (int)((long)g->n * t / nt); n < (int)((long)g->n * (t + 1) / nt); n++) {
             pad_image(g, x + (size_t)n * img_x, xp);
             if (pp)
-                image_pooled(g, avx2, xp, pp, n, tile, mine);
+                image_pooled(g, bd, xp, pp, n, tile, mine);
             else
-                image_dense(g, avx2, xp, dy + (size_t)n * img_dy, mine);
+                image_dense(g, bd, xp, dy + (size_t)n * img_dy, mine);
         }
         if (t == 0) used = nt;
     }
@@ -311,7 +470,7 @@ void ct_convw_bwd_weights(const ct_convw_geom *g, const float *x, const float *d
 }
 
 bool ct_convw_pooled_ok(const ct_convw_geom *g) {
-    return ct_convw_geom_ok(g) && g->dy_block == 8 && out_h(g) >= 2 && out_w(g) >= 2 &&
+    return ct_convw_geom_ok(g) && g->dy_block >= 8 && out_h(g) >= 2 && out_w(g) >= 2 &&
            (long)out_h(g) * out_w(g) * 8 <= CT_CONVW_MAX_TILE;
 }
 

@@ -34,21 +34,22 @@ typedef struct ct_convw_geom {
     int x_block;     /* x's channel block: 1, 8 or 16 */
     int dy_block;    /* dy's channel block: 1, 8 or 16 */
     bool portable;   /* force the portable loops (tests) */
+    bool no_avx512;  /* at most the AVX2 loops (tests) */
 } ct_convw_geom;
 
 /* True when the loops take g. */
 bool ct_convw_geom_ok(const ct_convw_geom *g);
 /* Floats of one thread's partial sums. */
 size_t ct_convw_part_floats(const ct_convw_geom *g);
-/* "avx2" or "portable": the loops ct_convw_bwd_weights runs for g. */
+/* "avx512", "avx2" or "portable": the loops ct_convw_bwd_weights runs for g. */
 const char *ct_convw_isa(const ct_convw_geom *g);
 
 /* The gradient of a 2x2 stride-2 max-pool over relu(conv) (the pooled output of
  * cpu_convf_kernel.h), from which the conv's dy is rebuilt: dy(n, oc, 2py + a / 2,
  * 2px + a % 2) = dy_pool(n, oc, py, px) where a = idx(n, oc, py, px) and
  * y(n, oc, py, px) > 0, else 0 (and 0 in a last odd row or column). All three are
- * [N][ceil(OC / 8)][OH / 2][OW / 2][8]. The sums run in the same order as over that
- * dy stored densely, so both give the same bits. dy and y are fp32, or bf16 (uint16)
+ * [N][ceil(OC / B)][OH / 2][OW / 2][B] with B = dy_block, 8 or 16. The sums run in
+ * the same order as over that dy stored densely, so both give the same bits. dy and y are fp32, or bf16 (uint16)
  * with bf16, widened exactly: the same bits as fp32 planes holding those values. */
 typedef struct ct_convw_pooled {
     const void *dy;     /* gradient of the pool's output */
@@ -59,8 +60,8 @@ typedef struct ct_convw_pooled {
 
 #define CT_CONVW_MAX_TILE 16384 /* OH * OW * 8 floats of one rebuilt dy tile */
 
-/* True when ct_convw_bwd_weights_pooled takes g (dy_block 8, tile within
- * CT_CONVW_MAX_TILE). */
+/* True when ct_convw_bwd_weights_pooled takes g (dy_block 8 or 16: the pool planes'
+ * block; OH * OW * 8 within CT_CONVW_MAX_TILE). */
 bool ct_convw_pooled_ok(const ct_convw_geom *g);
 void ct_convw_bwd_weights_pooled(const ct_convw_geom *g, const float *x,
                                  const ct_convw_pooled *pooled, float *dw, float *db, bool add,

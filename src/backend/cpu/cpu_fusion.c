@@ -48,6 +48,11 @@ bool ct_cpu_bf16_stores(const ct_cpu *b, int i) {
     return (r == i + 3 && chain_link(g, r, CT_LAYER_CONV2D)) || chain_link(g, r, CT_LAYER_LINEAR);
 }
 
+int ct_cpu_block_out_block(const ct_cpu *b) {
+    (void)b;
+    return ct_onednn_has_avx512() ? 16 : 8;
+}
+
 bool ct_cpu_loops_on(const ct_cpu *b) { return b->o.cpu_loops != CT_CPU_LOOPS_OFF; }
 
 bool ct_cpu_loops_portable(const ct_cpu *b) { return b->o.cpu_loops == CT_CPU_LOOPS_PORTABLE; }
@@ -58,7 +63,7 @@ bool ct_cpu_conv_loops_take(const ct_cpu *b, int k, char *why, size_t n) {
         return false;
     }
     if (ct_cpu_loops_portable(b)) return true;
-    if (ct_loops_isa_effective() != CT_LOOPS_ISA_AVX2)
+    if (ct_loops_isa_effective() < CT_LOOPS_ISA_AVX2)
         snprintf(why, n, "no AVX2 here (or CTRAIN_MAX_CPU_ISA caps it): oneDNN beats the conv "
                          "loops' portable C");
     else if (k != 3)

@@ -271,6 +271,10 @@ int ct_cpu_bf16_decide(ct_cpu *b, ct_err *err);
  * hold bf16 too, and the layer after reads it as its bf16 input. Everywhere else
  * activations stay fp32. */
 bool ct_cpu_bf16_stores(const ct_cpu *b, int i);
+/* The channel block (8 or 16) of the pool output that a fused conv-relu-maxpool
+ * block writes: the one oneDNN's convolutions read on this machine (16 where oneDNN
+ * runs AVX-512, else 8), so that a conv reading the pool needs no reorder. */
+int ct_cpu_block_out_block(const ct_cpu *b);
 /* ctrain's own loops: whether any may run, and whether in their portable bodies. */
 bool ct_cpu_loops_on(const ct_cpu *b);
 bool ct_cpu_loops_portable(const ct_cpu *b);

@@ -4,8 +4,8 @@
  * the CTRAIN_MAX_CPU_ISA cap, cpu_isa.h), and small helpers.
  *
  * CT_TARGET_AVX2 enables AVX2 only; CT_TARGET_AVX2_FMA also FMA, for bodies that
- * call _mm256_fmadd_ps. (The build is ISO C, so -ffp-contract=off: the compiler
- * never fuses a product and a sum on its own, which loops that must give their
+ * call _mm256_fmadd_ps; CT_TARGET_AVX512 the AVX-512 subsets cpu_isa.h requires.
+ * (The build is ISO C, so -ffp-contract=off: the compiler never fuses a product and a sum on its own, which loops that must give their
  * portable twin's bits rely on.)
  */
 #ifndef CT_CPU_SIMD_H
@@ -23,15 +23,24 @@
 #define CT_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
 #define CT_INLINE_AVX2 static inline __attribute__((always_inline, target("avx2")))
 #define CT_INLINE_AVX2_FMA static inline __attribute__((always_inline, target("avx2,fma")))
+#define CT_AVX512_FEATURES "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"
+#define CT_TARGET_AVX512 __attribute__((target(CT_AVX512_FEATURES)))
+#define CT_INLINE_AVX512 static inline __attribute__((always_inline, target(CT_AVX512_FEATURES)))
 #else
 #define CT_SIMD_X86 0
 #define CT_TARGET_AVX2
 #define CT_TARGET_AVX2_FMA
+#define CT_TARGET_AVX512
 #endif
 
 /* Whether the AVX2 bodies may run (AVX2 and FMA, under the cap). */
 static inline bool ct_cpu_has_avx2(void) {
-    return CT_SIMD_X86 && ct_loops_isa_effective() == CT_LOOPS_ISA_AVX2;
+    return CT_SIMD_X86 && ct_loops_isa_effective() >= CT_LOOPS_ISA_AVX2;
+}
+
+/* Whether the AVX-512 bodies may run (F, BW, VL, DQ and FMA, under the cap). */
+static inline bool ct_cpu_has_avx512(void) {
+    return CT_SIMD_X86 && ct_loops_isa_effective() >= CT_LOOPS_ISA_AVX512;
 }
 
 static inline bool ct_cpu_has_avx2_fma(void) { return ct_cpu_has_avx2(); }
