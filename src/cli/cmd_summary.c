@@ -62,19 +62,24 @@ static void print_table(const ct_model *m, const ct_config *cfg) {
     if (g->n_buffers > 0) /* not parameters: no gradient, no optimizer */
         printf("Buffers: %d (batch norms' running statistics, %s)\n", g->n_buffers,
                ct_fmt_bytes(g->n_buffer_bytes, b1, sizeof b1));
-    printf("\n  %-14s %-14s %-24s %-12s %10s %12s %12s  %-34s %s\n", "#", "layer", "from",
-           "output", "params", "activations", "workspace", "forward",
+    int fw = 34; /* the forward column: as wide as its widest name */
+    for (int i = 0; i < g->n_nodes; i++) {
+        int len = (int)strlen(impl_of(m, i, CT_PASS_FORWARD));
+        if (len > fw) fw = len;
+    }
+    printf("\n  %-14s %-14s %-24s %-12s %10s %12s %12s  %-*s %s\n", "#", "layer", "from",
+           "output", "params", "activations", "workspace", fw, "forward",
            m->opts.training ? "backward" : "");
     for (int i = 0; i < g->n_nodes; i++) {
         const ct_node *n = &g->nodes[i];
         size_t np = 0;
         if (n->weight >= 0) np += g->params[n->weight].count;
         if (n->bias >= 0) np += g->params[n->bias].count;
-        printf("  %-14s %-14s %-24s %-12s %10zu %12s %12s  %-34s %s\n", ct_node_label(n),
+        printf("  %-14s %-14s %-24s %-12s %10zu %12s %12s  %-*s %s\n", ct_node_label(n),
                ct_op(n->kind)->name, inputs_of(g, i, from, sizeof from),
                ct_shape_str(n->out, s1, sizeof s1), np,
                ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_ACTIVATIONS), b1, sizeof b1),
-               ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_WORKSPACE), b2, sizeof b2),
+               ct_fmt_bytes(layer_bytes(&m->plan, i, CT_REGION_WORKSPACE), b2, sizeof b2), fw,
                impl_of(m, i, CT_PASS_FORWARD), backward_impl(m, i, bwd, sizeof bwd));
         flops += n->fwd_flops;
         /* forward, weight gradient, and the input gradient where one is computed */
