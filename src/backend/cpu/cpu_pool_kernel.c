@@ -10,6 +10,9 @@
  * The bodies take the element type as a constant too: fp32, or bf16 (uint16), which
  * they widen on load and narrow on store, exactly (ld / st below).
  *
+ * Every plane's output row starts by prefetching the input rows (dx rows backward)
+ * its windows touch, all lines at once (prefetch_rows).
+ *
  * Backward with stride >= kernel (windows never overlap) needs no zeroing pass: each
  * window's pixels get dy at the argmax and 0 elsewhere (AVX2: compare-and-mask
  * stores; portable: zero the window, then scatter each lane's dy), then the rows
@@ -116,11 +119,32 @@ INLINE void fwd_window(const ct_pool_geom *g, const void *x, void *y, uint8_t *i
         for (int l = 0; l < B; l++) idx[o + (size_t)l] = (uint8_t)arg[l];
 }
 
+/* Asks for the input rows of output row oh's windows (clipped to the plane x of
+ * B-channel pixels), every cache line of them at once, before the windows read them
+ * one by one: one demand miss after another left nChw16c planes (a line per pixel)
+ * several times slower to pool than nChw8c ones (BENCHMARKS.md). write: for dx. */
+INLINE void prefetch_rows(const ct_pool_geom *g, const void *x, int oh, const int B, const bool H,
+                          const bool write) {
+    int r0 = oh * g->s - g->p, r1 = r0 + g->k;
+    r0 = r0 < 0 ? 0 : r0;
+    r1 = r1 > g->h ? g->h : r1;
+    size_t row = (size_t)g->w * (size_t)B * (H ? 2 : 4);
+    const char *p = (const char *)x + (size_t)r0 * row;
+    for (size_t b = 0; r0 < r1 && b < (size_t)(r1 - r0) * row; b += 64) {
+        if (write)
+            __builtin_prefetch(p + b, 1);
+        else
+            __builtin_prefetch(p + b, 0);
+    }
+}
+
 INLINE void fwd_plane(const ct_pool_geom *g, const void *x, void *y, uint8_t *idx, const int B,
                       const bool H) {
-    for (int oh = 0; oh < g->oh; oh++)
+    for (int oh = 0; oh < g->oh; oh++) {
+        prefetch_rows(g, x, oh, B, H, false);
         for (int ow = 0; ow < g->ow; ow++)
             fwd_window(g, x, y, idx, ((size_t)oh * g->ow + ow) * B, oh, ow, B, H);
+    }
 }
 
 /* Zeroes columns [a, b) (clipped to [0, w)) of input row h. */
@@ -172,9 +196,11 @@ INLINE void bwd_plane(const ct_pool_geom *g, const void *dy, const uint8_t *idx,
     int32_t off[CT_POOL_MAX_KERNEL * CT_POOL_MAX_KERNEL];
     for (int k = 0; k < g->k * g->k; k++) off[k] = k / g->k * g->w + k % g->k;
     if (!direct) zero(dx, 0, (size_t)g->h * g->w * B, H);
-    for (int oh = 0; oh < g->oh; oh++)
+    for (int oh = 0; oh < g->oh; oh++) {
+        prefetch_rows(g, dx, oh, B, H, true);
         for (int ow = 0; ow < g->ow; ow++)
             bwd_window(g, dy, idx, dx, ((size_t)oh * g->ow + ow) * B, off, oh, ow, direct, B, H);
+    }
     if (direct) zero_uncovered(g, dx, B, H);
 }
 
@@ -234,9 +260,11 @@ CT_INLINE_AVX2 void fwd_window_avx2(const ct_pool_geom *g, const void *x, void *
 
 CT_INLINE_AVX2 void fwd_plane_avx2(const ct_pool_geom *g, const void *x, void *y, uint8_t *idx,
                                    const int NV, const bool H) {
-    for (int oh = 0; oh < g->oh; oh++)
+    for (int oh = 0; oh < g->oh; oh++) {
+        prefetch_rows(g, x, oh, 8 * NV, H, false);
         for (int ow = 0; ow < g->ow; ow++)
             fwd_window_avx2(g, x, y, idx, ((size_t)oh * g->ow + ow) * 8 * NV, oh, ow, NV, H);
+    }
 }
 
 CT_INLINE_AVX2 void bwd_window_avx2(const ct_pool_geom *g, const void *d, const uint8_t *idx,
@@ -270,10 +298,12 @@ CT_INLINE_AVX2 void bwd_plane_avx2(const ct_pool_geom *g, const void *dy, const 
                                    void *dx, const int NV, const bool H) {
     bool direct = g->s >= g->k;
     if (!direct) zero(dx, 0, (size_t)g->h * g->w * 8 * NV, H);
-    for (int oh = 0; oh < g->oh; oh++)
+    for (int oh = 0; oh < g->oh; oh++) {
+        prefetch_rows(g, dx, oh, 8 * NV, H, true);
         for (int ow = 0; ow < g->ow; ow++)
             bwd_window_avx2(g, dy, idx, dx, ((size_t)oh * g->ow + ow) * 8 * NV, oh, ow, direct,
                             NV, H);
+    }
     if (direct) zero_uncovered(g, dx, 8 * NV, H);
 }
 #endif
