@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <omp.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -411,7 +412,8 @@ static void test_maxpool_loops(void **state) {
 /* ct_bn_train_forward / _backward on packed buffers, portable and the best ISA here,
  * against the double reference: rows [n, N) and padded lanes hold finite junk, which
  * must not reach the statistics or the gradients; padded lanes and stale rows of dx
- * get zeros; both ISAs give the same bits. With relu, dy is masked where the loop's
+ * get zeros; both ISAs give the same bits, the portable one on 1 thread and the best on
+ * 3 (the row chunks are fixed). With relu, dy is masked where the loop's
  * own output is 0, as the relu's backward would. */
 typedef struct bn_bufs {
     float *y, *dx, mean[40], var[40], dg[40], db[40];
@@ -441,13 +443,18 @@ static void bn_loops_case(int N, int n, int C, int B, long S, bool relu) {
     double eps = 1e-5;
     ct_ref_batchnorm_forward_train(x, n, C, S, gd, bd, eps, y, mean, var);
     bn_bufs first = {0};
+    int threads_were = omp_get_max_threads();
     for (int isa = 0; isa < 2; isa++) {
+        omp_set_num_threads(isa ? 3 : 1); /* the bits must not depend on the threads either */
         ct_bn_geom q = {.n = n, .N = N, .C = C, .block = B, .S = S, .eps = eps, .relu = relu,
                         .isa = isa ? ct_bn_best_isa() : CT_LOOPS_ISA_PORTABLE};
         bn_bufs r = {.y = malloc(tot * sizeof(float)), .dx = malloc(tot * sizeof(float))};
         for (size_t j = 0; j < tot; j++) r.y[j] = NAN, r.dx[j] = NAN;
-        ct_bn_train_forward(&q, xb, gamma, beta, r.y, r.mean, r.var);
-        ct_bn_train_backward(&q, xb, r.y, dyb, gamma, r.mean, r.var, r.dx, r.dg, r.db);
+        double *part = malloc(ct_bn_part_doubles(&q) * sizeof *part);
+        ct_bn_train_forward(&q, xb, gamma, beta, r.y, r.mean, r.var, part);
+        ct_bn_train_backward(&q, xb, r.y, dyb, gamma, r.mean, r.var, r.dx, r.dg, r.db, part);
+        free(part);
+        omp_set_num_threads(threads_were);
         float *yp = malloc(real * sizeof *yp), *dxp = malloc(real * sizeof *dxp);
         double *dym = malloc(real * sizeof *dym), *yr = malloc(real * sizeof *yr);
         for (int rr = 0; rr < N; rr++)
@@ -494,6 +501,7 @@ static void test_batchnorm_loops(void **state) {
     bn_loops_case(3, 3, 16, 8, 49, true);  /* 2 full groups */
     bn_loops_case(4, 2, 6, 1, 10, false);  /* plain [N, C, S] */
     bn_loops_case(6, 5, 7, 1, 1, true);    /* plain [N, F] */
+    bn_loops_case(40, 37, 20, 16, 5, false); /* several rows in every row chunk */
 }
 
 /* ---- ctrain's conv backward-weights loops ------------------------------------------ */

@@ -136,8 +136,14 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
                                                             ss | dnnl_use_global_stats));
     if (ct_cpu_pick(&b->c, &bn->fwd_inf, &d, 1, sizeof d, NULL, "batch norm inference", err) != 0)
         return -1;
-    bn->dscale.region = bn->dgamma.region = bn->dbeta.region = -1;
+    bn->dscale.region = bn->dgamma.region = bn->dbeta.region = bn->part.region = -1;
     if (!b->o.training) return 0;
+    /* the training loops' scratch (doubles, as twice as many floats) */
+    ct_bn_geom pq = {.C = bn->C, .block = layout_block(md)};
+    dnnl_dim_t part = (dnnl_dim_t)(2 * ct_bn_part_doubles(&pq));
+    if (ct_cpu_md_plain(&bn->part.md, 1, &part, err) != 0 ||
+        ct_cpu_add_ws(b, &bn->part, nd->i, "bn_part", err) != 0)
+        return -1;
     if (b->o.accumulate) { /* the gradients land in [2][C] scratch, then = or += */
         dnnl_dim_t two_c = 2 * (dnnl_dim_t)bn->C;
         if (ct_cpu_md_plain(&bn->dscale.md, 1, &two_c, err) != 0 ||
@@ -181,7 +187,7 @@ static int bind_src(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_bn *bn = &nd->bn;
     ct_cpu_tensor *ts[] = {&bn->mean, &bn->var, &bn->gamma, &bn->beta, &bn->rmean,
-                           &bn->rvar, &bn->dscale, &bn->dgamma, &bn->dbeta};
+                           &bn->rvar, &bn->dscale, &bn->dgamma, &bn->dbeta, &bn->part};
     for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
         if (ct_cpu_bind_tensor(b, ts[k], err) != 0) return -1;
     if (bind_src(b, nd, err) != 0) return -1;
@@ -234,7 +240,7 @@ static int bn_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_
                          "gives %ld (PyTorch refuses this too)", b->n, (long)b->n * bn->S);
     ct_bn_geom q = loops_geom(b, nd);
     ct_bn_train_forward(&q, bn->src.ptr, bn->gamma.ptr, bn->beta.ptr, nd->act.ptr, bn->mean.ptr,
-                        bn->var.ptr);
+                        bn->var.ptr, (double *)(void *)bn->part.ptr);
     if (bn->stats_batch != b->batch_serial) update_running(b, nd, count);
     return 0;
 }
@@ -246,7 +252,8 @@ static int bn_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t ste
         return ct_errorf(err, "backward with accumulate in a plan made without it");
     ct_bn_geom q = loops_geom(b, nd);
     ct_bn_train_backward(&q, bn->src.ptr, nd->act.ptr, nd->gact.ptr, bn->gamma.ptr, bn->mean.ptr,
-                         bn->var.ptr, bn->dsrc.ptr, bn->dgamma.ptr, bn->dbeta.ptr);
+                         bn->var.ptr, bn->dsrc.ptr, bn->dgamma.ptr, bn->dbeta.ptr,
+                         (double *)(void *)bn->part.ptr);
     if (bn->dsrc_x.on && ct_cpu_exec(&b->c, &bn->dsrc_x.r, err) != 0) return -1;
     if (!b->o.accumulate) return 0; /* written straight into the grads */
     float *gw = b->grads + b->g->params[nd->g->weight].offset;

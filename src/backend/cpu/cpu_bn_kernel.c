@@ -170,71 +170,151 @@ static const group_fns *pick(const ct_bn_geom *g) {
 
 static int groups_of(const ct_bn_geom *g) { return (g->C + g->block - 1) / g->block; }
 
+size_t ct_bn_part_doubles(const ct_bn_geom *g) {
+    return (size_t)groups_of(g) * (size_t)(2 * CT_BN_CHUNKS + 5) * (size_t)g->block;
+}
+
 /* Lanes of group gi that are real channels. */
 static int real_lanes(const ct_bn_geom *g, int gi) {
     return gi * g->block + g->block <= g->C ? g->block : g->C - gi * g->block;
 }
 
-void ct_bn_train_forward(const ct_bn_geom *g, const float *x, const float *gamma,
-                         const float *beta, float *y, float *mean_out, float *var_out) {
-    const group_fns *f = pick(g);
-    int B = g->block, groups = groups_of(g);
-    size_t run = (size_t)g->S * (size_t)B;
-    double M = (double)g->n * (double)g->S;
-#pragma omp parallel for schedule(static)
-    for (int gi = 0; gi < groups; gi++) {
-        double sum[LANES] = {0}, sq[LANES] = {0};
-        double mean[LANES] = {0}, scale[LANES] = {0}, shift[LANES] = {0};
-        size_t o = (size_t)gi * run;
-        group_pass p = {.x = x + o, .out = y + o, .stride = (size_t)groups * run, .n = g->n,
-                        .S = g->S, .relu = g->relu, .mean = mean, .scale = scale,
-                        .shift = shift};
-        f->sums(&p, sum, sq);
-        for (int l = 0; l < real_lanes(g, gi); l++) {
-            int c = gi * B + l;
-            mean[l] = sum[l] / M;
-            double var = sq[l] / M - mean[l] * mean[l];
-            if (var < 0.0) var = 0.0;
-            mean_out[c] = (float)mean[l];
-            var_out[c] = (float)var;
-            scale[l] = gamma[c] / sqrt(var + g->eps);
-            shift[l] = beta[c];
+/* First row of chunk c (c = CT_BN_CHUNKS: n). */
+static int chunk_row(const ct_bn_geom *g, int c) {
+    return (int)((long)g->n * c / CT_BN_CHUNKS);
+}
+
+/* Group gi's scratch: partial sums [CT_BN_CHUNKS][2][block], then 5 per-lane arrays
+ * [block] (forward: mean, scale, shift; backward: mean, rstd, k, dbm, dgm). */
+static double *scratch(const ct_bn_geom *g, double *part, int gi) {
+    return part + (size_t)gi * (size_t)(2 * CT_BN_CHUNKS + 5) * (size_t)g->block;
+}
+
+static double *lane_array(const ct_bn_geom *g, double *part, int gi, int k) {
+    return scratch(g, part, gi) + (size_t)(2 * CT_BN_CHUNKS + k) * (size_t)g->block;
+}
+
+/* The chunks' partial sums of group gi added in chunk order into a and b (lanes
+ * [0, block)). */
+static void add_chunks(const ct_bn_geom *g, double *part, int gi, double *a, double *b) {
+    int B = g->block;
+    const double *ps = scratch(g, part, gi);
+    for (int l = 0; l < B; l++) a[l] = b[l] = 0.0;
+    for (int c = 0; c < CT_BN_CHUNKS; c++)
+        for (int l = 0; l < B; l++) {
+            a[l] += ps[(size_t)(2 * c) * (size_t)B + (size_t)l];
+            b[l] += ps[(size_t)(2 * c + 1) * (size_t)B + (size_t)l];
         }
-        f->apply(&p);
+}
+
+void ct_bn_train_forward(const ct_bn_geom *g, const float *x, const float *gamma,
+                         const float *beta, float *y, float *mean_out, float *var_out,
+                         double *part) {
+    const group_fns *f = pick(g);
+    int B = g->block, groups = groups_of(g), units = groups * CT_BN_CHUNKS;
+    size_t run = (size_t)g->S * (size_t)B, stride = (size_t)groups * run;
+    double M = (double)g->n * (double)g->S;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int u = 0; u < units; u++) { /* partial sums: a chunk of rows of a group */
+            int gi = u / CT_BN_CHUNKS, c = u % CT_BN_CHUNKS, r0 = chunk_row(g, c);
+            double *ps = scratch(g, part, gi) + (size_t)(2 * c) * (size_t)B, *pq = ps + B;
+            memset(ps, 0, 2 * (size_t)B * sizeof *ps);
+            group_pass p = {.x = x + (size_t)gi * run + (size_t)r0 * stride, .stride = stride,
+                            .n = chunk_row(g, c + 1) - r0, .S = g->S};
+            f->sums(&p, ps, pq);
+        }
+#pragma omp for schedule(static)
+        for (int gi = 0; gi < groups; gi++) { /* statistics */
+            double sum[LANES], sq[LANES];
+            add_chunks(g, part, gi, sum, sq);
+            double *mean = lane_array(g, part, gi, 0), *scale = lane_array(g, part, gi, 1),
+                   *shift = lane_array(g, part, gi, 2);
+            for (int l = 0; l < B; l++) mean[l] = scale[l] = shift[l] = 0.0;
+            for (int l = 0; l < real_lanes(g, gi); l++) {
+                int c = gi * B + l;
+                mean[l] = sum[l] / M;
+                double var = sq[l] / M - mean[l] * mean[l];
+                if (var < 0.0) var = 0.0;
+                mean_out[c] = (float)mean[l];
+                var_out[c] = (float)var;
+                scale[l] = gamma[c] / sqrt(var + g->eps);
+                shift[l] = beta[c];
+            }
+        }
+#pragma omp for schedule(static)
+        for (int u = 0; u < units; u++) { /* y, a chunk of rows at a time */
+            int gi = u / CT_BN_CHUNKS, c = u % CT_BN_CHUNKS, r0 = chunk_row(g, c);
+            size_t o = (size_t)gi * run + (size_t)r0 * stride;
+            group_pass p = {.x = x + o, .out = y + o, .stride = stride,
+                            .n = chunk_row(g, c + 1) - r0, .S = g->S, .relu = g->relu,
+                            .mean = lane_array(g, part, gi, 0),
+                            .scale = lane_array(g, part, gi, 1),
+                            .shift = lane_array(g, part, gi, 2)};
+            f->apply(&p);
+        }
     }
 }
 
 void ct_bn_train_backward(const ct_bn_geom *g, const float *x, const float *y, const float *dy,
                           const float *gamma, const float *mean_in, const float *var_in,
-                          float *dx, float *dgamma, float *dbeta) {
+                          float *dx, float *dgamma, float *dbeta, double *part) {
     const group_fns *f = pick(g);
-    int B = g->block, groups = groups_of(g);
+    int B = g->block, groups = groups_of(g), units = groups * CT_BN_CHUNKS;
     size_t run = (size_t)g->S * (size_t)B, stride = (size_t)groups * run;
     double M = (double)g->n * (double)g->S;
-#pragma omp parallel for schedule(static)
-    for (int gi = 0; gi < groups; gi++) {
-        double mean[LANES] = {0}, rstd[LANES] = {0}, k[LANES] = {0};
-        double db[LANES] = {0}, dg[LANES] = {0}, dbm[LANES] = {0}, dgm[LANES] = {0};
-        int L = real_lanes(g, gi);
-        for (int l = 0; l < L; l++) {
-            int c = gi * B + l;
-            mean[l] = mean_in[c];
-            rstd[l] = 1.0 / sqrt((double)var_in[c] + g->eps);
-            k[l] = gamma[c] * rstd[l];
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int gi = 0; gi < groups; gi++) { /* per-lane factors; padded lanes 0 */
+            double *mean = lane_array(g, part, gi, 0), *rstd = lane_array(g, part, gi, 1),
+                   *k = lane_array(g, part, gi, 2);
+            for (int l = 0; l < B; l++) mean[l] = rstd[l] = k[l] = 0.0;
+            for (int l = 0; l < real_lanes(g, gi); l++) {
+                int c = gi * B + l;
+                mean[l] = mean_in[c];
+                rstd[l] = 1.0 / sqrt((double)var_in[c] + g->eps);
+                k[l] = gamma[c] * rstd[l];
+            }
         }
-        size_t o = (size_t)gi * run;
-        group_pass p = {.x = x + o, .dy = dy + o, .y = y + o, .out = dx + o, .stride = stride,
-                        .n = g->n, .S = g->S, .relu = g->relu, .mean = mean, .rstd = rstd,
-                        .k = k, .dbm = dbm, .dgm = dgm};
-        f->grad_sums(&p, db, dg);
-        for (int l = 0; l < L; l++) {
-            dgamma[gi * B + l] = (float)dg[l];
-            dbeta[gi * B + l] = (float)db[l];
-            dbm[l] = db[l] / M;
-            dgm[l] = dg[l] / M;
+#pragma omp for schedule(static)
+        for (int u = 0; u < units; u++) { /* partial gradient sums */
+            int gi = u / CT_BN_CHUNKS, c = u % CT_BN_CHUNKS, r0 = chunk_row(g, c);
+            double *pb = scratch(g, part, gi) + (size_t)(2 * c) * (size_t)B, *pg = pb + B;
+            memset(pb, 0, 2 * (size_t)B * sizeof *pb);
+            size_t o = (size_t)gi * run + (size_t)r0 * stride;
+            group_pass p = {.x = x + o, .dy = dy + o, .y = y + o, .stride = stride,
+                            .n = chunk_row(g, c + 1) - r0, .S = g->S, .relu = g->relu,
+                            .mean = lane_array(g, part, gi, 0), .rstd = lane_array(g, part, gi, 1)};
+            f->grad_sums(&p, pb, pg);
         }
-        f->dx(&p);
+#pragma omp for schedule(static)
+        for (int gi = 0; gi < groups; gi++) {
+            double db[LANES], dg[LANES];
+            add_chunks(g, part, gi, db, dg);
+            double *dbm = lane_array(g, part, gi, 3), *dgm = lane_array(g, part, gi, 4);
+            for (int l = 0; l < B; l++) dbm[l] = dgm[l] = 0.0;
+            for (int l = 0; l < real_lanes(g, gi); l++) {
+                dgamma[gi * B + l] = (float)dg[l];
+                dbeta[gi * B + l] = (float)db[l];
+                dbm[l] = db[l] / M;
+                dgm[l] = dg[l] / M;
+            }
+        }
+#pragma omp for schedule(static)
+        for (int u = 0; u < units; u++) { /* dx, a chunk of rows at a time */
+            int gi = u / CT_BN_CHUNKS, c = u % CT_BN_CHUNKS, r0 = chunk_row(g, c);
+            size_t o = (size_t)gi * run + (size_t)r0 * stride;
+            group_pass p = {.x = x + o, .dy = dy + o, .y = y + o, .out = dx + o,
+                            .stride = stride, .n = chunk_row(g, c + 1) - r0, .S = g->S,
+                            .relu = g->relu, .mean = lane_array(g, part, gi, 0),
+                            .rstd = lane_array(g, part, gi, 1), .k = lane_array(g, part, gi, 2),
+                            .dbm = lane_array(g, part, gi, 3), .dgm = lane_array(g, part, gi, 4)};
+            f->dx(&p);
+        }
+#pragma omp for schedule(static)
         for (int r = g->n; r < g->N; r++) /* stale rows: no gradient */
-            memset(dx + (size_t)r * stride + o, 0, run * sizeof(float));
+            memset(dx + (size_t)r * stride, 0, stride * sizeof(float));
     }
 }

@@ -18,7 +18,13 @@
  * Padded lanes of x and dy must be finite (oneDNN keeps them zero); they get y = 0
  * and dx = 0 (scale, shift, mean and gradient factors are 0 there). Rows
  * [n, N) of dx get zeros (no gradient for a partial batch's stale rows); rows
- * [n, N) of y are left alone. OpenMP runs over the groups; nothing is allocated.
+ * [n, N) of y are left alone.
+ *
+ * OpenMP runs over the groups and over CT_BN_CHUNKS fixed chunks of each group's
+ * rows, so that a layer with few channels (one group of 16) still keeps every core
+ * busy: each chunk sums its rows in order, and the chunks' sums are added in chunk
+ * order. The chunks do not depend on the thread count, so neither do the bits.
+ * Scratch: part (ct_bn_part_doubles doubles); nothing is allocated.
  */
 #ifndef CT_CPU_BN_KERNEL_H
 #define CT_CPU_BN_KERNEL_H
@@ -26,6 +32,10 @@
 #include <stdbool.h>
 
 #include "backend/cpu/cpu_isa.h"
+
+#include <stddef.h>
+
+#define CT_BN_CHUNKS 8 /* row chunks per group (see above) */
 
 typedef struct ct_bn_geom {
     int n, N;     /* rows used, rows stored (1 <= n <= N) */
@@ -38,17 +48,19 @@ typedef struct ct_bn_geom {
 
 /* The ISA the loops use here: AVX2 where the CPU has it under the cap. */
 ct_loops_isa ct_bn_best_isa(void);
+/* Doubles of the scratch both passes take (reads C and block only). */
+size_t ct_bn_part_doubles(const ct_bn_geom *g);
 
 /* x, y [N][groups][S][block]; gamma, beta, mean, var [C]. Writes the batch's mean
  * and biased variance (fp32) and y for rows [0, n). */
 void ct_bn_train_forward(const ct_bn_geom *g, const float *x, const float *gamma,
-                         const float *beta, float *y, float *mean, float *var);
+                         const float *beta, float *y, float *mean, float *var, double *part);
 
 /* From x, the forward's y (read only when relu), dy and the saved mean / var:
  * dgamma, dbeta [C] (written, not added) and dx [N][groups][S][block] (rows [n, N)
  * and padded lanes zero). */
 void ct_bn_train_backward(const ct_bn_geom *g, const float *x, const float *y, const float *dy,
                           const float *gamma, const float *mean, const float *var, float *dx,
-                          float *dgamma, float *dbeta);
+                          float *dgamma, float *dbeta, double *part);
 
 #endif

@@ -121,6 +121,8 @@ typedef struct ct_cpu_bn {
     ct_cpu_tensor dgamma, dbeta;   /* [C] views of the flat grads, or of dscale when
                                       backward accumulates */
     ct_cpu_tensor dscale;          /* [2][C] gradient scratch (accumulate plans) */
+    ct_cpu_tensor part;            /* the training loops' scratch, "bn_part"
+                                      (ct_bn_part_doubles doubles) */
     ct_cpu_tensor rmean, rvar;     /* [C] views of the buffers */
     int64_t *num_batches;          /* the num_batches_tracked buffer */
     ct_cpu_tensor src, dsrc;       /* the input and its gradient in the batch norm's desc:
