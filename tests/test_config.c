@@ -713,18 +713,33 @@ static void test_train_graph(void **state) {
     assert_string_equal(ct_graph_mode_name(CT_GRAPH_OFF), "off");
 }
 
+/* Each `train.KEY: form` of forms[i][0] reads as the value named forms[i][1] (name_of
+ * names the key's value in a config). */
+static void expect_train_forms(const char *key, const char *const forms[][2], int n,
+                               const char *(*name_of)(const ct_config *)) {
+    for (int i = 0; i < n; i++) {
+        ct_config cfg;
+        char text[512];
+        snprintf(text, sizeof text, BASE "train: {%s: %s}\n", key, forms[i][0]);
+        expect_ok(text, &cfg);
+        assert_string_equal(name_of(&cfg), forms[i][1]);
+        ct_config_free(&cfg);
+    }
+}
+
+static const char *cpu_loops_of(const ct_config *c) {
+    return ct_cpu_loops_name(c->train.cpu_loops);
+}
+static const char *cpu_bf16_of(const ct_config *c) {
+    return ct_cpu_bf16_name(c->train.cpu_bf16);
+}
+
 static void test_train_cpu_loops(void **state) {
     (void)state;
     ct_config cfg;
-    const char *forms[][2] = {{"auto", "auto"}, {"portable", "portable"}, {"off", "off"},
-                              {"false", "off"}};
-    for (int i = 0; i < 4; i++) {
-        char text[512];
-        snprintf(text, sizeof text, BASE "train: {cpu_loops: %s}\n", forms[i][0]);
-        expect_ok(text, &cfg);
-        assert_string_equal(ct_cpu_loops_name(cfg.train.cpu_loops), forms[i][1]);
-        ct_config_free(&cfg);
-    }
+    const char *const forms[][2] = {{"auto", "auto"}, {"portable", "portable"}, {"off", "off"},
+                                    {"false", "off"}};
+    expect_train_forms("cpu_loops", forms, 4, cpu_loops_of);
     expect_error(BASE "train: {cpu_loops: portabel}\n", "11:20",
                  "unknown train.cpu_loops 'portabel' (did you mean 'portable'?)");
     expect_error(BASE "train: {cpu_loops: 1}\n", "11:20",
@@ -748,15 +763,9 @@ static void test_train_cpu_bf16(void **state) {
     expect_ok(BASE, &cfg);
     assert_int_equal(cfg.train.cpu_bf16, CT_CPU_BF16_AUTO);
     ct_config_free(&cfg);
-    const char *forms[][2] = {{"auto", "auto"}, {"native", "native"}, {"emulated", "emulated"},
-                              {"false", "emulated"}};
-    for (int i = 0; i < 4; i++) {
-        char text[512];
-        snprintf(text, sizeof text, BASE "train: {cpu_bf16: %s}\n", forms[i][0]);
-        expect_ok(text, &cfg);
-        assert_string_equal(ct_cpu_bf16_name(cfg.train.cpu_bf16), forms[i][1]);
-        ct_config_free(&cfg);
-    }
+    const char *const forms[][2] = {{"auto", "auto"}, {"native", "native"},
+                                    {"emulated", "emulated"}, {"false", "emulated"}};
+    expect_train_forms("cpu_bf16", forms, 4, cpu_bf16_of);
     expect_error(BASE "train: {cpu_bf16: emulate}\n", "11:19",
                  "unknown train.cpu_bf16 'emulate' (did you mean 'emulated'?)");
     expect_error(BASE "train: {cpu_bf16: [native]}\n", "11:19",

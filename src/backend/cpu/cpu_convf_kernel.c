@@ -325,15 +325,6 @@ typedef struct pair_out {
     uint8_t *ilo, *ihi;
 } pair_out;
 
-CT_INLINE_AVX512 void store16(float *lo, float *hi, __m512 v) {
-    if (hi == lo + 8) {
-        _mm512_storeu_ps(lo, v);
-        return;
-    }
-    _mm256_storeu_ps(lo, _mm512_castps512_ps256(v));
-    if (hi) _mm256_storeu_ps(hi, _mm512_extractf32x8_ps(v, 1));
-}
-
 /* pool_store with 16 lanes: relu, then the first maximum of the four. */
 CT_INLINE_AVX512 void pool_store16(__m512 v0, __m512 v1, __m512 v2, __m512 v3, pair_out o,
                                    size_t at) {
@@ -344,7 +335,7 @@ CT_INLINE_AVX512 void pool_store16(__m512 v0, __m512 v1, __m512 v2, __m512 v3, p
         best = _mm512_mask_mov_ps(best, m, c[a - 1]);
         arg = _mm512_mask_mov_epi32(arg, m, _mm512_set1_epi32(a));
     }
-    store16(o.lo + at, o.hi ? o.hi + at : NULL, best);
+    ct_store16_halves(o.lo + at, o.hi ? o.hi + at : NULL, best);
     if (!o.ilo) return;
     __m128i bytes = _mm512_cvtepi32_epi8(arg);
     _mm_storel_epi64((__m128i *)(void *)(o.ilo + at), bytes);
@@ -376,7 +367,7 @@ CT_INLINE_AVX512 void pooled_plane16_k3(const ct_convf_geom *g, const float *xp,
 }
 
 CT_INLINE_AVX512 void store16_px(pair_out o, size_t at, __m512 v, bool relu) {
-    store16(o.lo + at, o.hi ? o.hi + at : NULL, relu ? relu16(v) : v);
+    ct_store16_halves(o.lo + at, o.hi ? o.hi + at : NULL, relu ? relu16(v) : v);
 }
 
 CT_INLINE_AVX512 void dense_plane16_k3(const ct_convf_geom *g, const float *xp, const float *wg,

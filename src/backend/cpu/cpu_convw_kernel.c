@@ -155,18 +155,6 @@ CT_TARGET_AVX2_FMA static void group_avx2_k3(const ct_convw_geom *g, const float
     _mm256_storeu_ps(pb + (size_t)grp * 8, ab);
 }
 
-/* 16 floats from lo (lanes 0-7) and hi (lanes 8-15; NULL: zeros). */
-CT_INLINE_AVX512 __m512 load16(const float *lo, const float *hi) {
-    if (hi == lo + 8) return _mm512_loadu_ps(lo);
-    __m512 v = _mm512_castps256_ps512(_mm256_loadu_ps(lo));
-    return _mm512_insertf32x8(v, hi ? _mm256_loadu_ps(hi) : _mm256_setzero_ps(), 1);
-}
-
-CT_INLINE_AVX512 void store16(float *lo, float *hi, __m512 v) {
-    _mm256_storeu_ps(lo, _mm512_castps512_ps256(v));
-    if (hi) _mm256_storeu_ps(hi, _mm512_extractf32x8_ps(v, 1));
-}
-
 /* group_avx2_k3 for groups 2 * pr (dy lanes at dlo) and 2 * pr + 1 (at dhi; NULL:
  * zeros) at once; without hi, group 2 * pr + 1 is padding past OC and its partial
  * sums are neither read nor written. */
@@ -176,20 +164,20 @@ CT_TARGET_AVX512 static void pair_avx512_k3(const ct_convw_geom *g, const float 
     int oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p;
     size_t dplane = (size_t)oh * (size_t)ow, pl = (size_t)plane(g);
     float *pb = part + (size_t)groups(g) * 8 * (size_t)g->ic * 9 + (size_t)pr * 16;
-    __m512 ab = load16(pb, hi ? pb + 8 : NULL);
+    __m512 ab = ct_load16_halves(pb, hi ? pb + 8 : NULL);
     for (size_t q = 0; g->ic > 1 && q < dplane; q++)
-        ab = _mm512_add_ps(ab, load16(dlo + q * ds, dhi ? dhi + q * ds : NULL));
+        ab = _mm512_add_ps(ab, ct_load16_halves(dlo + q * ds, dhi ? dhi + q * ds : NULL));
     for (int i = 0; i < g->ic; i++) {
         float *plo = part + ((size_t)(2 * pr) * (size_t)g->ic + (size_t)i) * 72;
         float *phi = hi ? plo + (size_t)g->ic * 72 : NULL; /* group 2 * pr + 1 */
         __m512 a[9];
-        for (int k = 0; k < 9; k++) a[k] = load16(plo + 8 * k, phi ? phi + 8 * k : NULL);
+        for (int k = 0; k < 9; k++) a[k] = ct_load16_halves(plo + 8 * k, phi ? phi + 8 * k : NULL);
         const float *xi = xp + (size_t)i * pl;
         for (int y = 0; y < oh; y++) {
             const float *r0 = xi + (size_t)y * (size_t)wp, *r1 = r0 + wp, *r2 = r1 + wp;
             for (int x = 0; x < ow; x++) {
                 size_t q = (size_t)y * (size_t)ow + (size_t)x;
-                __m512 v = load16(dlo + q * ds, dhi ? dhi + q * ds : NULL);
+                __m512 v = ct_load16_halves(dlo + q * ds, dhi ? dhi + q * ds : NULL);
                 if (g->ic == 1) ab = _mm512_add_ps(ab, v);
                 a[0] = _mm512_fmadd_ps(v, _mm512_set1_ps(r0[x]), a[0]);
                 a[1] = _mm512_fmadd_ps(v, _mm512_set1_ps(r0[x + 1]), a[1]);
@@ -202,9 +190,9 @@ CT_TARGET_AVX512 static void pair_avx512_k3(const ct_convw_geom *g, const float 
                 a[8] = _mm512_fmadd_ps(v, _mm512_set1_ps(r2[x + 2]), a[8]);
             }
         }
-        for (int k = 0; k < 9; k++) store16(plo + 8 * k, phi ? phi + 8 * k : NULL, a[k]);
+        for (int k = 0; k < 9; k++) ct_store16_halves(plo + 8 * k, phi ? phi + 8 * k : NULL, a[k]);
     }
-    store16(pb, hi ? pb + 8 : NULL, ab);
+    ct_store16_halves(pb, hi ? pb + 8 : NULL, ab);
 }
 #endif
 
@@ -347,8 +335,8 @@ CT_TARGET_AVX512 static void expand_pooled16(const ct_convw_geom *g, const poole
         float *t0 = tile + (size_t)(2 * py) * (size_t)ow * 16, *t1 = t0 + (size_t)ow * 16;
         for (int px = 0; px < pw; px++) {
             size_t q = (size_t)py * (size_t)pw + (size_t)px, ol = q * lo->S, oh2 = hi ? q * hi->S : 0;
-            __m512 d = load16(lo->dy + ol, hi ? hi->dy + oh2 : NULL);
-            __m512 y = load16(lo->y + ol, hi ? hi->y + oh2 : NULL);
+            __m512 d = ct_load16_halves(lo->dy + ol, hi ? hi->dy + oh2 : NULL);
+            __m512 y = ct_load16_halves(lo->y + ol, hi ? hi->y + oh2 : NULL);
             __m128i ib = _mm_loadl_epi64((const __m128i *)(const void *)(lo->idx + ol));
             if (hi)
                 ib = _mm_unpacklo_epi64(ib, _mm_loadl_epi64((const __m128i *)(const void *)(hi->idx + oh2)));

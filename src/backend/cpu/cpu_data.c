@@ -14,6 +14,7 @@
  * give the same bits.
  */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_simd.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -56,13 +57,6 @@ int ct_cpu_load_batch(ct_backend *bb, const float *x, const int32_t *y, int n, i
     b->first_pos = first_pos;
     b->batch_serial++;
     return 0;
-}
-
-/* Asks for every cache line of the bytes at p at once. A batch's rows lie at random
- * places in the dataset, and the gather used to wait on each row's misses one after
- * another (BENCHMARKS.md); each row now asks for the next one first. */
-static void prefetch_bytes(const uint8_t *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o);
 }
 
 static ct_cpu_dataset *dataset(ct_cpu *b, int slot, ct_err *err) {
@@ -125,7 +119,8 @@ int ct_cpu_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *
     float *x = b->x.ptr;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) {
-        if (r + 1 < n) prefetch_bytes(images + (size_t)order[r + 1] * row, row);
+        /* the rows lie at random places: ask for the next one's lines first */
+        if (r + 1 < n) ct_prefetch_lines(images + (size_t)order[r + 1] * row, row, false);
         ct_aug_draw draw = {0};
         if (augment) draw = ct_aug_draw_for(prep, in.h, in.w, epoch, (uint32_t)order[r]);
         ct_prep_sample(images + (size_t)order[r] * row, in.c, in.h, in.w, lut,

@@ -129,13 +129,8 @@ INLINE void prefetch_rows(const ct_pool_geom *g, const void *x, int oh, const in
     r0 = r0 < 0 ? 0 : r0;
     r1 = r1 > g->h ? g->h : r1;
     size_t row = (size_t)g->w * (size_t)B * (H ? 2 : 4);
-    const char *p = (const char *)x + (size_t)r0 * row;
-    for (size_t b = 0; r0 < r1 && b < (size_t)(r1 - r0) * row; b += 64) {
-        if (write)
-            __builtin_prefetch(p + b, 1);
-        else
-            __builtin_prefetch(p + b, 0);
-    }
+    if (r0 < r1)
+        ct_prefetch_lines((const char *)x + (size_t)r0 * row, (size_t)(r1 - r0) * row, write);
 }
 
 INLINE void fwd_plane(const ct_pool_geom *g, const void *x, void *y, uint8_t *idx, const int B,

@@ -1,17 +1,18 @@
-/* cpu_simd.h: what ctrain's own CPU loops share to run AVX2 bodies picked at run
- * time, so that the build needs no -march flag: whether the compiler can emit them
- * (CT_SIMD_X86), their target attributes, the run-time checks (the CPU's ISA under
- * the CTRAIN_MAX_CPU_ISA cap, cpu_isa.h), and small helpers.
+/* cpu_simd.h: what ctrain's own CPU loops share to run AVX2 and AVX-512 bodies
+ * picked at run time, so that the build needs no -march flag: whether the compiler
+ * can emit them (CT_SIMD_X86), their target attributes, the run-time checks (the
+ * CPU's ISA under the CTRAIN_MAX_CPU_ISA cap, cpu_isa.h), and small helpers.
  *
  * CT_TARGET_AVX2 enables AVX2 only; CT_TARGET_AVX2_FMA also FMA, for bodies that
  * call _mm256_fmadd_ps; CT_TARGET_AVX512 the AVX-512 subsets cpu_isa.h requires.
- * (The build is ISO C, so -ffp-contract=off: the compiler never fuses a product and a sum on its own, which loops that must give their
- * portable twin's bits rely on.)
+ * (The build is ISO C, so -ffp-contract=off: the compiler never fuses a product and
+ * a sum on its own, which loops that must give their portable twin's bits rely on.)
  */
 #ifndef CT_CPU_SIMD_H
 #define CT_CPU_SIMD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend/cpu/cpu_isa.h"
@@ -65,6 +66,36 @@ CT_INLINE_AVX2 void ct_store_u8x8(uint8_t *dst, __m256i a) {
     __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
     _mm_storel_epi64((__m128i *)(void *)dst, _mm_packus_epi16(w16, w16));
 }
+
+/* 16 floats from two 8-float halves: lanes 0-7 at lo, 8-15 at hi (NULL: zeros); one
+ * load when hi == lo + 8. */
+CT_INLINE_AVX512 __m512 ct_load16_halves(const float *lo, const float *hi) {
+    if (hi == lo + 8) return _mm512_loadu_ps(lo);
+    __m512 v = _mm512_castps256_ps512(_mm256_loadu_ps(lo));
+    return _mm512_insertf32x8(v, hi ? _mm256_loadu_ps(hi) : _mm256_setzero_ps(), 1);
+}
+
+/* The reverse: lanes 8-15 are dropped when hi is NULL; one store when hi == lo + 8. */
+CT_INLINE_AVX512 void ct_store16_halves(float *lo, float *hi, __m512 v) {
+    if (hi == lo + 8) {
+        _mm512_storeu_ps(lo, v);
+        return;
+    }
+    _mm256_storeu_ps(lo, _mm512_castps512_ps256(v));
+    if (hi) _mm256_storeu_ps(hi, _mm512_extractf32x8_ps(v, 1));
+}
 #endif
+
+/* Asks for every 64-byte line of the bytes at p at once (for writing: write), so that
+ * their misses overlap instead of coming one after another (BENCHMARKS.md). */
+static inline void ct_prefetch_lines(const void *p, size_t bytes, bool write) {
+    const char *c = (const char *)p;
+    for (size_t o = 0; o < bytes; o += 64) {
+        if (write)
+            __builtin_prefetch(c + o, 1);
+        else
+            __builtin_prefetch(c + o, 0);
+    }
+}
 
 #endif
