@@ -953,9 +953,9 @@ static void test_conv_block(void **state) {
     ct_layer_cfg c[] = {conv(12, 3, 1, 1, true), conv(20, 3, 1, 1, true), L(CT_LAYER_RELU),
                         pool(CT_LAYER_MAXPOOL2D, 2, 2, 0)};
     all_paths(c, 4, 1, 11, 9, 3, 1); /* unfused: from a dense (here random) dy */
-    /* Fused before a conv, the block writes its pool in the layout that conv reads
-     * here (nChw16c where oneDNN runs AVX-512, else nChw8c): the conv reorders nothing
-     * ("layers.3.src"); and every path still matches the reference. */
+    /* Fused before a conv, the block writes its pool in the layout that conv reads,
+     * whichever this CPU's oneDNN picks: the conv reorders nothing ("layers.3.src");
+     * and every path still matches the reference. */
     ct_layer_cfg d[] = {conv(16, 3, 1, 1, true), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
                         conv(32, 3, 1, 1, true), L(CT_LAYER_RELU)};
     bool fuse_was = parity_fuse;
@@ -964,9 +964,9 @@ static void test_conv_block(void **state) {
     harness *h = open_h(1, 12, 12, d, 5, 3);
     parity_cpu_loops = CT_CPU_LOOPS_AUTO;
     parity_fuse = fuse_was;
-    const char *s = impl(h, 0, CT_PASS_FORWARD), *layout = ct_onednn_has_avx512() ? ":nChw16c" : ":nChw8c";
-    if (!strstr(s, "conv+relu+maxpool") || !strstr(s, layout))
-        fail_msg("block before a conv: '%s', not fused in %s", s, layout + 1);
+    const char *s = impl(h, 0, CT_PASS_FORWARD);
+    if (!strstr(s, "conv+relu+maxpool") || (!strstr(s, ":nChw8c") && !strstr(s, ":nChw16c")))
+        fail_msg("block before a conv: '%s', not fused or without its layout", s);
     if (region_bytes(&h->plan, "layers.3.src") != 0)
         fail_msg("the conv after the block reorders its input (%zu bytes)",
                  region_bytes(&h->plan, "layers.3.src"));
