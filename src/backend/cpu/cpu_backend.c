@@ -12,7 +12,8 @@
  * Mixed precision (o.amp fp16 / bf16) is emulated, except bf16 where oneDNN has bf16
  * instructions and train.cpu_bf16 allows (native, ct_cpu_bf16_decide): there the
  * convolutions and inner products on oneDNN take bf16 inputs (cpu_weighted.c), a conv
- * before a relu and a max-pool stores that chain in bf16 (ct_cpu_bf16_stores), and
+ * or residual add whose readers all take bf16 stores its output in bf16, and so do the
+ * relus, batch norms, pools and flattens that pass it on (ct_cpu_bf16_stores), and
  * nothing is rounded here. The emulation: every op computes in fp32, and
  * forward/backward/loss round the tensor they just wrote (act[i], gact[i-1],
  * gact[last]) in place to the mode's precision with elementwise.h's
@@ -725,9 +726,10 @@ static const char *cpu_amp_note(ct_backend *bb) {
                  "bf16 native: convolutions and inner products on oneDNN compute in bf16 on this "
                  "CPU's bf16 instructions (bf16 inputs, weights and output gradients, fp32 "
                  "accumulation); the other layers, ctrain's loops among them, compute in fp32; "
-                 "activations are stored in fp32, except a convolution's output through its "
-                 "relu and max-pool to the next convolution or linear layer, which is stored "
-                 "in bf16; weights, gradients and optimizer state are fp32");
+                 "activations and their gradients are stored in bf16 where every reader takes "
+                 "bf16 (convolutions, linear layers and residual adds, through relus, batch "
+                 "norms, pools and flattens), else in fp32; weights, gradients and optimizer "
+                 "state are fp32");
         return b->amp_note;
     }
     const char *mode = ct_amp_mode_name(b->o.amp);

@@ -49,7 +49,7 @@
  * padding); 0 for any other layout (bn_create then works in a plain copy). */
 static int layout_block(const dnnl_memory_desc_t *md) {
     if (ct_cpu_md_is_plain(md)) return 1;
-    int blk = ct_cpu_md_channel_block(md);
+    int blk = ct_cpu_md_channel_block_of(md, md->data_type);
     return blk == 8 || blk == 16 ? blk : 0;
 }
 
@@ -76,10 +76,9 @@ static int plan_io(ct_cpu *b, ct_cpu_node *nd, ct_cpu_tensor *t, bool *is_view, 
     t->md = *md;
     if (*is_view) return 0;
     dnnl_memory_desc_t plain;
-    if (ct_cpu_md_plain(&plain, other->md.ndims, other->md.dims, err) != 0 ||
-        ct_cpu_xfer_plan(b, xf, nd->i, suffix, &plain, &other->md, into_t, err) != 0)
-        return -1;
-    return 0;
+    if (ct_cpu_md_plain(&plain, other->md.ndims, other->md.dims, err) != 0) return -1;
+    plain = ct_cpu_md_typed(&plain, other->md.data_type);
+    return ct_cpu_xfer_plan(b, xf, nd->i, suffix, &plain, &other->md, into_t, err);
 }
 
 /* The input (src) and, in training, the input gradient (dsrc) in desc md. */
@@ -109,9 +108,11 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     if (g->in.flat) {
         dnnl_dim_t dims[2] = {b->N, bn->C};
         if (ct_cpu_md_plain(&flat_md, 2, dims, err) != 0) return -1;
+        flat_md = ct_cpu_md_typed(&flat_md, md->data_type);
         md = &flat_md;
     } else if (layout_block(md) == 0) { /* the loops take plain and nChw8c/16c only */
         if (ct_cpu_md_plain(&flat_md, md->ndims, md->dims, err) != 0) return -1;
+        flat_md = ct_cpu_md_typed(&flat_md, md->data_type);
         md = &flat_md;
     }
     if (plan_src(b, nd, md, err) != 0) return -1;
@@ -210,7 +211,8 @@ static ct_bn_geom loops_geom(const ct_cpu *b, const ct_cpu_node *nd) {
     const ct_cpu_bn *bn = &nd->bn;
     return (ct_bn_geom){.n = b->n, .N = b->N, .C = bn->C, .block = layout_block(&nd->act.md),
                         .S = bn->S, .eps = nd->g->cfg.eps,
-                        .relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i), .isa = bn->isa};
+                        .relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i),
+                        .bf16 = nd->act.md.data_type == dnnl_bf16, .isa = bn->isa};
 }
 
 /* ---- passes --------------------------------------------------------------------- */
@@ -273,8 +275,10 @@ static const char *bn_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, 
     if (!b->o.training) return buf;
     if (pass == CT_PASS_BACKWARD_DATA && !ct_cpu_has_gin(b, nd->i)) return buf;
     int block = layout_block(&nd->act.md);
-    snprintf(buf, n, "ctrain:%s:%s", ct_loops_isa_name(nd->bn.isa),
-             block == 1 ? "plain" : block == 8 ? "nChw8c" : "nChw16c");
+    ct_bn_geom q = loops_geom(b, nd);
+    snprintf(buf, n, "ctrain:%s:%s%s", ct_loops_isa_name(ct_bn_body_isa(&q)),
+             block == 1 ? "plain" : block == 8 ? "nChw8c" : "nChw16c",
+             nd->act.md.data_type == dnnl_bf16 ? ":bf16" : "");
     return buf;
 }
 

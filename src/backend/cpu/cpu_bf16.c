@@ -2,12 +2,6 @@
 #include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_simd.h"
 
-uint16_t ct_bf16_of(float x) {
-    uint32_t u = ct_f32_bits(x);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* NaN */
-    return (uint16_t)(ct_round_bits_rne(u, 16) >> 16);
-}
-
 #if CT_SIMD_X86
 /* 8 at a time: u + 0x7FFF + (bit 16 of u), shifted down (ct_round_bits_rne), NaNs
  * with the quiet bit instead; the tail in portable C. */

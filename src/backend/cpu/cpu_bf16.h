@@ -16,8 +16,13 @@
 /* The float of bf16 pattern h (exact). */
 static inline float ct_bf16_float(uint16_t h) { return ct_bits_f32((uint32_t)h << 16); }
 
-/* The bf16 pattern nearest to x (ties to even); a NaN gives a quiet NaN. */
-uint16_t ct_bf16_of(float x);
+/* The bf16 pattern nearest to x (ties to even); a NaN gives a quiet NaN. Branch-free,
+ * so loops over it vectorize. */
+static inline uint16_t ct_bf16_of(float x) {
+    uint32_t u = ct_f32_bits(x);
+    uint32_t nan = 0u - (uint32_t)((u & 0x7FFFFFFFu) > 0x7F800000u);
+    return (uint16_t)(ct_select_bits(nan, u | 0x00400000u, ct_round_bits_rne(u, 16)) >> 16);
+}
 /* dst[j] = ct_bf16_of(src[j]), j < n. */
 void ct_bf16_narrow(const float *src, uint16_t *dst, size_t n);
 /* dst[j] = the float of src[j], j < n. */

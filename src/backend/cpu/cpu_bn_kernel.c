@@ -1,13 +1,16 @@
 /* cpu_bn_kernel.c: batch-norm training loops (see cpu_bn_kernel.h).
  *
  * The per-run bodies are written once as always-inline functions of a constant
- * block B (and a constant relu flag) and instantiated for B = 1, 8 and 16 in
- * portable C and, on x86, once more under an AVX2 target attribute, picked by
- * ct_bn_geom.isa at run time, so the build needs no -march flag. The lanes of a
+ * block B (and a constant relu flag) and instantiated for B = 1, 8 and 16, on fp32
+ * and on bf16 runs (tiles widened into fp32 buffers for the fp32 bodies), in portable
+ * C and, on x86, once more under an AVX2 target attribute, picked by ct_bn_geom.isa
+ * at run time (ct_bn_body_isa), so the build needs no -march flag. The lanes of a
  * run are independent sums, so the compiler vectorizes across them without
- * reordering any sum: both instances give the same bits.
+ * reordering any sum: both instances give the same bits. Blocked bf16 runs have
+ * AVX-512 bodies written with intrinsics, in the same order of operations.
  */
 #include "backend/cpu/cpu_bn_kernel.h"
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_simd.h"
 
 #include <math.h>
@@ -19,7 +22,9 @@
 #define INLINE static inline __attribute__((always_inline))
 
 ct_loops_isa ct_bn_best_isa(void) {
-    return ct_cpu_has_avx2() ? CT_LOOPS_ISA_AVX2 : CT_LOOPS_ISA_PORTABLE;
+    return ct_cpu_has_avx512() ? CT_LOOPS_ISA_AVX512
+           : ct_cpu_has_avx2() ? CT_LOOPS_ISA_AVX2
+                               : CT_LOOPS_ISA_PORTABLE;
 }
 
 /* ---- one run: S positions x B lanes, contiguous ---------------------------------- */
@@ -80,11 +85,74 @@ INLINE void run_dx(const float *restrict x, const float *restrict dy, const floa
         }
 }
 
-/* ---- one group over rows [0, n): rows are `stride` floats apart ------------------- */
+/* ---- one bf16 run: tiles of whole positions, widened into fp32 buffers ------------ */
+
+#define TILE 512 /* floats in a tile buffer (a multiple of every block) */
+
+INLINE void widen(const uint16_t *restrict h, float *restrict f, size_t n) {
+    for (size_t j = 0; j < n; j++) f[j] = ct_bf16_float(h[j]);
+}
+
+INLINE void narrow(const float *restrict f, uint16_t *restrict h, size_t n) {
+    for (size_t j = 0; j < n; j++) h[j] = ct_bf16_of(f[j]);
+}
+
+/* Each body below runs the fp32 body on tiles of T = TILE / B positions in order, so
+ * the sums see the same values in the same order; outputs are narrowed from the fp32
+ * body's. */
+INLINE void run_sums_h(const uint16_t *x, long S, const int B, double *sum, double *sq) {
+    float xf[TILE];
+    for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
+        long t = S - s0 < T ? S - s0 : T;
+        widen(x + s0 * B, xf, (size_t)(t * B));
+        run_sums(xf, t, B, sum, sq);
+    }
+}
+
+INLINE void run_apply_h(const uint16_t *x, uint16_t *y, long S, const int B,
+                        const double *mean, const double *scale, const double *shift,
+                        const bool relu) {
+    float xf[TILE], yf[TILE];
+    for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
+        long t = S - s0 < T ? S - s0 : T;
+        widen(x + s0 * B, xf, (size_t)(t * B));
+        run_apply(xf, yf, t, B, mean, scale, shift, relu);
+        narrow(yf, y + s0 * B, (size_t)(t * B));
+    }
+}
+
+INLINE void run_grad_sums_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, long S,
+                            const int B, const double *mean, const double *rstd,
+                            const bool relu, double *db, double *dg) {
+    float xf[TILE], dyf[TILE], yf[TILE];
+    for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
+        long t = S - s0 < T ? S - s0 : T;
+        widen(x + s0 * B, xf, (size_t)(t * B));
+        widen(dy + s0 * B, dyf, (size_t)(t * B));
+        if (relu) widen(y + s0 * B, yf, (size_t)(t * B));
+        run_grad_sums(xf, dyf, relu ? yf : dyf, t, B, mean, rstd, relu, db, dg); /* y: if relu */
+    }
+}
+
+INLINE void run_dx_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, uint16_t *dx,
+                     long S, const int B, const double *mean, const double *rstd,
+                     const double *k, const double *dbm, const double *dgm, const bool relu) {
+    float xf[TILE], dyf[TILE], yf[TILE], dxf[TILE];
+    for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
+        long t = S - s0 < T ? S - s0 : T;
+        widen(x + s0 * B, xf, (size_t)(t * B));
+        widen(dy + s0 * B, dyf, (size_t)(t * B));
+        if (relu) widen(y + s0 * B, yf, (size_t)(t * B));
+        run_dx(xf, dyf, relu ? yf : dyf, dxf, t, B, mean, rstd, k, dbm, dgm, relu);
+        narrow(dxf, dx + s0 * B, (size_t)(t * B));
+    }
+}
+
+/* ---- one group over rows [0, n): rows are `stride` elements apart ----------------- */
 
 typedef struct group_pass {
-    const float *x, *dy, *y; /* at the group's run of row 0 */
-    float *out;              /* y (forward) or dx (backward), same offsets */
+    const void *x, *dy, *y; /* at the group's run of row 0 */
+    void *out;              /* y (forward) or dx (backward), same offsets */
     size_t stride;
     int n;
     long S;
@@ -94,41 +162,69 @@ typedef struct group_pass {
     const double *rstd, *k, *dbm, *dgm; /* backward: dx = k * (dy - dbm - xhat * dgm) */
 } group_pass;
 
-INLINE void pass_sums(const group_pass *p, const int B, double *sum, double *sq) {
-    for (int r = 0; r < p->n; r++) run_sums(p->x + (size_t)r * p->stride, p->S, B, sum, sq);
+/* p advanced by o elements (bf16 with H, else fp32). */
+INLINE const void *at(const void *p, size_t o, const bool H) {
+    return (const char *)p + o * (H ? sizeof(uint16_t) : sizeof(float));
 }
 
-INLINE void pass_apply(const group_pass *p, const int B) {
+INLINE void *at_w(void *p, size_t o, const bool H) {
+    return (char *)p + o * (H ? sizeof(uint16_t) : sizeof(float));
+}
+
+INLINE void pass_sums(const group_pass *p, const int B, const bool H, double *sum, double *sq) {
     for (int r = 0; r < p->n; r++) {
-        size_t o = (size_t)r * p->stride;
-        if (p->relu) run_apply(p->x + o, p->out + o, p->S, B, p->mean, p->scale, p->shift, true);
-        else run_apply(p->x + o, p->out + o, p->S, B, p->mean, p->scale, p->shift, false);
+        const void *x = at(p->x, (size_t)r * p->stride, H);
+        if (H) run_sums_h(x, p->S, B, sum, sq);
+        else run_sums(x, p->S, B, sum, sq);
     }
 }
 
-INLINE void pass_grad_sums(const group_pass *p, const int B, double *db, double *dg) {
+INLINE void pass_apply_r(const group_pass *p, const int B, const bool H, const bool relu) {
     for (int r = 0; r < p->n; r++) {
         size_t o = (size_t)r * p->stride;
-        if (p->relu)
-            run_grad_sums(p->x + o, p->dy + o, p->y + o, p->S, B, p->mean, p->rstd, true, db, dg);
-        else
-            run_grad_sums(p->x + o, p->dy + o, p->y + o, p->S, B, p->mean, p->rstd, false, db, dg);
+        const void *x = at(p->x, o, H);
+        void *y = at_w(p->out, o, H);
+        if (H) run_apply_h(x, y, p->S, B, p->mean, p->scale, p->shift, relu);
+        else run_apply(x, y, p->S, B, p->mean, p->scale, p->shift, relu);
     }
 }
 
-INLINE void pass_dx(const group_pass *p, const int B) {
+INLINE void pass_grad_sums_r(const group_pass *p, const int B, const bool H, const bool relu,
+                             double *db, double *dg) {
     for (int r = 0; r < p->n; r++) {
         size_t o = (size_t)r * p->stride;
-        if (p->relu)
-            run_dx(p->x + o, p->dy + o, p->y + o, p->out + o, p->S, B, p->mean, p->rstd, p->k,
-                   p->dbm, p->dgm, true);
-        else
-            run_dx(p->x + o, p->dy + o, p->y + o, p->out + o, p->S, B, p->mean, p->rstd, p->k,
-                   p->dbm, p->dgm, false);
+        const void *x = at(p->x, o, H), *dy = at(p->dy, o, H), *y = at(p->y, o, H);
+        if (H) run_grad_sums_h(x, dy, y, p->S, B, p->mean, p->rstd, relu, db, dg);
+        else run_grad_sums(x, dy, y, p->S, B, p->mean, p->rstd, relu, db, dg);
     }
 }
 
-/* ---- instances and dispatch ------------------------------------------------------- */
+INLINE void pass_dx_r(const group_pass *p, const int B, const bool H, const bool relu) {
+    for (int r = 0; r < p->n; r++) {
+        size_t o = (size_t)r * p->stride;
+        const void *x = at(p->x, o, H), *dy = at(p->dy, o, H), *y = at(p->y, o, H);
+        void *dx = at_w(p->out, o, H);
+        if (H) run_dx_h(x, dy, y, dx, p->S, B, p->mean, p->rstd, p->k, p->dbm, p->dgm, relu);
+        else run_dx(x, dy, y, dx, p->S, B, p->mean, p->rstd, p->k, p->dbm, p->dgm, relu);
+    }
+}
+
+/* The relu flag as a constant in each body. */
+INLINE void pass_apply(const group_pass *p, const int B, const bool H) {
+    if (p->relu) pass_apply_r(p, B, H, true);
+    else pass_apply_r(p, B, H, false);
+}
+
+INLINE void pass_grad_sums(const group_pass *p, const int B, const bool H, double *db,
+                           double *dg) {
+    if (p->relu) pass_grad_sums_r(p, B, H, true, db, dg);
+    else pass_grad_sums_r(p, B, H, false, db, dg);
+}
+
+INLINE void pass_dx(const group_pass *p, const int B, const bool H) {
+    if (p->relu) pass_dx_r(p, B, H, true);
+    else pass_dx_r(p, B, H, false);
+}
 
 typedef struct group_fns {
     void (*sums)(const group_pass *, double *, double *);
@@ -137,35 +233,193 @@ typedef struct group_fns {
     void (*dx)(const group_pass *);
 } group_fns;
 
-#define INSTANCES(NAME, ATTR, B)                                                           \
-    static ATTR void sums_##NAME(const group_pass *p, double *a, double *b) {              \
-        pass_sums(p, B, a, b);                                                             \
-    }                                                                                      \
-    static ATTR void apply_##NAME(const group_pass *p) { pass_apply(p, B); }               \
-    static ATTR void grad_sums_##NAME(const group_pass *p, double *a, double *b) {         \
-        pass_grad_sums(p, B, a, b);                                                        \
-    }                                                                                      \
-    static ATTR void dx_##NAME(const group_pass *p) { pass_dx(p, B); }                     \
-    static const group_fns fns_##NAME = {sums_##NAME, apply_##NAME, grad_sums_##NAME, dx_##NAME};
+/* ---- AVX-512 bodies for bf16 runs of 8 or 16 lanes -------------------------------- */
 
-INSTANCES(1, , 1)
-INSTANCES(8, , 8)
-INSTANCES(16, , 16)
 #if CT_SIMD_X86
-INSTANCES(1_avx2, CT_TARGET_AVX2, 1)
-INSTANCES(8_avx2, CT_TARGET_AVX2, 8)
-INSTANCES(16_avx2, CT_TARGET_AVX2, 16)
-#else
-#define fns_1_avx2 fns_1
-#define fns_8_avx2 fns_8
-#define fns_16_avx2 fns_16
+/* Each step takes 8 lanes: 8 bf16 widened to floats (exact), then to 8 doubles in one
+ * register, and the portable body's double arithmetic in its order, lane by lane
+ * (no fused multiply-adds: cpu_simd.h), so the bits are the portable body's. Sums
+ * stay in registers over a run, starting from the caller's values. */
+CT_INLINE_AVX512 __m256 widen8(const uint16_t *h) {
+    __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)h));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+}
+
+/* ct_bf16_of on 8 lanes, stored as 8 bf16. */
+CT_INLINE_AVX512 void narrow8(uint16_t *h, __m256 f) {
+    __m256i u = _mm256_castps_si256(f);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
+                                     _mm256_set1_epi32(0x7F800000));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
+    _mm_storeu_si128((__m128i *)(void *)h, _mm256_cvtepi32_epi16(_mm256_srli_epi32(r, 16)));
+}
+
+/* masked(): dy where the relu's output y is positive, else +0. */
+CT_INLINE_AVX512 __m256 masked8(__m256 dy, const uint16_t *y, const bool relu) {
+    if (!relu) return dy;
+    return _mm256_and_ps(dy, _mm256_cmp_ps(widen8(y), _mm256_setzero_ps(), _CMP_GT_OQ));
+}
+
+/* The runs below keep one register per 8 lanes (H = B / 8 of them) and step over the
+ * positions with all of them, so that B = 16 has two independent chains of sums. */
+CT_INLINE_AVX512 void run_sums_x512(const uint16_t *x, long S, const int B, double *sum,
+                                     double *sq) {
+    const int H = B / 8;
+    __m512d a[2], q[2];
+    for (int h = 0; h < H; h++) a[h] = _mm512_loadu_pd(sum + 8 * h), q[h] = _mm512_loadu_pd(sq + 8 * h);
+    for (long s = 0; s < S; s++)
+        for (int h = 0; h < H; h++) {
+            __m512d v = _mm512_cvtps_pd(widen8(x + s * B + 8 * h));
+            a[h] = _mm512_add_pd(a[h], v);
+            q[h] = _mm512_add_pd(q[h], _mm512_mul_pd(v, v));
+        }
+    for (int h = 0; h < H; h++) _mm512_storeu_pd(sum + 8 * h, a[h]), _mm512_storeu_pd(sq + 8 * h, q[h]);
+}
+
+CT_INLINE_AVX512 void run_apply_x512(const uint16_t *x, uint16_t *y, long S, const int B,
+                                      const double *mean, const double *scale,
+                                      const double *shift, const bool relu) {
+    const int H = B / 8;
+    __m512d m[2], k[2], t[2];
+    for (int h = 0; h < H; h++)
+        m[h] = _mm512_loadu_pd(mean + 8 * h), k[h] = _mm512_loadu_pd(scale + 8 * h),
+        t[h] = _mm512_loadu_pd(shift + 8 * h);
+    for (long s = 0; s < S; s++)
+        for (int h = 0; h < H; h++) {
+            long j = s * B + 8 * h;
+            __m512d v = _mm512_cvtps_pd(widen8(x + j));
+            __m256 f = _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(_mm512_sub_pd(v, m[h]), k[h]), t[h]));
+            if (relu) f = _mm256_and_ps(f, _mm256_cmp_ps(f, _mm256_setzero_ps(), _CMP_GT_OQ));
+            narrow8(y + j, f);
+        }
+}
+
+CT_INLINE_AVX512 void run_grad_sums_x512(const uint16_t *x, const uint16_t *dy,
+                                          const uint16_t *y, long S, const int B,
+                                          const double *mean, const double *rstd,
+                                          const bool relu, double *db, double *dg) {
+    const int H = B / 8;
+    __m512d m[2], r[2], b[2], g[2];
+    for (int h = 0; h < H; h++)
+        m[h] = _mm512_loadu_pd(mean + 8 * h), r[h] = _mm512_loadu_pd(rstd + 8 * h),
+        b[h] = _mm512_loadu_pd(db + 8 * h), g[h] = _mm512_loadu_pd(dg + 8 * h);
+    for (long s = 0; s < S; s++)
+        for (int h = 0; h < H; h++) {
+            long j = s * B + 8 * h;
+            __m512d d = _mm512_cvtps_pd(masked8(widen8(dy + j), y + j, relu));
+            __m512d xc = _mm512_sub_pd(_mm512_cvtps_pd(widen8(x + j)), m[h]);
+            b[h] = _mm512_add_pd(b[h], d);
+            g[h] = _mm512_add_pd(g[h], _mm512_mul_pd(_mm512_mul_pd(d, xc), r[h]));
+        }
+    for (int h = 0; h < H; h++) _mm512_storeu_pd(db + 8 * h, b[h]), _mm512_storeu_pd(dg + 8 * h, g[h]);
+}
+
+CT_INLINE_AVX512 void run_dx_x512(const uint16_t *x, const uint16_t *dy, const uint16_t *y,
+                                   uint16_t *dx, long S, const int B, const double *mean,
+                                   const double *rstd, const double *k, const double *dbm,
+                                   const double *dgm, const bool relu) {
+    const int H = B / 8;
+    __m512d m[2], r[2], kk[2], b[2], g[2];
+    for (int h = 0; h < H; h++)
+        m[h] = _mm512_loadu_pd(mean + 8 * h), r[h] = _mm512_loadu_pd(rstd + 8 * h),
+        kk[h] = _mm512_loadu_pd(k + 8 * h), b[h] = _mm512_loadu_pd(dbm + 8 * h),
+        g[h] = _mm512_loadu_pd(dgm + 8 * h);
+    for (long s = 0; s < S; s++)
+        for (int h = 0; h < H; h++) {
+            long j = s * B + 8 * h;
+            __m512d d = _mm512_cvtps_pd(masked8(widen8(dy + j), y + j, relu));
+            __m512d xc = _mm512_sub_pd(_mm512_cvtps_pd(widen8(x + j)), m[h]);
+            __m512d v = _mm512_sub_pd(_mm512_sub_pd(d, b[h]), _mm512_mul_pd(_mm512_mul_pd(xc, r[h]), g[h]));
+            narrow8(dx + j, _mm512_cvtpd_ps(_mm512_mul_pd(kk[h], v)));
+        }
+}
+
+/* Group passes over the rows (bf16, B = 8 or 16), as pass_* above. */
+CT_INLINE_AVX512 void pass_x512(const group_pass *p, const int B, const int what, const bool relu,
+                                 double *a, double *b) {
+    for (int r = 0; r < p->n; r++) {
+        size_t o = (size_t)r * p->stride;
+        const uint16_t *x = at(p->x, o, true), *dy = at(p->dy, o, true), *y = at(p->y, o, true);
+        uint16_t *out = at_w(p->out, o, true);
+        if (what == 0) run_sums_x512(x, p->S, B, a, b);
+        else if (what == 1) run_apply_x512(x, out, p->S, B, p->mean, p->scale, p->shift, relu);
+        else if (what == 2) run_grad_sums_x512(x, dy, y, p->S, B, p->mean, p->rstd, relu, a, b);
+        else run_dx_x512(x, dy, y, out, p->S, B, p->mean, p->rstd, p->k, p->dbm, p->dgm, relu);
+    }
+}
+
+#define X512_INSTANCES(B)                                                                  \
+    static CT_TARGET_AVX512 void sums_x512_##B(const group_pass *p, double *a, double *b) { \
+        pass_x512(p, B, 0, false, a, b);                                                   \
+    }                                                                                      \
+    static CT_TARGET_AVX512 void apply_x512_##B(const group_pass *p) {                     \
+        if (p->relu) pass_x512(p, B, 1, true, NULL, NULL);                                 \
+        else pass_x512(p, B, 1, false, NULL, NULL);                                        \
+    }                                                                                      \
+    static CT_TARGET_AVX512 void grad_sums_x512_##B(const group_pass *p, double *a,        \
+                                                    double *b) {                           \
+        if (p->relu) pass_x512(p, B, 2, true, a, b);                                       \
+        else pass_x512(p, B, 2, false, a, b);                                              \
+    }                                                                                      \
+    static CT_TARGET_AVX512 void dx_x512_##B(const group_pass *p) {                        \
+        if (p->relu) pass_x512(p, B, 3, true, NULL, NULL);                                 \
+        else pass_x512(p, B, 3, false, NULL, NULL);                                        \
+    }                                                                                      \
+    static const group_fns fns_x512_##B = {sums_x512_##B, apply_x512_##B,                  \
+                                           grad_sums_x512_##B, dx_x512_##B};
 #endif
 
+/* ---- instances and dispatch ------------------------------------------------------- */
+
+#define INSTANCES(NAME, ATTR, B, H)                                                        \
+    static ATTR void sums_##NAME(const group_pass *p, double *a, double *b) {              \
+        pass_sums(p, B, H, a, b);                                                          \
+    }                                                                                      \
+    static ATTR void apply_##NAME(const group_pass *p) { pass_apply(p, B, H); }            \
+    static ATTR void grad_sums_##NAME(const group_pass *p, double *a, double *b) {         \
+        pass_grad_sums(p, B, H, a, b);                                                     \
+    }                                                                                      \
+    static ATTR void dx_##NAME(const group_pass *p) { pass_dx(p, B, H); }                  \
+    static const group_fns fns_##NAME = {sums_##NAME, apply_##NAME, grad_sums_##NAME, dx_##NAME};
+
+/* Per ISA: [block 1, 8, 16][fp32, bf16]. */
+#define ISA_INSTANCES(SUFFIX, ATTR)                                                        \
+    INSTANCES(1##SUFFIX, ATTR, 1, false)                                                   \
+    INSTANCES(8##SUFFIX, ATTR, 8, false)                                                   \
+    INSTANCES(16##SUFFIX, ATTR, 16, false)                                                 \
+    INSTANCES(1h##SUFFIX, ATTR, 1, true)                                                   \
+    INSTANCES(8h##SUFFIX, ATTR, 8, true)                                                   \
+    INSTANCES(16h##SUFFIX, ATTR, 16, true)                                                 \
+    static const group_fns *const table##SUFFIX[3][2] = {                                  \
+        {&fns_1##SUFFIX, &fns_1h##SUFFIX},                                                 \
+        {&fns_8##SUFFIX, &fns_8h##SUFFIX},                                                 \
+        {&fns_16##SUFFIX, &fns_16h##SUFFIX}};
+
+ISA_INSTANCES(_portable, )
+#if CT_SIMD_X86
+ISA_INSTANCES(_avx2, CT_TARGET_AVX2)
+X512_INSTANCES(8)
+X512_INSTANCES(16)
+#else
+#define table_avx2 table_portable
+#endif
+
+ct_loops_isa ct_bn_body_isa(const ct_bn_geom *g) {
+    if (g->isa >= CT_LOOPS_ISA_AVX512 && g->bf16 && g->block > 1) return CT_LOOPS_ISA_AVX512;
+    return g->isa >= CT_LOOPS_ISA_AVX2 ? CT_LOOPS_ISA_AVX2 : CT_LOOPS_ISA_PORTABLE;
+}
+
 static const group_fns *pick(const ct_bn_geom *g) {
-    bool avx2 = g->isa == CT_LOOPS_ISA_AVX2;
-    if (g->block == 16) return avx2 ? &fns_16_avx2 : &fns_16;
-    if (g->block == 8) return avx2 ? &fns_8_avx2 : &fns_8;
-    return avx2 ? &fns_1_avx2 : &fns_1;
+    int b = g->block == 16 ? 2 : g->block == 8 ? 1 : 0;
+    switch (ct_bn_body_isa(g)) {
+#if CT_SIMD_X86
+    case CT_LOOPS_ISA_AVX512: return g->block == 16 ? &fns_x512_16 : &fns_x512_8;
+#endif
+    case CT_LOOPS_ISA_AVX2: return table_avx2[b][g->bf16];
+    default: return table_portable[b][g->bf16];
+    }
 }
 
 static int groups_of(const ct_bn_geom *g) { return (g->C + g->block - 1) / g->block; }
@@ -207,8 +461,8 @@ static void add_chunks(const ct_bn_geom *g, double *part, int gi, double *a, dou
         }
 }
 
-void ct_bn_train_forward(const ct_bn_geom *g, const float *x, const float *gamma,
-                         const float *beta, float *y, float *mean_out, float *var_out,
+void ct_bn_train_forward(const ct_bn_geom *g, const void *x, const float *gamma,
+                         const float *beta, void *y, float *mean_out, float *var_out,
                          double *part) {
     const group_fns *f = pick(g);
     int B = g->block, groups = groups_of(g), units = groups * CT_BN_CHUNKS;
@@ -221,7 +475,8 @@ void ct_bn_train_forward(const ct_bn_geom *g, const float *x, const float *gamma
             int gi = u / CT_BN_CHUNKS, c = u % CT_BN_CHUNKS, r0 = chunk_row(g, c);
             double *ps = scratch(g, part, gi) + (size_t)(2 * c) * (size_t)B, *pq = ps + B;
             memset(ps, 0, 2 * (size_t)B * sizeof *ps);
-            group_pass p = {.x = x + (size_t)gi * run + (size_t)r0 * stride, .stride = stride,
+            size_t o = (size_t)gi * run + (size_t)r0 * stride;
+            group_pass p = {.x = at(x, o, g->bf16), .stride = stride,
                             .n = chunk_row(g, c + 1) - r0, .S = g->S};
             f->sums(&p, ps, pq);
         }
@@ -247,7 +502,7 @@ void ct_bn_train_forward(const ct_bn_geom *g, const float *x, const float *gamma
         for (int u = 0; u < units; u++) { /* y, a chunk of rows at a time */
             int gi = u / CT_BN_CHUNKS, c = u % CT_BN_CHUNKS, r0 = chunk_row(g, c);
             size_t o = (size_t)gi * run + (size_t)r0 * stride;
-            group_pass p = {.x = x + o, .out = y + o, .stride = stride,
+            group_pass p = {.x = at(x, o, g->bf16), .out = at_w(y, o, g->bf16), .stride = stride,
                             .n = chunk_row(g, c + 1) - r0, .S = g->S, .relu = g->relu,
                             .mean = lane_array(g, part, gi, 0),
                             .scale = lane_array(g, part, gi, 1),
@@ -257,9 +512,9 @@ void ct_bn_train_forward(const ct_bn_geom *g, const float *x, const float *gamma
     }
 }
 
-void ct_bn_train_backward(const ct_bn_geom *g, const float *x, const float *y, const float *dy,
+void ct_bn_train_backward(const ct_bn_geom *g, const void *x, const void *y, const void *dy,
                           const float *gamma, const float *mean_in, const float *var_in,
-                          float *dx, float *dgamma, float *dbeta, double *part) {
+                          void *dx, float *dgamma, float *dbeta, double *part) {
     const group_fns *f = pick(g);
     int B = g->block, groups = groups_of(g), units = groups * CT_BN_CHUNKS;
     size_t run = (size_t)g->S * (size_t)B, stride = (size_t)groups * run;
@@ -284,9 +539,11 @@ void ct_bn_train_backward(const ct_bn_geom *g, const float *x, const float *y, c
             double *pb = scratch(g, part, gi) + (size_t)(2 * c) * (size_t)B, *pg = pb + B;
             memset(pb, 0, 2 * (size_t)B * sizeof *pb);
             size_t o = (size_t)gi * run + (size_t)r0 * stride;
-            group_pass p = {.x = x + o, .dy = dy + o, .y = y + o, .stride = stride,
-                            .n = chunk_row(g, c + 1) - r0, .S = g->S, .relu = g->relu,
-                            .mean = lane_array(g, part, gi, 0), .rstd = lane_array(g, part, gi, 1)};
+            const bool h = g->bf16;
+            group_pass p = {.x = at(x, o, h), .dy = at(dy, o, h), .y = at(y, o, h),
+                            .stride = stride, .n = chunk_row(g, c + 1) - r0, .S = g->S,
+                            .relu = g->relu, .mean = lane_array(g, part, gi, 0),
+                            .rstd = lane_array(g, part, gi, 1)};
             f->grad_sums(&p, pb, pg);
         }
 #pragma omp for schedule(static)
@@ -306,7 +563,9 @@ void ct_bn_train_backward(const ct_bn_geom *g, const float *x, const float *y, c
         for (int u = 0; u < units; u++) { /* dx, a chunk of rows at a time */
             int gi = u / CT_BN_CHUNKS, c = u % CT_BN_CHUNKS, r0 = chunk_row(g, c);
             size_t o = (size_t)gi * run + (size_t)r0 * stride;
-            group_pass p = {.x = x + o, .dy = dy + o, .y = y + o, .out = dx + o,
+            const bool h = g->bf16;
+            group_pass p = {.x = at(x, o, h), .dy = at(dy, o, h), .y = at(y, o, h),
+                            .out = at_w(dx, o, h),
                             .stride = stride, .n = chunk_row(g, c + 1) - r0, .S = g->S,
                             .relu = g->relu, .mean = lane_array(g, part, gi, 0),
                             .rstd = lane_array(g, part, gi, 1), .k = lane_array(g, part, gi, 2),
@@ -315,6 +574,7 @@ void ct_bn_train_backward(const ct_bn_geom *g, const float *x, const float *y, c
         }
 #pragma omp for schedule(static)
         for (int r = g->n; r < g->N; r++) /* stale rows: no gradient */
-            memset(dx + (size_t)r * stride, 0, stride * sizeof(float));
+            memset(at_w(dx, (size_t)r * stride, g->bf16), 0,
+                   (size_t)((char *)at_w(dx, stride, g->bf16) - (char *)dx));
     }
 }

@@ -1,7 +1,7 @@
 /* cpu_bn_kernel.h: ctrain's own batch-norm training loops for the CPU backend.
  *
- * Tensors are fp32 [N, C, S] (S = H * W; 1 for [N, F]) stored as groups of `block`
- * channels: element (n, c, s) lives at ((n * groups + c / block) * S + s) * block
+ * Tensors are fp32 (or bf16, below) [N, C, S] (S = H * W; 1 for [N, F]) stored as
+ * groups of `block` channels: element (n, c, s) lives at ((n * groups + c / block) * S + s) * block
  * + c % block, groups = ceil(C / block). block 8 / 16 is oneDNN's nChw8c / nChw16c
  * (lanes past C are padding), block 1 is plain [N, C, S]. One row's S positions x
  * block lanes of a group (a "run") are contiguous.
@@ -14,6 +14,14 @@
  * compiled for AVX2 (the build never contracts a product and a sum), so both give
  * the same bits. With `relu` the forward writes max(y, 0) and the backward masks dy
  * where that output is not positive (the relu after the batch norm, fused).
+ *
+ * With bf16, x, y, dy and dx hold bf16 (uint16 bit patterns, cpu_bf16.h): loads
+ * widen exactly and stores narrow the fp32 result to nearest even, so each output
+ * is the fp32 loops' output over the widened inputs, rounded (and a relu mask reads
+ * the stored bf16 y). Blocked bf16 tensors have AVX-512 bodies (the same double
+ * arithmetic, 8 lanes per register); the others widen tiles of a run into fp32
+ * buffers for the fp32 bodies. fp32 tensors run the AVX2 bodies on AVX-512 CPUs
+ * (an AVX-512 build of them gained little: BENCHMARKS.md).
  *
  * Padded lanes of x and dy must be finite (oneDNN keeps them zero); they get y = 0
  * and dx = 0 (scale, shift, mean and gradient factors are 0 there). Rows
@@ -43,24 +51,27 @@ typedef struct ct_bn_geom {
     long S;       /* positions per channel of a row (>= 1); n * S >= 2 */
     double eps;
     bool relu;        /* the relu after is fused */
-    ct_loops_isa isa; /* CT_LOOPS_ISA_AVX2 only where ct_loops_isa_effective() has it */
+    bool bf16;        /* x, y, dy and dx hold bf16, else fp32 */
+    ct_loops_isa isa; /* at most ct_loops_isa_effective() */
 } ct_bn_geom;
 
-/* The ISA the loops use here: AVX2 where the CPU has it under the cap. */
+/* The best ISA the loops may use here: the CPU's under the cap. */
 ct_loops_isa ct_bn_best_isa(void);
+/* The ISA of the bodies that run for g (AVX-512 only for blocked bf16 tensors). */
+ct_loops_isa ct_bn_body_isa(const ct_bn_geom *g);
 /* Doubles of the scratch both passes take (reads C and block only). */
 size_t ct_bn_part_doubles(const ct_bn_geom *g);
 
-/* x, y [N][groups][S][block]; gamma, beta, mean, var [C]. Writes the batch's mean
- * and biased variance (fp32) and y for rows [0, n). */
-void ct_bn_train_forward(const ct_bn_geom *g, const float *x, const float *gamma,
-                         const float *beta, float *y, float *mean, float *var, double *part);
+/* x, y [N][groups][S][block] (fp32 or bf16); gamma, beta, mean, var [C] fp32. Writes
+ * the batch's mean and biased variance and y for rows [0, n). */
+void ct_bn_train_forward(const ct_bn_geom *g, const void *x, const float *gamma,
+                         const float *beta, void *y, float *mean, float *var, double *part);
 
 /* From x, the forward's y (read only when relu), dy and the saved mean / var:
  * dgamma, dbeta [C] (written, not added) and dx [N][groups][S][block] (rows [n, N)
  * and padded lanes zero). */
-void ct_bn_train_backward(const ct_bn_geom *g, const float *x, const float *y, const float *dy,
-                          const float *gamma, const float *mean, const float *var, float *dx,
+void ct_bn_train_backward(const ct_bn_geom *g, const void *x, const void *y, const void *dy,
+                          const float *gamma, const float *mean, const float *var, void *dx,
                           float *dgamma, float *dbeta, double *part);
 
 #endif

@@ -32,20 +32,43 @@ int ct_cpu_bf16_decide(ct_cpu *b, ct_err *err) {
                           "use (or ONEDNN_MAX_CPU_ISA caps them); use auto or emulated");
 }
 
-/* Node j reads node j - 1 alone, which no other node reads, outside any span. */
-static bool chain_link(const ct_graph *g, int j, ct_layer_kind kind) {
-    return j < g->n_nodes && g->nodes[j].kind == kind && g->nodes[j].src[0] == j - 1 &&
-           g->nodes[j - 1].n_consumers == 1 && g->nodes[j].span < 0;
+/* Whether node j passes a bf16 input on as its bf16 output: a relu, a flatten, a
+ * batch norm over channels (ctrain's loops and oneDNN's inference take bf16), an
+ * average pool (oneDNN's, averaging in fp32), or a max-pool whose windows do not
+ * overlap (the pool loops' bf16 condition). */
+static bool passes_bf16(const ct_node *n) {
+    switch (n->kind) {
+    case CT_LAYER_RELU:
+    case CT_LAYER_FLATTEN:
+    case CT_LAYER_BATCHNORM2D:
+    case CT_LAYER_AVGPOOL2D:
+    case CT_LAYER_GLOBAL_AVGPOOL: return true;
+    case CT_LAYER_MAXPOOL2D: return n->cfg.stride >= n->cfg.kernel;
+    default: return false;
+    }
+}
+
+/* Whether node j's output has readers and every one, outside any checkpointed span,
+ * takes it in bf16: a convolution, a linear layer or a residual add (each converts
+ * what it reads to bf16 anyway), or a layer that passes it on to such readers only. */
+static bool readers_take_bf16(const ct_graph *g, int j) {
+    if (g->nodes[j].n_consumers == 0) return false;
+    for (int c = j + 1; c < g->n_nodes; c++) {
+        const ct_node *n = &g->nodes[c];
+        if (n->src[0] != j && (n->n_src < 2 || n->src[1] != j)) continue;
+        if (n->span >= 0) return false;
+        if (n->kind == CT_LAYER_CONV2D || n->kind == CT_LAYER_LINEAR ||
+            n->kind == CT_LAYER_RESIDUAL)
+            continue;
+        if (!passes_bf16(n) || !readers_take_bf16(g, c)) return false;
+    }
+    return true;
 }
 
 bool ct_cpu_bf16_stores(const ct_cpu *b, int i) {
-    const ct_graph *g = b->g;
-    if (!b->bf16_native || g->nodes[i].kind != CT_LAYER_CONV2D || g->nodes[i].span >= 0 ||
-        !chain_link(g, i + 1, CT_LAYER_RELU) || !chain_link(g, i + 2, CT_LAYER_MAXPOOL2D) ||
-        g->nodes[i + 2].cfg.stride < g->nodes[i + 2].cfg.kernel)
-        return false;
-    int r = chain_link(g, i + 3, CT_LAYER_FLATTEN) ? i + 4 : i + 3;
-    return (r == i + 3 && chain_link(g, r, CT_LAYER_CONV2D)) || chain_link(g, r, CT_LAYER_LINEAR);
+    const ct_node *n = &b->g->nodes[i];
+    return b->bf16_native && (n->kind == CT_LAYER_CONV2D || n->kind == CT_LAYER_RESIDUAL) &&
+           n->span < 0 && readers_take_bf16(b->g, i);
 }
 
 int ct_cpu_block_out_block(const ct_cpu *b) {

@@ -190,7 +190,7 @@ struct ct_cpu {
     ct_backend base;
     const ct_graph *g;
     ct_run_opts o;
-    char amp_note[480];     /* amp_note's text (cpu_backend.c) */
+    char amp_note[640];     /* amp_note's text (cpu_backend.c) */
     bool bf16_native;       /* amp bf16 on oneDNN's bf16 kernels (ct_cpu_bf16_decide) */
     ct_cpu_ctx c;
     ct_plan *plan;          /* the plan create() filled (bind gets the finalized one) */
@@ -266,12 +266,12 @@ void ct_cpu_decline(ct_cpu *b, ct_fusion_kind kind, int first, const char *fmt, 
  * and cpu_bf16 is native, or auto on a CPU with bf16 instructions; -1 with a one-line
  * error when native is required and the CPU has none. */
 int ct_cpu_bf16_decide(ct_cpu *b, ct_err *err);
-/* Native bf16: whether the conv at node i stores its output (and gradient) in bf16:
- * a relu and a max-pool with windows that do not overlap follow it, and a conv or a
- * linear (after a flatten or not) reads the pool, each the only reader of the one
- * before, none in a checkpointed span. The relu and the pool (and the flatten) then
- * hold bf16 too, and the layer after reads it as its bf16 input. Everywhere else
- * activations stay fp32. */
+/* Native bf16: whether the conv or residual add at node i stores its output (and
+ * gradient) in bf16: it has readers, and every one is a conv, a linear layer or a
+ * residual add (each reads bf16), or a relu, batch norm (2-D), average pool, flatten
+ * or max-pool with windows that do not overlap whose readers are such in turn, none
+ * in a checkpointed span, nor node i. Those passing layers then hold bf16 too (each
+ * takes its input's type). Everywhere else activations stay fp32. */
 bool ct_cpu_bf16_stores(const ct_cpu *b, int i);
 /* The channel block (8 or 16) of the pool output that a fused conv-relu-maxpool
  * block writes: the one oneDNN's convolutions read on this machine (16 where oneDNN

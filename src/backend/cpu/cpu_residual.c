@@ -18,6 +18,7 @@
  * gradient whose layout is the add's; when one is in another layout, the loop masks
  * gact in place and the copies run as above.
  */
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_internal.h"
 
 #include <stdint.h>
@@ -36,11 +37,15 @@ static int residual_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     } else {
         P = ct_cpu_in_k(b, nd->i, 0)->md;
     }
+    P = ct_cpu_md_typed(&P, ct_cpu_bf16_stores(b, nd->i) ? dnnl_bf16 : dnnl_f32);
     if (ct_cpu_add_act(b, nd, &P, false, false, err) != 0) return -1;
     for (int k = 0; k < 2; k++) {
         const dnnl_memory_desc_t *mk = &ct_cpu_in_k(b, nd->i, k)->md;
         dnnl_memory_desc_t t = P;
-        if (mk->ndims != P.ndims && plain_like(mk, &t, err) != 0) return -1;
+        if (mk->ndims != P.ndims) {
+            if (plain_like(mk, &t, err) != 0) return -1;
+            t = ct_cpu_md_typed(&t, P.data_type);
+        }
         if (!ct_cpu_md_eq(mk, &P) &&
             ct_cpu_xfer_plan(b, &nd->in_x[k], nd->i, k ? "in1" : "in0", &t, mk, true, err) != 0)
             return -1;
@@ -63,7 +68,10 @@ static int residual_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         if (!ct_cpu_has_gin_k(b, nd->i, k)) continue;
         const dnnl_memory_desc_t *gk = &ct_cpu_gin_k(b, nd->i, k)->md;
         nd->gsrc_md[k] = P;
-        if (gk->ndims != P.ndims && plain_like(gk, &nd->gsrc_md[k], err) != 0) return -1;
+        if (gk->ndims != P.ndims) {
+            if (plain_like(gk, &nd->gsrc_md[k], err) != 0) return -1;
+            nd->gsrc_md[k] = ct_cpu_md_typed(&nd->gsrc_md[k], P.data_type);
+        }
         if (ct_cpu_reorder_pd(&b->c, &nd->gin_copy[k], &nd->gsrc_md[k], gk, false, err) != 0)
             return -1;
     }
@@ -102,6 +110,33 @@ static void relu_mask_to(const float *y, const float *dy, float *g0, float *g1, 
 #pragma omp parallel for schedule(static)
         for (long j = 0; j < m; j++) g0[j] = relu_grad(y[j], dy[j]);
     }
+}
+
+/* relu_grad on bf16 (uint16) tensors: the fp32 loop's values, narrowed (exact: a
+ * product by 1 or 0 of a bf16 value is one). */
+static inline uint16_t relu_grad_bf16(uint16_t y, uint16_t dy) {
+    return ct_bf16_of(relu_grad(ct_bf16_float(y), ct_bf16_float(dy)));
+}
+
+static void relu_mask_to_bf16(const uint16_t *y, const uint16_t *dy, uint16_t *g0, uint16_t *g1,
+                              size_t n) {
+    long m = (long)n;
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < m; j++) {
+        uint16_t v = relu_grad_bf16(y[j], dy[j]);
+        g0[j] = v;
+        if (g1) g1[j] = v;
+    }
+}
+
+/* relu_mask_to on the add's output type. */
+static void relu_mask(const ct_cpu_node *nd, void *g0, void *g1) {
+    const void *y = nd->act.ptr, *dy = nd->gact.ptr;
+    size_t bytes = dnnl_memory_desc_get_size(&nd->gact.md);
+    if (nd->act.md.data_type == dnnl_bf16)
+        relu_mask_to_bf16(y, dy, g0, g1, bytes / sizeof(uint16_t));
+    else
+        relu_mask_to(y, dy, g0, g1, bytes / sizeof(float));
 }
 
 static int residual_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -144,17 +179,15 @@ static int residual_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32
     (void)accumulate;
     (void)epoch;
     if (ct_cpu_fused(b, CT_FUSE_ADD_RELU, nd->i)) {
-        const float *y = nd->act.ptr, *dy = nd->gact.ptr;
-        size_t n = dnnl_memory_desc_get_size(&nd->gact.md) / sizeof(float);
         if (gins_in_add_layout(b, nd)) {
-            float *g[2] = {NULL, NULL};
+            void *g[2] = {NULL, NULL};
             int m = 0;
             for (int k = 0; k < 2; k++)
                 if (ct_cpu_has_gin_k(b, nd->i, k)) g[m++] = ct_cpu_gin_k(b, nd->i, k)->ptr;
-            if (m > 0) relu_mask_to(y, dy, g[0], g[1], n);
+            if (m > 0) relu_mask(nd, g[0], g[1]);
             return 0;
         }
-        relu_mask_to(y, dy, nd->gact.ptr, NULL, n);
+        relu_mask(nd, nd->gact.ptr, NULL);
     }
     for (int k = 0; k < 2; k++)
         if (ct_cpu_has_gin_k(b, nd->i, k) && ct_cpu_exec(&b->c, &nd->gin_copy[k], err) != 0)
