@@ -555,7 +555,8 @@ static void test_batchnorm_loops(void **state) {
     bn_loops_case(6, 5, 7, 1, 1, true);    /* plain [N, F] */
     bn_loops_case(40, 37, 20, 16, 5, false); /* several rows in every row chunk */
     bn_loops_bf16_case(5, 3, 20, 16, 7, true);
-    bn_loops_bf16_case(4, 4, 5, 8, 9, false);
+    bn_loops_bf16_case(4, 4, 5, 8, 9, false); /* 8 lanes, odd S: 8 left after pairs */
+    bn_loops_bf16_case(3, 2, 12, 8, 7, true);
     bn_loops_bf16_case(12, 11, 6, 1, 10, true);
 }
 

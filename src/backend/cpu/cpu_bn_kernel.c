@@ -262,79 +262,151 @@ CT_INLINE_AVX512 __m256 masked8(__m256 dy, const uint16_t *y, const bool relu) {
     return _mm256_and_ps(dy, _mm256_cmp_ps(widen8(y), _mm256_setzero_ps(), _CMP_GT_OQ));
 }
 
-/* The runs below keep one register per 8 lanes (H = B / 8 of them) and step over the
- * positions with all of them, so that B = 16 has two independent chains of sums. */
+/* 16 bf16 widened to floats; ct_bf16_of on 16 floats, stored as 16 bf16. */
+CT_INLINE_AVX512 __m512 widen16(const uint16_t *h) {
+    __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)h));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+}
+
+CT_INLINE_AVX512 void narrow16(uint16_t *h, __m512 f) {
+    __m512i u = _mm512_castps_si512(f);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                            _mm512_set1_epi32(0x7F800000));
+    r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+    _mm256_storeu_si256((__m256i *)(void *)h, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+}
+
+/* Lanes 0-7 and 8-15 of f as doubles, and two groups of 8 doubles back as 16 floats. */
+CT_INLINE_AVX512 __m512d lo8(__m512 f) { return _mm512_cvtps_pd(_mm512_castps512_ps256(f)); }
+
+CT_INLINE_AVX512 __m512d hi8(__m512 f) { return _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1)); }
+
+CT_INLINE_AVX512 __m512 join16(__m512d a, __m512d b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(a)), _mm512_cvtpd_ps(b), 1);
+}
+
+/* dy where the relu's output y is positive, else +0 (masked()). */
+CT_INLINE_AVX512 __m512 masked16(__m512 dy, const uint16_t *y, const bool relu) {
+    if (!relu) return dy;
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(widen16(y), _mm512_setzero_ps(), _CMP_GT_OQ), dy);
+}
+
+/* The runs below take a run's S * B elements 16 at a time: one position of 16 lanes,
+ * or two of 8 (then both halves update the same lanes, the first position first, so
+ * every lane's sums see its values in position order); a last 8 when B = 8 and S is
+ * odd. Per-lane values live in c[h] for lanes 8h..8h+7; g(h) is the group a half's
+ * lanes belong to. */
+#define G(h) (B == 16 ? (h) : 0)
+
 CT_INLINE_AVX512 void run_sums_x512(const uint16_t *x, long S, const int B, double *sum,
                                      double *sq) {
-    const int H = B / 8;
     __m512d a[2], q[2];
-    for (int h = 0; h < H; h++) a[h] = _mm512_loadu_pd(sum + 8 * h), q[h] = _mm512_loadu_pd(sq + 8 * h);
-    for (long s = 0; s < S; s++)
-        for (int h = 0; h < H; h++) {
-            __m512d v = _mm512_cvtps_pd(widen8(x + s * B + 8 * h));
-            a[h] = _mm512_add_pd(a[h], v);
-            q[h] = _mm512_add_pd(q[h], _mm512_mul_pd(v, v));
-        }
-    for (int h = 0; h < H; h++) _mm512_storeu_pd(sum + 8 * h, a[h]), _mm512_storeu_pd(sq + 8 * h, q[h]);
+    for (int h = 0; h < B / 8; h++)
+        a[h] = _mm512_loadu_pd(sum + 8 * h), q[h] = _mm512_loadu_pd(sq + 8 * h);
+    long n = S * B, j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 f = widen16(x + j);
+        __m512d v[2] = {lo8(f), hi8(f)};
+        for (int h = 0; h < 2; h++)
+            a[G(h)] = _mm512_add_pd(a[G(h)], v[h]),
+            q[G(h)] = _mm512_add_pd(q[G(h)], _mm512_mul_pd(v[h], v[h]));
+    }
+    if (j < n) {
+        __m512d v = _mm512_cvtps_pd(widen8(x + j));
+        a[0] = _mm512_add_pd(a[0], v), q[0] = _mm512_add_pd(q[0], _mm512_mul_pd(v, v));
+    }
+    for (int h = 0; h < B / 8; h++)
+        _mm512_storeu_pd(sum + 8 * h, a[h]), _mm512_storeu_pd(sq + 8 * h, q[h]);
+}
+
+CT_INLINE_AVX512 __m512d apply8(__m512d v, __m512d m, __m512d k, __m512d t) {
+    return _mm512_add_pd(_mm512_mul_pd(_mm512_sub_pd(v, m), k), t);
 }
 
 CT_INLINE_AVX512 void run_apply_x512(const uint16_t *x, uint16_t *y, long S, const int B,
                                       const double *mean, const double *scale,
                                       const double *shift, const bool relu) {
-    const int H = B / 8;
     __m512d m[2], k[2], t[2];
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < B / 8; h++)
         m[h] = _mm512_loadu_pd(mean + 8 * h), k[h] = _mm512_loadu_pd(scale + 8 * h),
         t[h] = _mm512_loadu_pd(shift + 8 * h);
-    for (long s = 0; s < S; s++)
-        for (int h = 0; h < H; h++) {
-            long j = s * B + 8 * h;
-            __m512d v = _mm512_cvtps_pd(widen8(x + j));
-            __m256 f = _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(_mm512_sub_pd(v, m[h]), k[h]), t[h]));
-            if (relu) f = _mm256_and_ps(f, _mm256_cmp_ps(f, _mm256_setzero_ps(), _CMP_GT_OQ));
-            narrow8(y + j, f);
-        }
+    long n = S * B, j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 f = widen16(x + j);
+        __m512 r = join16(apply8(lo8(f), m[G(0)], k[G(0)], t[G(0)]),
+                          apply8(hi8(f), m[G(1)], k[G(1)], t[G(1)]));
+        if (relu) r = _mm512_max_ps(r, _mm512_setzero_ps()); /* NaN and -0 give +0 */
+        narrow16(y + j, r);
+    }
+    if (j < n) {
+        __m256 r = _mm512_cvtpd_ps(apply8(_mm512_cvtps_pd(widen8(x + j)), m[0], k[0], t[0]));
+        if (relu) r = _mm256_max_ps(r, _mm256_setzero_ps());
+        narrow8(y + j, r);
+    }
 }
 
 CT_INLINE_AVX512 void run_grad_sums_x512(const uint16_t *x, const uint16_t *dy,
                                           const uint16_t *y, long S, const int B,
                                           const double *mean, const double *rstd,
                                           const bool relu, double *db, double *dg) {
-    const int H = B / 8;
     __m512d m[2], r[2], b[2], g[2];
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < B / 8; h++)
         m[h] = _mm512_loadu_pd(mean + 8 * h), r[h] = _mm512_loadu_pd(rstd + 8 * h),
         b[h] = _mm512_loadu_pd(db + 8 * h), g[h] = _mm512_loadu_pd(dg + 8 * h);
-    for (long s = 0; s < S; s++)
-        for (int h = 0; h < H; h++) {
-            long j = s * B + 8 * h;
-            __m512d d = _mm512_cvtps_pd(masked8(widen8(dy + j), y + j, relu));
-            __m512d xc = _mm512_sub_pd(_mm512_cvtps_pd(widen8(x + j)), m[h]);
-            b[h] = _mm512_add_pd(b[h], d);
-            g[h] = _mm512_add_pd(g[h], _mm512_mul_pd(_mm512_mul_pd(d, xc), r[h]));
+    long n = S * B, j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 d16 = masked16(widen16(dy + j), y + j, relu), x16 = widen16(x + j);
+        __m512d d[2] = {lo8(d16), hi8(d16)}, xs[2] = {lo8(x16), hi8(x16)};
+        for (int h = 0; h < 2; h++) {
+            __m512d xc = _mm512_sub_pd(xs[h], m[G(h)]);
+            b[G(h)] = _mm512_add_pd(b[G(h)], d[h]);
+            g[G(h)] = _mm512_add_pd(g[G(h)], _mm512_mul_pd(_mm512_mul_pd(d[h], xc), r[G(h)]));
         }
-    for (int h = 0; h < H; h++) _mm512_storeu_pd(db + 8 * h, b[h]), _mm512_storeu_pd(dg + 8 * h, g[h]);
+    }
+    if (j < n) {
+        __m512d d = _mm512_cvtps_pd(masked8(widen8(dy + j), y + j, relu));
+        __m512d xc = _mm512_sub_pd(_mm512_cvtps_pd(widen8(x + j)), m[0]);
+        b[0] = _mm512_add_pd(b[0], d);
+        g[0] = _mm512_add_pd(g[0], _mm512_mul_pd(_mm512_mul_pd(d, xc), r[0]));
+    }
+    for (int h = 0; h < B / 8; h++)
+        _mm512_storeu_pd(db + 8 * h, b[h]), _mm512_storeu_pd(dg + 8 * h, g[h]);
+}
+
+/* k * (d - dbm - (x - mean) * rstd * dgm), the portable body's order. */
+CT_INLINE_AVX512 __m512d dx8(__m512d d, __m512d x, __m512d m, __m512d r, __m512d k, __m512d b,
+                             __m512d g) {
+    __m512d xr = _mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(x, m), r), g);
+    return _mm512_mul_pd(k, _mm512_sub_pd(_mm512_sub_pd(d, b), xr));
 }
 
 CT_INLINE_AVX512 void run_dx_x512(const uint16_t *x, const uint16_t *dy, const uint16_t *y,
                                    uint16_t *dx, long S, const int B, const double *mean,
                                    const double *rstd, const double *k, const double *dbm,
                                    const double *dgm, const bool relu) {
-    const int H = B / 8;
     __m512d m[2], r[2], kk[2], b[2], g[2];
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < B / 8; h++)
         m[h] = _mm512_loadu_pd(mean + 8 * h), r[h] = _mm512_loadu_pd(rstd + 8 * h),
         kk[h] = _mm512_loadu_pd(k + 8 * h), b[h] = _mm512_loadu_pd(dbm + 8 * h),
         g[h] = _mm512_loadu_pd(dgm + 8 * h);
-    for (long s = 0; s < S; s++)
-        for (int h = 0; h < H; h++) {
-            long j = s * B + 8 * h;
-            __m512d d = _mm512_cvtps_pd(masked8(widen8(dy + j), y + j, relu));
-            __m512d xc = _mm512_sub_pd(_mm512_cvtps_pd(widen8(x + j)), m[h]);
-            __m512d v = _mm512_sub_pd(_mm512_sub_pd(d, b[h]), _mm512_mul_pd(_mm512_mul_pd(xc, r[h]), g[h]));
-            narrow8(dx + j, _mm512_cvtpd_ps(_mm512_mul_pd(kk[h], v)));
-        }
+    long n = S * B, j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 d16 = masked16(widen16(dy + j), y + j, relu), x16 = widen16(x + j);
+        narrow16(dx + j, join16(dx8(lo8(d16), lo8(x16), m[G(0)], r[G(0)], kk[G(0)], b[G(0)],
+                                    g[G(0)]),
+                                dx8(hi8(d16), hi8(x16), m[G(1)], r[G(1)], kk[G(1)], b[G(1)],
+                                    g[G(1)])));
+    }
+    if (j < n) {
+        __m512d d = _mm512_cvtps_pd(masked8(widen8(dy + j), y + j, relu));
+        __m512d v = dx8(d, _mm512_cvtps_pd(widen8(x + j)), m[0], r[0], kk[0], b[0], g[0]);
+        narrow8(dx + j, _mm512_cvtpd_ps(v));
+    }
 }
+
+#undef G
 
 /* Group passes over the rows (bf16, B = 8 or 16), as pass_* above. */
 CT_INLINE_AVX512 void pass_x512(const group_pass *p, const int B, const int what, const bool relu,

@@ -18,9 +18,9 @@
  * With bf16, x, y, dy and dx hold bf16 (uint16 bit patterns, cpu_bf16.h): loads
  * widen exactly and stores narrow the fp32 result to nearest even, so each output
  * is the fp32 loops' output over the widened inputs, rounded (and a relu mask reads
- * the stored bf16 y). Blocked bf16 tensors have AVX-512 bodies (the same double
- * arithmetic, 8 lanes per register); the others widen tiles of a run into fp32
- * buffers for the fp32 bodies. fp32 tensors run the AVX2 bodies on AVX-512 CPUs
+ * the stored bf16 y). Blocked bf16 tensors have AVX-512 bodies (16 values converted
+ * at a time, the same double arithmetic on 8 lanes per register); the others widen
+ * tiles of a run into fp32 buffers for the fp32 bodies. fp32 tensors run the AVX2 bodies on AVX-512 CPUs
  * (an AVX-512 build of them gained little: BENCHMARKS.md).
  *
  * Padded lanes of x and dy must be finite (oneDNN keeps them zero); they get y = 0
