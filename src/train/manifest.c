@@ -43,10 +43,17 @@ static void build_features(ct_jw *w) {
     ct_jw_close(w);
 }
 
-/* The CUDA libraries' versions when the backend loads, else null and why. */
-static void cuda_versions(ct_jw *w) {
+/* The CUDA libraries' versions for a run on CUDA (device "cuda..."), else null and
+ * why. A CPU run does not load them: mapping libctrain-cuda.so and the CUDA
+ * libraries behind it would add about 150 MiB to its peak RSS (BENCHMARKS.md). */
+static void cuda_versions(ct_jw *w, const char *device) {
 #ifdef CT_HAVE_CUDA
     char why[256];
+    if (!device || strncmp(device, "cuda", 4) != 0) {
+        ct_jw_null(w, "cuda");
+        ct_jw_str(w, "cuda_unavailable", "not loaded: the run is not on CUDA");
+        return;
+    }
     const ct_cuda_api *api = ct_cuda_api_load(why, sizeof why);
     if (api) {
         ct_cuda_versions v;
@@ -67,6 +74,7 @@ static void cuda_versions(ct_jw *w) {
     ct_jw_null(w, "cuda");
     ct_jw_str(w, "cuda_unavailable", why);
 #else
+    (void)device;
     ct_jw_null(w, "cuda");
     ct_jw_str(w, "cuda_unavailable", "this build has no CUDA support");
 #endif
@@ -90,7 +98,7 @@ int ct_manifest_write(const char *dir, const ct_config *cfg, const ct_manifest_r
     ct_jw_str(&w, "loops_isa", cpu.loops_isa);
     ct_jw_int(&w, "threads", cpu.omp_threads);
     ct_jw_close(&w);
-    cuda_versions(&w);
+    cuda_versions(&w, r->device);
     ct_jw_str(&w, "device", r->device);
     ct_jw_int(&w, "ranks", r->ranks);
     ct_jw_str(&w, "host", host);

@@ -3,7 +3,8 @@
  *   {"ctrain_version", "build": {"cuda", "nccl", "mpi"}, "onednn_version",
  *    "cpu": {"model", "isa", "threads"}, "cuda": {"runtime_version", "cudnn_version",
  *    "cublas_version", "nccl_version", "driver_version"} or null (with
- *    "cuda_unavailable": why), "device", "ranks", "host", "command", "cwd", "name",
+ *    "cuda_unavailable": why; always null for a device other than CUDA, whose run
+ *    does not load the CUDA libraries), "device", "ranks", "host", "command", "cwd", "name",
  *    "config": "config.yaml", "seed", "start_time", "end_time", "status",
  *    "epochs_done", "best_epoch", "error"}
  * Times are UTC ISO 8601; end_time is null and status "running" while the run goes
