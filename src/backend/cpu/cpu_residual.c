@@ -17,6 +17,11 @@
  * unfused relu backward's bits): one loop writes it straight into every input
  * gradient whose layout is the add's; when one is in another layout, the loop masks
  * gact in place and the copies run as above.
+ *
+ * Native bf16: the add's output (and gradient) is bf16 where ct_cpu_bf16_stores says
+ * so; P then has that type, an input of the other type is converted into it like an
+ * input of another layout, the copies into the inputs' gradients convert back, and
+ * the mask loop works on bf16 values (widened, then narrowed: exact).
  */
 #include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_internal.h"
