@@ -236,24 +236,14 @@ typedef struct group_fns {
 /* ---- AVX-512 bodies for bf16 runs of 8 or 16 lanes -------------------------------- */
 
 #if CT_SIMD_X86
-/* Each step takes 8 lanes: 8 bf16 widened to floats (exact), then to 8 doubles in one
- * register, and the portable body's double arithmetic in its order, lane by lane
- * (no fused multiply-adds: cpu_simd.h), so the bits are the portable body's. Sums
- * stay in registers over a run, starting from the caller's values. */
+/* bf16 widened to floats (exact), 8 lanes at a time to doubles, and the portable
+ * body's double arithmetic in its order, lane by lane (no fused multiply-adds:
+ * cpu_simd.h), so the bits are the portable body's. Sums stay in registers over a
+ * run, starting from the caller's values. The 8-lane helpers serve a run's last 8
+ * elements. */
 CT_INLINE_AVX512 __m256 widen8(const uint16_t *h) {
     __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)h));
     return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
-}
-
-/* ct_bf16_of on 8 lanes, stored as 8 bf16. */
-CT_INLINE_AVX512 void narrow8(uint16_t *h, __m256 f) {
-    __m256i u = _mm256_castps_si256(f);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
-                                     _mm256_set1_epi32(0x7F800000));
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
-    _mm_storeu_si128((__m128i *)(void *)h, _mm256_cvtepi32_epi16(_mm256_srli_epi32(r, 16)));
 }
 
 /* masked(): dy where the relu's output y is positive, else +0. */
@@ -262,20 +252,31 @@ CT_INLINE_AVX512 __m256 masked8(__m256 dy, const uint16_t *y, const bool relu) {
     return _mm256_and_ps(dy, _mm256_cmp_ps(widen8(y), _mm256_setzero_ps(), _CMP_GT_OQ));
 }
 
-/* 16 bf16 widened to floats; ct_bf16_of on 16 floats, stored as 16 bf16. */
+/* 16 bf16 widened to floats. */
 CT_INLINE_AVX512 __m512 widen16(const uint16_t *h) {
     __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)h));
     return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
 }
 
-CT_INLINE_AVX512 void narrow16(uint16_t *h, __m512 f) {
+/* ct_bf16_of on 16 floats, as 16 bf16 patterns. */
+CT_INLINE_AVX512 __m256i round16(__m512 f) {
     __m512i u = _mm512_castps_si512(f);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
     __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
     __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
                                             _mm512_set1_epi32(0x7F800000));
     r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
-    _mm256_storeu_si256((__m256i *)(void *)h, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+CT_INLINE_AVX512 void narrow16(uint16_t *h, __m512 f) {
+    _mm256_storeu_si256((__m256i *)(void *)h, round16(f));
+}
+
+/* The same for 8 floats, stored as 8 bf16. */
+CT_INLINE_AVX512 void narrow8(uint16_t *h, __m256 f) {
+    _mm_storeu_si128((__m128i *)(void *)h,
+                     _mm256_castsi256_si128(round16(_mm512_castps256_ps512(f))));
 }
 
 /* Lanes 0-7 and 8-15 of f as doubles, and two groups of 8 doubles back as 16 floats. */
