@@ -89,22 +89,14 @@ INLINE void run_dx(const float *restrict x, const float *restrict dy, const floa
 
 #define TILE 512 /* floats in a tile buffer (a multiple of every block) */
 
-INLINE void widen(const uint16_t *restrict h, float *restrict f, size_t n) {
-    for (size_t j = 0; j < n; j++) f[j] = ct_bf16_float(h[j]);
-}
-
-INLINE void narrow(const float *restrict f, uint16_t *restrict h, size_t n) {
-    for (size_t j = 0; j < n; j++) h[j] = ct_bf16_of(f[j]);
-}
-
 /* Each body below runs the fp32 body on tiles of T = TILE / B positions in order, so
- * the sums see the same values in the same order; outputs are narrowed from the fp32
- * body's. */
+ * the sums see the same values in the same order; the tiles are widened and the
+ * outputs narrowed with cpu_bf16.h's array conversions (exact / to nearest even). */
 INLINE void run_sums_h(const uint16_t *x, long S, const int B, double *sum, double *sq) {
     float xf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
-        widen(x + s0 * B, xf, (size_t)(t * B));
+        ct_bf16_widen(x + s0 * B, xf, (size_t)(t * B));
         run_sums(xf, t, B, sum, sq);
     }
 }
@@ -115,9 +107,9 @@ INLINE void run_apply_h(const uint16_t *x, uint16_t *y, long S, const int B,
     float xf[TILE], yf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
-        widen(x + s0 * B, xf, (size_t)(t * B));
+        ct_bf16_widen(x + s0 * B, xf, (size_t)(t * B));
         run_apply(xf, yf, t, B, mean, scale, shift, relu);
-        narrow(yf, y + s0 * B, (size_t)(t * B));
+        ct_bf16_narrow(yf, y + s0 * B, (size_t)(t * B));
     }
 }
 
@@ -127,9 +119,9 @@ INLINE void run_grad_sums_h(const uint16_t *x, const uint16_t *dy, const uint16_
     float xf[TILE], dyf[TILE], yf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
-        widen(x + s0 * B, xf, (size_t)(t * B));
-        widen(dy + s0 * B, dyf, (size_t)(t * B));
-        if (relu) widen(y + s0 * B, yf, (size_t)(t * B));
+        ct_bf16_widen(x + s0 * B, xf, (size_t)(t * B));
+        ct_bf16_widen(dy + s0 * B, dyf, (size_t)(t * B));
+        if (relu) ct_bf16_widen(y + s0 * B, yf, (size_t)(t * B));
         run_grad_sums(xf, dyf, relu ? yf : dyf, t, B, mean, rstd, relu, db, dg); /* y: if relu */
     }
 }
@@ -140,11 +132,11 @@ INLINE void run_dx_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, u
     float xf[TILE], dyf[TILE], yf[TILE], dxf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
-        widen(x + s0 * B, xf, (size_t)(t * B));
-        widen(dy + s0 * B, dyf, (size_t)(t * B));
-        if (relu) widen(y + s0 * B, yf, (size_t)(t * B));
+        ct_bf16_widen(x + s0 * B, xf, (size_t)(t * B));
+        ct_bf16_widen(dy + s0 * B, dyf, (size_t)(t * B));
+        if (relu) ct_bf16_widen(y + s0 * B, yf, (size_t)(t * B));
         run_dx(xf, dyf, relu ? yf : dyf, dxf, t, B, mean, rstd, k, dbm, dgm, relu);
-        narrow(dxf, dx + s0 * B, (size_t)(t * B));
+        ct_bf16_narrow(dxf, dx + s0 * B, (size_t)(t * B));
     }
 }
 
@@ -297,8 +289,8 @@ CT_INLINE_AVX512 __m512 masked16(__m512 dy, const uint16_t *y, const bool relu) 
 /* The runs below take a run's S * B elements 16 at a time: one position of 16 lanes,
  * or two of 8 (then both halves update the same lanes, the first position first, so
  * every lane's sums see its values in position order); a last 8 when B = 8 and S is
- * odd. Per-lane values live in c[h] for lanes 8h..8h+7; g(h) is the group a half's
- * lanes belong to. */
+ * odd. Per-lane registers are arrays [B / 8] (lanes 8h..8h+7 in [h]); G(h) is the
+ * entry the 16 values' half h belongs to. */
 #define G(h) (B == 16 ? (h) : 0)
 
 CT_INLINE_AVX512 void run_sums_x512(const uint16_t *x, long S, const int B, double *sum,
