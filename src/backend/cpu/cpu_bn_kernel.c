@@ -93,7 +93,7 @@ INLINE void run_dx(const float *restrict x, const float *restrict dy, const floa
  * the sums see the same values in the same order; the tiles are widened and the
  * outputs narrowed with cpu_bf16.h's array conversions (exact / to nearest even). */
 INLINE void run_sums_h(const uint16_t *x, long S, const int B, double *sum, double *sq) {
-    float xf[TILE];
+    CT_VEC_ALIGNED float xf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
         ct_bf16_widen(x + s0 * B, xf, (size_t)(t * B));
@@ -104,7 +104,7 @@ INLINE void run_sums_h(const uint16_t *x, long S, const int B, double *sum, doub
 INLINE void run_apply_h(const uint16_t *x, uint16_t *y, long S, const int B,
                         const double *mean, const double *scale, const double *shift,
                         const bool relu) {
-    float xf[TILE], yf[TILE];
+    CT_VEC_ALIGNED float xf[TILE], yf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
         ct_bf16_widen(x + s0 * B, xf, (size_t)(t * B));
@@ -116,7 +116,7 @@ INLINE void run_apply_h(const uint16_t *x, uint16_t *y, long S, const int B,
 INLINE void run_grad_sums_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, long S,
                             const int B, const double *mean, const double *rstd,
                             const bool relu, double *db, double *dg) {
-    float xf[TILE], dyf[TILE], yf[TILE];
+    CT_VEC_ALIGNED float xf[TILE], dyf[TILE], yf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
         ct_bf16_widen(x + s0 * B, xf, (size_t)(t * B));
@@ -129,7 +129,7 @@ INLINE void run_grad_sums_h(const uint16_t *x, const uint16_t *dy, const uint16_
 INLINE void run_dx_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, uint16_t *dx,
                      long S, const int B, const double *mean, const double *rstd,
                      const double *k, const double *dbm, const double *dgm, const bool relu) {
-    float xf[TILE], dyf[TILE], yf[TILE], dxf[TILE];
+    CT_VEC_ALIGNED float xf[TILE], dyf[TILE], yf[TILE], dxf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
         ct_bf16_widen(x + s0 * B, xf, (size_t)(t * B));

@@ -435,12 +435,13 @@ static void pack_pairs(const ct_convf_geom *g, const float *wq, const float *bq,
 
 void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, const float *b,
                       void *y, uint8_t *idx) {
-    float wq[CT_CONVF_MAX_WEIGHTS], bq[CT_CONVF_MAX_WEIGHTS / 8 + 8];
+    CT_VEC_ALIGNED float wq[CT_CONVF_MAX_WEIGHTS];
+    CT_VEC_ALIGNED float bq[CT_CONVF_MAX_WEIGHTS / 8 + 8];
     pack(g, w, b, wq, bq);
     bool avx512 = use_avx512(g), avx2 = use_avx2(g);
     /* a last pair may have a padding group: at most 8 more lanes per tap */
-    float wq16[2 * CT_CONVF_MAX_WEIGHTS];
-    float bq16[CT_CONVF_MAX_WEIGHTS / 8 + 16];
+    CT_VEC_ALIGNED float wq16[2 * CT_CONVF_MAX_WEIGHTS];
+    CT_VEC_ALIGNED float bq16[CT_CONVF_MAX_WEIGHTS / 8 + 16];
     if (avx512) pack_pairs(g, wq, bq, wq16, bq16);
     int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g);
     size_t out_px = g->pool ? (size_t)(oh / 2) * (size_t)(ow / 2) : (size_t)oh * (size_t)ow;
@@ -450,9 +451,9 @@ void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, co
     (void)avx2, (void)avx512;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < g->n; n++) {
-        float xp[CT_CONVW_MAX_PADDED];
+        CT_VEC_ALIGNED float xp[CT_CONVW_MAX_PADDED];
         ct_conv_pad_image(g->ic, g->h, g->w, g->p, g->x_block, x + (size_t)n * img_x, xp);
-        float ybuf[CT_CONVF_MAX_BF16_OUT];
+        CT_VEC_ALIGNED float ybuf[CT_CONVF_MAX_BF16_OUT];
         float *yi = g->bf16_out ? ybuf : (float *)y + (size_t)n * img_y;
         uint8_t *ii = idx && g->pool ? idx + (size_t)n * img_y : NULL;
 #if CT_SIMD_X86

@@ -306,7 +306,8 @@ void ct_convpg_backward(const ct_convpg_geom *g, const float *x, const float *w,
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         float *mine = part + (size_t)t * pf;
-        float xp[CT_CONVPG_MAX_PADDED], dxp[CT_CONVPG_MAX_PADDED];
+        CT_VEC_ALIGNED float xp[CT_CONVPG_MAX_PADDED];
+        CT_VEC_ALIGNED float dxp[CT_CONVPG_MAX_PADDED];
         size_t padded = (size_t)blocks8(g->ic) * 8 * pl;
         memset(mine, 0, pf * sizeof *mine);
         for (int n = (int)((long)g->n * t / nt); n < (int)((long)g->n * (t + 1) / nt); n++) {

@@ -363,7 +363,8 @@ static void image_pooled(const ct_convw_geom *g, body bd, const float *xp,
                          const ct_convw_pooled *pp, int n, float *tile, float *part) {
     int B = g->dy_block, G = groups(g), per = B / 8;
     /* a block plane is at most half a tile of 8 lanes (OH * OW * 8 / 4 pixels * 16) */
-    float dyw[CT_CONVW_MAX_TILE / 2], yw[CT_CONVW_MAX_TILE / 2];
+    CT_VEC_ALIGNED float dyw[CT_CONVW_MAX_TILE / 2];
+    CT_VEC_ALIGNED float yw[CT_CONVW_MAX_TILE / 2];
 #if CT_SIMD_X86
     if (bd == BODY_AVX512) {
         for (int pr = 0; pr < (G + 1) / 2; pr++) {
@@ -438,7 +439,8 @@ static void bwd_weights(const ct_convw_geom *g, const float *x, const float *dy,
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         float *mine = part + (size_t)t * pf;
-        float xp[CT_CONVW_MAX_PADDED], tile[pp ? CT_CONVW_MAX_TILE : 1];
+        CT_VEC_ALIGNED float xp[CT_CONVW_MAX_PADDED];
+        CT_VEC_ALIGNED float tile[pp ? CT_CONVW_MAX_TILE : 1];
         memset(mine, 0, pf * sizeof *mine);
         for (int n = (int)((long)g->n * t / nt); n < (int)((long)g->n * (t + 1) / nt); n++) {
             pad_image(g, x + (size_t)n * img_x, xp);
