@@ -22,6 +22,7 @@ static const ct_command commands[] = {
      "  lists for data parallelism in one process: cuda:all, cuda:0,1, cpu:N)\n"
      "  --out DIR  --amp off|fp16|bf16  --grad-accum-steps N  --graph auto|off\n"
      "  --cpu-loops auto|portable|off  --cpu-bf16 auto|native|emulated\n"
+     "  --cpu-winograd auto|off\n"
      "                    shorthands for train.epochs, ..., applied before KEY=VALUE\n"
      "  --print-config    print the resolved config (YAML) and exit\n"
      "  --json            stdout: one JSON object per epoch, then the end of the run\n"

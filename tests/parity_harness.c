@@ -31,6 +31,7 @@ float parity_label_smoothing;
 bool parity_accumulate = true;
 ct_amp_mode parity_amp = CT_AMP_OFF;
 ct_cpu_bf16 parity_cpu_bf16 = CT_CPU_BF16_AUTO;
+ct_cpu_winograd parity_cpu_winograd = CT_CPU_WINOGRAD_AUTO;
 
 
 void parity_print_loops_isa(void) {
@@ -120,7 +121,7 @@ static harness *open_any(int C, int H, int W, const ct_layer_cfg *layers, int n,
         if (h->g.nodes[i].src[0] >= 0) h->g.nodes[i].input_grad = true;
     ct_run_opts o = {.batch_size = N, .training = training, .optimizer = opt,
                      .opt_state_slots = slots, .amp = parity_amp, .cpu_bf16 = parity_cpu_bf16,
-                     .seed = SEED,
+                     .cpu_winograd = parity_cpu_winograd, .seed = SEED,
                      .fuse = parity_fuse, .cpu_loops = parity_cpu_loops,
                      .accumulate = parity_accumulate, .label_smoothing = parity_label_smoothing};
     h->vt = parity_vt;

@@ -55,6 +55,8 @@ extern float parity_label_smoothing;
  * auto). */
 extern ct_amp_mode parity_amp;
 extern ct_cpu_bf16 parity_cpu_bf16;
+/* ... with this train.cpu_winograd (ct_run_opts.cpu_winograd; default auto). */
+extern ct_cpu_winograd parity_cpu_winograd;
 /* ... and plan for backward with accumulate (ct_run_opts.accumulate; default true). */
 extern bool parity_accumulate;
 

@@ -332,6 +332,29 @@ static void test_unknown_command_suggests(void **state) {
     ct_test_run_free(&r);
 }
 
+/* --cpu-winograd off keeps every convolution on the direct algorithm (summary names
+ * no Winograd kernel); auto lets oneDNN choose, which this CPU decides, so it is
+ * printed, not asserted; any other value is a one-line usage error. */
+static void test_cpu_winograd_option(void **state) {
+    (void)state;
+    const char *modes[] = {"off", "auto"};
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "summary %s/configs/cnn.yaml --device cpu --cpu-winograd %s",
+                 CT_SOURCE_ROOT, modes[i]);
+        ct_run_result r = ct_test_run(dir, args);
+        if (r.status != 0) fail_msg("ctrain %s: exit %d: %s", args, r.status, r.err);
+        const char *wino = strstr(r.out, "wino");
+        printf("--cpu-winograd %s: %s\n", modes[i], wino ? "a Winograd kernel runs" : "direct");
+        if (i == 0 && wino) fail_msg("ctrain %s names a Winograd kernel:\n%s", args, r.out);
+        ct_test_run_free(&r);
+    }
+    char args[512];
+    snprintf(args, sizeof args, "summary %s/configs/cnn.yaml --device cpu --cpu-winograd on",
+             CT_SOURCE_ROOT);
+    expect_error(args, 2, "--cpu-winograd: expected auto or off, got 'on'", NULL);
+}
+
 /* Ctrl-C from another process during training: the run stops at the next step (or
  * at the epoch's end, when the signal comes during a checkpoint's write), saves a
  * checkpoint, exits with 130; the checkpoint evaluates, and --resume ends with the
@@ -646,6 +669,7 @@ int main(void) {
         cmocka_unit_test(test_edits_and_print_config),
         cmocka_unit_test(test_batchnorm_fit_eval),
         cmocka_unit_test(test_residual_summary),
+        cmocka_unit_test(test_cpu_winograd_option),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

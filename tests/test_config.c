@@ -413,7 +413,7 @@ static void test_error_unknown_key(void **state) {
     expect_error(BASE "train:\n  bogus: 1\n", "12:3",
                  "unknown key 'bogus' in 'train' (valid keys: epochs, batch_size, "
                  "grad_accum_steps, amp, seed, out, graph, cpu_loops, label_smoothing, "
-                 "early_stopping, cpu_bf16)");
+                 "early_stopping, cpu_bf16, cpu_winograd)");
     expect_error(BASE "train: {early_stopping: {monitor: loss}}\n", "11:35",
                  "unknown train.early_stopping.monitor 'loss'");
     expect_error(BASE "train: {early_stopping: {patience: 0}}\n", "11:36",
@@ -781,6 +781,33 @@ static void test_train_cpu_bf16(void **state) {
     ct_config_free(&cfg);
 }
 
+static const char *cpu_winograd_of(const ct_config *c) {
+    return ct_cpu_winograd_name(c->train.cpu_winograd);
+}
+
+static void test_train_cpu_winograd(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok(BASE, &cfg);
+    assert_int_equal(cfg.train.cpu_winograd, CT_CPU_WINOGRAD_AUTO);
+    ct_config_free(&cfg);
+    const char *const forms[][2] = {{"auto", "auto"}, {"off", "off"}, {"false", "off"}};
+    expect_train_forms("cpu_winograd", forms, 3, cpu_winograd_of);
+    expect_error(BASE "train: {cpu_winograd: of}\n", "11:23",
+                 "unknown train.cpu_winograd 'of' (did you mean 'off'?)");
+    expect_error(BASE "train: {cpu_winograd: [auto]}\n", "11:23",
+                 "'train.cpu_winograd' expects auto or off");
+    ct_err err = {{0}};
+    expect_ok(BASE, &cfg);
+    assert_int_equal(ct_config_override(&cfg, "cpu-winograd", "off", &err), 0);
+    assert_int_equal(cfg.train.cpu_winograd, CT_CPU_WINOGRAD_OFF);
+    assert_int_equal(ct_config_override(&cfg, "--cpu-winograd", "auto", &err), 0);
+    assert_int_equal(cfg.train.cpu_winograd, CT_CPU_WINOGRAD_AUTO);
+    assert_int_not_equal(ct_config_override(&cfg, "cpu-winograd", "on", &err), 0);
+    assert_string_equal(err.msg, "--cpu-winograd: expected auto or off, got 'on'");
+    ct_config_free(&cfg);
+}
+
 static void test_overrides(void **state) {
     (void)state;
     ct_config cfg;
@@ -1125,6 +1152,7 @@ int main(void) {
         cmocka_unit_test(test_train_graph),
         cmocka_unit_test(test_train_cpu_loops),
         cmocka_unit_test(test_train_cpu_bf16),
+        cmocka_unit_test(test_train_cpu_winograd),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_override_errors),
         cmocka_unit_test(test_device_strings),

@@ -1307,6 +1307,43 @@ static void test_bf16_native(void **state) {
     parity_max_tol = 0.0;
 }
 
+/* train.cpu_winograd: fp32 convolutions forced onto the direct algorithm (off) and left
+ * to oneDNN (auto: Winograd where it has a kernel it judges faster, 3x3 stride 1 on
+ * AVX-512), forward and backward data; each against the double reference, then the
+ * two against each other. Which algorithm auto ran is printed, never asserted. */
+static void test_conv_winograd(void **state) {
+    (void)state;
+    /* sizes at which oneDNN 2.6 judges Winograd faster on AVX-512 (it weighs the work) */
+    const ct_layer_cfg g[] = {conv(32, 3, 1, 1, true), L(CT_LAYER_RELU),
+                              conv(32, 3, 1, 1, true), L(CT_LAYER_RELU),
+                              L(CT_LAYER_FLATTEN),     linear(10, true)};
+    const int n = 6, N = 64, k = 2;
+    parity_out out[2];
+    size_t ny = 0, nx = 0;
+    for (int a = 0; a < 2; a++) {
+        parity_cpu_winograd = a ? CT_CPU_WINOGRAD_AUTO : CT_CPU_WINOGRAD_OFF;
+        harness *h = open_h(16, 14, 14, g, n, N);
+        const char *name = ct_cpu_winograd_name(parity_cpu_winograd);
+        printf("cpu_winograd %s: second conv forward on %s, backward data on %s\n", name,
+               impl(h, k, CT_PASS_FORWARD), impl(h, k, CT_PASS_BACKWARD_DATA));
+        parity_seed(1);
+        parity_graph(h, N, name);
+        parity_seed(1);
+        out[a] = parity_n(h, k, N, true);
+        ny = (size_t)N * row_numel(h->g.nodes[k].out);
+        nx = (size_t)N * row_numel(h->g.nodes[k].in);
+        close_h(h);
+    }
+    double *y = to_d(out[0].y, ny), *dx = to_d(out[0].dx, nx);
+    check_close(out[1].y, y, ny, "cpu_winograd auto against off: output");
+    check_close(out[1].dx, dx, nx, "cpu_winograd auto against off: input gradient");
+    free(y);
+    free(dx);
+    parity_out_free(&out[0]);
+    parity_out_free(&out[1]);
+    parity_cpu_winograd = CT_CPU_WINOGRAD_AUTO;
+}
+
 /* ---- layers before the first with parameters ------------------------------------------ */
 
 /* relu, flatten and dropout in front of the first layer with parameters give no
@@ -1427,6 +1464,7 @@ int main(void) {
     parity_print_loops_isa();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parity_test_conv),
+        cmocka_unit_test(test_conv_winograd),
         cmocka_unit_test(parity_test_maxpool),
         cmocka_unit_test(test_maxpool_nan),
         cmocka_unit_test(parity_test_avgpool),

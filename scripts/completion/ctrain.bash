@@ -21,6 +21,7 @@ _ctrain() {
     --graph) COMPREPLY=($(compgen -W "auto off" -- "$cur")); return ;;
     --cpu-loops) COMPREPLY=($(compgen -W "auto portable off" -- "$cur")); return ;;
     --cpu-bf16) COMPREPLY=($(compgen -W "auto native emulated" -- "$cur")); return ;;
+    --cpu-winograd) COMPREPLY=($(compgen -W "auto off" -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "fp32 tf32 fp16 bf16" -- "$cur")); return ;;
     --out | -o | --output) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac

@@ -77,6 +77,8 @@ typedef struct ct_run_opts {
     ct_cpu_loops cpu_loops;
     /* CPU backends, amp bf16: native bf16 or the emulation (config.h ct_cpu_bf16). */
     ct_cpu_bf16 cpu_bf16;
+    /* CPU backends: fp32 convolutions may run Winograd (config.h ct_cpu_winograd). */
+    ct_cpu_winograd cpu_winograd;
     /* backward may be called with accumulate (train.grad_accum_steps > 1); a
      * backend may need scratch for that, which it then plans only when set */
     bool accumulate;

@@ -54,7 +54,7 @@ const char *ct_closest_name(const char *word, const char *const *names, int n);
 /* Loads a config and applies the common overrides that are non-NULL. */
 typedef struct ct_overrides {
     const char *epochs, *batch_size, *lr, *device, *seed, *out, *amp, *grad_accum_steps, *graph,
-        *cpu_loops, *cpu_bf16;
+        *cpu_loops, *cpu_bf16, *cpu_winograd;
 } ct_overrides;
 
 #endif

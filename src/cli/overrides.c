@@ -11,6 +11,7 @@ int ct_apply_overrides(const char *cmd, ct_config *cfg, const ct_overrides *ov, 
         {"device", ov->device}, {"seed", ov->seed}, {"out", ov->out}, {"amp", ov->amp},
         {"grad-accum-steps", ov->grad_accum_steps}, {"graph", ov->graph},
         {"cpu-loops", ov->cpu_loops}, {"cpu-bf16", ov->cpu_bf16},
+        {"cpu-winograd", ov->cpu_winograd},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         if (pairs[i].value && ct_config_override(cfg, pairs[i].key, pairs[i].value, err) != 0) {
@@ -62,6 +63,7 @@ static int shorthand_edits(const ct_overrides *ov, ct_config_edit *edits) {
         {"graph", "train.graph", ov->graph},
         {"cpu-loops", "train.cpu_loops", ov->cpu_loops},
         {"cpu-bf16", "train.cpu_bf16", ov->cpu_bf16},
+        {"cpu-winograd", "train.cpu_winograd", ov->cpu_winograd},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)

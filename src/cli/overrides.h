@@ -18,7 +18,8 @@
         {"amp", 1, &(ov).amp, NULL, NULL},                                                     \
         {"grad-accum-steps", 1, &(ov).grad_accum_steps, NULL, NULL},                           \
         {"graph", 1, &(ov).graph, NULL, NULL}, {"cpu-loops", 1, &(ov).cpu_loops, NULL, NULL}, \
-        {"cpu-bf16", 1, &(ov).cpu_bf16, NULL, NULL}
+        {"cpu-bf16", 1, &(ov).cpu_bf16, NULL, NULL},                                           \
+        {"cpu-winograd", 1, &(ov).cpu_winograd, NULL, NULL}
 
 /* Applies every non-NULL override to cfg. Returns 0, or CT_EXIT_USAGE with
  * "CMD: --key: expected ..., got 'value'" (cfg then partly overridden). */

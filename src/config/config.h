@@ -42,6 +42,7 @@
  *           out: runs/cnn, graph: auto,   # graph: auto | off (captured CUDA steps)
  *           cpu_loops: auto,          # auto | portable | off (ctrain's own CPU loops)
  *           cpu_bf16: auto,           # auto | native | emulated (amp bf16 on CPUs)
+ *           cpu_winograd: auto,       # auto | off (fp32 convolutions on oneDNN)
  *           early_stopping: {monitor: val_loss, patience: 5, min_delta: 0}}
  *   log: {every_steps: 0,            # metrics.jsonl records every N steps (0: per epoch)
  *         tensorboard: true}         # and TensorBoard event files (when built with them)
@@ -127,6 +128,11 @@ typedef enum { CT_CPU_LOOPS_AUTO, CT_CPU_LOOPS_PORTABLE, CT_CPU_LOOPS_OFF } ct_c
  * runs bf16 instructions (auto), required (native), or the fp32 emulation everywhere
  * (emulated: the same results on every CPU). */
 typedef enum { CT_CPU_BF16_AUTO, CT_CPU_BF16_NATIVE, CT_CPU_BF16_EMULATED } ct_cpu_bf16;
+/* fp32 convolutions on oneDNN: auto lets oneDNN run Winograd where it has a kernel and
+ * judges it faster (3x3 stride 1 on AVX-512 CPUs, at least 32 input and output
+ * channels: other rounding, the same results to fp32's precision); off keeps the
+ * direct algorithm everywhere. */
+typedef enum { CT_CPU_WINOGRAD_AUTO, CT_CPU_WINOGRAD_OFF } ct_cpu_winograd;
 typedef enum { CT_DEVICE_AUTO, CT_DEVICE_CPU, CT_DEVICE_CUDA } ct_device_kind;
 
 typedef struct ct_optimizer_cfg {
@@ -211,6 +217,7 @@ typedef struct ct_train_cfg {
     ct_graph_mode graph;
     ct_cpu_loops cpu_loops; /* default auto; no effect on CUDA */
     ct_cpu_bf16 cpu_bf16;   /* default auto; only with amp bf16 on the CPU */
+    ct_cpu_winograd cpu_winograd; /* default auto; no effect on CUDA */
     uint64_t seed;        /* default 42 */
     /* Cross-entropy label smoothing eps, [0, 1), default 0: the target is
      * (1 - eps) * onehot + eps / K, as nn.CrossEntropyLoss(label_smoothing=eps);
@@ -342,8 +349,8 @@ void ct_config_free(ct_config *cfg);
 const char *ct_config_class_name(const ct_config *cfg, int k);
 
 /* Applies one command-line override. key is one of: epochs, batch-size, lr,
- * device, seed, out, amp, grad-accum-steps, graph, cpu-loops, cpu-bf16. Value errors are "--key: ..."
- * lines. */
+ * device, seed, out, amp, grad-accum-steps, graph, cpu-loops, cpu-bf16, cpu-winograd.
+ * Value errors are "--key: ..." lines. */
 int ct_config_override(ct_config *cfg, const char *key, const char *value, ct_err *err);
 
 /* Parses "auto", "cpu", "cuda", "cuda:N", and the device lists "cuda:all",
@@ -358,6 +365,7 @@ const char *ct_amp_mode_name(ct_amp_mode m);       /* "off", "fp16", "bf16" */
 const char *ct_graph_mode_name(ct_graph_mode m);   /* "auto", "off" */
 const char *ct_cpu_loops_name(ct_cpu_loops m);     /* "auto", "portable", "off" */
 const char *ct_cpu_bf16_name(ct_cpu_bf16 m);       /* "auto", "native", "emulated" */
+const char *ct_cpu_winograd_name(ct_cpu_winograd m); /* "auto", "off" */
 const char *ct_monitor_name(ct_monitor m);         /* "val_loss", "val_acc" */
 /* "auto", "cpu", "cuda", "cuda:N", "cuda:all", "cuda:0,1", "cpu:2" into buf. */
 const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n);

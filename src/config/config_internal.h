@@ -29,6 +29,7 @@ extern const char *const ct_amp_mode_names[3];
 extern const char *const ct_graph_mode_names[2];
 extern const char *const ct_cpu_loops_names[3];
 extern const char *const ct_cpu_bf16_names[3];
+extern const char *const ct_cpu_winograd_names[2];
 extern const char *const ct_loss_kind_names[1];
 extern const char *const ct_monitor_names[2];
 
@@ -63,7 +64,8 @@ typedef struct ct_choice {
     int n;
     int off;                  /* the enum value of off */
 } ct_choice;
-extern const ct_choice ct_amp_choice, ct_graph_choice, ct_cpu_loops_choice, ct_cpu_bf16_choice;
+extern const ct_choice ct_amp_choice, ct_graph_choice, ct_cpu_loops_choice, ct_cpu_bf16_choice,
+    ct_cpu_winograd_choice;
 /* The enum value s names, or -1. */
 int ct_scan_choice(const char *s, const ct_choice *c);
 /* "off, fp16 or bf16" into buf. */

@@ -33,6 +33,8 @@ const char *const ct_cpu_loops_names[3] = {
 const char *const ct_cpu_bf16_names[3] = {
     [CT_CPU_BF16_AUTO] = "auto", [CT_CPU_BF16_NATIVE] = "native",
     [CT_CPU_BF16_EMULATED] = "emulated"};
+const char *const ct_cpu_winograd_names[2] = {[CT_CPU_WINOGRAD_AUTO] = "auto",
+                                              [CT_CPU_WINOGRAD_OFF] = "off"};
 const char *const ct_loss_kind_names[1] = {[CT_LOSS_CROSS_ENTROPY] = "cross_entropy"};
 const char *const ct_monitor_names[2] = {[CT_MONITOR_VAL_LOSS] = "val_loss",
                                          [CT_MONITOR_VAL_ACC] = "val_acc"};
@@ -75,6 +77,10 @@ const char *ct_cpu_loops_name(ct_cpu_loops m) {
 
 const char *ct_cpu_bf16_name(ct_cpu_bf16 m) {
     return ct_name_or_unknown((int)m, ct_cpu_bf16_names, 3);
+}
+
+const char *ct_cpu_winograd_name(ct_cpu_winograd m) {
+    return ct_name_or_unknown((int)m, ct_cpu_winograd_names, 2);
 }
 
 const char *ct_monitor_name(ct_monitor m) {

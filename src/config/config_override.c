@@ -104,16 +104,24 @@ static int ct_ov_cpu_bf16(ct_config *cfg, const char *value, ct_err *err) {
     return 0;
 }
 
+static int ct_ov_cpu_winograd(ct_config *cfg, const char *value, ct_err *err) {
+    int m = 0;
+    if (ct_ov_choice("cpu-winograd", &ct_cpu_winograd_choice, value, &m, err) != 0) return -1;
+    cfg->train.cpu_winograd = (ct_cpu_winograd)m;
+    return 0;
+}
+
 typedef int (*ct_override_fn)(ct_config *cfg, const char *value, ct_err *err);
 
 static const char *const ct_override_keys[] = {"epochs", "batch-size", "lr",
                                                "device", "seed",       "out",
                                                "amp",    "grad-accum-steps", "graph",
-                                               "cpu-loops", "cpu-bf16"};
+                                               "cpu-loops", "cpu-bf16", "cpu-winograd"};
 static const ct_override_fn ct_override_fns[] = {ct_ov_epochs, ct_ov_batch_size, ct_ov_lr,
                                                  ct_ov_device, ct_ov_seed,       ct_ov_out,
                                                  ct_ov_amp,    ct_ov_grad_accum, ct_ov_graph,
-                                                 ct_ov_cpu_loops, ct_ov_cpu_bf16};
+                                                 ct_ov_cpu_loops, ct_ov_cpu_bf16,
+                                                 ct_ov_cpu_winograd};
 _Static_assert(sizeof ct_override_keys / sizeof ct_override_keys[0] ==
                    sizeof ct_override_fns / sizeof ct_override_fns[0],
                "one handler per override key");

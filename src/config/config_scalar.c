@@ -81,6 +81,8 @@ const ct_choice ct_cpu_loops_choice = {"train.cpu_loops", ct_cpu_loops_names, 3,
                                        CT_CPU_LOOPS_OFF};
 const ct_choice ct_cpu_bf16_choice = {"train.cpu_bf16", ct_cpu_bf16_names, 3,
                                       CT_CPU_BF16_EMULATED};
+const ct_choice ct_cpu_winograd_choice = {"train.cpu_winograd", ct_cpu_winograd_names, 2,
+                                          CT_CPU_WINOGRAD_OFF};
 
 const char *ct_choice_list(const ct_choice *c, char *buf, size_t n) {
     buf[0] = 0;

@@ -370,11 +370,11 @@ static int ct_data_check_channels(const ct_yaml_ctx *ctx, const ct_config *cfg) 
 /* ---- train ---------------------------------------------------------------- */
 
 enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH, T_CPU_LOOPS,
-       T_LABEL_SMOOTHING, T_EARLY_STOPPING, T_CPU_BF16 };
+       T_LABEL_SMOOTHING, T_EARLY_STOPPING, T_CPU_BF16, T_CPU_WINOGRAD };
 static const char *const ct_train_keys[] = {"epochs",    "batch_size",      "grad_accum_steps",
                                             "amp",       "seed",            "out",
                                             "graph",     "cpu_loops",       "label_smoothing",
-                                            "early_stopping", "cpu_bf16"};
+                                            "early_stopping", "cpu_bf16", "cpu_winograd"};
 
 /* A choice key's scalar (config_internal.h) into *out, an enum value. */
 static int ct_walk_choice(const ct_yaml_ctx *ctx, yaml_node_t *node, const ct_choice *c, int *out) {
@@ -424,6 +424,10 @@ static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     if (v.val[T_CPU_BF16]) {
         if (ct_walk_choice(ctx, v.val[T_CPU_BF16], &ct_cpu_bf16_choice, &m)) return -1;
         t->cpu_bf16 = (ct_cpu_bf16)m;
+    }
+    if (v.val[T_CPU_WINOGRAD]) {
+        if (ct_walk_choice(ctx, v.val[T_CPU_WINOGRAD], &ct_cpu_winograd_choice, &m)) return -1;
+        t->cpu_winograd = (ct_cpu_winograd)m;
     }
     if (v.val[T_SEED] && ct_get_u64(ctx, v.val[T_SEED], "train.seed", &t->seed)) return -1;
     if (v.val[T_LABEL_SMOOTHING] && ct_get_double(ctx, v.val[T_LABEL_SMOOTHING],

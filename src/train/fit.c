@@ -91,13 +91,13 @@ static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
 }
 
 /* Keys a resumed run may change without --accept-changes: how long it runs, where
- * and on what (the device, and how the CPU runs bf16, which a resume on another
- * machine changes anyway under auto), when it stops early, what it logs and what its
+ * and on what (the device, how the CPU runs bf16 and its convolutions, which a resume
+ * on another machine changes anyway under auto), when it stops early, what it logs and what its
  * classes are called; none of them changes the model or the training recipe. */
 static const char *const resume_may_change[] = {"train.epochs",    "train.out",
                                                 "device",          "train.graph",
                                                 "train.cpu_loops", "train.cpu_bf16",
-                                                "train.early_stopping", "log",
+                                                "train.cpu_winograd", "train.early_stopping", "log",
                                                 "data.class_names", NULL};
 
 /* A resumed run continues with the config its checkpoint embeds (resolved again,

@@ -33,7 +33,7 @@ typedef struct ct_fit_opts {
     bool accept_changes;    /* resume although the config differs from the checkpoint's
                                in keys other than train.epochs, train.out, device,
                                train.graph, train.cpu_loops, train.cpu_bf16,
-                               train.early_stopping and log (refused otherwise, naming
+                               train.cpu_winograd, train.early_stopping and log (refused otherwise, naming
                                each key with both values) */
     const char *init_from;  /* start from these weights (any compatible safetensors), or NULL */
     bool sync_debug;

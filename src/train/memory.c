@@ -124,7 +124,12 @@ int ct_memory_find_fix(const ct_config *cfg_in, const ct_device_choice *dev, boo
     if (cfg->train.grad_accum_steps < 2) cfg->train.grad_accum_steps = 2;
     long long effective = (long long)cfg_in->train.batch_size * cfg_in->train.grad_accum_steps;
     /* Steps in [lo, hi]. hi: its batch fits (effective steps: batch 1). lo: fewer steps
-     * need a batch not below cfg's, or one that was planned and did not fit. */
+     * need a batch not below cfg's, or one that was planned and did not fit. Both
+     * searches take the arena to grow with the batch; Winograd convolutions
+     * (train.cpu_winograd auto) break that by a fraction of a MiB, their workspace
+     * following the batch's tiling, so within that margin of the limit the fix may
+     * take one step more, or a largest batch one or two smaller, than an exact search
+     * would. The batch it gives was planned and fits. */
     long long hi = effective;
     int below = cfg_in->train.batch_size - 1;
     long long lo = below >= 1 ? batch_for_steps(effective, below) : hi;

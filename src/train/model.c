@@ -66,6 +66,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
         .fuse = true,
         .cpu_loops = cfg->train.cpu_loops,
         .cpu_bf16 = cfg->train.cpu_bf16,
+        .cpu_winograd = cfg->train.cpu_winograd,
         .accumulate = req->training && cfg->train.grad_accum_steps > 1,
         .prep = ct_data_prep(cfg, req->training),
         .label_smoothing = (float)cfg->train.label_smoothing,

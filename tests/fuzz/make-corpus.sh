@@ -46,7 +46,7 @@ schedule: {type: step, step_size: 2, gamma: 0.5, warmup_epochs: 1}
 data: {train_images: a.gz, train_labels: b.gz, test_images: c.gz, test_labels: d.gz,
        num_classes: 5, normalize: {mean: -0.25, std: 2}, shuffle: no}
 train: {epochs: 3, batch_size: 7, grad_accum_steps: 2, amp: bf16, seed: 18446744073709551615,
-        out: runs/x, graph: off, cpu_loops: portable, cpu_bf16: emulated,
+        out: runs/x, graph: off, cpu_loops: portable, cpu_bf16: emulated, cpu_winograd: off,
         label_smoothing: 0.1}
 device: cpu:2
 YAML

@@ -47,7 +47,7 @@ static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
     src = ct_cpu_md_typed(&src, ct);
     w = ct_cpu_md_typed(&w, ct);
     if (nd->wl.store_bf16) dst = ct_cpu_md_typed(&dst, dnnl_bf16);
-    CT_DNNL(err, dnnl_convolution_forward_desc_init(&d->conv, prop, dnnl_convolution_direct,
+    CT_DNNL(err, dnnl_convolution_forward_desc_init(&d->conv, prop, nd->wl.conv_alg,
                                                     &src, &w, nd->g->bias >= 0 ? &b : NULL,
                                                     &dst, q.strides, q.pad_l, q.pad_r));
     return 0;
@@ -63,7 +63,7 @@ static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gs
     w = ct_cpu_md_typed(&w, ct);
     dnnl_memory_desc_t ddst = ct_cpu_md_typed(dst, ct);
     dsrc = ct_cpu_md_typed(&dsrc, gsrc_in->data_type); /* bf16 where the input is stored so */
-    CT_DNNL(err, dnnl_convolution_backward_data_desc_init(&d->conv, dnnl_convolution_direct,
+    CT_DNNL(err, dnnl_convolution_backward_data_desc_init(&d->conv, nd->wl.conv_alg,
                                                           &dsrc, &w, &ddst, q.strides, q.pad_l,
                                                           q.pad_r));
     return 0;

@@ -76,6 +76,14 @@ int ct_cpu_block_out_block(const ct_cpu *b) {
     return ct_onednn_has_avx512() ? 16 : 8;
 }
 
+dnnl_alg_kind_t ct_cpu_conv_alg(const ct_cpu *b, const ct_cpu_node *nd) {
+    bool wide = nd->g->in.c >= CT_CPU_WINOGRAD_MIN_CHANNELS &&
+                nd->g->out.c >= CT_CPU_WINOGRAD_MIN_CHANNELS;
+    return b->o.cpu_winograd == CT_CPU_WINOGRAD_AUTO && !nd->wl.bf16 && wide
+               ? dnnl_convolution_auto
+               : dnnl_convolution_direct;
+}
+
 bool ct_cpu_loops_on(const ct_cpu *b) { return b->o.cpu_loops != CT_CPU_LOOPS_OFF; }
 
 bool ct_cpu_loops_portable(const ct_cpu *b) { return b->o.cpu_loops == CT_CPU_LOOPS_PORTABLE; }

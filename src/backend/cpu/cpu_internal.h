@@ -91,6 +91,7 @@ typedef struct ct_cpu_wl {
      * (ct_cpu_bf16_stores: act and gact are then bf16); else everything is fp32. */
     bool bf16;
     bool store_bf16;
+    dnnl_alg_kind_t conv_alg; /* convolutions: ct_cpu_conv_alg's, set before the descs */
     /* ctrain's own backward-weights for a stride-1 conv (cpu_convw_kernel.h)
      * instead of bwd_w: its geometry and the per-thread partial sums
      * ("<name>.convw_part", part_threads of them). */
@@ -277,6 +278,15 @@ bool ct_cpu_bf16_stores(const ct_cpu *b, int i);
  * block writes: the one oneDNN's convolutions read on this machine (16 where oneDNN
  * runs AVX-512, else 8), so that a conv reading the pool needs no reorder. */
 int ct_cpu_block_out_block(const ct_cpu *b);
+/* The algorithm a convolution on oneDNN asks for, forward and backward data: with
+ * train.cpu_winograd auto, fp32 compute and at least CT_CPU_WINOGRAD_MIN_CHANNELS
+ * input and output channels, dnnl_convolution_auto (oneDNN runs Winograd where it has
+ * a kernel and judges the work large enough: 3x3 stride 1 on AVX-512; summary shows
+ * it as jit_wino_*), else dnnl_convolution_direct (bf16 has no Winograd). With fewer
+ * channels oneDNN still takes Winograd, and loses: 1.3-5x the direct time for 1 to
+ * 8 input or 16 output channels (BENCHMARKS.md). The weight gradient stays direct. */
+#define CT_CPU_WINOGRAD_MIN_CHANNELS 32
+dnnl_alg_kind_t ct_cpu_conv_alg(const ct_cpu *b, const ct_cpu_node *nd);
 /* ctrain's own loops: whether any may run, and whether in their portable bodies. */
 bool ct_cpu_loops_on(const ct_cpu *b);
 bool ct_cpu_loops_portable(const ct_cpu *b);

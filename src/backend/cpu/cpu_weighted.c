@@ -183,6 +183,7 @@ int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_e
     nd->wl.fwd_dirty = nd->wl.bwd_dirty = true;
     nd->wl.bf16 = b->bf16_native;
     nd->wl.store_bf16 = ct_cpu_bf16_stores(b, nd->i);
+    nd->wl.conv_alg = ct_cpu_conv_alg(b, nd);
     nd->wl.dw.region = nd->wl.db.region = nd->wl.part.region = nd->wl.wpack.region = -1;
     if (create_fwd(b, nd, dd, err) != 0) return -1;
     if (!b->o.training) return 0;
