@@ -2,16 +2,20 @@
  * cpu_convpg_kernel.h).
  *
  * Per image: x (in blocks of 8 or 16 channels) is copied with its zero border into
- * padded planes of 8 channels xp [ceil(IC/8)][H + 2p][W + 2p][8] and dx accumulates into a zeroed padded dxp of the
- * same shape (so no bounds tests remain; the border is dropped when dxp is copied
- * out into dx's blocks). Per output channel k, the nonzeros of k's dy are first listed (value, and
+ * padded planes of L channels xp [ceil(IC/L)][H + 2p][W + 2p][L] (L = 16 for the
+ * AVX-512 body, else 8) and dx accumulates into a zeroed padded dxp of the same shape
+ * (so no bounds tests remain; the border is dropped when dxp is copied out into dx's
+ * blocks). Per output channel k, the nonzeros of k's dy are first listed (value, and
  * the padded-plane offset of the conv output pixel, which is where its window of
  * taps starts); then per block of 8 input channels one sweep over the list adds
  * g * x into K*K accumulators of 8 lanes and g * w into dxp. The weights are
  * packed once per call as [OC][K*K][IC rounded up to 8] (lanes past IC zero). The
  * portable body is plain C over 8 lanes for any K; K = 3 on AVX2 keeps the nine
- * accumulators and the nine weight vectors in registers. Products and sums round
- * separately in both (no fused multiply-add), so both give the same bits.
+ * accumulators and the nine weight vectors in registers; K = 3 on AVX-512 takes
+ * blocks of 16 channels, with two sweeps per block (the accumulators, then the
+ * weights, in registers). Products and sums round separately in all three (no fused
+ * multiply-add) and each element sees them in the same order, so all give the same
+ * bits.
  */
 #include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_simd.h"
@@ -50,7 +54,18 @@ static bool use_avx2(const ct_convpg_geom *g) {
     return !g->portable && g->k == 3 && ct_cpu_has_avx2();
 }
 
-const char *ct_convpg_isa(const ct_convpg_geom *g) { return use_avx2(g) ? "avx2" : "portable"; }
+/* Padded planes of 16 channels when they fit the scratch. */
+static bool use_avx512(const ct_convpg_geom *g) {
+    return !g->portable && !g->no_avx512 && g->k == 3 && ct_cpu_has_avx512() &&
+           (size_t)blocks(g->ic, 16) * 16 * padded_plane(g) <= CT_CONVPG_MAX_PADDED;
+}
+
+const char *ct_convpg_isa(const ct_convpg_geom *g) {
+    return use_avx512(g) ? "avx512" : use_avx2(g) ? "avx2" : "portable";
+}
+
+/* Channels per padded plane: 16 for the AVX-512 body, else 8. */
+static int plane_lanes(const ct_convpg_geom *g) { return use_avx512(g) ? 16 : 8; }
 
 /* w [OC][IC][K*K] -> wq [OC][K*K][icp]. */
 static void pack(const ct_convpg_geom *g, const float *w, float *wq) {
@@ -81,34 +96,57 @@ static void copy_row8(float *dst, size_t to, const float *src, size_t from, int 
         memcpy(dst + (size_t)x * to, src + (size_t)x * from, 8 * sizeof *dst);
 }
 
-/* Image x [ceil(IC/X)][H][W][X] -> xp [ceil(IC/8)][H + 2p][W + 2p][8], zero border. */
-static void pad_image(const ct_convpg_geom *g, const float *x, float *xp) {
-    int wp = g->w + 2 * g->p, icb = blocks8(g->ic);
-    size_t pl = padded_plane(g);
-    memset(xp, 0, (size_t)icb * pl * 8 * sizeof *xp);
-    for (int cb = 0; cb < icb; cb++)
-        for (int r = 0; r < g->h; r++)
-            copy_row8(xp + ((size_t)cb * pl + (size_t)(r + g->p) * (size_t)wp + (size_t)g->p) * 8,
-                      8, x + row_at(g, cb, r), (size_t)g->x_block, g->w);
+/* Where the 8 channels from 8 * cb on sit in padded planes of L channels
+ * [ceil(IC/L)][H + 2p][W + 2p][L]: plane, then lane offset (a pixel is L floats). */
+static size_t plane_at(const ct_convpg_geom *g, int cb, int L, int r) {
+    int wp = g->w + 2 * g->p;
+    return ((size_t)(8 * cb / L) * padded_plane(g) + (size_t)(r + g->p) * (size_t)wp +
+            (size_t)g->p) * (size_t)L + (size_t)(8 * cb % L);
 }
 
-/* dxp's interior -> dx image [ceil(IC/X)][H][W][X]; with X = 16, the 8 lanes of a
- * last block that no 8-channel plane covers get 0. */
-static void unpad_image(const ct_convpg_geom *g, const float *dxp, float *dx) {
-    int wp = g->w + 2 * g->p, icb = blocks8(g->ic);
+/* Whether 8-channel block cb starts a 16-channel block of both x (X = 16) and the
+ * planes (L = 16) whose second half is in the planes too: then a row is one copy. */
+static bool whole16(const ct_convpg_geom *g, int cb, int L) {
+    return L == 16 && g->x_block == 16 && cb % 2 == 0 && cb + 1 < blocks8(g->ic);
+}
+
+/* Image x [ceil(IC/X)][H][W][X] -> xp [ceil(IC/L)][H + 2p][W + 2p][L], zero border
+ * (and zero lanes past the 8-channel blocks IC needs). */
+static void pad_image(const ct_convpg_geom *g, const float *x, float *xp, int L) {
+    int icb = blocks8(g->ic);
+    memset(xp, 0, (size_t)blocks(8 * icb, L) * (size_t)L * padded_plane(g) * sizeof *xp);
+    for (int cb = 0; cb < icb; cb++) {
+        bool whole = whole16(g, cb, L);
+        for (int r = 0; r < g->h; r++) {
+            float *d = xp + plane_at(g, cb, L, r);
+            if (whole)
+                memcpy(d, x + row_at(g, cb, r), (size_t)g->w * 16 * sizeof *d);
+            else
+                copy_row8(d, (size_t)L, x + row_at(g, cb, r), (size_t)g->x_block, g->w);
+        }
+        if (whole) cb++;
+    }
+}
+
+/* dxp's interior (planes of L channels) -> dx image [ceil(IC/X)][H][W][X]; with X =
+ * 16, the 8 lanes of a last block that no 8-channel block of dxp covers get 0. */
+static void unpad_image(const ct_convpg_geom *g, const float *dxp, float *dx, int L) {
+    int icb = blocks8(g->ic);
     int halves = blocks(g->ic, g->x_block) * g->x_block / 8;
-    size_t pl = padded_plane(g);
-    for (int cb = 0; cb < halves; cb++)
+    size_t xb = (size_t)g->x_block;
+    for (int cb = 0; cb < halves; cb++) {
+        bool whole = cb < icb && whole16(g, cb, L);
         for (int r = 0; r < g->h; r++) {
             float *d = dx + row_at(g, cb, r);
-            size_t xb = (size_t)g->x_block;
-            if (cb < icb) {
-                size_t at = (size_t)cb * pl + (size_t)(r + g->p) * (size_t)wp + (size_t)g->p;
-                copy_row8(d, xb, dxp + at * 8, 8, g->w);
-                continue;
-            }
-            for (int x = 0; x < g->w; x++) memset(d + (size_t)x * xb, 0, 8 * sizeof *d);
+            if (whole)
+                memcpy(d, dxp + plane_at(g, cb, L, r), (size_t)g->w * 16 * sizeof *d);
+            else if (cb < icb)
+                copy_row8(d, xb, dxp + plane_at(g, cb, L, r), (size_t)L, g->w);
+            else
+                for (int x = 0; x < g->w; x++) memset(d + (size_t)x * xb, 0, 8 * sizeof *d);
         }
+        if (whole) cb++;
+    }
 }
 
 /* The nonzeros of channel k of image n in the header's order: values eg and the
@@ -243,6 +281,71 @@ CT_TARGET_AVX2 static void channel_k3_avx2(const ct_convpg_geom *g, const float 
 }
 #endif
 
+#if CT_SIMD_X86
+/* channel() for K = 3 over padded planes of 16 channels (xp, dxp), per block of 16
+ * (the last one 8 wide where IC needs an odd number of 8-channel blocks): first the
+ * nine dW accumulators over the nonzeros, then dxp += g * w with the nine weight
+ * vectors in registers. Each element sees the same operations in the same order as
+ * in channel(). */
+CT_TARGET_AVX512 static void channel_k3_avx512(const ct_convpg_geom *g, const float *xp,
+                                               float *dxp, const float *wk, float *pdw, int ne,
+                                               const float *eg, const int32_t *eo) {
+    int icp = blocks8(g->ic) * 8, wp = g->w + 2 * g->p;
+    size_t pl = padded_plane(g), r1 = (size_t)wp * 16, r2 = 2 * r1;
+    for (int cb = 0; 16 * cb < icp; cb++) {
+        __mmask16 m = icp - 16 * cb >= 16 ? 0xFFFF : 0x00FF;
+        float *pc = pdw + (size_t)cb * 16;
+        __m512 a0 = _mm512_maskz_loadu_ps(m, pc), a1 = _mm512_maskz_loadu_ps(m, pc + icp),
+               a2 = _mm512_maskz_loadu_ps(m, pc + 2 * icp),
+               a3 = _mm512_maskz_loadu_ps(m, pc + 3 * icp),
+               a4 = _mm512_maskz_loadu_ps(m, pc + 4 * icp),
+               a5 = _mm512_maskz_loadu_ps(m, pc + 5 * icp),
+               a6 = _mm512_maskz_loadu_ps(m, pc + 6 * icp),
+               a7 = _mm512_maskz_loadu_ps(m, pc + 7 * icp),
+               a8 = _mm512_maskz_loadu_ps(m, pc + 8 * icp);
+        const float *xc = xp + (size_t)cb * pl * 16;
+#define ACC(a, off) a = _mm512_add_ps(a, _mm512_mul_ps(gv, _mm512_loadu_ps(xe + (off))))
+        for (int e = 0; e < ne; e++) {
+            __m512 gv = _mm512_set1_ps(eg[e]);
+            const float *xe = xc + (size_t)eo[e] * 16;
+            ACC(a0, 0); ACC(a1, 16); ACC(a2, 32);
+            ACC(a3, r1); ACC(a4, r1 + 16); ACC(a5, r1 + 32);
+            ACC(a6, r2); ACC(a7, r2 + 16); ACC(a8, r2 + 32);
+        }
+#undef ACC
+        _mm512_mask_storeu_ps(pc, m, a0);
+        _mm512_mask_storeu_ps(pc + icp, m, a1);
+        _mm512_mask_storeu_ps(pc + 2 * icp, m, a2);
+        _mm512_mask_storeu_ps(pc + 3 * icp, m, a3);
+        _mm512_mask_storeu_ps(pc + 4 * icp, m, a4);
+        _mm512_mask_storeu_ps(pc + 5 * icp, m, a5);
+        _mm512_mask_storeu_ps(pc + 6 * icp, m, a6);
+        _mm512_mask_storeu_ps(pc + 7 * icp, m, a7);
+        _mm512_mask_storeu_ps(pc + 8 * icp, m, a8);
+        if (!dxp) continue;
+        const float *wc = wk + (size_t)cb * 16;
+        __m512 w0 = _mm512_maskz_loadu_ps(m, wc), w1 = _mm512_maskz_loadu_ps(m, wc + icp),
+               w2 = _mm512_maskz_loadu_ps(m, wc + 2 * icp),
+               w3 = _mm512_maskz_loadu_ps(m, wc + 3 * icp),
+               w4 = _mm512_maskz_loadu_ps(m, wc + 4 * icp),
+               w5 = _mm512_maskz_loadu_ps(m, wc + 5 * icp),
+               w6 = _mm512_maskz_loadu_ps(m, wc + 6 * icp),
+               w7 = _mm512_maskz_loadu_ps(m, wc + 7 * icp),
+               w8 = _mm512_maskz_loadu_ps(m, wc + 8 * icp);
+        float *dc = dxp + (size_t)cb * pl * 16;
+#define DX(wv, off) _mm512_storeu_ps(de + (off), _mm512_add_ps(_mm512_loadu_ps(de + (off)), _mm512_mul_ps(gv, wv)))
+        for (int e = 0; e < ne; e++) {
+            __m512 gv = _mm512_set1_ps(eg[e]);
+            float *de = dc + (size_t)eo[e] * 16;
+            DX(w0, 0); DX(w1, 16); DX(w2, 32);
+            DX(w3, r1); DX(w4, r1 + 16); DX(w5, r1 + 32);
+            DX(w6, r2); DX(w7, r2 + 16); DX(w8, r2 + 32);
+        }
+#undef DX
+    }
+}
+#endif
+
 typedef void (*channel_fn)(const ct_convpg_geom *, const float *, float *, const float *, float *,
                            int, const float *, const int32_t *);
 
@@ -268,6 +371,7 @@ static void image(const ct_convpg_geom *g, channel_fn ch, const float *xp, float
 
 static channel_fn pick(const ct_convpg_geom *g) {
 #if CT_SIMD_X86
+    if (use_avx512(g)) return channel_k3_avx512;
     if (use_avx2(g)) return channel_k3_avx2;
 #endif
     return channel_any;
@@ -311,13 +415,14 @@ void ct_convpg_backward(const ct_convpg_geom *g, const float *x, const float *w,
         float *mine = part + (size_t)t * pf;
         CT_VEC_ALIGNED float xp[CT_CONVPG_MAX_PADDED];
         CT_VEC_ALIGNED float dxp[CT_CONVPG_MAX_PADDED];
-        size_t padded = (size_t)blocks8(g->ic) * 8 * pl;
+        int L = plane_lanes(g);
+        size_t padded = (size_t)blocks(blocks8(g->ic) * 8, L) * (size_t)L * pl;
         memset(mine, 0, pf * sizeof *mine);
         for (int n = (int)((long)g->n * t / nt); n < (int)((long)g->n * (t + 1) / nt); n++) {
-            pad_image(g, x + (size_t)n * img, xp);
+            pad_image(g, x + (size_t)n * img, xp, L);
             if (dx) memset(dxp, 0, padded * sizeof *dxp);
             image(g, ch, xp, dx ? dxp : NULL, wpack, dy, n, mine);
-            if (dx) unpad_image(g, dxp, dx + (size_t)n * img);
+            if (dx) unpad_image(g, dxp, dx + (size_t)n * img, L);
         }
         if (t == 0) used = nt;
     }

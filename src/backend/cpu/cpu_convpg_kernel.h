@@ -22,8 +22,8 @@
  * x, dx: [N][ceil(IC/X)][H][W][X], X = x_block (8 or 16: nChw8c or nChw16c); dx is
  * written (never added), its lanes past IC get 0; dx may be NULL (no input gradient). w, dw: plain [OC][IC][K][K]
  * (PyTorch's OIHW); db [OC] or NULL; add: dw/db += instead of =. Products and sums
- * are separate roundings (no fused multiply-add), so the AVX2 and portable loops
- * give the same bits. Threads take contiguous shares of the images, each summing
+ * are separate roundings (no fused multiply-add), so the AVX-512, AVX2 and portable
+ * loops give the same bits. Threads take contiguous shares of the images, each summing
  * into its partial buffer; the partials are added in thread order. Scratch:
  * wpack (ct_convpg_wpack_floats), part (ct_convpg_part_floats per thread).
  */
@@ -44,6 +44,7 @@ typedef struct ct_convpg_geom {
     int x_block;    /* channel block of x and dx: 8 or 16 */
     int y_block;    /* channel block of dy (dense or pooled), y and idx: 8 or 16 */
     bool portable;  /* force the portable loops (tests) */
+    bool no_avx512; /* force the AVX2 loops where AVX-512 would run (tests) */
 } ct_convpg_geom;
 
 typedef struct ct_convpg_dy {
@@ -55,7 +56,7 @@ typedef struct ct_convpg_dy {
 bool ct_convpg_geom_ok(const ct_convpg_geom *g);
 size_t ct_convpg_wpack_floats(const ct_convpg_geom *g);
 size_t ct_convpg_part_floats(const ct_convpg_geom *g);
-/* "avx2" or "portable": the loops ct_convpg_backward runs for g. */
+/* "avx512", "avx2" or "portable": the loops ct_convpg_backward runs for g. */
 const char *ct_convpg_isa(const ct_convpg_geom *g);
 
 void ct_convpg_backward(const ct_convpg_geom *g, const float *x, const float *w,
