@@ -282,66 +282,49 @@ CT_TARGET_AVX2 static void channel_k3_avx2(const ct_convpg_geom *g, const float 
 #endif
 
 #if CT_SIMD_X86
+/* The nine tap vectors v[t] = p[t * icp ...], lanes m (the rest 0), and back. */
+CT_INLINE_AVX512 void load_taps16(__m512 *v, __mmask16 m, const float *p, int icp) {
+    for (int t = 0; t < 9; t++) v[t] = _mm512_maskz_loadu_ps(m, p + (size_t)t * (size_t)icp);
+}
+
+CT_INLINE_AVX512 void store_taps16(float *p, __mmask16 m, const __m512 *v, int icp) {
+    for (int t = 0; t < 9; t++) _mm512_mask_storeu_ps(p + (size_t)t * (size_t)icp, m, v[t]);
+}
+
 /* channel() for K = 3 over padded planes of 16 channels (xp, dxp), per block of 16
- * (the last one 8 wide where IC needs an odd number of 8-channel blocks): first the
- * nine dW accumulators over the nonzeros, then dxp += g * w with the nine weight
- * vectors in registers. Each element sees the same operations in the same order as
- * in channel(). */
+ * (the last one 8 wide where IC needs an odd number of 8-channel blocks; lanes m):
+ * first the nine dW accumulators over the nonzeros, then dxp += g * w with the nine
+ * weight vectors in registers. Each element sees the same operations in the same
+ * order as in channel(). */
 CT_TARGET_AVX512 static void channel_k3_avx512(const ct_convpg_geom *g, const float *xp,
                                                float *dxp, const float *wk, float *pdw, int ne,
                                                const float *eg, const int32_t *eo) {
     int icp = blocks8(g->ic) * 8, wp = g->w + 2 * g->p;
-    size_t pl = padded_plane(g), r1 = (size_t)wp * 16, r2 = 2 * r1;
+    size_t pl = padded_plane(g), r1 = (size_t)wp * 16;
     for (int cb = 0; 16 * cb < icp; cb++) {
         __mmask16 m = icp - 16 * cb >= 16 ? 0xFFFF : 0x00FF;
-        float *pc = pdw + (size_t)cb * 16;
-        __m512 a0 = _mm512_maskz_loadu_ps(m, pc), a1 = _mm512_maskz_loadu_ps(m, pc + icp),
-               a2 = _mm512_maskz_loadu_ps(m, pc + 2 * icp),
-               a3 = _mm512_maskz_loadu_ps(m, pc + 3 * icp),
-               a4 = _mm512_maskz_loadu_ps(m, pc + 4 * icp),
-               a5 = _mm512_maskz_loadu_ps(m, pc + 5 * icp),
-               a6 = _mm512_maskz_loadu_ps(m, pc + 6 * icp),
-               a7 = _mm512_maskz_loadu_ps(m, pc + 7 * icp),
-               a8 = _mm512_maskz_loadu_ps(m, pc + 8 * icp);
+        __m512 a[9], w[9];
+        load_taps16(a, m, pdw + (size_t)cb * 16, icp);
         const float *xc = xp + (size_t)cb * pl * 16;
-#define ACC(a, off) a = _mm512_add_ps(a, _mm512_mul_ps(gv, _mm512_loadu_ps(xe + (off))))
         for (int e = 0; e < ne; e++) {
             __m512 gv = _mm512_set1_ps(eg[e]);
             const float *xe = xc + (size_t)eo[e] * 16;
-            ACC(a0, 0); ACC(a1, 16); ACC(a2, 32);
-            ACC(a3, r1); ACC(a4, r1 + 16); ACC(a5, r1 + 32);
-            ACC(a6, r2); ACC(a7, r2 + 16); ACC(a8, r2 + 32);
+            for (int t = 0; t < 9; t++)
+                a[t] = _mm512_add_ps(
+                    a[t], _mm512_mul_ps(gv, _mm512_loadu_ps(xe + (size_t)(t / 3) * r1 + (size_t)(t % 3) * 16)));
         }
-#undef ACC
-        _mm512_mask_storeu_ps(pc, m, a0);
-        _mm512_mask_storeu_ps(pc + icp, m, a1);
-        _mm512_mask_storeu_ps(pc + 2 * icp, m, a2);
-        _mm512_mask_storeu_ps(pc + 3 * icp, m, a3);
-        _mm512_mask_storeu_ps(pc + 4 * icp, m, a4);
-        _mm512_mask_storeu_ps(pc + 5 * icp, m, a5);
-        _mm512_mask_storeu_ps(pc + 6 * icp, m, a6);
-        _mm512_mask_storeu_ps(pc + 7 * icp, m, a7);
-        _mm512_mask_storeu_ps(pc + 8 * icp, m, a8);
+        store_taps16(pdw + (size_t)cb * 16, m, a, icp);
         if (!dxp) continue;
-        const float *wc = wk + (size_t)cb * 16;
-        __m512 w0 = _mm512_maskz_loadu_ps(m, wc), w1 = _mm512_maskz_loadu_ps(m, wc + icp),
-               w2 = _mm512_maskz_loadu_ps(m, wc + 2 * icp),
-               w3 = _mm512_maskz_loadu_ps(m, wc + 3 * icp),
-               w4 = _mm512_maskz_loadu_ps(m, wc + 4 * icp),
-               w5 = _mm512_maskz_loadu_ps(m, wc + 5 * icp),
-               w6 = _mm512_maskz_loadu_ps(m, wc + 6 * icp),
-               w7 = _mm512_maskz_loadu_ps(m, wc + 7 * icp),
-               w8 = _mm512_maskz_loadu_ps(m, wc + 8 * icp);
+        load_taps16(w, m, wk + (size_t)cb * 16, icp);
         float *dc = dxp + (size_t)cb * pl * 16;
-#define DX(wv, off) _mm512_storeu_ps(de + (off), _mm512_add_ps(_mm512_loadu_ps(de + (off)), _mm512_mul_ps(gv, wv)))
         for (int e = 0; e < ne; e++) {
             __m512 gv = _mm512_set1_ps(eg[e]);
             float *de = dc + (size_t)eo[e] * 16;
-            DX(w0, 0); DX(w1, 16); DX(w2, 32);
-            DX(w3, r1); DX(w4, r1 + 16); DX(w5, r1 + 32);
-            DX(w6, r2); DX(w7, r2 + 16); DX(w8, r2 + 32);
+            for (int t = 0; t < 9; t++) {
+                float *d = de + (size_t)(t / 3) * r1 + (size_t)(t % 3) * 16;
+                _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), _mm512_mul_ps(gv, w[t])));
+            }
         }
-#undef DX
     }
 }
 #endif
