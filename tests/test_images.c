@@ -16,6 +16,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/cpu_pixel_kernel.h"
 #include "data/images.h"
 #include "data/loader.h"
 #include "data/pixels.h"
@@ -505,8 +507,52 @@ static void test_fashion_mnist(void **state) {
     ct_dataset_free(&ds);
 }
 
+/* The CPU backend's pixel normalization (cpu_pixel_kernel.h): every body this CPU
+ * runs gives ct_norm_pixel's bits, the table's, for all 256 values under several
+ * means and deviations, at lengths that leave a tail and from an unaligned start;
+ * a body the CPU lacks is named as skipped. */
+static void test_pixel_kernel_bodies(void **state) {
+    (void)state;
+    static const float ms[][2] = {{0.5f, 0.5f},     {0.1307f, 0.3081f}, {0.4914f, 0.2470f},
+                                  {0.0f, 1.0f},     {-3.0f, 7.0f},      {0.2860f, 0.3530f}};
+    enum { N = 2 * 256 + 13 };
+    uint8_t src[N + 1];
+    for (int i = 0; i < N + 1; i++) src[i] = (uint8_t)((i * 113 + 7) % 256); /* every value */
+    static const ct_loops_isa bodies[] = {CT_LOOPS_ISA_PORTABLE, CT_LOOPS_ISA_AVX2,
+                                          CT_LOOPS_ISA_AVX512};
+    for (size_t b = 0; b < sizeof bodies / sizeof bodies[0]; b++) {
+        if (bodies[b] > ct_loops_isa_effective()) {
+            print_message("pixel normalization, %s body: skipped (this CPU, under "
+                          "CTRAIN_MAX_CPU_ISA, runs %s at most)\n",
+                          ct_loops_isa_name(bodies[b]), ct_loops_isa_name(ct_loops_isa_effective()));
+            continue;
+        }
+        print_message("pixel normalization, %s body: checked\n", ct_loops_isa_name(bodies[b]));
+        for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
+            ct_pixel_prep p = ct_pixel_prep_uniform(1, ms[k][0], ms[k][1]);
+            float lut[1][256];
+            ct_prep_lut(&p, lut);
+            for (int start = 0; start < 2; start++)
+                for (size_t n = 0; n <= N; n += n < 40 ? 1 : 97) {
+                    float out[N + 1];
+                    ct_pixels_normalize(src + start, n, ms[k][0], ms[k][1], lut[0], bodies[b],
+                                        out);
+                    for (size_t i = 0; i < n; i++) {
+                        float want = ct_norm_pixel(src[start + i], ms[k][0], ms[k][1]);
+                        if (memcmp(&out[i], &want, sizeof want) != 0 ||
+                            memcmp(&out[i], &lut[0][src[start + i]], sizeof want) != 0)
+                            fail_msg("%s body, mean %g std %g, pixel %u: %.9g, not %.9g",
+                                     ct_loops_isa_name(bodies[b]), ms[k][0], ms[k][1],
+                                     src[start + i], out[i], want);
+                    }
+                }
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pixel_kernel_bodies),
         cmocka_unit_test(test_idx_nchw_and_nhwc),
         cmocka_unit_test(test_idx_ambiguous_layout),
         cmocka_unit_test(test_cifar10_files),

@@ -11,9 +11,12 @@
  * Pixels become floats through data/pixels.h, as in the host loader: a 256-entry
  * table per channel, (p / 255 - mean[c]) / std[c], and for slot 0 the training
  * augmentation keyed by (seed, the order's epoch, sample index), so both paths
- * give the same bits.
+ * give the same bits. Without augmentation a plane is one call of
+ * cpu_pixel_kernel.h, whose vector bodies compute the table's values (same bits)
+ * instead of looking them up.
  */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_pixel_kernel.h"
 #include "backend/cpu/cpu_simd.h"
 
 #include <stdio.h>
@@ -117,14 +120,21 @@ int ct_cpu_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *
     bool augment = slot == 0 && ct_prep_augments(prep);
     uint32_t epoch = d->epoch;
     float *x = b->x.ptr;
+    ct_loops_isa isa = ct_cpu_loops_portable(b) ? CT_LOOPS_ISA_PORTABLE : ct_loops_isa_effective();
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) {
         /* the rows lie at random places: ask for the next one's lines first */
         if (r + 1 < n) ct_prefetch_lines(images + (size_t)order[r + 1] * row, row, false);
-        ct_aug_draw draw = {0};
-        if (augment) draw = ct_aug_draw_for(prep, in.h, in.w, epoch, (uint32_t)order[r]);
-        ct_prep_sample(images + (size_t)order[r] * row, in.c, in.h, in.w, lut,
-                       augment ? &draw : NULL, prep->crop, x + (size_t)r * row);
+        const uint8_t *src = images + (size_t)order[r] * row;
+        if (!augment) {
+            size_t plane = (size_t)in.h * (size_t)in.w;
+            for (int c = 0; c < in.c; c++)
+                ct_pixels_normalize(src + (size_t)c * plane, plane, prep->mean[c], prep->std[c],
+                                    lut[c], isa, x + (size_t)r * row + (size_t)c * plane);
+            continue;
+        }
+        ct_aug_draw draw = ct_aug_draw_for(prep, in.h, in.w, epoch, (uint32_t)order[r]);
+        ct_prep_sample(src, in.c, in.h, in.w, lut, &draw, prep->crop, x + (size_t)r * row);
     }
     for (int r = 0; r < n; r++) b->y[r] = d->labels[order[r]];
     b->n = n;
