@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/cpu_philox_kernel.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
 
@@ -680,6 +682,46 @@ static void test_dropout_scale4_matches_scale(void **state) {
     }
 }
 
+/* The CPU backend's runs of Philox (cpu_philox_kernel.h), on every body this CPU
+ * runs, give common/philox.h's words block by block: runs of 0 to 40 and 300
+ * counters (vector widths and tails), a run whose low word wraps into the high one,
+ * and keys and stream words with high bits set; a body the CPU lacks is named as
+ * skipped. */
+static void test_philox_run_bodies(void **state) {
+    (void)state;
+    static const ct_loops_isa bodies[] = {CT_LOOPS_ISA_PORTABLE, CT_LOOPS_ISA_AVX2,
+                                          CT_LOOPS_ISA_AVX512};
+    static const uint64_t starts[] = {0, 5, 0xFFFFFFF5u, ((uint64_t)1 << 40) + 3};
+    static const uint64_t seeds[] = {42, 0xFEDCBA9876543210u};
+    static uint32_t out[300][4];
+    for (size_t b = 0; b < sizeof bodies / sizeof bodies[0]; b++) {
+        if (bodies[b] > ct_loops_isa_effective()) {
+            print_message("Philox runs, %s body: skipped (this CPU, under CTRAIN_MAX_CPU_ISA, "
+                          "runs %s at most)\n",
+                          ct_loops_isa_name(bodies[b]), ct_loops_isa_name(ct_loops_isa_effective()));
+            continue;
+        }
+        print_message("Philox runs, %s body: checked\n", ct_loops_isa_name(bodies[b]));
+        for (size_t s0 = 0; s0 < sizeof starts / sizeof starts[0]; s0++)
+            for (size_t k = 0; k < sizeof seeds / sizeof seeds[0]; k++)
+                for (size_t n = 0; n <= 300; n += n < 40 ? 1 : 260) {
+                    uint32_t c2 = ct_dropout_stream(3 + (int)k), c3 = 0x80000001u + (uint32_t)n;
+                    uint32_t k0 = (uint32_t)seeds[k], k1 = (uint32_t)(seeds[k] >> 32);
+                    ct_philox_run(starts[s0], n, c2, c3, k0, k1, bodies[b], out);
+                    for (size_t i = 0; i < n; i++) {
+                        uint64_t blk = starts[s0] + i;
+                        ct_u32x4 c = {{(uint32_t)blk, (uint32_t)(blk >> 32), c2, c3}};
+                        ct_u32x4 want = ct_philox4x32_10(c, k0, k1);
+                        for (int w = 0; w < 4; w++)
+                            if (out[i][w] != want.v[w])
+                                fail_msg("%s body, counter %llu word %d: %08x, not %08x",
+                                         ct_loops_isa_name(bodies[b]), (unsigned long long)blk,
+                                         w, out[i][w], want.v[w]);
+                    }
+                }
+    }
+}
+
 static long kept_count(const double *y, long n) {
     long k = 0;
     for (long i = 0; i < n; i++) k += y[i] != 0.0;
@@ -835,6 +877,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_gradcheck),
         cmocka_unit_test(test_dropout_matches_elementwise),
         cmocka_unit_test(test_dropout_scale4_matches_scale),
+        cmocka_unit_test(test_philox_run_bodies),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_dropout_determinism),
         cmocka_unit_test(test_softmax_xent_gradcheck),

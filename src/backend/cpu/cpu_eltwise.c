@@ -14,6 +14,7 @@
  * order is PyTorch's flatten order.
  */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_philox_kernel.h"
 
 #include <string.h>
 
@@ -90,26 +91,45 @@ static int no_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 
 /* dst = src * mask over the whole batch tensor of desc md (src may equal dst), all
  * N planned rows: row r is the sample at position first_pos + r, canonical index
- * j = r * numel(sample) + e. Each sample is whole blocks of 4 draws (elementwise.h). */
+ * j = r * numel(sample) + e. Each sample is whole blocks of 4 draws (elementwise.h):
+ * block t of the batch draws counter blk0 + t, the multipliers of
+ * ct_dropout_scale4, with the words of a chunk of blocks from one
+ * cpu_philox_kernel.h run (vector bodies where ctrain's loops may use them). */
+enum { DROPOUT_CHUNK = 64 }; /* blocks of 4 draws per Philox run */
+
 static void apply_mask(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory_desc_t *md,
                        const float *src, float *dst, uint32_t epoch) {
     size_t rows = (size_t)md->dims[0], sample = ct_cpu_md_numel(md) / rows;
     bool plain = ct_cpu_md_is_plain(md);
-    float p = (float)nd->g->cfg.p;
+    float p = (float)nd->g->cfg.p, keep = 1.0f / (1.0f - p);
     uint64_t seed = b->o.seed;
-    int layer = nd->i;
+    uint32_t stream = ct_dropout_stream(nd->i);
     size_t sample_blocks = (sample + 3) / 4;
     uint64_t blk0 = (uint64_t)b->first_pos * sample_blocks; /* row 0's first block */
-    long blocks = (long)(rows * sample_blocks);
+    long blocks = (long)(rows * sample_blocks), chunks = (blocks + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
+    ct_loops_isa isa = ct_cpu_loops_portable(b) ? CT_LOOPS_ISA_PORTABLE : ct_loops_isa_effective();
 #pragma omp parallel for schedule(static)
-    for (long t = 0; t < blocks; t++) {
-        size_t r = (size_t)t / sample_blocks, e0 = ((size_t)t % sample_blocks) * 4;
-        float scale[4];
-        ct_dropout_scale4(seed, layer, epoch, blk0 + (uint64_t)t, p, scale);
-        for (size_t l = 0, e = e0; l < 4 && e < sample; l++, e++) {
-            size_t j = r * sample + e;
-            size_t off = plain ? j : ct_cpu_md_offset(md, j);
-            dst[off] = src[off] * scale[l];
+    for (long c = 0; c < chunks; c++) {
+        long t0 = c * DROPOUT_CHUNK, nb = blocks - t0 < DROPOUT_CHUNK ? blocks - t0 : DROPOUT_CHUNK;
+        uint32_t words[DROPOUT_CHUNK][4];
+        ct_philox_run(blk0 + (uint64_t)t0, (size_t)nb, stream, epoch, (uint32_t)seed,
+                      (uint32_t)(seed >> 32), isa, words);
+        if (plain && sample % 4 == 0) { /* block t is elements 4t .. 4t + 3 */
+            const uint32_t *u = &words[0][0];
+            size_t j0 = (size_t)t0 * 4;
+            for (size_t i = 0; i < (size_t)nb * 4; i++)
+                dst[j0 + i] = src[j0 + i] * (ct_u32_to_unit(u[i]) >= p ? keep : 0.0f);
+            continue;
+        }
+        size_t r = (size_t)t0 / sample_blocks, e0 = ((size_t)t0 % sample_blocks) * 4;
+        for (long q = 0; q < nb; q++) {
+            for (size_t l = 0, e = e0; l < 4 && e < sample; l++, e++) {
+                size_t j = r * sample + e;
+                size_t off = plain ? j : ct_cpu_md_offset(md, j);
+                dst[off] = src[off] * (ct_u32_to_unit(words[q][l]) >= p ? keep : 0.0f);
+            }
+            e0 += 4;
+            if (e0 >= sample) e0 = 0, r++;
         }
     }
 }
