@@ -11,7 +11,8 @@
  *   bf16 planes, the same bits as from fp32 planes holding the same values; pool
  *   planes in nChw8c and nChw16c; the AVX-512 body's bits equal the AVX2 body's.
  * - ct_convpg_backward (cpu_convpg_kernel.h) on a dense random dy against the double
- *   reference conv backward (dx, dw, db), AVX2 and portable bits equal; and from
+ *   reference conv backward (dx, dw, db), AVX-512, AVX2 and portable bits equal
+ *   (each where the CPU has it); and from
  *   the pool's planes equal to it on the dense dy pool backward gives; x/dx and
  *   dy/y in nChw8c and nChw16c, in each combination.
  * Odd sizes (a last row and column the pool drops), output channels that leave
