@@ -207,3 +207,14 @@ float *ct_test_checkpoint_floats(const char *path, size_t *n, ct_checkpoint *kee
     else ct_checkpoint_free(&ck);
     return w;
 }
+
+bool ct_test_loops_body_runs(ct_loops_isa isa, const char *what) {
+    ct_loops_isa here = ct_loops_isa_effective();
+    if (isa > here) {
+        print_message("%s, %s body: skipped (this CPU, under CTRAIN_MAX_CPU_ISA, runs %s at "
+                      "most)\n", what, ct_loops_isa_name(isa), ct_loops_isa_name(here));
+        return false;
+    }
+    print_message("%s, %s body: checked\n", what, ct_loops_isa_name(isa));
+    return true;
+}

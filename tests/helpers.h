@@ -75,4 +75,11 @@ bool ct_test_mpirun_usable(char *why, size_t n);
 /* Reads f line by line until a line that starts with prefix: true, or false at EOF
  * (for following a child's output without waiting on time). */
 bool ct_test_read_until_line(FILE *f, const char *prefix);
+
+#include "backend/cpu/cpu_isa.h"
+
+/* Whether ctrain's CPU loops may run their body of instruction set isa here (under
+ * CTRAIN_MAX_CPU_ISA); prints "<what>, <isa> body: checked", or "skipped" with the
+ * reason, so that a test says which bodies it compared. */
+bool ct_test_loops_body_runs(ct_loops_isa isa, const char *what);
 #endif

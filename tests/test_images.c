@@ -521,13 +521,7 @@ static void test_pixel_kernel_bodies(void **state) {
     static const ct_loops_isa bodies[] = {CT_LOOPS_ISA_PORTABLE, CT_LOOPS_ISA_AVX2,
                                           CT_LOOPS_ISA_AVX512};
     for (size_t b = 0; b < sizeof bodies / sizeof bodies[0]; b++) {
-        if (bodies[b] > ct_loops_isa_effective()) {
-            print_message("pixel normalization, %s body: skipped (this CPU, under "
-                          "CTRAIN_MAX_CPU_ISA, runs %s at most)\n",
-                          ct_loops_isa_name(bodies[b]), ct_loops_isa_name(ct_loops_isa_effective()));
-            continue;
-        }
-        print_message("pixel normalization, %s body: checked\n", ct_loops_isa_name(bodies[b]));
+        if (!ct_test_loops_body_runs(bodies[b], "pixel normalization")) continue;
         for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
             ct_pixel_prep p = ct_pixel_prep_uniform(1, ms[k][0], ms[k][1]);
             float lut[1][256];

@@ -23,6 +23,7 @@
 #include "backend/cpu/cpu_philox_kernel.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
+#include "helpers.h"
 
 #define GC_H 1e-6
 #define GC_ABS 1e-6
@@ -695,13 +696,7 @@ static void test_philox_run_bodies(void **state) {
     static const uint64_t seeds[] = {42, 0xFEDCBA9876543210u};
     static uint32_t out[300][4];
     for (size_t b = 0; b < sizeof bodies / sizeof bodies[0]; b++) {
-        if (bodies[b] > ct_loops_isa_effective()) {
-            print_message("Philox runs, %s body: skipped (this CPU, under CTRAIN_MAX_CPU_ISA, "
-                          "runs %s at most)\n",
-                          ct_loops_isa_name(bodies[b]), ct_loops_isa_name(ct_loops_isa_effective()));
-            continue;
-        }
-        print_message("Philox runs, %s body: checked\n", ct_loops_isa_name(bodies[b]));
+        if (!ct_test_loops_body_runs(bodies[b], "Philox runs")) continue;
         for (size_t s0 = 0; s0 < sizeof starts / sizeof starts[0]; s0++)
             for (size_t k = 0; k < sizeof seeds / sizeof seeds[0]; k++)
                 for (size_t n = 0; n <= 300; n += n < 40 ? 1 : 260) {
