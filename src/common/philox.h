@@ -20,12 +20,16 @@ typedef struct ct_u32x4 {
     uint32_t v[4];
 } ct_u32x4;
 
+/* The round multipliers and the key increments (Weyl constants). */
+#define CT_PHILOX_M0 0xD2511F53u
+#define CT_PHILOX_M1 0xCD9E8D57u
+#define CT_PHILOX_W0 0x9E3779B9u
+#define CT_PHILOX_W1 0xBB67AE85u
+
 CT_HD ct_u32x4 ct_philox4x32_10(ct_u32x4 ctr, uint32_t k0, uint32_t k1) {
-    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-    const uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
     for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)M0 * ctr.v[0];
-        uint64_t p1 = (uint64_t)M1 * ctr.v[2];
+        uint64_t p0 = (uint64_t)CT_PHILOX_M0 * ctr.v[0];
+        uint64_t p1 = (uint64_t)CT_PHILOX_M1 * ctr.v[2];
         uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
         uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
         ct_u32x4 n;
@@ -34,8 +38,8 @@ CT_HD ct_u32x4 ct_philox4x32_10(ct_u32x4 ctr, uint32_t k0, uint32_t k1) {
         n.v[2] = hi0 ^ ctr.v[3] ^ k1;
         n.v[3] = lo0;
         ctr = n;
-        k0 += W0;
-        k1 += W1;
+        k0 += CT_PHILOX_W0;
+        k1 += CT_PHILOX_W1;
     }
     return ctr;
 }

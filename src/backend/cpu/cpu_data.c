@@ -120,7 +120,7 @@ int ct_cpu_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err *
     bool augment = slot == 0 && ct_prep_augments(prep);
     uint32_t epoch = d->epoch;
     float *x = b->x.ptr;
-    ct_loops_isa isa = ct_cpu_loops_portable(b) ? CT_LOOPS_ISA_PORTABLE : ct_loops_isa_effective();
+    ct_loops_isa isa = ct_cpu_loops_isa(b);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) {
         /* the rows lie at random places: ask for the next one's lines first */

@@ -107,7 +107,7 @@ static void apply_mask(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory
     size_t sample_blocks = (sample + 3) / 4;
     uint64_t blk0 = (uint64_t)b->first_pos * sample_blocks; /* row 0's first block */
     long blocks = (long)(rows * sample_blocks), chunks = (blocks + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
-    ct_loops_isa isa = ct_cpu_loops_portable(b) ? CT_LOOPS_ISA_PORTABLE : ct_loops_isa_effective();
+    ct_loops_isa isa = ct_cpu_loops_isa(b);
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < chunks; c++) {
         long t0 = c * DROPOUT_CHUNK, nb = blocks - t0 < DROPOUT_CHUNK ? blocks - t0 : DROPOUT_CHUNK;

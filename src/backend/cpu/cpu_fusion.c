@@ -88,6 +88,10 @@ bool ct_cpu_loops_on(const ct_cpu *b) { return b->o.cpu_loops != CT_CPU_LOOPS_OF
 
 bool ct_cpu_loops_portable(const ct_cpu *b) { return b->o.cpu_loops == CT_CPU_LOOPS_PORTABLE; }
 
+ct_loops_isa ct_cpu_loops_isa(const ct_cpu *b) {
+    return ct_cpu_loops_portable(b) ? CT_LOOPS_ISA_PORTABLE : ct_loops_isa_effective();
+}
+
 bool ct_cpu_conv_loops_take(const ct_cpu *b, int k, char *why, size_t n) {
     if (!ct_cpu_loops_on(b)) {
         snprintf(why, n, "train.cpu_loops off");

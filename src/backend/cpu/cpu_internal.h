@@ -290,6 +290,9 @@ dnnl_alg_kind_t ct_cpu_conv_alg(const ct_cpu *b, const ct_cpu_node *nd);
 /* ctrain's own loops: whether any may run, and whether in their portable bodies. */
 bool ct_cpu_loops_on(const ct_cpu *b);
 bool ct_cpu_loops_portable(const ct_cpu *b);
+/* The instruction set their bodies may use: portable under cpu_loops portable, else
+ * the best the CPU runs under CTRAIN_MAX_CPU_ISA. */
+ct_loops_isa ct_cpu_loops_isa(const ct_cpu *b);
 /* Whether ctrain's convolution loops (the one-pass block's forward, the weight
  * gradients of cpu_convw_kernel.h) may run for a k x k kernel, else false with the
  * reason: under auto only where their AVX2 bodies run (AVX2 under the cap, k = 3),

@@ -10,9 +10,6 @@
 
 #include "common/philox.h"
 
-enum { PHILOX_M0 = 0xD2511F53u, PHILOX_M1 = 0xCD9E8D57u };
-enum { PHILOX_W0 = 0x9E3779B9u, PHILOX_W1 = 0xBB67AE85u };
-
 static void run_portable(uint64_t blk0, size_t n, uint32_t c2, uint32_t c3, uint32_t k0,
                          uint32_t k1, uint32_t (*out)[4]) {
     for (size_t b = 0; b < n; b++) {
@@ -34,7 +31,7 @@ CT_INLINE_AVX2 void mulhilo8(__m256i x, __m256i m, __m256i *hi, __m256i *lo) {
 
 CT_TARGET_AVX2 static void run_avx2(uint64_t blk0, size_t n, uint32_t c2, uint32_t c3, uint32_t k0,
                                     uint32_t k1, uint32_t (*out)[4]) {
-    const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+    const __m256i m0 = _mm256_set1_epi32((int)CT_PHILOX_M0), m1 = _mm256_set1_epi32((int)CT_PHILOX_M1);
     size_t b = 0;
     for (; b + 8 <= n; b += 8) {
         CT_VEC_ALIGNED uint32_t lo[8], hi[8], w[4][8];
@@ -54,7 +51,7 @@ CT_TARGET_AVX2 static void run_avx2(uint64_t blk0, size_t n, uint32_t c2, uint32
             x1 = l1;
             x2 = _mm256_xor_si256(_mm256_xor_si256(h0, x3), _mm256_set1_epi32((int)key1));
             x3 = l0;
-            key0 += PHILOX_W0, key1 += PHILOX_W1;
+            key0 += CT_PHILOX_W0, key1 += CT_PHILOX_W1;
         }
         _mm256_store_si256((__m256i *)(void *)w[0], x0);
         _mm256_store_si256((__m256i *)(void *)w[1], x1);
@@ -75,7 +72,7 @@ CT_INLINE_AVX512 void mulhilo16(__m512i x, __m512i m, __m512i *hi, __m512i *lo) 
 
 CT_TARGET_AVX512 static void run_avx512(uint64_t blk0, size_t n, uint32_t c2, uint32_t c3,
                                         uint32_t k0, uint32_t k1, uint32_t (*out)[4]) {
-    const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0), m1 = _mm512_set1_epi32((int)PHILOX_M1);
+    const __m512i m0 = _mm512_set1_epi32((int)CT_PHILOX_M0), m1 = _mm512_set1_epi32((int)CT_PHILOX_M1);
     size_t b = 0;
     for (; b + 16 <= n; b += 16) {
         CT_VEC_ALIGNED uint32_t lo[16], hi[16], w[4][16];
@@ -94,7 +91,7 @@ CT_TARGET_AVX512 static void run_avx512(uint64_t blk0, size_t n, uint32_t c2, ui
             x1 = l1;
             x2 = _mm512_xor_si512(_mm512_xor_si512(h0, x3), _mm512_set1_epi32((int)key1));
             x3 = l0;
-            key0 += PHILOX_W0, key1 += PHILOX_W1;
+            key0 += CT_PHILOX_W0, key1 += CT_PHILOX_W1;
         }
         _mm512_store_si512(w[0], x0);
         _mm512_store_si512(w[1], x1);
