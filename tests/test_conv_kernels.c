@@ -14,7 +14,10 @@
  *   reference conv backward (dx, dw, db), AVX-512, AVX2 and portable bits equal
  *   (each where the CPU has it); and from
  *   the pool's planes equal to it on the dense dy pool backward gives; x/dx and
- *   dy/y in nChw8c and nChw16c, in each combination.
+ *   dy/y in nChw8c and nChw16c, in each combination. With bf16 x, dx, dy and y and
+ *   weights rounded to bf16, in every combination of the four, the same bits as the
+ *   fp32 loops over the same values (x, dy, y holding bf16 values, weights rounded
+ *   beforehand) with dx rounded to bf16 after: dense and pooled, on every body.
  * Odd sizes (a last row and column the pool drops), output channels that leave
  * empty lanes, padding 0..2, K 3 (AVX2) and 5 (portable only).
  */
@@ -29,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_convf_kernel.h"
 #include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
@@ -427,6 +431,77 @@ static void pg_pooled_case(const pg_case *c, pg_loops m, bool add, int threads) 
     free(dense), free(idx);
 }
 
+/* fp32 values rounded to bf16 (in place), and their bf16 patterns (malloc'd). */
+static uint16_t *bf16_copy(float *f, size_t n) {
+    uint16_t *h = malloc(n * sizeof *h);
+    for (size_t j = 0; j < n; j++) h[j] = ct_bf16_of(f[j]), f[j] = ct_bf16_float(h[j]);
+    return h;
+}
+
+/* The bf16 flags of a run, bits of `mask`: 1 x, 2 dx, 4 dy and y, 8 weights. */
+static void pg_run_typed(const pg_case *c, pg_loops m, int mask, const void *x, const float *w,
+                         const ct_convpg_dy *dy, void *dx, float *dw, float *db, int threads) {
+    ct_convpg_geom g = pg_geom(c, m);
+    g.x_bf16 = mask & 1, g.dx_bf16 = mask & 2, g.y_bf16 = mask & 4, g.w_bf16 = mask & 8;
+    assert_true(ct_convpg_geom_ok(&g));
+    float *wpack = malloc(ct_convpg_wpack_floats(&g) * sizeof *wpack);
+    float *part = malloc(ct_convpg_part_floats(&g) * (size_t)threads * sizeof *part);
+    ct_convpg_backward(&g, x, w, dy, dx, dw, db, false, wpack, part, threads);
+    free(wpack), free(part);
+}
+
+/* The bf16 edges: each run with some of x, dx, dy/y and the weights in bf16 against
+ * the fp32 run over the same values, dense dy and the pool's, on loops m. */
+static void pg_bf16_case(const pg_case *c, pg_loops m, int threads) {
+    int B = c->yb, G = blocks_of(c->oc, B);
+    int OH = c->h + 2 * c->p - c->k + 1, OW = c->w + 2 * c->p - c->k + 1;
+    size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * c->k * c->k;
+    size_t np = (size_t)c->n * G * B * (size_t)(OH / 2) * (size_t)(OW / 2);
+    size_t nd = (size_t)c->n * G * B * (size_t)OH * (size_t)OW, nxb = pg_nx(c);
+    float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *conv = rand_f(nd, 1.0);
+    float *wr = malloc(nw * sizeof *wr);
+    for (size_t j = 0; j < nw; j++) wr[j] = ct_bf16_float(ct_bf16_of(w[j]));
+    float *xb = to_blocked(x, c->n, c->ic, c->h, c->w, c->xb, 0.0f);
+    uint16_t *xh = bf16_copy(xb, nxb);
+    for (size_t j = 0; j < nd; j++) conv[j] = conv[j] > 0.0f ? conv[j] : 0.0f;
+    free(bf16_copy(conv, nd)); /* conv (so y) holds bf16 values */
+    ct_pool_geom q = {.n_img = c->n, .c_blocks = G, .block = B, .c_last = c->oc - (G - 1) * B,
+                      .h = OH, .w = OW, .oh = OH / 2, .ow = OW / 2, .k = 2, .s = 2, .p = 0,
+                      .isa = ct_pool_best_isa()};
+    float *y = malloc(np * sizeof *y), *dpool = rand_f(np, 1.0);
+    float *masked = malloc(np * sizeof *masked), *dense = malloc(nd * sizeof *dense);
+    uint8_t *idx = malloc(np);
+    ct_pool_max_forward(&q, conv, y, idx);
+    uint16_t *dpoolh = bf16_copy(dpool, np), *yh = bf16_copy(y, np);
+    for (size_t j = 0; j < np; j++) masked[j] = y[j] > 0.0f ? dpool[j] : 0.0f;
+    ct_pool_max_backward(&q, masked, idx, dense);
+    uint16_t *denseh = bf16_copy(dense, nd);
+    float *dx0 = malloc(nxb * sizeof *dx0), *dw0 = malloc(nw * sizeof *dw0);
+    float *db0 = malloc((size_t)c->oc * sizeof *db0), *dx = malloc(nxb * sizeof *dx);
+    float *dw = malloc(nw * sizeof *dw), *db = malloc((size_t)c->oc * sizeof *db);
+    uint16_t *want = malloc(nxb * sizeof *want);
+    for (int pooled = 0; pooled < 2; pooled++) {
+        ct_convpg_dy f32 = {.dense = dense}, h16 = {.dense = denseh};
+        if (pooled)
+            f32 = (ct_convpg_dy){.dy = dpool, .y = y, .idx = idx},
+            h16 = (ct_convpg_dy){.dy = dpoolh, .y = yh, .idx = idx};
+        pg_run_typed(c, m, 0, xb, wr, &f32, dx0, dw0, db0, threads);
+        for (size_t j = 0; j < nxb; j++) want[j] = ct_bf16_of(dx0[j]);
+        for (int mask = 1; mask < 16; mask++) {
+            memset(dx, 0x7f, nxb * sizeof *dx); /* junk: all of it must be written */
+            pg_run_typed(c, m, mask, mask & 1 ? (const void *)xh : xb, mask & 8 ? w : wr,
+                         mask & 4 ? &h16 : &f32, dx, dw, db, threads);
+            if (mask & 2) assert_memory_equal(dx, want, nxb * sizeof *want);
+            else assert_memory_equal(dx, dx0, nxb * sizeof *dx0);
+            assert_memory_equal(dw, dw0, nw * sizeof *dw0);
+            assert_memory_equal(db, db0, (size_t)c->oc * sizeof *db0);
+        }
+    }
+    free(x), free(w), free(conv), free(wr), free(xb), free(xh), free(y), free(dpool);
+    free(masked), free(dense), free(idx), free(dpoolh), free(yh), free(denseh);
+    free(dx0), free(dw0), free(db0), free(dx), free(dw), free(db), free(want);
+}
+
 /* Every case runs with nChw8c and with nChw16c (what oneDNN picks on AVX-512
  * machines) on each side. */
 static const pg_case pg_cases[] = {
@@ -457,6 +532,13 @@ static void test_convpg_pooled(void **state) {
             pg_pooled_case(&pg_cases[i], (pg_loops)m, i % 2 == 0, 1 + (int)i % 3);
 }
 
+static void test_convpg_bf16(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof pg_cases / sizeof pg_cases[0]; i++)
+        for (int m = 0; m < PG_N_LOOPS; m++)
+            pg_bf16_case(&pg_cases[i], (pg_loops)m, 1 + (int)(i + (size_t)m) % 3);
+}
+
 int main(void) {
     parity_rel_tol = 1e-4;
     parity_print_loops_isa();
@@ -467,6 +549,7 @@ int main(void) {
         cmocka_unit_test(test_convw_pooled_backward),
         cmocka_unit_test(test_convpg_dense),
         cmocka_unit_test(test_convpg_pooled),
+        cmocka_unit_test(test_convpg_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -195,7 +195,12 @@ static bool pool_grad_fused(const ct_cpu *b, const ct_cpu_node *nd) {
  * storage); unfused, the conv's dense gact, in the same order: the same bits. Needs
  * the forward's src and dst in nChw8c or nChw16c (what oneDNN picks on AVX2 and on
  * AVX-512 machines); an input gradient in another layout is reordered from the
- * loops' (the src's). Checkpointed spans do not
+ * loops' (the src's). In native bf16 the loops read the conv's bf16 input and the
+ * bf16 output and gradients as stored, round the weights to bf16 as the forward
+ * takes them, sum in fp32 and write dx in the input gradient's type: oneDNN's bf16
+ * arithmetic, up to the order of the sums. Not with AMX, whose tiles do an order of
+ * magnitude more bf16 arithmetic per cycle than these fp32 sums: oneDNN's bf16
+ * backward keeps the conv there. Checkpointed spans do not
  * interfere: the forward is oneDNN's as ever, and what the backward reads (the
  * conv's input, the pool's output, argmax and gradient) is kept or recomputed
  * before the conv's backward like any layer's input. */
@@ -212,9 +217,16 @@ bool ct_cpu_pool_grad_graph_ok(const ct_cpu *b, int i, char *why, size_t n) {
     return false;
 }
 
+/* The channel block of an fp32 or bf16 layout: 1 plain, 8 or 16, 0 another. */
+static int block_of(const dnnl_memory_desc_t *md) {
+    return md->data_type == dnnl_bf16 || md->data_type == dnnl_f32
+               ? ct_cpu_md_channel_block_of(md, md->data_type)
+               : 0;
+}
+
 /* The names of a layout's channel blocking, for reasons. */
 static const char *block_name(const dnnl_memory_desc_t *md) {
-    switch (ct_cpu_md_channel_block(md)) {
+    switch (block_of(md)) {
     case 1: return "nchw";
     case 8: return "nChw8c";
     case 16: return "nChw16c";
@@ -233,13 +245,14 @@ bool ct_cpu_pool_grad_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t 
         return false;
     }
     if (!ct_cpu_pool_grad_graph_ok(b, nd->i, why, n)) return false;
-    if (nd->wl.bf16) {
-        snprintf(why, n, "native bf16: oneDNN's bf16 backward (the loops are fp32)");
+    if (nd->wl.bf16 && ct_onednn_has_amx()) {
+        snprintf(why, n, "native bf16 on AMX: oneDNN's bf16 backward (the loops' sums are "
+                         "AVX-512 fp32)");
         return false;
     }
     const ct_cpu_wl *w = &nd->wl;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
-    int xb = ct_cpu_md_channel_block(src), yb = ct_cpu_md_channel_block(&nd->act.md);
+    int xb = block_of(src), yb = block_of(&nd->act.md);
     ct_convpg_geom q = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                         .k = g->cfg.kernel, .p = g->cfg.padding, .x_block = xb, .y_block = yb};
     if (yb != 8 && yb != 16)
@@ -259,12 +272,21 @@ int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     const ct_node *g = nd->g;
     ct_cpu_wl *w = &nd->wl;
     w->pool_grad = true;
-    const dnnl_memory_desc_t *src_md = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
+    const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
+    /* dx comes out in the src's layout, in the input gradient's type; another input
+     * gradient layout gets a reorder */
+    const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
+    dnnl_memory_desc_t dx_md = ct_cpu_md_typed(src, gin ? gin->md.data_type : src->data_type);
+    if (dx_md.data_type != dnnl_bf16) dx_md.data_type = dnnl_f32;
+    /* native bf16: x, and the conv's output (so the pool's) in bf16 as stored; the
+     * weights rounded as the bf16 forward takes them */
     w->convpg = (ct_convpg_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h,
                                  .w = g->in.w, .k = g->cfg.kernel, .p = g->cfg.padding,
-                                 .x_block = ct_cpu_md_channel_block(src_md),
-                                 .y_block = ct_cpu_md_channel_block(&nd->act.md),
-                                 .portable = ct_cpu_loops_portable(b)};
+                                 .x_block = block_of(src), .y_block = block_of(&nd->act.md),
+                                 .x_bf16 = src->data_type == dnnl_bf16,
+                                 .dx_bf16 = dx_md.data_type == dnnl_bf16,
+                                 .y_bf16 = nd->act.md.data_type == dnnl_bf16,
+                                 .w_bf16 = w->bf16, .portable = ct_cpu_loops_portable(b)};
     w->part_threads = omp_get_max_threads();
     dnnl_dim_t np = (dnnl_dim_t)ct_convpg_wpack_floats(&w->convpg);
     dnnl_dim_t nq = (dnnl_dim_t)(ct_convpg_part_floats(&w->convpg) * (size_t)w->part_threads);
@@ -274,11 +296,8 @@ int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         ct_cpu_add_ws(b, &w->part, nd->i, "convpg_part", err) != 0)
         return -1;
     if (pool_grad_fused(b, nd)) drop_storage(b, &nd->gact); /* read from the pool's */
-    /* dx comes out in the src's layout; another input gradient layout gets a reorder */
-    const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
-    const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
-    if (gin && !ct_cpu_md_eq(&gin->md, src) &&
-        ct_cpu_xfer_plan(b, &w->dsrc, nd->i, "convpg_dx", src, &gin->md, false, err) != 0)
+    if (gin && !ct_cpu_md_eq(&gin->md, &dx_md) &&
+        ct_cpu_xfer_plan(b, &w->dsrc, nd->i, "convpg_dx", &dx_md, &gin->md, false, err) != 0)
         return -1;
     return 0;
 }
@@ -292,7 +311,7 @@ int ct_cpu_pool_grad_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 
 int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
-    const float *x = w->src.on ? w->src.t.ptr : ct_cpu_in(b, nd->i)->ptr;
+    const void *x = w->src.on ? w->src.t.ptr : ct_cpu_in(b, nd->i)->ptr;
     ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
     const ct_cpu_node *pool = &b->nodes[nd->i + 2];
     ct_convpg_dy dy = {.dense = nd->gact.ptr};
@@ -300,7 +319,7 @@ int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_er
         dy = (ct_convpg_dy){.dy = pool->gact.ptr, .y = pool->act.ptr,
                             .idx = (const uint8_t *)(const void *)pool->ws.ptr};
     /* all batch_size rows: the rows past this batch get their zero input gradient */
-    float *dx = w->dsrc.on ? w->dsrc.t.ptr : gin ? gin->ptr : NULL;
+    void *dx = w->dsrc.on ? w->dsrc.t.ptr : gin ? gin->ptr : NULL;
     ct_convpg_backward(&w->convpg, x, w->w_plain.ptr, &dy, dx, w->dw_plain.ptr,
                        nd->g->bias >= 0 ? w->db_plain.ptr : NULL, accumulate, w->wpack.ptr,
                        w->part.ptr, w->part_threads);

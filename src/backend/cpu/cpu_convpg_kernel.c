@@ -15,9 +15,11 @@
  * blocks of 16 channels, with two sweeps per block (the accumulators, then the
  * weights, in registers). Products and sums round separately in all three (no fused
  * multiply-add) and each element sees them in the same order, so all give the same
- * bits.
+ * bits. bf16 tensors are widened and narrowed where the planes are filled and
+ * emptied and where the nonzeros are listed; the sweeps see fp32 only.
  */
 #include "backend/cpu/cpu_convpg_kernel.h"
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_simd.h"
 
 #include <omp.h>
@@ -67,16 +69,21 @@ const char *ct_convpg_isa(const ct_convpg_geom *g) {
 /* Channels per padded plane: 16 for the AVX-512 body, else 8. */
 static int plane_lanes(const ct_convpg_geom *g) { return use_avx512(g) ? 16 : 8; }
 
-/* w [OC][IC][K*K] -> wq [OC][K*K][icp]. */
+/* w [OC][IC][K*K] -> wq [OC][K*K][icp] (each rounded to bf16 with w_bf16). */
 static void pack(const ct_convpg_geom *g, const float *w, float *wq) {
     int kk = g->k * g->k, icp = blocks8(g->ic) * 8;
     memset(wq, 0, ct_convpg_wpack_floats(g) * sizeof *wq);
     for (int k = 0; k < g->oc; k++)
         for (int c = 0; c < g->ic; c++)
-            for (int t = 0; t < kk; t++)
+            for (int t = 0; t < kk; t++) {
+                float v = w[((size_t)k * (size_t)g->ic + (size_t)c) * (size_t)kk + (size_t)t];
                 wq[((size_t)k * (size_t)kk + (size_t)t) * (size_t)icp + (size_t)c] =
-                    w[((size_t)k * (size_t)g->ic + (size_t)c) * (size_t)kk + (size_t)t];
+                    g->w_bf16 ? ct_bf16_float(ct_bf16_of(v)) : v;
+            }
 }
+
+/* Bytes of an element of x / dx (bf16 or fp32). */
+static size_t elem(bool bf16) { return bf16 ? sizeof(uint16_t) : sizeof(float); }
 
 /* Where the 8 channels from 8 * cb on of row r of an image [ceil(IC/X)][H][W][X]
  * start (X = x_block); the next pixel's are X floats further. */
@@ -86,14 +93,42 @@ static size_t row_at(const ct_convpg_geom *g, int cb, int r) {
            (size_t)(c % xb);
 }
 
-/* 8 channels of w pixels, from a row with pixel stride `from` to one with `to`. */
-static void copy_row8(float *dst, size_t to, const float *src, size_t from, int w) {
-    if (to == 8 && from == 8) {
-        memcpy(dst, src, (size_t)w * 8 * sizeof *dst);
+/* 8 channels of w pixels, from a row with pixel stride `from` (element src[at] on,
+ * bf16 with h) to a float row with stride `to`; all of a row's channels in one run
+ * when both strides are n8 (8 or 16). */
+static void load_row(float *dst, size_t to, const void *src, size_t at, size_t from, int w,
+                     int n8, bool h) {
+    size_t run = (size_t)w * (size_t)n8;
+    if (to == from && to == run / (size_t)w) {
+        if (h) ct_bf16_widen((const uint16_t *)src + at, dst, run);
+        else memcpy(dst, (const float *)src + at, run * sizeof *dst);
         return;
     }
     for (int x = 0; x < w; x++)
-        memcpy(dst + (size_t)x * to, src + (size_t)x * from, 8 * sizeof *dst);
+        for (int l = 0; l < 8; l++) {
+            size_t j = at + (size_t)x * from + (size_t)l;
+            dst[(size_t)x * to + (size_t)l] =
+                h ? ct_bf16_float(((const uint16_t *)src)[j]) : ((const float *)src)[j];
+        }
+}
+
+/* load_row's inverse: floats (stride `from`) to dst[at] on (stride `to`), rounded to
+ * bf16 with h. */
+static void store_row(void *dst, size_t at, size_t to, const float *src, size_t from, int w,
+                      int n8, bool h) {
+    size_t run = (size_t)w * (size_t)n8;
+    if (to == from && to == run / (size_t)w) {
+        if (h) ct_bf16_narrow(src, (uint16_t *)dst + at, run);
+        else memcpy((float *)dst + at, src, run * sizeof *src);
+        return;
+    }
+    for (int x = 0; x < w; x++)
+        for (int l = 0; l < 8; l++) {
+            size_t j = at + (size_t)x * to + (size_t)l;
+            float v = src[(size_t)x * from + (size_t)l];
+            if (h) ((uint16_t *)dst)[j] = ct_bf16_of(v);
+            else ((float *)dst)[j] = v;
+        }
 }
 
 /* Where the 8 channels from 8 * cb on sit in padded planes of L channels
@@ -110,51 +145,53 @@ static bool whole16(const ct_convpg_geom *g, int cb, int L) {
     return L == 16 && g->x_block == 16 && cb % 2 == 0 && cb + 1 < blocks8(g->ic);
 }
 
-/* Image x [ceil(IC/X)][H][W][X] -> xp [ceil(IC/L)][H + 2p][W + 2p][L], zero border
- * (and zero lanes past the 8-channel blocks IC needs). */
-static void pad_image(const ct_convpg_geom *g, const float *x, float *xp, int L) {
+/* Image x [ceil(IC/X)][H][W][X] (from element x[at] on) -> xp [ceil(IC/L)][H + 2p][W +
+ * 2p][L], zero border (and zero lanes past the 8-channel blocks IC needs). */
+static void pad_image(const ct_convpg_geom *g, const void *x, size_t at, float *xp, int L) {
     int icb = blocks8(g->ic);
     memset(xp, 0, (size_t)blocks(8 * icb, L) * (size_t)L * padded_plane(g) * sizeof *xp);
     for (int cb = 0; cb < icb; cb++) {
         bool whole = whole16(g, cb, L);
+        for (int r = 0; r < g->h; r++)
+            load_row(xp + plane_at(g, cb, L, r), (size_t)L, x, at + row_at(g, cb, r),
+                     (size_t)g->x_block, g->w, whole ? 16 : 8, g->x_bf16);
+        if (whole) cb++;
+    }
+}
+
+/* dxp's interior (planes of L channels) -> dx image [ceil(IC/X)][H][W][X] (from
+ * element dx[at] on); with X = 16, the 8 lanes of a last block that no 8-channel
+ * block of dxp covers get 0. */
+static void unpad_image(const ct_convpg_geom *g, const float *dxp, void *dx, size_t at, int L) {
+    int icb = blocks8(g->ic);
+    int halves = blocks(g->ic, g->x_block) * g->x_block / 8;
+    size_t xb = (size_t)g->x_block, es = elem(g->dx_bf16);
+    for (int cb = 0; cb < halves; cb++) {
+        bool whole = cb < icb && whole16(g, cb, L);
         for (int r = 0; r < g->h; r++) {
-            float *d = xp + plane_at(g, cb, L, r);
-            if (whole)
-                memcpy(d, x + row_at(g, cb, r), (size_t)g->w * 16 * sizeof *d);
+            size_t o = at + row_at(g, cb, r);
+            if (cb < icb)
+                store_row(dx, o, xb, dxp + plane_at(g, cb, L, r), (size_t)L, g->w,
+                          whole ? 16 : 8, g->dx_bf16);
             else
-                copy_row8(d, (size_t)L, x + row_at(g, cb, r), (size_t)g->x_block, g->w);
+                for (int x = 0; x < g->w; x++)
+                    memset((char *)dx + (o + (size_t)x * xb) * es, 0, 8 * es);
         }
         if (whole) cb++;
     }
 }
 
-/* dxp's interior (planes of L channels) -> dx image [ceil(IC/X)][H][W][X]; with X =
- * 16, the 8 lanes of a last block that no 8-channel block of dxp covers get 0. */
-static void unpad_image(const ct_convpg_geom *g, const float *dxp, float *dx, int L) {
-    int icb = blocks8(g->ic);
-    int halves = blocks(g->ic, g->x_block) * g->x_block / 8;
-    size_t xb = (size_t)g->x_block;
-    for (int cb = 0; cb < halves; cb++) {
-        bool whole = cb < icb && whole16(g, cb, L);
-        for (int r = 0; r < g->h; r++) {
-            float *d = dx + row_at(g, cb, r);
-            if (whole)
-                memcpy(d, dxp + plane_at(g, cb, L, r), (size_t)g->w * 16 * sizeof *d);
-            else if (cb < icb)
-                copy_row8(d, xb, dxp + plane_at(g, cb, L, r), (size_t)L, g->w);
-            else
-                for (int x = 0; x < g->w; x++) memset(d + (size_t)x * xb, 0, 8 * sizeof *d);
-        }
-        if (whole) cb++;
-    }
+/* Element j of a dy or y tensor: bf16 with H, else fp32. */
+INLINE float dy_at(const void *p, size_t j, const bool H) {
+    return H ? ct_bf16_float(((const uint16_t *)p)[j]) : ((const float *)p)[j];
 }
 
 /* The nonzeros of channel k of image n in the header's order: values eg and the
  * padded offsets oy * wp + ox of their output pixels eo. Returns their count. From
  * the pool, every window is written and the count advances only past a nonzero:
- * no branch on the data, whose pattern no predictor learns. */
-static int list_nonzeros(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k, float *eg,
-                         int32_t *eo) {
+ * no branch on the data, whose pattern no predictor learns. H: dy and y hold bf16. */
+INLINE int list_nonzeros_h(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k,
+                           float *eg, int32_t *eo, const bool H) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2, wp = g->w + 2 * g->p;
     size_t yb = (size_t)g->y_block;
     size_t plane_blk = (size_t)n * (size_t)blocks(g->oc, g->y_block) + (size_t)k / yb;
@@ -165,31 +202,37 @@ static int list_nonzeros(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, 
             for (int px = 0; px < pw; px++) {
                 size_t j = base + ((size_t)py * (size_t)pw + (size_t)px) * yb;
                 int a = s->idx[j], q = a & 3;
-                float v = s->dy[j];
+                float v = dy_at(s->dy, j, H);
                 eg[c] = v;
                 eo[c] = (2 * py + q / 2) * wp + 2 * px + q % 2;
-                c += (s->y[j] > 0.0f) & (v != 0.0f) & (a <= 3);
+                c += (dy_at(s->y, j, H) > 0.0f) & (v != 0.0f) & (a <= 3);
             }
         return c;
     }
-    const float *d = s->dense + plane_blk * (size_t)oh * (size_t)ow * yb + (size_t)k % yb;
+    size_t d0 = plane_blk * (size_t)oh * (size_t)ow * yb + (size_t)k % yb;
     for (int py = 0; py < ph; py++)
         for (int px = 0; px < pw; px++)
             for (int a = 0; a < 4; a++) {
                 int oy = 2 * py + a / 2, ox = 2 * px + a % 2;
-                float v = d[((size_t)oy * (size_t)ow + (size_t)ox) * yb];
+                float v = dy_at(s->dense, d0 + ((size_t)oy * (size_t)ow + (size_t)ox) * yb, H);
                 if (v == 0.0f) continue;
                 eg[c] = v;
                 eo[c++] = oy * wp + ox;
             }
     for (int oy = 0; oy < oh; oy++) /* a last odd row or column */
         for (int ox = oy < 2 * ph ? 2 * pw : 0; ox < ow; ox++) {
-            float v = d[((size_t)oy * (size_t)ow + (size_t)ox) * yb];
+            float v = dy_at(s->dense, d0 + ((size_t)oy * (size_t)ow + (size_t)ox) * yb, H);
             if (v == 0.0f) continue;
             eg[c] = v;
             eo[c++] = oy * wp + ox;
         }
     return c;
+}
+
+static int list_nonzeros(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k, float *eg,
+                         int32_t *eo) {
+    return g->y_bf16 ? list_nonzeros_h(g, s, n, k, eg, eo, true)
+                     : list_nonzeros_h(g, s, n, k, eg, eo, false);
 }
 
 /* One output channel over one image: dW accumulators of one input block in acc
@@ -381,8 +424,8 @@ static void reduce(const ct_convpg_geom *g, const float *part, int nt, float *dw
     }
 }
 
-void ct_convpg_backward(const ct_convpg_geom *g, const float *x, const float *w,
-                        const ct_convpg_dy *dy, float *dx, float *dw, float *db, bool add,
+void ct_convpg_backward(const ct_convpg_geom *g, const void *x, const float *w,
+                        const ct_convpg_dy *dy, void *dx, float *dw, float *db, bool add,
                         float *wpack, float *part, int part_threads) {
     pack(g, w, wpack);
     channel_fn ch = pick(g);
@@ -402,10 +445,10 @@ void ct_convpg_backward(const ct_convpg_geom *g, const float *x, const float *w,
         size_t padded = (size_t)blocks(blocks8(g->ic) * 8, L) * (size_t)L * pl;
         memset(mine, 0, pf * sizeof *mine);
         for (int n = (int)((long)g->n * t / nt); n < (int)((long)g->n * (t + 1) / nt); n++) {
-            pad_image(g, x + (size_t)n * img, xp, L);
+            pad_image(g, x, (size_t)n * img, xp, L);
             if (dx) memset(dxp, 0, padded * sizeof *dxp);
             image(g, ch, xp, dx ? dxp : NULL, wpack, dy, n, mine);
-            if (dx) unpad_image(g, dxp, dx + (size_t)n * img, L);
+            if (dx) unpad_image(g, dxp, dx, (size_t)n * img, L);
         }
         if (t == 0) used = nt;
     }

@@ -21,7 +21,14 @@
  *
  * x, dx: [N][ceil(IC/X)][H][W][X], X = x_block (8 or 16: nChw8c or nChw16c); dx is
  * written (never added), its lanes past IC get 0; dx may be NULL (no input gradient). w, dw: plain [OC][IC][K][K]
- * (PyTorch's OIHW); db [OC] or NULL; add: dw/db += instead of =. Products and sums
+ * (PyTorch's OIHW); db [OC] or NULL; add: dw/db += instead of =.
+ *
+ * bf16 (native mixed precision): x, dx, and dy with y may each hold bf16 instead
+ * (uint16 bit patterns, cpu_bf16.h), and the weights may be rounded to bf16 first.
+ * bf16 values are widened exactly where they are read and dx is rounded to nearest
+ * even where it is written, so the result is the fp32 loops' over the widened
+ * values, rounded. With all four, that is bf16 operands and fp32 sums (a product of
+ * two bf16 values is exact in fp32), as in oneDNN's bf16 convolutions. Products and sums
  * are separate roundings (no fused multiply-add), so the AVX-512, AVX2 and portable
  * loops give the same bits. Threads take contiguous shares of the images, each summing
  * into its partial buffer; the partials are added in thread order. Scratch:
@@ -43,13 +50,18 @@ typedef struct ct_convpg_geom {
     int h, w, k, p; /* input size, square kernel, zero padding (stride 1) */
     int x_block;    /* channel block of x and dx: 8 or 16 */
     int y_block;    /* channel block of dy (dense or pooled), y and idx: 8 or 16 */
+    bool x_bf16;    /* x holds bf16 */
+    bool dx_bf16;   /* dx is written in bf16 */
+    bool y_bf16;    /* dy (dense or pooled) and y hold bf16 */
+    bool w_bf16;    /* the weights are rounded to bf16 before use */
     bool portable;  /* force the portable loops (tests) */
     bool no_avx512; /* force the AVX2 loops where AVX-512 would run (tests) */
 } ct_convpg_geom;
 
+/* fp32, or bf16 with y_bf16. */
 typedef struct ct_convpg_dy {
-    const float *dense;     /* the conv's dy, or NULL: */
-    const float *dy, *y;    /* the pool's gradient and output */
+    const void *dense;      /* the conv's dy, or NULL: */
+    const void *dy, *y;     /* the pool's gradient and output */
     const uint8_t *idx;     /* the pool's argmax, 0..3 */
 } ct_convpg_dy;
 
@@ -59,8 +71,9 @@ size_t ct_convpg_part_floats(const ct_convpg_geom *g);
 /* "avx512", "avx2" or "portable": the loops ct_convpg_backward runs for g. */
 const char *ct_convpg_isa(const ct_convpg_geom *g);
 
-void ct_convpg_backward(const ct_convpg_geom *g, const float *x, const float *w,
-                        const ct_convpg_dy *dy, float *dx, float *dw, float *db, bool add,
+/* x, dx: fp32, or bf16 with x_bf16 / dx_bf16. */
+void ct_convpg_backward(const ct_convpg_geom *g, const void *x, const float *w,
+                        const ct_convpg_dy *dy, void *dx, float *dw, float *db, bool add,
                         float *wpack, float *part, int part_threads);
 
 #endif

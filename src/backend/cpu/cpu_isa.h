@@ -34,6 +34,9 @@ int ct_loops_isa_check_env(ct_err *err);
  * ONEDNN_MAX_CPU_ISA) is avx512_core_bf16 or higher, so train.amp bf16 can run
  * natively (train.cpu_bf16). */
 bool ct_onednn_has_bf16(void);
+/* Whether oneDNN's effective ISA is avx512_core_amx or higher: its bf16 kernels then
+ * run on AMX tiles. */
+bool ct_onednn_has_amx(void);
 /* Whether oneDNN's effective ISA is avx512_core or higher: its convolutions then take
  * 16-channel blocks (nChw16c), else 8 (nChw8c) on AVX2. */
 bool ct_onednn_has_avx512(void);

@@ -384,7 +384,8 @@ const char *ct_cpu_wl_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, 
     if (!b->o.training) return buf;
     if (pass == CT_PASS_BACKWARD_DATA && !ct_cpu_has_gin(b, nd->i)) return buf;
     if (w->pool_grad) /* both gradients in one pass over dy's nonzeros */
-        snprintf(buf, n, "ctrain:%s:nonzero-dy", ct_convpg_isa(&w->convpg));
+        snprintf(buf, n, "ctrain:%s:nonzero-dy%s", ct_convpg_isa(&w->convpg),
+                 w->convpg.w_bf16 ? ":bf16" : "");
     else if (pass == CT_PASS_BACKWARD_DATA)
         return ct_cpu_impl(&w->bwd_d);
     else if (w->own_bwd_w)
