@@ -19,8 +19,8 @@
  *    execute calls made (the counter records each call). Every call allocates its
  *    argument map (std::unordered_map: a bucket array and one node per argument,
  *    nargs + 1), and most implementations allocate besides: the std::function that
- *    holds a parallel loop's body, the gemm-based inner product's work buffers (one
- *    per thread). ctrain cannot avoid these without changing oneDNN; its primitives'
+ *    holds a parallel loop's body, the gemm-based kernels' work buffers (one per
+ *    thread). ctrain cannot avoid these without changing oneDNN; its primitives'
  *    scratchpads are user-managed (one region of the arena).
  *  - libgomp, one team per OpenMP parallel region that runs on one thread (it
  *    allocates a new team for those every time; teams of more threads are reused),

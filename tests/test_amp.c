@@ -816,8 +816,8 @@ static void test_summary_amp_note(void **state) {
         if (i == 0)
             snprintf(note, sizeof note, "\"note\": \"\"");
         else if (strcmp(kind, "native") == 0)
-            snprintf(note, sizeof note, "\"note\": \"bf16 native: convolutions and inner "
-                     "products on oneDNN compute in bf16");
+            snprintf(note, sizeof note, "\"note\": \"bf16 native: convolutions and linear "
+                     "layers on oneDNN compute in bf16");
         else
             snprintf(note, sizeof note, "\"note\": \"%s emulated: every layer computes and "
                      "stores fp32", m);

@@ -1210,7 +1210,7 @@ static void test_bf16_native_resnet(void) {
 
 /* train.amp bf16 with train.cpu_bf16 native, where oneDNN runs bf16 instructions: the
  * run says it is the native one; convolutions (one and several input channels,
- * strided, no bias) and inner products (plain and after a flatten of a blocked
+ * strided, no bias) and linear layers (plain and after a flatten of a blocked
  * pool) give outputs, input gradients and weight gradients within bf16's error of
  * the double reference (bf16 keeps 8 significant bits: 2e-2 relative plus 1e-2 of
  * the tensor's largest value, since a sum errs by its terms' size; a wrong layout or

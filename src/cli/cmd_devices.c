@@ -36,7 +36,7 @@ static void cpu_text(const ct_cpu_info *c) {
     printf("oneDNN: %s, ISA %s\n", c->onednn, c->isa);
     printf("ctrain's CPU loops: %s\n", c->loops_isa);
     printf("amp bf16 on this CPU: %s\n",
-           c->bf16_native ? "native (oneDNN's bf16 kernels for convolutions and inner products)"
+           c->bf16_native ? "native (oneDNN's bf16 kernels for convolutions and linear layers)"
                           : "emulated in fp32 (no bf16 instructions oneDNN can use)");
     printf("amp fp16 on this CPU: emulated in fp32 (oneDNN 2.6 has no fp16 path on CPUs)\n");
 }

@@ -124,7 +124,7 @@ typedef enum { CT_GRAPH_AUTO, CT_GRAPH_OFF } ct_graph_mode;
  * weight-gradient loops); off, none: every layer on oneDNN. For tests and
  * side-by-side measurements. */
 typedef enum { CT_CPU_LOOPS_AUTO, CT_CPU_LOOPS_PORTABLE, CT_CPU_LOOPS_OFF } ct_cpu_loops;
-/* train.amp bf16 on CPUs: native bf16 convolutions and inner products where oneDNN
+/* train.amp bf16 on CPUs: native bf16 convolutions and linear layers where oneDNN
  * runs bf16 instructions (auto), required (native), or the fp32 emulation everywhere
  * (emulated: the same results on every CPU). */
 typedef enum { CT_CPU_BF16_AUTO, CT_CPU_BF16_NATIVE, CT_CPU_BF16_EMULATED } ct_cpu_bf16;

@@ -11,7 +11,8 @@
  *
  * Mixed precision (o.amp fp16 / bf16) is emulated, except bf16 where oneDNN has bf16
  * instructions and train.cpu_bf16 allows (native, ct_cpu_bf16_decide): there the
- * convolutions and inner products on oneDNN take bf16 inputs (cpu_weighted.c), a conv
+ * convolutions and linear layers on oneDNN take bf16 inputs (cpu_weighted.c,
+ * cpu_linear.c), a conv
  * or residual add whose readers all take bf16 stores its output in bf16, and so do the
  * relus, batch norms, pools and flattens that pass it on (ct_cpu_bf16_stores), and
  * nothing is rounded here. The emulation: every op computes in fp32, and
@@ -723,7 +724,7 @@ static const char *cpu_amp_note(ct_backend *bb) {
     if (b->o.amp == CT_AMP_OFF) return "";
     if (b->bf16_native) {
         snprintf(b->amp_note, sizeof b->amp_note,
-                 "bf16 native: convolutions and inner products on oneDNN compute in bf16 on this "
+                 "bf16 native: convolutions and linear layers on oneDNN compute in bf16 on this "
                  "CPU's bf16 instructions (bf16 inputs, weights and output gradients, fp32 "
                  "accumulation), and so does ctrain's conv backward from a max-pool (bf16 "
                  "operands, fp32 sums); the other layers, ctrain's loops among them, compute "

@@ -13,7 +13,7 @@
  * the arena's). oneDNN 2.6 itself allocates inside every dnnl_primitive_execute: the
  * C API builds its argument map (a std::unordered_map: nargs + 1 allocations per
  * call), and most implementations add their own (the std::function holding a
- * parallel loop's body; the gemm-based inner product's per-thread work buffers).
+ * parallel loop's body; the gemm-based kernels' per-thread work buffers).
  * No oneDNN 2.6 interface avoids them; tests/test_alloc.c counts them.
  */
 #ifndef CT_CPU_DNNL_H

@@ -59,15 +59,16 @@ typedef struct ct_cpu_xfer {
     ct_cpu_prim r;
 } ct_cpu_xfer;
 
-/* Op descriptors of the weighted layers. */
+/* Op descriptors of the weighted layers on cpu_weighted.c's machinery. */
 typedef union ct_cpu_wdesc {
     dnnl_convolution_desc_t conv;
-    dnnl_inner_product_desc_t ip;
 } ct_cpu_wdesc;
 
-/* Conv / inner product state (cpu_weighted.c). */
+/* Conv state (cpu_weighted.c) and linear state (cpu_linear.c: fwd, bwd_d, bwd_w and
+ * bwd_w_acc are matmuls; src, dsrc, w_fwd and wddst its conversions; the param views). */
 typedef struct ct_cpu_wl {
     ct_cpu_prim fwd, bwd_d, bwd_w;
+    ct_cpu_prim bwd_w_acc;  /* linear: bwd_w adding into the grads (accumulate plans) */
     ct_cpu_xfer src;        /* act[i-1] -> fwd src layout */
     ct_cpu_xfer dsrc;       /* bwd_d diff_src layout -> gact[i-1] */
     ct_cpu_xfer wsrc;       /* fwd src -> bwd_w src layout (when they differ) */
@@ -321,7 +322,7 @@ extern const ct_cpu_op ct_cpu_op_conv, ct_cpu_op_linear, ct_cpu_op_maxpool,
 /* gelu, silu, tanh, sigmoid, leaky_relu (cpu_act.c); global_avgpool (cpu_pool.c). */
 extern const ct_cpu_op ct_cpu_op_act, ct_cpu_op_global_avgpool;
 
-/* cpu_weighted.c: shared by conv and linear; the per-kind files give the descs. The
+/* cpu_weighted.c: the conv's oneDNN primitives; cpu_conv.c gives the descs. The
  * element type of the primitives' src, weights and diff_dst (bf16 with wl.bf16, else
  * f32; everything else is f32): */
 dnnl_data_type_t ct_cpu_wl_compute_type(const ct_cpu_node *nd);
@@ -336,7 +337,7 @@ typedef struct ct_cpu_wl_descs {
     int (*bwd_w)(const ct_cpu_node *nd, int variant, const dnnl_memory_desc_t *src,
                  const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err);
     int n_variants;        /* candidates for fwd and bwd_d (bwd_w: CT_CPU_BWD_W_VARIANTS) */
-    const char *prim_name; /* "convolution", "inner product" */
+    const char *prim_name; /* "convolution" */
 } ct_cpu_wl_descs;
 
 int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_err *err);
@@ -348,7 +349,8 @@ int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t ste
 const char *ct_cpu_wl_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
                            size_t n);
 
-/* Pieces of the above for conv paths that run ctrain's loops (cpu_conv_block.c):
+/* Pieces of the above for conv paths that run ctrain's loops (cpu_conv_block.c) and
+ * for the linear layer (cpu_linear.c: the views):
  * plain views of the weight (dims of w_md) and bias in the flat params and grads;
  * whether the own backward-weights loops take the conv (fills q; not with
  * train.cpu_loops off); planning their per-thread partial sums (wl.convw set);
@@ -383,7 +385,7 @@ int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_pool_grad_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err *err);
 
-/* Candidate descriptors of the two weighted kinds. */
-extern const ct_cpu_wl_descs ct_cpu_conv_descs, ct_cpu_linear_descs;
+/* Candidate descriptors of the convolutions. */
+extern const ct_cpu_wl_descs ct_cpu_conv_descs;
 
 #endif

@@ -1,7 +1,8 @@
-/* cpu_weighted.c: convolution and inner product on oneDNN, the machinery both share.
+/* cpu_weighted.c: convolution on oneDNN (the linear layer has its own matmuls in
+ * cpu_linear.c).
  *
- * The op lets oneDNN choose layouts (candidate descriptors from cpu_conv.c /
- * cpu_linear.c, best first) and pays explicit reorders where a choice differs from
+ * The op lets oneDNN choose layouts (candidate descriptors from cpu_conv.c, best
+ * first) and pays explicit reorders where a choice differs from
  * its neighbour's: input -> src layout, diff_src -> gact[i-1] layout, and for
  * backward weights src / diff_dst -> the layouts it wants when the forward ones
  * would force oneDNN's reference kernel (e.g. a C = 1 first conv on AVX2 gets
@@ -193,8 +194,7 @@ int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_e
     if (ct_cpu_has_gin(b, nd->i) && create_bwd_data(b, nd, dd, err) != 0) return -1;
     if (create_bwd_weights(b, nd, dd, err) != 0) return -1;
     /* Backward runs the weights pass first, the last reader of the forward's src
-     * copy; the data pass's diff_src copy then reuses that storage (the CNN's
-     * first linear). */
+     * copy; the data pass's diff_src copy then reuses that storage. */
     ct_cpu_wl *w = &nd->wl;
     /* The data pass reads the diff_dst copy the weights pass made when both want the
      * same layout (both converting to bf16, say). */
