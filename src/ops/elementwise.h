@@ -52,6 +52,12 @@ CT_HD uint64_t ct_dropout_index(uint64_t pos, uint64_t e, uint64_t sample_numel)
     return pos * ((sample_numel + 3) & ~(uint64_t)3) + e;
 }
 
+/* The multiplier of an element whose Philox word is `word`: keep (1 / (1 - p)) where
+ * its uniform is at least p, else 0. */
+CT_HD float ct_dropout_mult(uint32_t word, float p, float keep) {
+    return ct_u32_to_unit(word) >= p ? keep : 0.0f;
+}
+
 /* Returns the multiplier of the element at counter index i: 0 or 1/(1-p). */
 CT_HD float ct_dropout_scale(uint64_t seed, int layer, uint32_t epoch, uint64_t i, float p) {
     float u = ct_philox_uniform(seed, ct_dropout_stream(layer), epoch, i);
@@ -70,7 +76,7 @@ CT_HD void ct_dropout_scale4(uint64_t seed, int layer, uint32_t epoch, uint64_t 
     c.v[3] = epoch;
     ct_u32x4 r = ct_philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
     float keep = 1.0f / (1.0f - p);
-    for (int l = 0; l < 4; l++) out[l] = ct_u32_to_unit(r.v[l]) >= p ? keep : 0.0f;
+    for (int l = 0; l < 4; l++) out[l] = ct_dropout_mult(r.v[l], p, keep);
 }
 
 /* ---- softmax cross-entropy --------------------------------------------------- */

@@ -78,7 +78,7 @@ static void pack(const ct_convpg_geom *g, const float *w, float *wq) {
             for (int t = 0; t < kk; t++) {
                 float v = w[((size_t)k * (size_t)g->ic + (size_t)c) * (size_t)kk + (size_t)t];
                 wq[((size_t)k * (size_t)kk + (size_t)t) * (size_t)icp + (size_t)c] =
-                    g->w_bf16 ? ct_bf16_float(ct_bf16_of(v)) : v;
+                    g->w_bf16 ? ct_round_bf16(v) : v;
             }
 }
 
@@ -99,7 +99,7 @@ static size_t row_at(const ct_convpg_geom *g, int cb, int r) {
 static void load_row(float *dst, size_t to, const void *src, size_t at, size_t from, int w,
                      int n8, bool h) {
     size_t run = (size_t)w * (size_t)n8;
-    if (to == from && to == run / (size_t)w) {
+    if (to == from && to == (size_t)n8) {
         if (h) ct_bf16_widen((const uint16_t *)src + at, dst, run);
         else memcpy(dst, (const float *)src + at, run * sizeof *dst);
         return;
@@ -117,7 +117,7 @@ static void load_row(float *dst, size_t to, const void *src, size_t at, size_t f
 static void store_row(void *dst, size_t at, size_t to, const float *src, size_t from, int w,
                       int n8, bool h) {
     size_t run = (size_t)w * (size_t)n8;
-    if (to == from && to == run / (size_t)w) {
+    if (to == from && to == (size_t)n8) {
         if (h) ct_bf16_narrow(src, (uint16_t *)dst + at, run);
         else memcpy((float *)dst + at, src, run * sizeof *src);
         return;

@@ -106,7 +106,8 @@ static void apply_mask(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory
     uint32_t stream = ct_dropout_stream(nd->i);
     size_t sample_blocks = (sample + 3) / 4;
     uint64_t blk0 = (uint64_t)b->first_pos * sample_blocks; /* row 0's first block */
-    long blocks = (long)(rows * sample_blocks), chunks = (blocks + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
+    long blocks = (long)(rows * sample_blocks);
+    long chunks = (blocks + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
     ct_loops_isa isa = ct_cpu_loops_isa(b);
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < chunks; c++) {
@@ -118,7 +119,7 @@ static void apply_mask(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory
             const uint32_t *u = &words[0][0];
             size_t j0 = (size_t)t0 * 4;
             for (size_t i = 0; i < (size_t)nb * 4; i++)
-                dst[j0 + i] = src[j0 + i] * (ct_u32_to_unit(u[i]) >= p ? keep : 0.0f);
+                dst[j0 + i] = src[j0 + i] * ct_dropout_mult(u[i], p, keep);
             continue;
         }
         size_t r = (size_t)t0 / sample_blocks, e0 = ((size_t)t0 % sample_blocks) * 4;
@@ -126,7 +127,7 @@ static void apply_mask(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory
             for (size_t l = 0, e = e0; l < 4 && e < sample; l++, e++) {
                 size_t j = r * sample + e;
                 size_t off = plain ? j : ct_cpu_md_offset(md, j);
-                dst[off] = src[off] * (ct_u32_to_unit(words[q][l]) >= p ? keep : 0.0f);
+                dst[off] = src[off] * ct_dropout_mult(words[q][l], p, keep);
             }
             e0 += 4;
             if (e0 >= sample) e0 = 0, r++;

@@ -360,6 +360,8 @@ int ct_cpu_wl_param_views(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *
 bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q);
 int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 int ct_cpu_wl_bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
+/* Converts the params into w_fwd's layout when they changed since (fwd_dirty). */
+int ct_cpu_wl_refresh_fwd_weights(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
 
 /* cpu_conv_block.c: whether the conv at node i with a relu and a 2x2 max-pool after it
  * (a CT_FUSE_CONV_RELU_POOL candidate) runs on ctrain's block loops as far as the

@@ -198,17 +198,11 @@ static int linear_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 
 /* ---- run ------------------------------------------------------------------------- */
 
-static int refresh_weights(ct_cpu *b, ct_cpu_wl *w, ct_err *err) {
-    if (w->w_fwd.on && w->fwd_dirty && ct_cpu_exec(&b->c, &w->w_fwd.r, err) != 0) return -1;
-    w->fwd_dirty = false;
-    return 0;
-}
-
 static int linear_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
     (void)train;
     (void)step;
     ct_cpu_wl *w = &nd->wl;
-    if (refresh_weights(b, w, err) != 0) return -1;
+    if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0) return -1;
     if (w->src.on && ct_cpu_exec(&b->c, &w->src.r, err) != 0) return -1;
     return ct_cpu_exec(&b->c, &w->fwd, err);
 }
@@ -239,7 +233,8 @@ static int linear_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t
         bias_grad(nd->gact.ptr, (int)nd->act.md.dims[0], (int)nd->act.md.dims[1],
                   w->db_plain.ptr, accumulate);
     if (!ct_cpu_has_gin(b, nd->i)) return 0;
-    if (refresh_weights(b, w, err) != 0 || ct_cpu_exec(&b->c, &w->bwd_d, err) != 0) return -1;
+    if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0 || ct_cpu_exec(&b->c, &w->bwd_d, err) != 0)
+        return -1;
     return w->dsrc.on ? ct_cpu_exec(&b->c, &w->dsrc.r, err) : 0;
 }
 
@@ -250,7 +245,8 @@ static const char *linear_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pa
     const ct_cpu_wl *w = &nd->wl;
     if (pass == CT_PASS_FORWARD) return ct_cpu_impl(&w->fwd);
     if (!b->o.training) return "";
-    if (pass == CT_PASS_BACKWARD_DATA) return ct_cpu_has_gin(b, nd->i) ? ct_cpu_impl(&w->bwd_d) : "";
+    if (pass == CT_PASS_BACKWARD_DATA)
+        return ct_cpu_has_gin(b, nd->i) ? ct_cpu_impl(&w->bwd_d) : "";
     return ct_cpu_impl(&w->bwd_w);
 }
 

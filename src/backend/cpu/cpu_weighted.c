@@ -303,7 +303,7 @@ int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 
 /* ---- run ------------------------------------------------------------------------- */
 
-static int refresh_fwd_weights(ct_cpu *b, ct_cpu_wl *w, ct_err *err) {
+int ct_cpu_wl_refresh_fwd_weights(ct_cpu *b, ct_cpu_wl *w, ct_err *err) {
     if (w->w_fwd.on && w->fwd_dirty && ct_cpu_exec(&b->c, &w->w_fwd.r, err) != 0) return -1;
     w->fwd_dirty = false;
     return 0;
@@ -313,7 +313,7 @@ int ct_cpu_wl_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_
     (void)train;
     (void)step;
     ct_cpu_wl *w = &nd->wl;
-    if (refresh_fwd_weights(b, w, err) != 0) return -1;
+    if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0) return -1;
     if (w->src.on && ct_cpu_exec(&b->c, &w->src.r, err) != 0) return -1;
     return ct_cpu_exec(&b->c, &w->fwd, err);
 }
@@ -321,7 +321,7 @@ int ct_cpu_wl_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_
 static int backward_data(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     if (w->w_bwd_shares_fwd) {
-        if (refresh_fwd_weights(b, w, err) != 0) return -1;
+        if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0) return -1;
     } else if (w->w_bwd.on && w->bwd_dirty) {
         if (ct_cpu_exec(&b->c, &w->w_bwd.r, err) != 0) return -1;
     }
