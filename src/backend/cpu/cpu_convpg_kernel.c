@@ -8,15 +8,17 @@
  * blocks). Per output channel k, the nonzeros of k's dy are first listed (value, and
  * the padded-plane offset of the conv output pixel, which is where its window of
  * taps starts); then per block of 8 input channels one sweep over the list adds
- * g * x into K*K accumulators of 8 lanes and g * w into dxp. The weights are
- * packed once per call as [OC][K*K][IC rounded up to 8] (lanes past IC zero). The
- * portable body is plain C over 8 lanes for any K; K = 3 on AVX2 keeps the nine
- * accumulators and the nine weight vectors in registers; K = 3 on AVX-512 takes
- * blocks of 16 channels, with two sweeps per block (the accumulators, then the
- * weights, in registers). Products and sums round separately in all three (no fused
- * multiply-add) and each element sees them in the same order, so all give the same
- * bits. bf16 tensors are widened and narrowed where the planes are filled and
- * emptied and where the nonzeros are listed; the sweeps see fp32 only.
+ * g * x into K*K accumulators of 8 lanes and g * w into dxp. From the pool, one pass
+ * over a block of dy's channels lists all of them, in vectors across the block's
+ * lanes (16 at a time on AVX-512), and each channel's nonzeros are then gathered
+ * from it. The weights are packed once per call as [OC][K*K][IC rounded up to 8]
+ * (lanes past IC zero). The portable body is plain C over 8 lanes for any K; K = 3
+ * on AVX2 keeps the nine accumulators and the nine weight vectors in registers; so
+ * does K = 3 on AVX-512, over blocks of 16 channels. Products and sums round
+ * separately in all three (no fused multiply-add) and each element sees them in the
+ * same order, so all give the same bits. bf16 tensors are widened and narrowed where
+ * the planes are filled and emptied and where the nonzeros are listed; the sweeps see
+ * fp32 only.
  */
 #include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_bf16.h"
@@ -186,29 +188,111 @@ INLINE float dy_at(const void *p, size_t j, const bool H) {
     return H ? ct_bf16_float(((const uint16_t *)p)[j]) : ((const float *)p)[j];
 }
 
-/* The nonzeros of channel k of image n in the header's order: values eg and the
- * padded offsets oy * wp + ox of their output pixels eo. Returns their count. From
- * the pool, every window is written and the count advances only past a nonzero:
- * no branch on the data, whose pattern no predictor learns. H: dy and y hold bf16. */
-INLINE int list_nonzeros_h(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k,
-                           float *eg, int32_t *eo, const bool H) {
+/* Block kb (B = y_block channels) of image n from the pool, window by window in
+ * row-major order: G[j][l] = channel kb * B + l's dy at window j where it is taken (y
+ * > 0, dy != 0, idx <= 3), else 0, and O[j][l] the padded offset oy * wp + ox of its
+ * output pixel (lanes past OC are listed too, and never read). H: dy and y hold
+ * bf16. */
+INLINE void list_pooled_block_h(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int kb,
+                                float *G, int32_t *O, const int B, const bool H) {
+    int ph = out_h(g) / 2, pw = out_w(g) / 2, wp = g->w + 2 * g->p;
+    size_t base = ((size_t)n * (size_t)blocks(g->oc, B) + (size_t)kb) * (size_t)ph *
+                  (size_t)pw * (size_t)B;
+    for (int py = 0; py < ph; py++)
+        for (int px = 0; px < pw; px++) {
+            size_t j = (size_t)py * (size_t)pw + (size_t)px;
+            int32_t o0 = 2 * py * wp + 2 * px;
+            const uint8_t *a = s->idx + base + j * (size_t)B;
+            for (int l = 0; l < B; l++) {
+                size_t i = base + j * (size_t)B + (size_t)l;
+                float v = dy_at(s->dy, i, H);
+                bool take = (dy_at(s->y, i, H) > 0.0f) & (v != 0.0f) & (a[l] <= 3);
+                G[j * (size_t)B + (size_t)l] = take ? v : 0.0f;
+                O[j * (size_t)B + (size_t)l] = o0 + ((a[l] >> 1) & 1) * wp + (a[l] & 1);
+            }
+        }
+}
+
+static void list_pooled_block_any(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int kb,
+                                  float *G, int32_t *O) {
+    if (g->y_block == 16)
+        g->y_bf16 ? list_pooled_block_h(g, s, n, kb, G, O, 16, true)
+                  : list_pooled_block_h(g, s, n, kb, G, O, 16, false);
+    else
+        g->y_bf16 ? list_pooled_block_h(g, s, n, kb, G, O, 8, true)
+                  : list_pooled_block_h(g, s, n, kb, G, O, 8, false);
+}
+
+#if CT_SIMD_X86
+/* 16 lanes of dy or y from element j on (bf16 with H), as floats. */
+CT_INLINE_AVX512 __m512 load16_dy(const void *p, size_t j, bool H) {
+    if (!H) return _mm512_loadu_ps((const float *)p + j);
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)p + j));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* list_pooled_block_h for blocks of 16 in vectors of 16 lanes: the same selections. */
+CT_TARGET_AVX512 static void list_pooled_block_avx512(const ct_convpg_geom *g,
+                                                      const ct_convpg_dy *s, int n, int kb,
+                                                      float *G, int32_t *O) {
+    int ph = out_h(g) / 2, pw = out_w(g) / 2, wp = g->w + 2 * g->p;
+    bool H = g->y_bf16;
+    size_t base = ((size_t)n * (size_t)blocks(g->oc, 16) + (size_t)kb) * (size_t)ph *
+                  (size_t)pw * 16;
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512i one = _mm512_set1_epi32(1), three = _mm512_set1_epi32(3),
+                  two = _mm512_set1_epi32(2);
+    for (int py = 0; py < ph; py++)
+        for (int px = 0; px < pw; px++) {
+            size_t j = ((size_t)py * (size_t)pw + (size_t)px) * 16, i = base + j;
+            __m512i o0 = _mm512_set1_epi32(2 * py * wp + 2 * px);
+            __m512i a = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(const void *)(s->idx + i)));
+            __m512 v = load16_dy(s->dy, i, H), y = load16_dy(s->y, i, H);
+            __mmask16 take = _mm512_cmp_ps_mask(y, zero, _CMP_GT_OQ) &
+                             _mm512_cmp_ps_mask(v, zero, _CMP_NEQ_UQ) &
+                             _mm512_cmple_epu32_mask(a, three);
+            __m512i o = _mm512_add_epi32(o0, _mm512_and_si512(a, one));
+            o = _mm512_mask_add_epi32(o, _mm512_test_epi32_mask(a, two), o,
+                                      _mm512_set1_epi32(wp));
+            _mm512_storeu_ps(G + j, _mm512_maskz_mov_ps(take, v));
+            _mm512_storeu_si512(O + j, o);
+        }
+}
+#endif
+
+static void list_pooled_block(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int kb,
+                              float *G, int32_t *O) {
+#if CT_SIMD_X86
+    if (use_avx512(g) && g->y_block == 16) return list_pooled_block_avx512(g, s, n, kb, G, O);
+#endif
+    list_pooled_block_any(g, s, n, kb, G, O);
+}
+
+/* Lane l of a listed block's nm windows: its nonzeros in eg / eo, in window order
+ * (every window is written and the count advances only past a nonzero: no branch on
+ * the data, whose pattern no predictor learns). Returns their count. */
+static int gather_lane(const float *G, const int32_t *O, int nm, int B, int l, float *eg,
+                       int32_t *eo) {
+    int c = 0;
+    for (int j = 0; j < nm; j++) {
+        float v = G[(size_t)j * (size_t)B + (size_t)l];
+        eg[c] = v;
+        eo[c] = O[(size_t)j * (size_t)B + (size_t)l];
+        c += v != 0.0f;
+    }
+    return c;
+}
+
+/* The nonzeros of channel k of image n from a dense dy, in the header's order: values
+ * eg and the padded offsets oy * wp + ox of their output pixels eo. Returns their
+ * count. H: dy holds bf16. */
+INLINE int list_dense_h(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k, float *eg,
+                        int32_t *eo, const bool H) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2, wp = g->w + 2 * g->p;
     size_t yb = (size_t)g->y_block;
     size_t plane_blk = (size_t)n * (size_t)blocks(g->oc, g->y_block) + (size_t)k / yb;
     int c = 0;
-    if (!s->dense) {
-        size_t base = plane_blk * (size_t)ph * (size_t)pw * yb + (size_t)k % yb;
-        for (int py = 0; py < ph; py++)
-            for (int px = 0; px < pw; px++) {
-                size_t j = base + ((size_t)py * (size_t)pw + (size_t)px) * yb;
-                int a = s->idx[j], q = a & 3;
-                float v = dy_at(s->dy, j, H);
-                eg[c] = v;
-                eo[c] = (2 * py + q / 2) * wp + 2 * px + q % 2;
-                c += (dy_at(s->y, j, H) > 0.0f) & (v != 0.0f) & (a <= 3);
-            }
-        return c;
-    }
     size_t d0 = plane_blk * (size_t)oh * (size_t)ow * yb + (size_t)k % yb;
     for (int py = 0; py < ph; py++)
         for (int px = 0; px < pw; px++)
@@ -229,10 +313,10 @@ INLINE int list_nonzeros_h(const ct_convpg_geom *g, const ct_convpg_dy *s, int n
     return c;
 }
 
-static int list_nonzeros(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k, float *eg,
-                         int32_t *eo) {
-    return g->y_bf16 ? list_nonzeros_h(g, s, n, k, eg, eo, true)
-                     : list_nonzeros_h(g, s, n, k, eg, eo, false);
+static int list_dense(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k, float *eg,
+                      int32_t *eo) {
+    return g->y_bf16 ? list_dense_h(g, s, n, k, eg, eo, true)
+                     : list_dense_h(g, s, n, k, eg, eo, false);
 }
 
 /* One output channel over one image: dW accumulators of one input block in acc
@@ -334,11 +418,19 @@ CT_INLINE_AVX512 void store_taps16(float *p, __mmask16 m, const __m512 *v, int i
     for (int t = 0; t < 9; t++) _mm512_mask_storeu_ps(p + (size_t)t * (size_t)icp, m, v[t]);
 }
 
+/* a[t] += gv * the nine tap vectors of a 16-channel plane from xe (rows r1 apart). */
+CT_INLINE_AVX512 void add_taps16(__m512 *a, __m512 gv, const float *xe, size_t r1) {
+    for (int t = 0; t < 9; t++) {
+        const float *x = xe + (size_t)(t / 3) * r1 + (size_t)(t % 3) * 16;
+        a[t] = _mm512_add_ps(a[t], _mm512_mul_ps(gv, _mm512_loadu_ps(x)));
+    }
+}
+
 /* channel() for K = 3 over padded planes of 16 channels (xp, dxp), per block of 16
- * (the last one 8 wide where IC needs an odd number of 8-channel blocks; lanes m):
- * first the nine dW accumulators over the nonzeros, then dxp += g * w with the nine
- * weight vectors in registers. Each element sees the same operations in the same
- * order as in channel(). */
+ * (the last one 8 wide where IC needs an odd number of 8-channel blocks; lanes m), in
+ * one sweep over the nonzeros with the nine dW accumulators and the nine weight
+ * vectors in registers. Each element sees the same operations in the same order as
+ * in channel(). */
 CT_TARGET_AVX512 static void channel_k3_avx512(const ct_convpg_geom *g, const float *xp,
                                                float *dxp, const float *wk, float *pdw, int ne,
                                                const float *eg, const int32_t *eo) {
@@ -349,25 +441,24 @@ CT_TARGET_AVX512 static void channel_k3_avx512(const ct_convpg_geom *g, const fl
         __m512 a[9], w[9];
         load_taps16(a, m, pdw + (size_t)cb * 16, icp);
         const float *xc = xp + (size_t)cb * pl * 16;
-        for (int e = 0; e < ne; e++) {
-            __m512 gv = _mm512_set1_ps(eg[e]);
-            const float *xe = xc + (size_t)eo[e] * 16;
-            for (int t = 0; t < 9; t++)
-                a[t] = _mm512_add_ps(
-                    a[t], _mm512_mul_ps(gv, _mm512_loadu_ps(xe + (size_t)(t / 3) * r1 + (size_t)(t % 3) * 16)));
+        if (!dxp) { /* the weight gradient only */
+            for (int e = 0; e < ne; e++)
+                add_taps16(a, _mm512_set1_ps(eg[e]), xc + (size_t)eo[e] * 16, r1);
+            store_taps16(pdw + (size_t)cb * 16, m, a, icp);
+            continue;
         }
-        store_taps16(pdw + (size_t)cb * 16, m, a, icp);
-        if (!dxp) continue;
         load_taps16(w, m, wk + (size_t)cb * 16, icp);
         float *dc = dxp + (size_t)cb * pl * 16;
         for (int e = 0; e < ne; e++) {
             __m512 gv = _mm512_set1_ps(eg[e]);
+            add_taps16(a, gv, xc + (size_t)eo[e] * 16, r1);
             float *de = dc + (size_t)eo[e] * 16;
             for (int t = 0; t < 9; t++) {
                 float *d = de + (size_t)(t / 3) * r1 + (size_t)(t % 3) * 16;
                 _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), _mm512_mul_ps(gv, w[t])));
             }
         }
+        store_taps16(pdw + (size_t)cb * 16, m, a, icp);
     }
 }
 #endif
@@ -380,18 +471,41 @@ static void channel_any(const ct_convpg_geom *g, const float *xp, float *dxp, co
     channel(g, g->k, xp, dxp, wk, pdw, ne, eg, eo);
 }
 
+/* The sweeps of channel k over its nne nonzeros (eg, eo) into part. */
+static void sweep(const ct_convpg_geom *g, channel_fn ch, const float *xp, float *dxp,
+                  const float *wq, int k, float *part, int ne, const float *eg,
+                  const int32_t *eo) {
+    size_t at = (size_t)k * (size_t)(g->k * g->k) * (size_t)(blocks8(g->ic) * 8);
+    ch(g, xp, dxp, wq + at, part + at, ne, eg, eo);
+}
+
 /* Image n: every output channel into part (dW [OC][K*K][icp], then dB [OC]). */
 static void image(const ct_convpg_geom *g, channel_fn ch, const float *xp, float *dxp,
                   const float *wq, const ct_convpg_dy *s, int n, float *part) {
-    int kk = g->k * g->k, icp = blocks8(g->ic) * 8;
     float eg[CT_CONVPG_MAX_PIXELS];
     int32_t eo[CT_CONVPG_MAX_PIXELS];
     float *pdb = part + ct_convpg_wpack_floats(g);
-    for (int k = 0; k < g->oc; k++) {
-        int ne = list_nonzeros(g, s, n, k, eg, eo);
-        for (int e = 0; e < ne; e++) pdb[k] += eg[e];
-        size_t at = (size_t)k * (size_t)kk * (size_t)icp;
-        ch(g, xp, dxp, wq + at, part + at, ne, eg, eo);
+    if (s->dense) {
+        for (int k = 0; k < g->oc; k++) {
+            int ne = list_dense(g, s, n, k, eg, eo);
+            for (int e = 0; e < ne; e++) pdb[k] += eg[e];
+            sweep(g, ch, xp, dxp, wq, k, part, ne, eg, eo);
+        }
+        return;
+    }
+    int B = g->y_block, nm = (out_h(g) / 2) * (out_w(g) / 2);
+    float G[CT_CONVPG_MAX_PIXELS / 4 * 16];
+    int32_t O[CT_CONVPG_MAX_PIXELS / 4 * 16];
+    for (int kb = 0; kb * B < g->oc; kb++) {
+        list_pooled_block(g, s, n, kb, G, O);
+        int lanes = g->oc - kb * B < B ? g->oc - kb * B : B;
+        float *db = pdb + (size_t)kb * (size_t)B;
+        for (int j = 0; j < nm; j++)
+            for (int l = 0; l < lanes; l++) db[l] += G[(size_t)j * (size_t)B + (size_t)l];
+        for (int l = 0; l < lanes; l++) {
+            int ne = gather_lane(G, O, nm, B, l, eg, eo);
+            sweep(g, ch, xp, dxp, wq, kb * B + l, part, ne, eg, eo);
+        }
     }
 }
 
