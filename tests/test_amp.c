@@ -936,9 +936,12 @@ static void test_fit_amp_modes(void **state) {
     printf("val accuracy: off %.4f, bf16 %.4f, fp16 %.4f\n", off, bf16, fp16);
     assert_same_bits("bf16", w_bf16, w_bf16_again, n);
     assert_same_bits("fp16", w_fp16, w_fp16_again, n);
-    /* Measured ratios: bf16 0.18, fp16 0.11 (two fp32 runs from different inits
-     * are farther apart than the distance either moved). */
-    check_near_fp32("bf16", w_bf16, w_off, init, n, 0.4);
+    /* Measured ratios (two fp32 runs from different inits are farther apart than the
+     * distance either moved): fp16 0.11, emulated bf16 0.18; native bf16 0.11 where
+     * the first conv runs on ctrain's loops, which compute in fp32, and 0.50 where
+     * it runs on oneDNN's bf16 kernels (loops off, or capped below AVX2), whose
+     * inputs and weights round to bf16 too. */
+    check_near_fp32("bf16", w_bf16, w_off, init, n, 0.65);
     check_near_fp32("fp16", w_fp16, w_off, init, n, 0.4);
     assert_true(off > 0.80); /* 3000 images, 2 epochs: ~0.84 (chance is 0.10) */
     assert_true(fabs(bf16 - off) < 0.03);
