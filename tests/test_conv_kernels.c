@@ -20,6 +20,12 @@
  *   beforehand) with dx rounded to bf16 after: dense and pooled, on every body.
  * Odd sizes (a last row and column the pool drops), output channels that leave
  * empty lanes, padding 0..2, K 3 (AVX2) and 5 (portable only).
+ *
+ * Group "avx512bf16" (its own meson test, skipped where the CPU lacks AVX512-BF16):
+ * ct_convwb_bwd_weights (cpu_convwb_kernel.h) on bf16 values against the double
+ * reference conv backward (dw, db), strides 1 and 2, odd and even image counts and
+ * sizes, 1 to 5 blocks of 16 output channels, with and without db and add; the same
+ * bits on a second run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,9 +42,11 @@
 #include "backend/cpu/cpu_convf_kernel.h"
 #include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
+#include "backend/cpu/cpu_convwb_kernel.h"
 #include "backend/cpu/cpu_pool_kernel.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
+#include "helpers.h"
 #include "parity_harness.h"
 
 typedef struct conv_case {
@@ -539,9 +547,94 @@ static void test_convpg_bf16(void **state) {
             pg_bf16_case(&pg_cases[i], (pg_loops)m, 1 + (int)(i + (size_t)m) % 3);
 }
 
-int main(void) {
+/* ---- bf16 weight gradients on AVX512-BF16 ------------------------------------------ */
+
+typedef struct wb_case {
+    int n, ic, oc, h, w, s;
+} wb_case;
+
+/* Floats rounded to bf16 (in place) and their nChw16c bf16 copy (malloc'd). */
+static uint16_t *bf16_blocked(float *plain, int N, int C, int H, int W) {
+    size_t n = (size_t)N * C * H * W;
+    for (size_t j = 0; j < n; j++) plain[j] = ct_bf16_float(ct_bf16_of(plain[j]));
+    float *b = to_blocked(plain, N, C, H, W, 16, 0.0f);
+    uint16_t *h = malloc(n * sizeof *h);
+    for (size_t j = 0; j < n; j++) h[j] = ct_bf16_of(b[j]);
+    free(b);
+    return h;
+}
+
+static void wb_run(const wb_case *c, const uint16_t *x, const uint16_t *dy, const float *start,
+                   bool add, bool with_db, float *dw, float *db) {
+    ct_convwb_geom g = {.n = c->n, .ic = c->ic, .oc = c->oc, .h = c->h, .w = c->w, .stride = c->s};
+    assert_true(ct_convwb_geom_ok(&g));
+    size_t nw = (size_t)c->oc * c->ic * 9;
+    memcpy(dw, start, nw * sizeof *dw);
+    memcpy(db, start + nw, (size_t)c->oc * sizeof *db);
+    float *part = malloc(ct_convwb_part_floats(&g) * 2 * sizeof *part);
+    ct_convwb_bwd_weights(&g, x, dy, dw, with_db ? db : NULL, add, part, 2);
+    free(part);
+}
+
+static void wb_case_run(const wb_case *c, bool add, bool with_db) {
+    int OH = (c->h - 1) / c->s + 1, OW = (c->w - 1) / c->s + 1;
+    size_t nx = (size_t)c->n * c->ic * c->h * c->w, ny = (size_t)c->n * c->oc * OH * OW;
+    size_t nw = (size_t)c->oc * c->ic * 9;
+    float *x = rand_f(nx, 1.0), *dy = rand_f(ny, 1.0), *start = rand_f(nw + (size_t)c->oc, 1.0);
+    uint16_t *xh = bf16_blocked(x, c->n, c->ic, c->h, c->w);
+    uint16_t *dyh = bf16_blocked(dy, c->n, c->oc, OH, OW);
+    double *xd = to_d(x, nx), *dyd = to_d(dy, ny), *wd = calloc(nw, sizeof *wd);
+    double *dxr = malloc(nx * sizeof *dxr), *dwr = malloc(nw * sizeof *dwr);
+    double *dbr = malloc((size_t)c->oc * sizeof *dbr);
+    ct_ref_conv2d_backward(xd, c->n, c->ic, c->h, c->w, wd, c->oc, 3, c->s, 1, dyd, dxr, dwr, dbr);
+    for (size_t i = 0; add && i < nw; i++) dwr[i] += start[i];
+    for (int i = 0; i < c->oc; i++) dbr[i] = !with_db ? start[nw + (size_t)i] : add ? dbr[i] + start[nw + (size_t)i] : dbr[i];
+    float *dw = malloc(nw * sizeof *dw), *db = malloc((size_t)c->oc * sizeof *db);
+    float *dw2 = malloc(nw * sizeof *dw2), *db2 = malloc((size_t)c->oc * sizeof *db2);
+    wb_run(c, xh, dyh, start, add, with_db, dw, db);
+    wb_run(c, xh, dyh, start, add, with_db, dw2, db2);
+    char what[128];
+    snprintf(what, sizeof what, "convwb (N %d, IC %d, OC %d, %dx%d, stride %d%s%s)", c->n, c->ic,
+             c->oc, c->h, c->w, c->s, add ? ", add" : "", with_db ? "" : ", no db");
+    check_close(dw, dwr, nw, what);
+    check_close(db, dbr, (size_t)c->oc, what);
+    assert_memory_equal(dw, dw2, nw * sizeof *dw);
+    assert_memory_equal(db, db2, (size_t)c->oc * sizeof *db);
+    free(x), free(dy), free(start), free(xh), free(dyh), free(xd), free(dyd), free(wd);
+    free(dxr), free(dwr), free(dbr), free(dw), free(db), free(dw2), free(db2);
+}
+
+static void test_convwb_reference(void **state) {
+    (void)state;
+    static const wb_case cases[] = {
+        {3, 16, 16, 9, 7, 1},  /* odd N: the last pair has a zero image */
+        {4, 32, 48, 7, 7, 1},  /* three output blocks in one group */
+        {2, 16, 80, 6, 5, 1},  /* 5 blocks: a group of three, then of two */
+        {3, 48, 64, 14, 14, 2}, /* stride 2, even size; 4 blocks: three, then one */
+        {1, 16, 32, 7, 9, 2},  /* stride 2, odd sizes, one image */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        wb_case_run(&cases[i], false, true);
+        wb_case_run(&cases[i], true, i % 2 == 0);
+    }
+    ct_convwb_geom odd = {.n = 2, .ic = 24, .oc = 16, .h = 5, .w = 5, .stride = 1};
+    assert_false(ct_convwb_geom_ok(&odd)); /* IC not a multiple of 16 */
+    odd = (ct_convwb_geom){.n = 2, .ic = 16, .oc = 16, .h = 5, .w = 5, .stride = 3};
+    assert_false(ct_convwb_geom_ok(&odd));
+}
+
+int main(int argc, char **argv) {
     parity_rel_tol = 1e-4;
     parity_print_loops_isa();
+    if (ct_test_group_is(argc, argv, "avx512bf16")) {
+        if (!ct_convwb_available())
+            return ct_test_skip("no AVX512-BF16 here (or CTRAIN_MAX_CPU_ISA caps it): the bf16 "
+                                "weight-gradient loops do not run on this CPU");
+        const struct CMUnitTest bf16[] = {
+            cmocka_unit_test(test_convwb_reference),
+        };
+        return cmocka_run_group_tests_name("avx512bf16", bf16, NULL, NULL) ? 1 : 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_convf_forward),
         cmocka_unit_test(test_convf_pooled_forward),

@@ -37,6 +37,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_convf_kernel.h"
 #include "backend/cpu/cpu_convpg_kernel.h"
+#include "backend/cpu/cpu_convwb_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_dnnl.h"
 #include "backend/cpu/cpu_isa.h"
@@ -98,6 +99,12 @@ typedef struct ct_cpu_wl {
      * ("<name>.convw_part", part_threads of them). */
     bool own_bwd_w;
     ct_convw_geom convw;
+    /* Native bf16: ctrain's AVX512-BF16 backward-weights of a 3x3 conv
+     * (cpu_convwb_kernel.h) instead of bwd_w, reading the src and diff_dst that
+     * bwd_w's layouts give (the wsrc / wddst copies when those differ); per-thread
+     * partials and scratch in part ("<name>.convwb_part"). */
+    bool own_bwd_w_bf16;
+    ct_convwb_geom convwb;
     /* The conv of a conv-relu-maxpool block on ctrain's forward loops
      * (cpu_conv_block.c); with the block fused (CT_FUSE_CONV_RELU_POOL) the relu and
      * the pool run in the same pass and the conv's output has no storage. */

@@ -146,6 +146,37 @@ int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     return ct_cpu_add_ws(b, &w->part, nd->i, "convw_part", err);
 }
 
+/* Native bf16: ctrain's AVX512-BF16 loops take the weight gradient of a 3x3 conv
+ * (padding 1, stride 1 or 2, channels in multiples of 16) whose bwd_w reads bf16
+ * nChw16c src and diff_dst (cpu_convwb_kernel.h): oneDNN 2.6's bf16 backward-weights
+ * runs at about half its bf16 forward's rate on CPUs without AMX (BENCHMARKS.md).
+ * Where oneDNN has AMX it keeps the pass (not measured: no AMX CPU was at hand), as
+ * it does with train.cpu_loops off or portable. */
+static bool own_convwb(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *src,
+                       const dnnl_memory_desc_t *ddst, ct_convwb_geom *q) {
+    const ct_node *g = nd->g;
+    memset(q, 0, sizeof *q);
+    if (!nd->wl.bf16 || g->kind != CT_LAYER_CONV2D || g->cfg.kernel != 3 || g->cfg.padding != 1 ||
+        !ct_cpu_loops_on(b) || ct_cpu_loops_portable(b) || !ct_convwb_available() ||
+        ct_onednn_has_amx())
+        return false;
+    if (ct_cpu_md_channel_block_of(src, dnnl_bf16) != 16 ||
+        ct_cpu_md_channel_block_of(ddst, dnnl_bf16) != 16)
+        return false;
+    *q = (ct_convwb_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
+                          .stride = g->cfg.stride};
+    return ct_convwb_geom_ok(q);
+}
+
+static int own_bwd_weights_bf16(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    w->own_bwd_w_bf16 = true;
+    w->part_threads = omp_get_max_threads();
+    dnnl_dim_t n = (dnnl_dim_t)(ct_convwb_part_floats(&w->convwb) * (size_t)w->part_threads);
+    if (ct_cpu_md_plain(&w->part.md, 1, &n, err) != 0) return -1;
+    return ct_cpu_add_ws(b, &w->part, nd->i, "convwb_part", err);
+}
+
 static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd,
                               ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
@@ -165,6 +196,7 @@ static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs 
     if (!ct_cpu_md_eq(wddst, &nd->act.md) &&
         ct_cpu_xfer_plan(b, &w->wddst, nd->i, "bwd_ddst", wddst, &nd->act.md, true, err) != 0)
         return -1;
+    if (own_convwb(b, nd, wsrc, wddst, &w->convwb)) return own_bwd_weights_bf16(b, nd, err);
     w->dw.md = *ct_cpu_pd_md(&w->bwd_w, dnnl_query_diff_weights_md);
     w->dw_is_plain = ct_cpu_md_eq(&w->dw.md, &w->w_plain.md);
     /* dW scratch: for oneDNN's layout when it differs, and for accumulation */
@@ -293,6 +325,7 @@ int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         bind_reorder(&w->wsrc.r, fwd_src(b, nd), w->wsrc.t.mem);
     }
     if (ct_cpu_xfer_bind(b, &w->wddst, &nd->gact, err) != 0) return -1;
+    if (w->own_bwd_w_bf16) return ct_cpu_bind_tensor(b, &w->part, err);
     bind_bwd_weights_args(b, nd);
     if (!w->dw_is_plain) {
         bind_reorder(&w->dw_set, w->dw.mem, w->dw_plain.mem);
@@ -350,6 +383,18 @@ static int backward_weights(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err 
     }
     if (w->wsrc.on && ct_cpu_exec(&b->c, &w->wsrc.r, err) != 0) return -1;
     if (w->wddst.on && ct_cpu_exec(&b->c, &w->wddst.r, err) != 0) return -1;
+    if (w->own_bwd_w_bf16) {
+        ct_convwb_geom q = w->convwb;
+        q.n = b->n; /* rows of this batch */
+        const void *src = w->wsrc.on ? w->wsrc.t.ptr
+                          : w->src.on ? w->src.t.ptr
+                                      : ct_cpu_in(b, nd->i)->ptr;
+        const void *ddst = w->wddst.on ? w->wddst.t.ptr : nd->gact.ptr;
+        ct_convwb_bwd_weights(&q, src, ddst, w->dw_plain.ptr,
+                              nd->g->bias >= 0 ? w->db_plain.ptr : NULL, accumulate, w->part.ptr,
+                              w->part_threads);
+        return 0;
+    }
     if (!accumulate) {
         if (ct_cpu_exec(&b->c, &w->bwd_w, err) != 0) return -1;
         return w->dw_is_plain ? 0 : ct_cpu_exec(&b->c, &w->dw_set, err);
@@ -390,6 +435,8 @@ const char *ct_cpu_wl_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, 
         return ct_cpu_impl(&w->bwd_d);
     else if (w->own_bwd_w)
         snprintf(buf, n, "ctrain:%s", ct_convw_isa(&w->convw));
+    else if (w->own_bwd_w_bf16)
+        snprintf(buf, n, "ctrain:avx512:bf16");
     else
         return ct_cpu_impl(&w->bwd_w);
     return buf;
