@@ -22,7 +22,6 @@
  */
 #include "backend/cpu/cpu_internal.h"
 
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -287,13 +286,10 @@ int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
                                  .dx_bf16 = dx_md.data_type == dnnl_bf16,
                                  .y_bf16 = nd->act.md.data_type == dnnl_bf16,
                                  .w_bf16 = w->bf16, .portable = ct_cpu_loops_portable(b)};
-    w->part_threads = omp_get_max_threads();
     dnnl_dim_t np = (dnnl_dim_t)ct_convpg_wpack_floats(&w->convpg);
-    dnnl_dim_t nq = (dnnl_dim_t)(ct_convpg_part_floats(&w->convpg) * (size_t)w->part_threads);
     if (ct_cpu_md_plain(&w->wpack.md, 1, &np, err) != 0 ||
         ct_cpu_add_ws(b, &w->wpack, nd->i, "convpg_w", err) != 0 ||
-        ct_cpu_md_plain(&w->part.md, 1, &nq, err) != 0 ||
-        ct_cpu_add_ws(b, &w->part, nd->i, "convpg_part", err) != 0)
+        ct_cpu_wl_plan_part(b, nd, ct_convpg_part_floats(&w->convpg), "convpg_part", err) != 0)
         return -1;
     if (pool_grad_fused(b, nd)) drop_storage(b, &nd->gact); /* read from the pool's */
     if (gin && !ct_cpu_md_eq(&gin->md, &dx_md) &&

@@ -19,7 +19,8 @@
  * contiguous shares of the image pairs, each summing into its partial buffer
  * (ct_convwb_part_floats floats, its scratch included), and the partials are added in
  * thread order: the same thread count gives the same bits on every run. Allocates
- * nothing. Runs only where ct_convwb_available().
+ * nothing. Callers check ct_convwb_available() first: elsewhere the call leaves the
+ * partials at zero.
  */
 #ifndef CT_CPU_CONVWB_KERNEL_H
 #define CT_CPU_CONVWB_KERNEL_H

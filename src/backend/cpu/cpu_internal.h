@@ -366,6 +366,10 @@ int ct_cpu_wl_param_views(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *
                           ct_err *err);
 bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q);
 int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+/* wl.part: `floats` per OpenMP thread (wl.part_threads of them), a workspace named
+ * "<name of the layer>.<name>". */
+int ct_cpu_wl_plan_part(ct_cpu *b, ct_cpu_node *nd, size_t floats, const char *name,
+                        ct_err *err);
 int ct_cpu_wl_bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
 /* Converts the params into w_fwd's layout when they changed since (fwd_dirty). */
 int ct_cpu_wl_refresh_fwd_weights(ct_cpu *b, ct_cpu_wl *w, ct_err *err);

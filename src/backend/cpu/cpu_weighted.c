@@ -137,13 +137,18 @@ bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q) {
     return q->ic == 1 && ct_convw_geom_ok(q);
 }
 
-int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+int ct_cpu_wl_plan_part(ct_cpu *b, ct_cpu_node *nd, size_t floats, const char *name,
+                        ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
-    w->own_bwd_w = true;
     w->part_threads = omp_get_max_threads();
-    dnnl_dim_t n = (dnnl_dim_t)(ct_convw_part_floats(&w->convw) * (size_t)w->part_threads);
+    dnnl_dim_t n = (dnnl_dim_t)(floats * (size_t)w->part_threads);
     if (ct_cpu_md_plain(&w->part.md, 1, &n, err) != 0) return -1;
-    return ct_cpu_add_ws(b, &w->part, nd->i, "convw_part", err);
+    return ct_cpu_add_ws(b, &w->part, nd->i, name, err);
+}
+
+int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    nd->wl.own_bwd_w = true;
+    return ct_cpu_wl_plan_part(b, nd, ct_convw_part_floats(&nd->wl.convw), "convw_part", err);
 }
 
 /* Native bf16: ctrain's AVX512-BF16 loops take the weight gradient of a 3x3 conv
@@ -168,15 +173,6 @@ static bool own_convwb(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *src
     return ct_convwb_geom_ok(q);
 }
 
-static int own_bwd_weights_bf16(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    ct_cpu_wl *w = &nd->wl;
-    w->own_bwd_w_bf16 = true;
-    w->part_threads = omp_get_max_threads();
-    dnnl_dim_t n = (dnnl_dim_t)(ct_convwb_part_floats(&w->convwb) * (size_t)w->part_threads);
-    if (ct_cpu_md_plain(&w->part.md, 1, &n, err) != 0) return -1;
-    return ct_cpu_add_ws(b, &w->part, nd->i, "convwb_part", err);
-}
-
 static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd,
                               ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
@@ -196,7 +192,10 @@ static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs 
     if (!ct_cpu_md_eq(wddst, &nd->act.md) &&
         ct_cpu_xfer_plan(b, &w->wddst, nd->i, "bwd_ddst", wddst, &nd->act.md, true, err) != 0)
         return -1;
-    if (own_convwb(b, nd, wsrc, wddst, &w->convwb)) return own_bwd_weights_bf16(b, nd, err);
+    if (own_convwb(b, nd, wsrc, wddst, &w->convwb)) {
+        w->own_bwd_w_bf16 = true;
+        return ct_cpu_wl_plan_part(b, nd, ct_convwb_part_floats(&w->convwb), "convwb_part", err);
+    }
     w->dw.md = *ct_cpu_pd_md(&w->bwd_w, dnnl_query_diff_weights_md);
     w->dw_is_plain = ct_cpu_md_eq(&w->dw.md, &w->w_plain.md);
     /* dW scratch: for oneDNN's layout when it differs, and for accumulation */
