@@ -24,6 +24,8 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_bf16.h"
+#include "backend/cpu/cpu_convwb_kernel.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_bn_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_isa.h"
@@ -1097,8 +1099,10 @@ static void check_halved(harness *h, harness *e, const char *const *names, int n
  * (convolutions, batch norms, relus, adds, pools), gradients too, forks included:
  * half the emulation's bytes, the whole activation region too but for the logits.
  * Fused as `fit` builds it and unfused, on each loop mode, full and partial batches,
- * the whole graph is within 30% (L2, per tensor) of the double reference, and the
- * batch norms run their bf16 loops. (The first layers' gradients come through
+ * the whole graph is within 30% (L2, per tensor) of the double reference, the
+ * batch norms run their bf16 loops, and ctrain's bf16 weight-gradient loops take
+ * exactly the 3x3 convolutions with channels in 16s, with the loops auto, where the
+ * CPU has AVX512-BF16 (and oneDNN no AMX). (The first layers' gradients come through
  * several batch norms' backward, whose sums cancel: the emulation, which rounds every
  * tensor, errs by up to 18% on them here; a lost fork, mask or conversion errs by
  * the gradients' own size.) Which kernels oneDNN picks is not asserted. */
@@ -1135,11 +1139,23 @@ static void test_bf16_native_resnet(void) {
             if ((activation_bytes(&h->plan) - logits) * 2 != activation_bytes(&e->plan) - logits)
                 fail_msg("native bf16 resnet: activations %zu bytes, the emulation's %zu",
                          activation_bytes(&h->plan), activation_bytes(&e->plan));
+            /* ctrain's bf16 weight-gradient loops take the 3x3 convs with channels in
+             * 16s, with the loops auto, where they run (AVX512-BF16) and oneDNN has no
+             * AMX, and no other */
+            bool convwb = loop_modes[m] == CT_CPU_LOOPS_AUTO && ct_convwb_available() &&
+                          !ct_onednn_has_amx();
             for (int i = 0; i < h->g.n_nodes; i++) {
-                if (h->g.nodes[i].kind == CT_LAYER_BATCHNORM2D &&
-                    !strstr(impl(h, i, CT_PASS_FORWARD), ":bf16"))
+                const ct_node *nd = &h->g.nodes[i];
+                if (nd->kind == CT_LAYER_BATCHNORM2D && !strstr(impl(h, i, CT_PASS_FORWARD), ":bf16"))
                     fail_msg("native bf16 resnet: batch norm %d on '%s'", i,
                              impl(h, i, CT_PASS_FORWARD));
+                if (nd->kind != CT_LAYER_CONV2D) continue;
+                bool takes = convwb && nd->cfg.kernel == 3 && nd->in.c % 16 == 0;
+                const char *wi = impl(h, i, CT_PASS_BACKWARD_WEIGHTS);
+                if (takes != (strcmp(wi, "ctrain:avx512:bf16") == 0))
+                    fail_msg("native bf16 resnet, loops %s: conv %d (%d -> %d, %dx%d) weights on '%s'",
+                             ct_cpu_loops_name(loop_modes[m]), i, nd->in.c, nd->out.c,
+                             nd->cfg.kernel, nd->cfg.kernel, wi);
             }
             char what[96];
             snprintf(what, sizeof what, "native bf16 resnet, loops %s, fusion %s",
