@@ -40,11 +40,11 @@ INLINE void run_sums(const float *restrict x, long S, const int B, double *restr
 }
 
 INLINE void run_apply(const float *restrict x, float *restrict y, long S, const int B,
-                      const double *restrict mean, const double *restrict scale,
-                      const double *restrict shift, const bool relu) {
+                      const float *restrict mean, const float *restrict scale,
+                      const float *restrict shift, const bool relu) {
     for (long s = 0; s < S; s++)
         for (int l = 0; l < B; l++) {
-            float v = (float)((x[s * B + l] - mean[l]) * scale[l] + shift[l]);
+            float v = (x[s * B + l] - mean[l]) * scale[l] + shift[l];
             y[s * B + l] = relu && !(v > 0.0f) ? 0.0f : v;
         }
 }
@@ -74,14 +74,13 @@ INLINE void run_grad_sums(const float *restrict x, const float *restrict dy,
 }
 
 INLINE void run_dx(const float *restrict x, const float *restrict dy, const float *restrict y,
-                   float *restrict dx, long S, const int B, const double *restrict mean,
-                   const double *restrict rstd, const double *restrict k,
-                   const double *restrict dbm, const double *restrict dgm, const bool relu) {
+                   float *restrict dx, long S, const int B, const float *restrict mean,
+                   const float *restrict rstd, const float *restrict k,
+                   const float *restrict dbm, const float *restrict dgm, const bool relu) {
     for (long s = 0; s < S; s++)
         for (int l = 0; l < B; l++) {
-            double d = masked(dy[s * B + l], y[s * B + l], relu);
-            dx[s * B + l] =
-                (float)(k[l] * (d - dbm[l] - (x[s * B + l] - mean[l]) * rstd[l] * dgm[l]));
+            float d = masked(dy[s * B + l], y[s * B + l], relu);
+            dx[s * B + l] = k[l] * (d - dbm[l] - (x[s * B + l] - mean[l]) * rstd[l] * dgm[l]);
         }
 }
 
@@ -102,7 +101,7 @@ INLINE void run_sums_h(const uint16_t *x, long S, const int B, double *sum, doub
 }
 
 INLINE void run_apply_h(const uint16_t *x, uint16_t *y, long S, const int B,
-                        const double *mean, const double *scale, const double *shift,
+                        const float *mean, const float *scale, const float *shift,
                         const bool relu) {
     CT_VEC_ALIGNED float xf[TILE], yf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
@@ -127,8 +126,8 @@ INLINE void run_grad_sums_h(const uint16_t *x, const uint16_t *dy, const uint16_
 }
 
 INLINE void run_dx_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, uint16_t *dx,
-                     long S, const int B, const double *mean, const double *rstd,
-                     const double *k, const double *dbm, const double *dgm, const bool relu) {
+                     long S, const int B, const float *mean, const float *rstd,
+                     const float *k, const float *dbm, const float *dgm, const bool relu) {
     CT_VEC_ALIGNED float xf[TILE], dyf[TILE], yf[TILE], dxf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
@@ -149,9 +148,11 @@ typedef struct group_pass {
     int n;
     long S;
     bool relu;
-    const double *mean;        /* [block] per lane, both directions */
-    const double *scale, *shift; /* forward: y = (x - mean) * scale + shift */
-    const double *rstd, *k, *dbm, *dgm; /* backward: dx = k * (dy - dbm - xhat * dgm) */
+    const double *mean, *rstd; /* [block] per lane: the backward's sums */
+    /* The elementwise passes' per-lane factors in fp32 (rounded from double):
+     * forward y = (x - em) * scale + shift; backward dx = k * (dy - dbm - (x - em) * er
+     * * dgm). */
+    const float *em, *er, *scale, *shift, *k, *dbm, *dgm;
 } group_pass;
 
 /* p advanced by o elements (bf16 with H, else fp32). */
@@ -176,8 +177,8 @@ INLINE void pass_apply_r(const group_pass *p, const int B, const bool H, const b
         size_t o = (size_t)r * p->stride;
         const void *x = at(p->x, o, H);
         void *y = at_w(p->out, o, H);
-        if (H) run_apply_h(x, y, p->S, B, p->mean, p->scale, p->shift, relu);
-        else run_apply(x, y, p->S, B, p->mean, p->scale, p->shift, relu);
+        if (H) run_apply_h(x, y, p->S, B, p->em, p->scale, p->shift, relu);
+        else run_apply(x, y, p->S, B, p->em, p->scale, p->shift, relu);
     }
 }
 
@@ -196,8 +197,8 @@ INLINE void pass_dx_r(const group_pass *p, const int B, const bool H, const bool
         size_t o = (size_t)r * p->stride;
         const void *x = at(p->x, o, H), *dy = at(p->dy, o, H), *y = at(p->y, o, H);
         void *dx = at_w(p->out, o, H);
-        if (H) run_dx_h(x, dy, y, dx, p->S, B, p->mean, p->rstd, p->k, p->dbm, p->dgm, relu);
-        else run_dx(x, dy, y, dx, p->S, B, p->mean, p->rstd, p->k, p->dbm, p->dgm, relu);
+        if (H) run_dx_h(x, dy, y, dx, p->S, B, p->em, p->er, p->k, p->dbm, p->dgm, relu);
+        else run_dx(x, dy, y, dx, p->S, B, p->em, p->er, p->k, p->dbm, p->dgm, relu);
     }
 }
 
@@ -228,11 +229,11 @@ typedef struct group_fns {
 /* ---- AVX-512 bodies for bf16 runs of 8 or 16 lanes -------------------------------- */
 
 #if CT_SIMD_X86
-/* bf16 widened to floats (exact), 8 lanes at a time to doubles, and the portable
- * body's double arithmetic in its order, lane by lane (no fused multiply-adds:
- * cpu_simd.h), so the bits are the portable body's. Sums stay in registers over a
- * run, starting from the caller's values. The 8-lane helpers serve a run's last 8
- * elements. */
+/* bf16 widened to floats (exact); the sums take them 8 lanes at a time to doubles, the
+ * elementwise passes compute on 16 fp32 lanes; both in the portable body's order,
+ * lane by lane (no fused multiply-adds: cpu_simd.h), so the bits are the portable
+ * body's. Sums stay in registers over a run, starting from the caller's values. The
+ * 8-lane helpers serve a run's last 8 elements. */
 CT_INLINE_AVX512 __m256 widen8(const uint16_t *h) {
     __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)h));
     return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
@@ -271,14 +272,11 @@ CT_INLINE_AVX512 void narrow8(uint16_t *h, __m256 f) {
                      _mm256_castsi256_si128(round16(_mm512_castps256_ps512(f))));
 }
 
-/* Lanes 0-7 and 8-15 of f as doubles, and two groups of 8 doubles back as 16 floats. */
+/* Lanes 0-7 and 8-15 of f as doubles. */
 CT_INLINE_AVX512 __m512d lo8(__m512 f) { return _mm512_cvtps_pd(_mm512_castps512_ps256(f)); }
 
 CT_INLINE_AVX512 __m512d hi8(__m512 f) { return _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1)); }
 
-CT_INLINE_AVX512 __m512 join16(__m512d a, __m512d b) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(a)), _mm512_cvtpd_ps(b), 1);
-}
 
 /* dy where the relu's output y is positive, else +0 (masked()). */
 CT_INLINE_AVX512 __m512 masked16(__m512 dy, const uint16_t *y, const bool relu) {
@@ -314,27 +312,25 @@ CT_INLINE_AVX512 void run_sums_x512(const uint16_t *x, long S, const int B, doub
         _mm512_storeu_pd(sum + 8 * h, a[h]), _mm512_storeu_pd(sq + 8 * h, q[h]);
 }
 
-CT_INLINE_AVX512 __m512d apply8(__m512d v, __m512d m, __m512d k, __m512d t) {
-    return _mm512_add_pd(_mm512_mul_pd(_mm512_sub_pd(v, m), k), t);
+/* A per-lane fp32 factor as 16 lanes: a position of 16, or two positions of 8. */
+CT_INLINE_AVX512 __m512 lanes16(const float *f, const int B) {
+    return B == 16 ? _mm512_loadu_ps(f) : _mm512_broadcast_f32x8(_mm256_loadu_ps(f));
 }
 
 CT_INLINE_AVX512 void run_apply_x512(const uint16_t *x, uint16_t *y, long S, const int B,
-                                      const double *mean, const double *scale,
-                                      const double *shift, const bool relu) {
-    __m512d m[2], k[2], t[2];
-    for (int h = 0; h < B / 8; h++)
-        m[h] = _mm512_loadu_pd(mean + 8 * h), k[h] = _mm512_loadu_pd(scale + 8 * h),
-        t[h] = _mm512_loadu_pd(shift + 8 * h);
+                                      const float *mean, const float *scale,
+                                      const float *shift, const bool relu) {
+    __m512 m = lanes16(mean, B), k = lanes16(scale, B), t = lanes16(shift, B);
     long n = S * B, j = 0;
     for (; j + 16 <= n; j += 16) {
-        __m512 f = widen16(x + j);
-        __m512 r = join16(apply8(lo8(f), m[G(0)], k[G(0)], t[G(0)]),
-                          apply8(hi8(f), m[G(1)], k[G(1)], t[G(1)]));
+        __m512 r = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(widen16(x + j), m), k), t);
         if (relu) r = _mm512_max_ps(r, _mm512_setzero_ps()); /* NaN and -0 give +0 */
         narrow16(y + j, r);
     }
     if (j < n) {
-        __m256 r = _mm512_cvtpd_ps(apply8(_mm512_cvtps_pd(widen8(x + j)), m[0], k[0], t[0]));
+        __m256 r = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(widen8(x + j), _mm512_castps512_ps256(m)),
+                                               _mm512_castps512_ps256(k)),
+                                 _mm512_castps512_ps256(t));
         if (relu) r = _mm256_max_ps(r, _mm256_setzero_ps());
         narrow8(y + j, r);
     }
@@ -368,34 +364,27 @@ CT_INLINE_AVX512 void run_grad_sums_x512(const uint16_t *x, const uint16_t *dy,
         _mm512_storeu_pd(db + 8 * h, b[h]), _mm512_storeu_pd(dg + 8 * h, g[h]);
 }
 
-/* k * (d - dbm - (x - mean) * rstd * dgm), the portable body's order. */
-CT_INLINE_AVX512 __m512d dx8(__m512d d, __m512d x, __m512d m, __m512d r, __m512d k, __m512d b,
-                             __m512d g) {
-    __m512d xr = _mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(x, m), r), g);
-    return _mm512_mul_pd(k, _mm512_sub_pd(_mm512_sub_pd(d, b), xr));
+/* k * (d - dbm - (x - mean) * rstd * dgm), the portable body's order, on 16 or 8 lanes. */
+CT_INLINE_AVX512 __m512 dx16(__m512 d, __m512 x, __m512 m, __m512 r, __m512 k, __m512 b,
+                             __m512 g) {
+    __m512 xr = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(x, m), r), g);
+    return _mm512_mul_ps(k, _mm512_sub_ps(_mm512_sub_ps(d, b), xr));
 }
 
 CT_INLINE_AVX512 void run_dx_x512(const uint16_t *x, const uint16_t *dy, const uint16_t *y,
-                                   uint16_t *dx, long S, const int B, const double *mean,
-                                   const double *rstd, const double *k, const double *dbm,
-                                   const double *dgm, const bool relu) {
-    __m512d m[2], r[2], kk[2], b[2], g[2];
-    for (int h = 0; h < B / 8; h++)
-        m[h] = _mm512_loadu_pd(mean + 8 * h), r[h] = _mm512_loadu_pd(rstd + 8 * h),
-        kk[h] = _mm512_loadu_pd(k + 8 * h), b[h] = _mm512_loadu_pd(dbm + 8 * h),
-        g[h] = _mm512_loadu_pd(dgm + 8 * h);
+                                   uint16_t *dx, long S, const int B, const float *mean,
+                                   const float *rstd, const float *k, const float *dbm,
+                                   const float *dgm, const bool relu) {
+    __m512 m = lanes16(mean, B), r = lanes16(rstd, B), kk = lanes16(k, B), b = lanes16(dbm, B),
+           g = lanes16(dgm, B);
     long n = S * B, j = 0;
-    for (; j + 16 <= n; j += 16) {
-        __m512 d16 = masked16(widen16(dy + j), y + j, relu), x16 = widen16(x + j);
-        narrow16(dx + j, join16(dx8(lo8(d16), lo8(x16), m[G(0)], r[G(0)], kk[G(0)], b[G(0)],
-                                    g[G(0)]),
-                                dx8(hi8(d16), hi8(x16), m[G(1)], r[G(1)], kk[G(1)], b[G(1)],
-                                    g[G(1)])));
-    }
-    if (j < n) {
-        __m512d d = _mm512_cvtps_pd(masked8(widen8(dy + j), y + j, relu));
-        __m512d v = dx8(d, _mm512_cvtps_pd(widen8(x + j)), m[0], r[0], kk[0], b[0], g[0]);
-        narrow8(dx + j, _mm512_cvtpd_ps(v));
+    for (; j + 16 <= n; j += 16)
+        narrow16(dx + j, dx16(masked16(widen16(dy + j), y + j, relu), widen16(x + j), m, r, kk,
+                              b, g));
+    if (j < n) { /* the last 8 of a B = 8 run: the upper lanes are dropped */
+        __m512 d = _mm512_castps256_ps512(masked8(widen8(dy + j), y + j, relu));
+        __m512 v = dx16(d, _mm512_castps256_ps512(widen8(x + j)), m, r, kk, b, g);
+        narrow8(dx + j, _mm512_castps512_ps256(v));
     }
 }
 
@@ -409,9 +398,9 @@ CT_INLINE_AVX512 void pass_x512(const group_pass *p, const int B, const int what
         const uint16_t *x = at(p->x, o, true), *dy = at(p->dy, o, true), *y = at(p->y, o, true);
         uint16_t *out = at_w(p->out, o, true);
         if (what == 0) run_sums_x512(x, p->S, B, a, b);
-        else if (what == 1) run_apply_x512(x, out, p->S, B, p->mean, p->scale, p->shift, relu);
+        else if (what == 1) run_apply_x512(x, out, p->S, B, p->em, p->scale, p->shift, relu);
         else if (what == 2) run_grad_sums_x512(x, dy, y, p->S, B, p->mean, p->rstd, relu, a, b);
-        else run_dx_x512(x, dy, y, out, p->S, B, p->mean, p->rstd, p->k, p->dbm, p->dgm, relu);
+        else run_dx_x512(x, dy, y, out, p->S, B, p->em, p->er, p->k, p->dbm, p->dgm, relu);
     }
 }
 
@@ -526,6 +515,11 @@ static void add_chunks(const ct_bn_geom *g, double *part, int gi, double *a, dou
         }
 }
 
+/* The elementwise passes' factors: n per-lane doubles rounded to fp32. */
+static void to_fp32(const double *d, float *f, int n) {
+    for (int l = 0; l < n; l++) f[l] = (float)d[l];
+}
+
 void ct_bn_train_forward(const ct_bn_geom *g, const void *x, const float *gamma,
                          const float *beta, void *y, float *mean_out, float *var_out,
                          double *part) {
@@ -567,11 +561,13 @@ void ct_bn_train_forward(const ct_bn_geom *g, const void *x, const float *gamma,
         for (int u = 0; u < units; u++) { /* y, a chunk of rows at a time */
             int gi = u / CT_BN_CHUNKS, c = u % CT_BN_CHUNKS, r0 = chunk_row(g, c);
             size_t o = (size_t)gi * run + (size_t)r0 * stride;
+            float em[LANES], scale[LANES], shift[LANES];
+            to_fp32(lane_array(g, part, gi, 0), em, B);
+            to_fp32(lane_array(g, part, gi, 1), scale, B);
+            to_fp32(lane_array(g, part, gi, 2), shift, B);
             group_pass p = {.x = at(x, o, g->bf16), .out = at_w(y, o, g->bf16), .stride = stride,
                             .n = chunk_row(g, c + 1) - r0, .S = g->S, .relu = g->relu,
-                            .mean = lane_array(g, part, gi, 0),
-                            .scale = lane_array(g, part, gi, 1),
-                            .shift = lane_array(g, part, gi, 2)};
+                            .em = em, .scale = scale, .shift = shift};
             f->apply(&p);
         }
     }
@@ -629,12 +625,13 @@ void ct_bn_train_backward(const ct_bn_geom *g, const void *x, const void *y, con
             int gi = u / CT_BN_CHUNKS, c = u % CT_BN_CHUNKS, r0 = chunk_row(g, c);
             size_t o = (size_t)gi * run + (size_t)r0 * stride;
             const bool h = g->bf16;
+            float fl[5][LANES]; /* em, er, k, dbm, dgm */
+            for (int k = 0; k < 5; k++) to_fp32(lane_array(g, part, gi, k), fl[k], B);
             group_pass p = {.x = at(x, o, h), .dy = at(dy, o, h), .y = at(y, o, h),
                             .out = at_w(dx, o, h),
                             .stride = stride, .n = chunk_row(g, c + 1) - r0, .S = g->S,
-                            .relu = g->relu, .mean = lane_array(g, part, gi, 0),
-                            .rstd = lane_array(g, part, gi, 1), .k = lane_array(g, part, gi, 2),
-                            .dbm = lane_array(g, part, gi, 3), .dgm = lane_array(g, part, gi, 4)};
+                            .relu = g->relu, .em = fl[0], .er = fl[1], .k = fl[2],
+                            .dbm = fl[3], .dgm = fl[4]};
             f->dx(&p);
         }
 #pragma omp for schedule(static)

@@ -9,19 +9,24 @@
  * Semantics are ref_norm.c's (PyTorch's training mode) over the first n rows: the
  * batch mean and biased variance of each channel over n * S values, y = (x - mean) /
  * sqrt(var + eps) * gamma + beta, and its backward. Sums (statistics, the gradients
- * of gamma and beta) accumulate in double, and every element's arithmetic is in
- * double, in the same order on every ISA: the AVX2 bodies are the portable C
- * compiled for AVX2 (the build never contracts a product and a sum), so both give
- * the same bits. With `relu` the forward writes max(y, 0) and the backward masks dy
+ * of gamma and beta) accumulate in double, and so are the per-channel factors
+ * computed; each element's normalization and its gradient are then fp32 arithmetic on
+ * those factors rounded to fp32, as in PyTorch's CPU kernels:
+ *   y  = (x - mean) * scale + shift                   scale = gamma * rstd, shift = beta
+ *   dx = k * (dy - dbm - (x - mean) * rstd * dgm)      k = gamma * rstd, dbm / dgm the
+ *                                                      means of dy and dy * xhat
+ * All in the same order on every ISA: the AVX2 bodies are the portable C compiled for
+ * AVX2 (the build never contracts a product and a sum), so both give the same bits. With `relu` the forward writes max(y, 0) and the backward masks dy
  * where that output is not positive (the relu after the batch norm, fused).
  *
  * With bf16, x, y, dy and dx hold bf16 (uint16 bit patterns, cpu_bf16.h): loads
  * widen exactly and stores narrow the fp32 result to nearest even, so each output
  * is the fp32 loops' output over the widened inputs, rounded (and a relu mask reads
  * the stored bf16 y). Blocked bf16 tensors have AVX-512 bodies (16 values converted
- * at a time, the same double arithmetic on 8 lanes per register); the others widen
- * tiles of a run into fp32 buffers for the fp32 bodies. fp32 tensors run the AVX2 bodies on AVX-512 CPUs
- * (an AVX-512 build of them gained little: BENCHMARKS.md).
+ * at a time, the sums' double arithmetic on 8 lanes per register, the elementwise
+ * fp32 arithmetic on 16); the others widen tiles of a run into fp32 buffers for the
+ * fp32 bodies. fp32 tensors run the AVX2 bodies on AVX-512 CPUs (an AVX-512 build of
+ * them gained little: BENCHMARKS.md).
  *
  * Padded lanes of x and dy must be finite (oneDNN keeps them zero); they get y = 0
  * and dx = 0 (scale, shift, mean and gradient factors are 0 there). Rows
