@@ -1241,6 +1241,46 @@ static void test_bf16_native_resnet(void) {
  * heavy cancellation, carry the largest error; the emulation, which rounds every
  * tensor, errs about as much).
  * Skipped, with the reason, on CPUs without bf16 instructions. */
+/* The fused add + relu's mask on bf16 gradients, compiled for every vector width:
+ * a residual net whose convolutions stay on oneDNN in every loop mode (8 input
+ * channels) takes a training step to the same bits with the loops auto (the widest
+ * body) and portable. */
+static void test_bf16_add_relu_bodies(void) {
+    ct_layer_cfg R = L(CT_LAYER_RESIDUAL), relu = L(CT_LAYER_RELU), flat = L(CT_LAYER_FLATTEN);
+    const ct_layer_cfg net[] = {
+        conv(8, 3, 1, 1, true), relu,
+        body(conv(8, 3, 1, 1, false)), body(relu), body(conv(8, 3, 1, 1, true)), R, relu,
+        body(conv(16, 3, 2, 1, true)), shortcut(conv(16, 1, 2, 0, false)), R, relu,
+        flat, linear(5, true)};
+    int n = (int)(sizeof net / sizeof *net);
+    float *p = NULL, *out[2], *grads[2], *eval[2];
+    size_t np = 0;
+    parity_fuse = true;
+    for (int m = 0; m < 2; m++) {
+        parity_cpu_loops = loop_modes[m];
+        harness *h = open_as_built(3, 8, 8, net, n, 6);
+        for (int i = 0; i < h->g.n_nodes; i++)
+            if (h->g.nodes[i].kind == CT_LAYER_RESIDUAL &&
+                strcmp(impl(h, i, CT_PASS_BACKWARD_DATA), "ctrain") != 0)
+                fail_msg("native bf16 add %d, loops %s: backward on '%s'", i,
+                         ct_cpu_loops_name(loop_modes[m]), impl(h, i, CT_PASS_BACKWARD_DATA));
+        np = h->g.n_param_floats;
+        if (!p) {
+            parity_seed(7);
+            p = rand_params(&h->g);
+        }
+        step_and_eval(h, 3, 8, 8, p, &out[m], &grads[m], &eval[m]);
+        close_h(h);
+    }
+    parity_cpu_loops = CT_CPU_LOOPS_AUTO;
+    parity_fuse = false;
+    assert_memory_equal(out[0], out[1], 6 * 5 * sizeof(float));
+    assert_memory_equal(grads[0], grads[1], np * sizeof(float));
+    assert_memory_equal(eval[0], eval[1], 6 * 5 * sizeof(float));
+    free(p);
+    for (int m = 0; m < 2; m++) free(out[m]), free(grads[m]), free(eval[m]);
+}
+
 static void test_bf16_native(void **state) {
     (void)state;
     if (!ct_onednn_has_bf16()) {
@@ -1321,6 +1361,7 @@ static void test_bf16_native(void **state) {
     close_h(e);
     close_h(h);
     test_bf16_native_resnet();
+    test_bf16_add_relu_bodies();
     parity_amp = CT_AMP_OFF;
     parity_cpu_bf16 = CT_CPU_BF16_AUTO;
     parity_rel_tol = 1e-4;

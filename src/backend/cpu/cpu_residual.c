@@ -22,10 +22,15 @@
  * so; P then has that type, an input of the other type is converted into it like an
  * input of another layout, the copies into the inputs' gradients convert back, and
  * the mask loop works on bf16 values (widened, then narrowed: exact).
+ *
+ * The mask loop is one plain C body compiled for AVX-512, AVX2 and portable C (the
+ * same operations, so the same bits), the widest the CPU runs picked at run time.
  */
 #include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_simd.h"
 
+#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -101,47 +106,85 @@ static inline float relu_grad(float y, float dy) {
     return dy * (float)(((int32_t)u > 0) & (u <= 0x7f800000u));
 }
 
-/* g0[j] (and g1[j] when not NULL) = relu_grad(y[j], dy[j]), j < n; g0 may be dy. */
-static void relu_mask_to(const float *y, const float *dy, float *g0, float *g1, size_t n) {
-    long m = (long)n;
-    if (g1) {
-#pragma omp parallel for schedule(static)
-        for (long j = 0; j < m; j++) {
-            float v = relu_grad(y[j], dy[j]);
-            g0[j] = v;
-            g1[j] = v;
-        }
-    } else {
-#pragma omp parallel for schedule(static)
-        for (long j = 0; j < m; j++) g0[j] = relu_grad(y[j], dy[j]);
-    }
-}
-
 /* relu_grad on bf16 (uint16) tensors: the fp32 loop's values, narrowed (exact: a
  * product by 1 or 0 of a bf16 value is one). */
 static inline uint16_t relu_grad_bf16(uint16_t y, uint16_t dy) {
     return ct_bf16_of(relu_grad(ct_bf16_float(y), ct_bf16_float(dy)));
 }
 
-static void relu_mask_to_bf16(const uint16_t *y, const uint16_t *dy, uint16_t *g0, uint16_t *g1,
-                              size_t n) {
-    long m = (long)n;
-#pragma omp parallel for schedule(static)
-    for (long j = 0; j < m; j++) {
-        uint16_t v = relu_grad_bf16(y[j], dy[j]);
-        g0[j] = v;
-        if (g1) g1[j] = v;
+/* g0[j] (and g1[j] when not NULL) = relu_grad(y[j], dy[j]), j < n, on fp32 (T float,
+ * relu_grad) or bf16 (uint16_t, relu_grad_bf16); g0 may be dy. One plain C body,
+ * compiled below for each vector width: the same operations, so the same bits. */
+#define MASK_RUN(T, GRAD)                                                                  \
+    if (g1) {                                                                              \
+        for (size_t j = 0; j < n; j++) {                                                   \
+            T v = GRAD(y[j], dy[j]);                                                       \
+            g0[j] = v;                                                                     \
+            g1[j] = v;                                                                     \
+        }                                                                                  \
+    } else {                                                                               \
+        for (size_t j = 0; j < n; j++) g0[j] = GRAD(y[j], dy[j]);                          \
+    }
+
+#define MASK_BODIES(SUFFIX, ATTR)                                                          \
+    static ATTR void mask_f32_##SUFFIX(const float *y, const float *dy, float *g0, float *g1, \
+                                       size_t n) {                                         \
+        MASK_RUN(float, relu_grad)                                                         \
+    }                                                                                      \
+    static ATTR void mask_bf16_##SUFFIX(const uint16_t *y, const uint16_t *dy, uint16_t *g0, \
+                                        uint16_t *g1, size_t n) {                          \
+        MASK_RUN(uint16_t, relu_grad_bf16)                                                 \
+    }
+
+MASK_BODIES(portable, )
+#if CT_SIMD_X86
+MASK_BODIES(avx2, CT_TARGET_AVX2)
+MASK_BODIES(avx512, CT_TARGET_AVX512)
+#endif
+
+typedef enum mask_isa { MASK_PORTABLE, MASK_AVX2, MASK_AVX512 } mask_isa;
+
+/* The widest body the CPU runs under CTRAIN_MAX_CPU_ISA; portable C with
+ * train.cpu_loops portable. */
+static mask_isa mask_isa_for(const ct_cpu *b) {
+    if (ct_cpu_loops_portable(b)) return MASK_PORTABLE;
+    return ct_cpu_has_avx512() ? MASK_AVX512 : ct_cpu_has_avx2() ? MASK_AVX2 : MASK_PORTABLE;
+}
+
+/* The mask over n elements (bf16 or fp32), threads taking contiguous shares. */
+static void mask_parallel(mask_isa isa, bool bf16, const void *y, const void *dy, void *g0,
+                          void *g1, size_t n) {
+    size_t es = bf16 ? sizeof(uint16_t) : sizeof(float);
+#pragma omp parallel
+    {
+        size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+        size_t a = n * t / nt, m = n * (t + 1) / nt - a, o = a * es;
+        const void *ya = (const char *)y + o, *da = (const char *)dy + o;
+        void *ga = (char *)g0 + o, *gb = g1 ? (char *)g1 + o : NULL;
+        switch (isa) {
+#if CT_SIMD_X86
+        case MASK_AVX512:
+            if (bf16) mask_bf16_avx512(ya, da, ga, gb, m);
+            else mask_f32_avx512(ya, da, ga, gb, m);
+            break;
+        case MASK_AVX2:
+            if (bf16) mask_bf16_avx2(ya, da, ga, gb, m);
+            else mask_f32_avx2(ya, da, ga, gb, m);
+            break;
+#endif
+        default:
+            if (bf16) mask_bf16_portable(ya, da, ga, gb, m);
+            else mask_f32_portable(ya, da, ga, gb, m);
+        }
     }
 }
 
-/* relu_mask_to on the add's output type. */
-static void relu_mask(const ct_cpu_node *nd, void *g0, void *g1) {
-    const void *y = nd->act.ptr, *dy = nd->gact.ptr;
+/* The mask on the add's output type, into g0 (and g1). */
+static void relu_mask(const ct_cpu *b, const ct_cpu_node *nd, void *g0, void *g1) {
+    bool bf16 = nd->act.md.data_type == dnnl_bf16;
     size_t bytes = dnnl_memory_desc_get_size(&nd->gact.md);
-    if (nd->act.md.data_type == dnnl_bf16)
-        relu_mask_to_bf16(y, dy, g0, g1, bytes / sizeof(uint16_t));
-    else
-        relu_mask_to(y, dy, g0, g1, bytes / sizeof(float));
+    mask_parallel(mask_isa_for(b), bf16, nd->act.ptr, nd->gact.ptr, g0, g1,
+                  bytes / (bf16 ? sizeof(uint16_t) : sizeof(float)));
 }
 
 static int residual_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -189,10 +232,10 @@ static int residual_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32
             int m = 0;
             for (int k = 0; k < 2; k++)
                 if (ct_cpu_has_gin_k(b, nd->i, k)) g[m++] = ct_cpu_gin_k(b, nd->i, k)->ptr;
-            if (m > 0) relu_mask(nd, g[0], g[1]);
+            if (m > 0) relu_mask(b, nd, g[0], g[1]);
             return 0;
         }
-        relu_mask(nd, nd->gact.ptr, NULL);
+        relu_mask(b, nd, nd->gact.ptr, NULL);
     }
     for (int k = 0; k < 2; k++)
         if (ct_cpu_has_gin_k(b, nd->i, k) && ct_cpu_exec(&b->c, &nd->gin_copy[k], err) != 0)
