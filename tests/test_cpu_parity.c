@@ -861,6 +861,23 @@ static void step_and_eval(harness *h, int C, int H, int W, const float *p, float
     free(x);
 }
 
+/* Two harnesses of the same graph (C x H x W input, 5 classes) take a training step
+ * from the same random parameters and then evaluate: their outputs, parameter
+ * gradients and evaluations must have the same bits. */
+static void assert_same_step(harness *a, harness *b, int C, int H, int W) {
+    harness *h[2] = {a, b};
+    float *out[2], *grads[2], *eval[2];
+    parity_seed(7);
+    float *p = rand_params(&a->g);
+    for (int k = 0; k < 2; k++) step_and_eval(h[k], C, H, W, p, &out[k], &grads[k], &eval[k]);
+    size_t ny = (size_t)a->N * 5 * sizeof(float);
+    assert_memory_equal(out[0], out[1], ny);
+    assert_memory_equal(grads[0], grads[1], a->g.n_param_floats * sizeof(float));
+    assert_memory_equal(eval[0], eval[1], ny);
+    free(p);
+    for (int k = 0; k < 2; k++) free(out[k]), free(grads[k]), free(eval[k]);
+}
+
 /* A residual add fused with the relu after it (CT_FUSE_ADD_RELU): the add writes
  * relu(a + b) and its backward masks the gradient into its inputs' gradients, in one
  * loop where they have the add's layout (conv tensors; one input the batch, which
@@ -869,14 +886,25 @@ static void step_and_eval(harness *h, int C, int H, int W, const float *p, float
  * printed, not asserted). Each graph gives the reference's results fused, full and
  * partial batches, and the same bits as the unfused plan in a training step and in
  * evaluation. With the loops off the group is declined. */
-static void test_add_relu_fusion(void **state) {
-    (void)state;
-    ct_layer_cfg R = L(CT_LAYER_RESIDUAL), relu = L(CT_LAYER_RELU), flat = L(CT_LAYER_FLATTEN);
-    const ct_layer_cfg convs[] = {
+enum { ADD_RELU_NET = 13 };
+
+/* Two residual blocks of convolutions with 8 input channels (the second strided,
+ * with a projection shortcut), each add followed by a relu, and a 5-class head. */
+static void add_relu_net(ct_layer_cfg l[ADD_RELU_NET]) {
+    ct_layer_cfg R = L(CT_LAYER_RESIDUAL), relu = L(CT_LAYER_RELU);
+    const ct_layer_cfg net[ADD_RELU_NET] = {
         conv(8, 3, 1, 1, true), relu,
         body(conv(8, 3, 1, 1, false)), body(relu), body(conv(8, 3, 1, 1, true)), R, relu,
         body(conv(16, 3, 2, 1, true)), shortcut(conv(16, 1, 2, 0, false)), R, relu,
-        flat, linear(5, true)};
+        L(CT_LAYER_FLATTEN), linear(5, true)};
+    memcpy(l, net, sizeof net);
+}
+
+static void test_add_relu_fusion(void **state) {
+    (void)state;
+    ct_layer_cfg R = L(CT_LAYER_RESIDUAL), relu = L(CT_LAYER_RELU), flat = L(CT_LAYER_FLATTEN);
+    ct_layer_cfg convs[ADD_RELU_NET];
+    add_relu_net(convs);
     const ct_layer_cfg on_input[] = {body(conv(3, 3, 1, 1, true)), R, relu, flat,
                                      linear(5, true)};
     const ct_layer_cfg flat_in[] = {conv(8, 3, 1, 1, true), flat, body(linear(8 * 8 * 8, true)),
@@ -888,11 +916,10 @@ static void test_add_relu_fusion(void **state) {
     };
     bool fuse_was = parity_fuse;
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        float *p = NULL, *out[2], *grads[2], *eval[2];
-        size_t np = 0;
+        harness *hf[2];
         for (int f = 0; f < 2; f++) {
             parity_fuse = f == 1;
-            harness *h = open_as_built(3, 8, 8, cases[c].l, cases[c].n, 6);
+            harness *h = hf[f] = open_as_built(3, 8, 8, cases[c].l, cases[c].n, 6);
             const ct_fusion_plan *fp = h->vt->fusion_plan(h->b);
             int adds = 0;
             for (int i = 0; i < h->g.n_nodes; i++) {
@@ -911,19 +938,10 @@ static void test_add_relu_fusion(void **state) {
                 parity_graph(h, 6, what);
                 parity_graph(h, 4, what);
             }
-            np = h->g.n_param_floats;
-            if (!p) {
-                parity_seed(7);
-                p = rand_params(&h->g);
-            }
-            step_and_eval(h, 3, 8, 8, p, &out[f], &grads[f], &eval[f]);
-            close_h(h);
         }
-        assert_memory_equal(out[0], out[1], 6 * 5 * sizeof(float));
-        assert_memory_equal(grads[0], grads[1], np * sizeof(float));
-        assert_memory_equal(eval[0], eval[1], 6 * 5 * sizeof(float));
-        free(p);
-        for (int f = 0; f < 2; f++) free(out[f]), free(grads[f]), free(eval[f]);
+        assert_same_step(hf[0], hf[1], 3, 8, 8);
+        close_h(hf[0]);
+        close_h(hf[1]);
     }
     parity_fuse = true;
     parity_cpu_loops = CT_CPU_LOOPS_OFF;
@@ -1246,39 +1264,25 @@ static void test_bf16_native_resnet(void) {
  * channels) takes a training step to the same bits with the loops auto (the widest
  * body) and portable. */
 static void test_bf16_add_relu_bodies(void) {
-    ct_layer_cfg R = L(CT_LAYER_RESIDUAL), relu = L(CT_LAYER_RELU), flat = L(CT_LAYER_FLATTEN);
-    const ct_layer_cfg net[] = {
-        conv(8, 3, 1, 1, true), relu,
-        body(conv(8, 3, 1, 1, false)), body(relu), body(conv(8, 3, 1, 1, true)), R, relu,
-        body(conv(16, 3, 2, 1, true)), shortcut(conv(16, 1, 2, 0, false)), R, relu,
-        flat, linear(5, true)};
-    int n = (int)(sizeof net / sizeof *net);
-    float *p = NULL, *out[2], *grads[2], *eval[2];
-    size_t np = 0;
+    ct_layer_cfg net[ADD_RELU_NET];
+    add_relu_net(net);
+    int n = ADD_RELU_NET;
+    harness *hm[2];
     parity_fuse = true;
     for (int m = 0; m < 2; m++) {
         parity_cpu_loops = loop_modes[m];
-        harness *h = open_as_built(3, 8, 8, net, n, 6);
+        harness *h = hm[m] = open_as_built(3, 8, 8, net, n, 6);
         for (int i = 0; i < h->g.n_nodes; i++)
             if (h->g.nodes[i].kind == CT_LAYER_RESIDUAL &&
                 strcmp(impl(h, i, CT_PASS_BACKWARD_DATA), "ctrain") != 0)
                 fail_msg("native bf16 add %d, loops %s: backward on '%s'", i,
                          ct_cpu_loops_name(loop_modes[m]), impl(h, i, CT_PASS_BACKWARD_DATA));
-        np = h->g.n_param_floats;
-        if (!p) {
-            parity_seed(7);
-            p = rand_params(&h->g);
-        }
-        step_and_eval(h, 3, 8, 8, p, &out[m], &grads[m], &eval[m]);
-        close_h(h);
     }
     parity_cpu_loops = CT_CPU_LOOPS_AUTO;
     parity_fuse = false;
-    assert_memory_equal(out[0], out[1], 6 * 5 * sizeof(float));
-    assert_memory_equal(grads[0], grads[1], np * sizeof(float));
-    assert_memory_equal(eval[0], eval[1], 6 * 5 * sizeof(float));
-    free(p);
-    for (int m = 0; m < 2; m++) free(out[m]), free(grads[m]), free(eval[m]);
+    assert_same_step(hm[0], hm[1], 3, 8, 8);
+    close_h(hm[0]);
+    close_h(hm[1]);
 }
 
 static void test_bf16_native(void **state) {

@@ -142,17 +142,14 @@ MASK_BODIES(avx2, CT_TARGET_AVX2)
 MASK_BODIES(avx512, CT_TARGET_AVX512)
 #endif
 
-typedef enum mask_isa { MASK_PORTABLE, MASK_AVX2, MASK_AVX512 } mask_isa;
-
 /* The widest body the CPU runs under CTRAIN_MAX_CPU_ISA; portable C with
  * train.cpu_loops portable. */
-static mask_isa mask_isa_for(const ct_cpu *b) {
-    if (ct_cpu_loops_portable(b)) return MASK_PORTABLE;
-    return ct_cpu_has_avx512() ? MASK_AVX512 : ct_cpu_has_avx2() ? MASK_AVX2 : MASK_PORTABLE;
+static ct_loops_isa mask_isa_for(const ct_cpu *b) {
+    return ct_cpu_loops_portable(b) ? CT_LOOPS_ISA_PORTABLE : ct_loops_isa_effective();
 }
 
 /* The mask over n elements (bf16 or fp32), threads taking contiguous shares. */
-static void mask_parallel(mask_isa isa, bool bf16, const void *y, const void *dy, void *g0,
+static void mask_parallel(ct_loops_isa isa, bool bf16, const void *y, const void *dy, void *g0,
                           void *g1, size_t n) {
     size_t es = bf16 ? sizeof(uint16_t) : sizeof(float);
 #pragma omp parallel
@@ -163,11 +160,11 @@ static void mask_parallel(mask_isa isa, bool bf16, const void *y, const void *dy
         void *ga = (char *)g0 + o, *gb = g1 ? (char *)g1 + o : NULL;
         switch (isa) {
 #if CT_SIMD_X86
-        case MASK_AVX512:
+        case CT_LOOPS_ISA_AVX512:
             if (bf16) mask_bf16_avx512(ya, da, ga, gb, m);
             else mask_f32_avx512(ya, da, ga, gb, m);
             break;
-        case MASK_AVX2:
+        case CT_LOOPS_ISA_AVX2:
             if (bf16) mask_bf16_avx2(ya, da, ga, gb, m);
             else mask_f32_avx2(ya, da, ga, gb, m);
             break;
