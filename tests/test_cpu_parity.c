@@ -1285,6 +1285,32 @@ static void test_bf16_add_relu_bodies(void) {
     close_h(hm[1]);
 }
 
+/* Native bf16 convolutions on maps so small that a kernel row or column reads only
+ * padding (1 pixel wide at stride 2 and 3, 2 pixels at stride 3, 1 x 1): oneDNN 2.6's
+ * bf16 backward-weights kernel computes their weight gradients from memory it never
+ * wrote, so the backend gives them another kernel. Each net, within 5% (L2) of the
+ * double reference, no relu (a relu's mask flips where bf16 rounding crosses zero). */
+static void test_bf16_native_edge_taps(void) {
+    static const struct { int h, w, k, s, p; } maps[] = {
+        {1, 1, 3, 2, 1}, {3, 1, 3, 2, 1}, {4, 1, 3, 2, 1}, {1, 4, 3, 3, 1},
+        {2, 2, 3, 3, 1}, {1, 1, 5, 2, 2}, {4, 1, 5, 2, 2},
+    };
+    parity_l2_tol = 0.05;
+    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
+        const ct_layer_cfg net[] = {conv(12, 1, 1, 0, true),
+                                    conv(40, maps[i].k, maps[i].s, maps[i].p, true),
+                                    L(CT_LAYER_FLATTEN), linear(10, true)};
+        harness *h = open_as_built(1, maps[i].h, maps[i].w, net, 4, 6);
+        char what[96];
+        snprintf(what, sizeof what, "native bf16 conv %dx%d on %dx%d, stride %d, padding %d",
+                 maps[i].k, maps[i].k, maps[i].h, maps[i].w, maps[i].s, maps[i].p);
+        parity_seed(1);
+        parity_graph(h, 6, what);
+        close_h(h);
+    }
+    parity_l2_tol = 0.0;
+}
+
 static void test_bf16_native(void **state) {
     (void)state;
     if (!ct_onednn_has_bf16()) {
@@ -1366,6 +1392,7 @@ static void test_bf16_native(void **state) {
     close_h(h);
     test_bf16_native_resnet();
     test_bf16_add_relu_bodies();
+    test_bf16_native_edge_taps();
     parity_amp = CT_AMP_OFF;
     parity_cpu_bf16 = CT_CPU_BF16_AUTO;
     parity_rel_tol = 1e-4;

@@ -74,7 +74,7 @@ static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gs
  * for a C = 1 input without padding it to 8 channels (a C = 1 nchw src is the same
  * memory, so only diff_dst is reordered; faster than variant 3 even with that
  * reorder, BENCHMARKS.md); 3 lets oneDNN choose all three; 4 is all plain (the gemm
- * kernels). */
+ * kernels; conv_bwd_w_first below may start there). */
 static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *src,
                       const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err) {
     conv_geom q;
@@ -100,7 +100,33 @@ static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *sr
     return 0;
 }
 
-const ct_cpu_wl_descs ct_cpu_conv_descs = {conv_fwd, conv_bwd_d, conv_bwd_w, 2, "convolution"};
+/* Whether some kernel row or column reads only padding at every output position along
+ * one axis of `in` pixels (a 1-pixel map under a 3-wide kernel, say). */
+static bool tap_in_padding(int in, int out, int k, int s, int p) {
+    for (int t = 0; t < k; t++) {
+        bool inside = false;
+        for (int o = 0; o < out && !inside; o++) inside = o * s + t - p >= 0 && o * s + t - p < in;
+        if (!inside) return true;
+    }
+    return false;
+}
+
+/* oneDNN 2.6's bf16 backward-weights kernel (jit_bf16:avx512_core_bf16, in every layout
+ * variants 0-3 give it) computes wrong weight gradients, from memory it never wrote,
+ * when a kernel row or column lies wholly in the padding (maps of width 1 at stride 2
+ * or more, of width 2 at stride 3, in a scan of widths and heights 1 to 9:
+ * BENCHMARKS.md). Its fp32 kernels and its gemm kernel (the all-plain variant) are
+ * right there, so such a bf16 convolution takes the plain variant. */
+static int conv_bwd_w_first(const ct_cpu_node *nd) {
+    const ct_node *g = nd->g;
+    int k = g->cfg.kernel, s = g->cfg.stride, p = g->cfg.padding;
+    bool edge = tap_in_padding(g->in.h, g->out.h, k, s, p) ||
+                tap_in_padding(g->in.w, g->out.w, k, s, p);
+    return ct_cpu_wl_compute_type(nd) == dnnl_bf16 && edge ? CT_CPU_BWD_W_VARIANTS - 1 : 0;
+}
+
+const ct_cpu_wl_descs ct_cpu_conv_descs = {conv_fwd, conv_bwd_d, conv_bwd_w, conv_bwd_w_first,
+                                           2, "convolution"};
 
 /* The conv of a conv-relu-maxpool block that ctrain's block loops take runs on them
  * (cpu_conv_block.c), every other conv on oneDNN (cpu_weighted.c). */

@@ -343,6 +343,9 @@ typedef struct ct_cpu_wl_descs {
                  const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err);
     int (*bwd_w)(const ct_cpu_node *nd, int variant, const dnnl_memory_desc_t *src,
                  const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err);
+    /* The first bwd_w variant to try (the earlier ones are skipped), 0 but where
+     * oneDNN's kernels for them give wrong results. */
+    int (*bwd_w_first)(const ct_cpu_node *nd);
     int n_variants;        /* candidates for fwd and bwd_d (bwd_w: CT_CPU_BWD_W_VARIANTS) */
     const char *prim_name; /* "convolution" */
 } ct_cpu_wl_descs;

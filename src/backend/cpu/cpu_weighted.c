@@ -179,9 +179,10 @@ static int create_bwd_weights(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs 
     if (ct_cpu_wl_own_convw(b, nd, &w->convw)) return ct_cpu_wl_own_bwd_weights(b, nd, err);
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     ct_cpu_wdesc d[CT_CPU_BWD_W_VARIANTS];
-    for (int v = 0; v < CT_CPU_BWD_W_VARIANTS; v++)
+    int first = dd->bwd_w_first(nd);
+    for (int v = first; v < CT_CPU_BWD_W_VARIANTS; v++)
         if (dd->bwd_w(nd, v, src, &nd->act.md, &d[v], err) != 0) return -1;
-    if (pick(b, &w->bwd_w, d, CT_CPU_BWD_W_VARIANTS, w->fwd.pd, dd->prim_name,
+    if (pick(b, &w->bwd_w, d + first, CT_CPU_BWD_W_VARIANTS - first, w->fwd.pd, dd->prim_name,
              "backward weights", err) != 0)
         return -1;
     const dnnl_memory_desc_t *wsrc = ct_cpu_pd_md(&w->bwd_w, dnnl_query_src_md);
