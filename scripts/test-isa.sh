@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test-isa.sh: the CPU parity, kernel, training, amp and end-to-end tests once per
+# test-isa.sh: the CPU parity, kernel, random-net, training, amp and end-to-end tests once per
 # instruction-set leg, so that the paths another CPU would take run on this one too:
 #   native  as this machine is
 #   avx512  oneDNN limited to AVX-512 without bf16 (ONEDNN_MAX_CPU_ISA=AVX512_CORE):
@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f build/build.ninja ] || scripts/setup.sh
 ninja -C build >/dev/null
-tests=(test_cpu_parity test_conv_kernels test_train test_amp test_e2e)
+tests=(test_cpu_parity test_conv_kernels test_random_nets test_train test_amp test_e2e)
 legs=("native||" "avx512|AVX512_CORE|" "avx2|AVX2|avx2" "sse41|SSE41|sse41")
 rc=0
 for leg in "${legs[@]}"; do
