@@ -417,6 +417,27 @@ void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N
 
 /* ---- whole graphs ---------------------------------------------------------------- */
 
+/* The reference forward of every node over the DAG into act[i] (calloc'd), on n rows
+ * of xd; eval: batch norms on the backend's running statistics, dropout the identity. */
+static void ref_walk_forward(harness *h, const double *xd, const double *pd, int n, bool eval,
+                             double **act) {
+    const ct_graph *g = &h->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ct_node *nd = &g->nodes[i];
+        size_t rows = (size_t)n * row_numel(nd->out);
+        act[i] = calloc(rows, sizeof(double));
+        const double *in0 = nd->src[0] < 0 ? xd : act[nd->src[0]];
+        if (nd->kind == CT_LAYER_RESIDUAL)
+            ct_ref_add_forward(in0, nd->src[1] < 0 ? xd : act[nd->src[1]], (long)rows, act[i]);
+        else if (eval && nd->buffer >= 0)
+            ref_bn_eval(h, i, in0, pd, n, act[i]);
+        else if (eval && nd->kind == CT_LAYER_DROPOUT)
+            memcpy(act[i], in0, rows * sizeof(double));
+        else
+            ref_forward(g, i, in0, pd, n, act[i]);
+    }
+}
+
 void parity_graph(harness *h, int n, const char *what) {
     const ct_graph *g = &h->g;
     int last = g->n_nodes - 1;
@@ -438,17 +459,9 @@ void parity_graph(harness *h, int n, const char *what) {
     double *xd = to_d(x, (size_t)n * x_row), *pd = to_d(p, g->n_param_floats);
     double *act[CT_MAX_LAYERS], *gr[CT_MAX_LAYERS];
     double *dp = calloc(g->n_param_floats + 1, sizeof *dp);
-    for (int i = 0; i <= last; i++) {
-        const ct_node *nd = &g->nodes[i];
-        size_t rows = (size_t)n * row_numel(nd->out);
-        act[i] = calloc(rows, sizeof(double));
-        gr[i] = calloc(rows, sizeof(double));
-        const double *in0 = nd->src[0] < 0 ? xd : act[nd->src[0]];
-        if (nd->kind == CT_LAYER_RESIDUAL)
-            ct_ref_add_forward(in0, nd->src[1] < 0 ? xd : act[nd->src[1]], (long)rows, act[i]);
-        else
-            ref_forward(g, i, in0, pd, n, act[i]);
-    }
+    ref_walk_forward(h, xd, pd, n, false, act);
+    for (int i = 0; i <= last; i++)
+        gr[i] = calloc((size_t)n * row_numel(g->nodes[i].out), sizeof(double));
     for (size_t j = 0; j < (size_t)n * out_row; j++) gr[last][j] = dy[j];
     for (int i = last; i >= 0; i--) {
         const ct_node *nd = &g->nodes[i];
@@ -473,6 +486,41 @@ void parity_graph(harness *h, int n, const char *what) {
     }
     for (int i = 0; i <= last; i++) free(act[i]), free(gr[i]);
     free(x), free(p), free(dy), free(lab), free(y), free(grads), free(xd), free(pd), free(dp);
+}
+
+void parity_graph_eval(harness *h, int n, const char *what) {
+    const ct_graph *g = &h->g;
+    int last = g->n_nodes - 1;
+    size_t x_row = row_numel(g->input), out_row = row_numel(g->nodes[last].out);
+    float *x = rand_f((size_t)n * x_row, 1.0), *p = rand_params(g);
+    int32_t *lab = calloc((size_t)n, sizeof *lab);
+    OK(h->vt->params_from_host(h->b, p, E));
+    if (g->n_buffer_bytes > 0) {
+        char *buf = malloc(g->n_buffer_bytes + 8);
+        OK(h->vt->buffers_to_host(h->b, buf, E));
+        for (int i = 0; i <= last; i++) {
+            if (g->nodes[i].buffer < 0) continue;
+            const ct_buffer_info *bi = &g->buffers[g->nodes[i].buffer];
+            float *m = (float *)(buf + bi[CT_BN_RUNNING_MEAN].offset);
+            float *v = (float *)(buf + bi[CT_BN_RUNNING_VAR].offset);
+            for (size_t c = 0; c < bi[CT_BN_RUNNING_MEAN].count; c++)
+                m[c] = (float)(0.3 * urand()), v[c] = (float)(1.0 + 0.5 * urand());
+        }
+        OK(h->vt->buffers_from_host(h->b, buf, E));
+        free(buf);
+    }
+    OK(h->vt->load_batch(h->b, x, lab, n, FIRST_POS, E));
+    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
+    float *y = malloc((size_t)n * out_row * sizeof *y);
+    OK(h->vt->tensor_to_host(h->b, last, false, y, E));
+    double *xd = to_d(x, (size_t)n * x_row), *pd = to_d(p, g->n_param_floats);
+    double *act[CT_MAX_LAYERS] = {NULL};
+    ref_walk_forward(h, xd, pd, n, true, act);
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: eval output", what);
+    check_close(y, act[last], (size_t)n * out_row, msg);
+    for (int i = 0; i <= last; i++) free(act[i]);
+    free(x), free(p), free(lab), free(y), free(xd), free(pd);
 }
 
 void parity_test_residual(void **state) {

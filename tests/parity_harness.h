@@ -136,6 +136,11 @@ void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N
  * over the DAG (graph.h: src inputs; gradients of an output read by several nodes
  * added up). Compares the last output and every parameter gradient. */
 void parity_graph(harness *h, int n, const char *what);
+/* The whole graph's evaluation forward (train = false) on n random rows, with random
+ * running statistics in every batch norm (buffers_from_host), against the reference
+ * walked over the DAG (batch norms on those statistics, dropout the identity).
+ * Compares the last output. */
+void parity_graph_eval(harness *h, int n, const char *what);
 /* Residual graphs (identity and projection shortcuts, a block reading the batch, a
  * branch that starts with an in-place op, flat blocks), with fusion off and on. */
 void parity_test_residual(void **state);

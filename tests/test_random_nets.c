@@ -11,8 +11,10 @@
  * net runs with ctrain's loops auto, portable or off, fused as `fit` builds it or
  * not, drawn from the same seed, so that the backend's choices meet shapes no
  * hand-written case names. Every output and parameter gradient must be within the
- * tolerance (L2, relative to the reference tensor's). Each group prints which of
- * ctrain's own loops the nets met (what this CPU picks; never asserted).
+ * tolerance (L2, relative to the reference tensor's). Other nets run as `ctrain eval`
+ * does: an inference plan's forward, with random running statistics in the batch
+ * norms (parity_graph_eval). Each group prints which of ctrain's own loops the nets
+ * met (what this CPU picks; never asserted).
  *
  * The generator keeps clear of nets whose gradients vanish in exact arithmetic, where
  * the reference is rounding noise: a bias or a batch norm's shift is always followed
@@ -20,12 +22,14 @@
  * relu), no 1 x 1 convolution of a single channel feeds a batch norm (the norm undoes
  * its scale), and every batch norm normalizes at least 16 values per channel (1d: 6).
  *
- * fp32: within 1e-3 (the runs differ from the reference by rounding only).
+ * fp32: within 1e-3 (the runs differ from the reference by rounding only), the
+ * evaluations within 1e-4.
  * Native bf16 (the "bf16" group; exit 77 where oneDNN has no bf16 instructions): nets
  * without batch norms (whose backward cancels, so that bf16 inputs err by more than
  * the gradient's size), within 200%: bf16 rounding flips relu masks and max-pool
  * choices on maps of a few pixels, so this bound is for gross errors such as a
- * gradient read from memory nobody wrote. */
+ * gradient read from memory nobody wrote; their evaluations (batch norms too) within
+ * 10%. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -215,8 +219,11 @@ static void print_met(const char *what) {
     memset(met_count, 0, sizeof met_count);
 }
 
-/* nets seeds [first, first + count) with amp, drawn loops and fusion. */
-static void run(uint32_t first, int count, bool small_maps, ct_amp_mode amp, double tol) {
+/* nets seeds [first, first + count) with amp, drawn loops and fusion: one training
+ * step of a training plan, or with eval the evaluation forward of an inference plan
+ * (as `ctrain eval` makes it). */
+static void run(uint32_t first, int count, bool small_maps, ct_amp_mode amp, double tol,
+                bool eval) {
     static const ct_cpu_loops modes[] = {CT_CPU_LOOPS_AUTO, CT_CPU_LOOPS_PORTABLE,
                                          CT_CPU_LOOPS_OFF};
     static const char *const mode_names[] = {"auto", "portable", "off"};
@@ -229,17 +236,19 @@ static void run(uint32_t first, int count, bool small_maps, ct_amp_mode amp, dou
         int m = draw(0, 2);
         bool fuse = draw(0, 3) != 0;
         char what[640];
-        snprintf(what, sizeof what, "net %u (%s, loops %s%s) %s", seed,
-                 amp == CT_AMP_BF16 ? "bf16" : "fp32", mode_names[m], fuse ? ", fused" : "",
-                 t.what);
+        snprintf(what, sizeof what, "net %u (%s%s, loops %s%s) %s", seed,
+                 amp == CT_AMP_BF16 ? "bf16" : "fp32", eval ? " eval" : "", mode_names[m],
+                 fuse ? ", fused" : "", t.what);
         print_message("%s\n", what);
         parity_cpu_loops = modes[m];
         parity_fuse = fuse;
-        harness *h = open_as_built(t.c, t.h, t.w, t.layers, t.n, t.batch);
+        harness *h = eval ? open_opt(t.c, t.h, t.w, t.layers, t.n, t.batch, false, CT_OPT_SGD, 0)
+                          : open_as_built(t.c, t.h, t.w, t.layers, t.n, t.batch);
         parity_fuse = false;
         tally(h);
         parity_seed(seed + 1);
-        parity_graph(h, t.rows, what);
+        if (eval) parity_graph_eval(h, t.rows, what);
+        else parity_graph(h, t.rows, what);
         close_h(h);
     }
     parity_cpu_loops = CT_CPU_LOOPS_AUTO;
@@ -250,21 +259,35 @@ static void run(uint32_t first, int count, bool small_maps, ct_amp_mode amp, dou
 
 static void test_fp32_nets(void **state) {
     (void)state;
-    run(1, 60, false, CT_AMP_OFF, 1e-3);
+    run(1, 60, false, CT_AMP_OFF, 1e-3, false);
     print_met("fp32 nets");
 }
 
 static void test_fp32_small_maps(void **state) {
     (void)state;
-    run(1001, 60, true, CT_AMP_OFF, 1e-3);
+    run(1001, 60, true, CT_AMP_OFF, 1e-3, false);
     print_met("fp32 nets on small maps");
+}
+
+static void test_fp32_eval(void **state) {
+    (void)state;
+    run(4001, 30, false, CT_AMP_OFF, 1e-4, true);
+    run(5001, 30, true, CT_AMP_OFF, 1e-4, true);
+    print_met("fp32 evaluation");
 }
 
 static void test_bf16_nets(void **state) {
     (void)state;
-    run(2001, 30, false, CT_AMP_BF16, 2.0);
-    run(3001, 40, true, CT_AMP_BF16, 2.0);
+    run(2001, 30, false, CT_AMP_BF16, 2.0, false);
+    run(3001, 40, true, CT_AMP_BF16, 2.0, false);
     print_met("bf16 nets");
+}
+
+static void test_bf16_eval(void **state) {
+    (void)state;
+    run(6001, 30, false, CT_AMP_BF16, 0.1, true);
+    run(7001, 30, true, CT_AMP_BF16, 0.1, true);
+    print_met("bf16 evaluation");
 }
 
 int main(int argc, char **argv) {
@@ -275,12 +298,14 @@ int main(int argc, char **argv) {
         if (!ct_onednn_has_bf16())
             return ct_test_skip("oneDNN has no bf16 instructions on this CPU (or "
                                 "ONEDNN_MAX_CPU_ISA caps them): native bf16 does not run here");
-        const struct CMUnitTest bf16[] = {cmocka_unit_test(test_bf16_nets)};
+        const struct CMUnitTest bf16[] = {cmocka_unit_test(test_bf16_nets),
+                                          cmocka_unit_test(test_bf16_eval)};
         return cmocka_run_group_tests_name("bf16", bf16, NULL, NULL) ? 1 : 0;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp32_nets),
         cmocka_unit_test(test_fp32_small_maps),
+        cmocka_unit_test(test_fp32_eval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
