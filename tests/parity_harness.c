@@ -438,27 +438,16 @@ static void ref_walk_forward(harness *h, const double *xd, const double *pd, int
     }
 }
 
-void parity_graph(harness *h, int n, const char *what) {
+/* The reference gradients of one step (x, dy on n rows) added into dp; act[last] into
+ * y (n * out_row doubles). */
+static void ref_graph_step(harness *h, const float *x, const float *p, const float *dy, int n,
+                           double *y, double *dp) {
     const ct_graph *g = &h->g;
     int last = g->n_nodes - 1;
-    size_t x_row = row_numel(g->input), out_row = row_numel(g->nodes[last].out);
-    float *x = rand_f((size_t)n * x_row, 1.0), *p = rand_params(g);
-    float *dy = rand_f((size_t)n * out_row, 1.0);
-    int32_t *lab = calloc((size_t)n, sizeof *lab);
-    OK(h->vt->params_from_host(h->b, p, E));
-    OK(h->vt->load_batch(h->b, x, lab, n, FIRST_POS, E));
-    for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
-    float *y = malloc((size_t)n * out_row * sizeof *y);
-    OK(h->vt->tensor_to_host(h->b, last, false, y, E));
-    OK(h->vt->grad_from_host(h->b, last, dy, E));
-    for (int i = last; i >= 0; i--) OK(h->vt->backward(h->b, i, false, STEP, E));
-    float *grads = malloc((g->n_param_floats + 1) * sizeof *grads);
-    OK(h->vt->grads_to_host(h->b, grads, E));
-
-    /* the reference, node by node over the DAG */
-    double *xd = to_d(x, (size_t)n * x_row), *pd = to_d(p, g->n_param_floats);
+    size_t out_row = row_numel(g->nodes[last].out);
+    double *xd = to_d(x, (size_t)n * row_numel(g->input)), *pd = to_d(p, g->n_param_floats);
     double *act[CT_MAX_LAYERS], *gr[CT_MAX_LAYERS];
-    double *dp = calloc(g->n_param_floats + 1, sizeof *dp);
+    double *dps = calloc(g->n_param_floats + 1, sizeof *dps);
     ref_walk_forward(h, xd, pd, n, false, act);
     for (int i = 0; i <= last; i++)
         gr[i] = calloc((size_t)n * row_numel(g->nodes[i].out), sizeof(double));
@@ -470,22 +459,54 @@ void parity_graph(harness *h, int n, const char *what) {
         if (nd->kind == CT_LAYER_RESIDUAL)
             ct_ref_add_backward(gr[i], (long)in_rows, dx[0], dx[1]);
         else
-            ref_backward(g, i, nd->src[0] < 0 ? xd : act[nd->src[0]], pd, n, gr[i], dx[0], dp);
+            ref_backward(g, i, nd->src[0] < 0 ? xd : act[nd->src[0]], pd, n, gr[i], dx[0], dps);
         for (int k = 0; k < nd->n_src; k++)
             if (nd->src[k] >= 0)
                 for (size_t j = 0; j < in_rows; j++) gr[nd->src[k]][j] += dx[k][j];
         free(dx[0]), free(dx[1]);
     }
+    memcpy(y, act[last], (size_t)n * out_row * sizeof *y);
+    for (size_t j = 0; j < g->n_param_floats; j++) dp[j] += dps[j];
+    for (int i = 0; i <= last; i++) free(act[i]), free(gr[i]);
+    free(xd), free(pd), free(dps);
+}
+
+void parity_graph(harness *h, int n, const char *what) { parity_graph_steps(h, n, 1, what); }
+
+void parity_graph_steps(harness *h, int n, int steps, const char *what) {
+    const ct_graph *g = &h->g;
+    int last = g->n_nodes - 1;
+    size_t x_row = row_numel(g->input), out_row = row_numel(g->nodes[last].out);
+    float *p = NULL, *y = malloc((size_t)n * out_row * sizeof *y);
+    double *yr = malloc((size_t)n * out_row * sizeof *yr);
+    double *dp = calloc(g->n_param_floats + 1, sizeof *dp);
+    int32_t *lab = calloc((size_t)n, sizeof *lab);
+    for (int s = 0; s < steps; s++) {
+        float *x = rand_f((size_t)n * x_row, 1.0);
+        if (!p) {
+            p = rand_params(g);
+            OK(h->vt->params_from_host(h->b, p, E));
+        }
+        float *dy = rand_f((size_t)n * out_row, 1.0);
+        OK(h->vt->load_batch(h->b, x, lab, n, FIRST_POS, E));
+        for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        OK(h->vt->tensor_to_host(h->b, last, false, y, E));
+        OK(h->vt->grad_from_host(h->b, last, dy, E));
+        for (int i = last; i >= 0; i--) OK(h->vt->backward(h->b, i, s > 0, STEP, E));
+        ref_graph_step(h, x, p, dy, n, yr, dp); /* the reference, node by node over the DAG */
+        free(x), free(dy);
+    }
+    float *grads = malloc((g->n_param_floats + 1) * sizeof *grads);
+    OK(h->vt->grads_to_host(h->b, grads, E));
     char msg[160];
     snprintf(msg, sizeof msg, "%s: output", what);
-    check_close(y, act[last], (size_t)n * out_row, msg);
+    check_close(y, yr, (size_t)n * out_row, msg);
     for (int k = 0; k < g->n_params; k++) {
         const ct_param_info *pi = &g->params[k];
         snprintf(msg, sizeof msg, "%s: %s gradient", what, pi->name);
         check_close(grads + pi->offset, dp + pi->offset, pi->count, msg);
     }
-    for (int i = 0; i <= last; i++) free(act[i]), free(gr[i]);
-    free(x), free(p), free(dy), free(lab), free(y), free(grads), free(xd), free(pd), free(dp);
+    free(p), free(lab), free(y), free(yr), free(grads), free(dp);
 }
 
 void parity_graph_eval(harness *h, int n, const char *what) {

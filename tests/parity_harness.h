@@ -136,6 +136,10 @@ void parity(const ct_layer_cfg *layers, int n_layers, int C, int H, int W, int N
  * over the DAG (graph.h: src inputs; gradients of an output read by several nodes
  * added up). Compares the last output and every parameter gradient. */
 void parity_graph(harness *h, int n, const char *what);
+/* parity_graph over `steps` batches, the backward accumulating into the gradients
+ * after the first (as train.grad_accum_steps does): the gradients against the sum
+ * of the reference's, the output against the last batch's. */
+void parity_graph_steps(harness *h, int n, int steps, const char *what);
 /* The whole graph's evaluation forward (train = false) on n random rows, with random
  * running statistics in every batch norm (buffers_from_host), against the reference
  * walked over the DAG (batch norms on those statistics, dropout the identity).

@@ -9,8 +9,9 @@
  * activation, global average pooling, and a head of linear layers with batch norm 1d
  * and dropout; 1 or 3 input channels, batches of 2 to 8 rows, full or partial. Each
  * net runs with ctrain's loops auto, portable or off, fused as `fit` builds it or
- * not, drawn from the same seed, so that the backend's choices meet shapes no
- * hand-written case names. Every output and parameter gradient must be within the
+ * not, on one batch or on two with the second's gradients accumulated into the
+ * first's (train.grad_accum_steps), drawn from the same seed, so that the backend's
+ * choices meet shapes no hand-written case names. Every output and parameter gradient must be within the
  * tolerance (L2, relative to the reference tensor's). Other nets run as `ctrain eval`
  * does: an inference plan's forward, with random running statistics in the batch
  * norms (parity_graph_eval). Each group prints which of ctrain's own loops the nets
@@ -235,9 +236,11 @@ static void run(uint32_t first, int count, bool small_maps, ct_amp_mode amp, dou
         build(&t, seed, small_maps, amp != CT_AMP_BF16);
         int m = draw(0, 2);
         bool fuse = draw(0, 3) != 0;
+        int steps = draw(0, 2) == 0 ? 2 : 1; /* a second batch accumulating into the first */
         char what[640];
         snprintf(what, sizeof what, "net %u (%s%s, loops %s%s) %s", seed,
-                 amp == CT_AMP_BF16 ? "bf16" : "fp32", eval ? " eval" : "", mode_names[m],
+                 amp == CT_AMP_BF16 ? "bf16" : "fp32",
+                 eval ? " eval" : steps > 1 ? ", 2 batches accumulated" : "", mode_names[m],
                  fuse ? ", fused" : "", t.what);
         print_message("%s\n", what);
         parity_cpu_loops = modes[m];
@@ -248,7 +251,7 @@ static void run(uint32_t first, int count, bool small_maps, ct_amp_mode amp, dou
         tally(h);
         parity_seed(seed + 1);
         if (eval) parity_graph_eval(h, t.rows, what);
-        else parity_graph(h, t.rows, what);
+        else parity_graph_steps(h, t.rows, steps, what);
         close_h(h);
     }
     parity_cpu_loops = CT_CPU_LOOPS_AUTO;
