@@ -1,5 +1,5 @@
-/* test_random_nets.c: random small networks, one training step of the whole graph
- * against the double reference (parity_harness.h, parity_graph).
+/* test_random_nets.c: random small networks, the whole graph against the double
+ * reference (parity_harness.h: parity_graph_steps, parity_graph_eval).
  *
  * A fixed-seed generator builds each net from convolutions (kernels 1, 3 and 5,
  * strides 1 to 3, any padding up to k/2, maps down to 1 x 1, so that kernel rows and
@@ -9,13 +9,13 @@
  * activation, global average pooling, and a head of linear layers with batch norm 1d
  * and dropout; 1 or 3 input channels, batches of 2 to 8 rows, full or partial. Each
  * net runs with ctrain's loops auto, portable or off, fused as `fit` builds it or
- * not, on one batch or on two with the second's gradients accumulated into the
- * first's (train.grad_accum_steps), drawn from the same seed, so that the backend's
- * choices meet shapes no hand-written case names. Every output and parameter gradient must be within the
- * tolerance (L2, relative to the reference tensor's). Other nets run as `ctrain eval`
- * does: an inference plan's forward, with random running statistics in the batch
- * norms (parity_graph_eval). Each group prints which of ctrain's own loops the nets
- * met (what this CPU picks; never asserted).
+ * not, drawn from its seed, so that the backend's choices meet shapes no
+ * hand-written case names. Training nets run one batch, or two with the second's
+ * gradients accumulated into the first's (train.grad_accum_steps), and every output
+ * and parameter gradient must be within the tolerance (L2, relative to the reference
+ * tensor's). Other nets run as `ctrain eval` does: an inference plan's forward, with
+ * random running statistics in the batch norms. Each group prints which of ctrain's
+ * own loops the nets met (what this CPU picks; never asserted).
  *
  * The generator keeps clear of nets whose gradients vanish in exact arithmetic, where
  * the reference is rounding noise: a bias or a batch norm's shift is always followed
