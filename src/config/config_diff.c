@@ -1,8 +1,9 @@
 /* config_diff.c: the keys in which two configs' YAML texts differ (config.h).
  *
  * Each text is flattened into leaves "dotted.key" = scalar (list entries by index,
- * as KEY=VALUE edits name them; an empty mapping or list is a leaf "{}" or "[]"),
- * so block and flow style, key order and comments never count as differences.
+ * as KEY=VALUE edits name them; an empty mapping or list is a leaf "{}" or "[]"; a
+ * null, empty or spelled `~` or `null`, the leaf "null"), so block and flow style,
+ * key order and comments never count as differences.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <yaml.h>
 
 #include "config/config.h"
+#include "config/config_internal.h"
 
 typedef struct leaf {
     char *key, *value;
@@ -48,8 +50,8 @@ static void flatten(yaml_document_t *doc, int index, const char *prefix, leaves 
     yaml_node_t *n = yaml_document_get_node(doc, index);
     if (!n || depth > 64) return;
     char key[1024];
-    if (n->type == YAML_SCALAR_NODE) {
-        add_leaf(l, prefix, (const char *)n->data.scalar.value);
+    if (n->type == YAML_SCALAR_NODE) { /* every spelling of a null is one value */
+        add_leaf(l, prefix, ct_node_is_null(n) ? "null" : (const char *)n->data.scalar.value);
     } else if (n->type == YAML_SEQUENCE_NODE) {
         long count = n->data.sequence.items.top - n->data.sequence.items.start;
         if (count == 0) add_leaf(l, prefix, "[]");

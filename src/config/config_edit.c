@@ -351,9 +351,12 @@ static int emit_node(yaml_emitter_t *em, yaml_document_t *doc, int i) {
     yaml_event_t ev;
     if (n->type == YAML_SCALAR_NODE) {
         /* untagged: implicit in either style, so the emitter may quote a plain
-         * scalar that cannot stay plain */
-        return yaml_scalar_event_initialize(&ev, NULL, NULL, n->data.scalar.value,
-                                            (int)n->data.scalar.length, 1, 1,
+         * scalar that cannot stay plain. An empty plain scalar (a null) is written
+         * `null`: in a flow collection libyaml would quote it as '', a string. */
+        bool null = n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && !n->data.scalar.length;
+        return yaml_scalar_event_initialize(&ev, NULL, NULL,
+                                            null ? (yaml_char_t *)"null" : n->data.scalar.value,
+                                            null ? 4 : (int)n->data.scalar.length, 1, 1,
                                             n->data.scalar.style) &&
                yaml_emitter_emit(em, &ev);
     }
