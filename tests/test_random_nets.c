@@ -27,13 +27,14 @@
  * a relu's input lies within rounding of zero the mask flips, and that one element's
  * gradient moves every gradient before it: 2e-3 in one net of 4800 drawn here,
  * with oneDNN capped at SSE4.1), the evaluations within 1e-4.
- * Native bf16 (the "bf16" group; exit 77 where oneDNN has no bf16 instructions): nets
- * without batch norms (whose backward cancels, so that bf16 inputs err by more than
- * the gradient's size), within 10x the reference's size: bf16 rounding flips relu
- * masks and max-pool choices on maps of a few pixels (up to 64% here), and a
- * one-element gradient that sums to nearly nothing erred by 5.2x in one net of 2800,
- * so this bound is for gross errors such as a gradient read from memory nobody wrote;
- * their evaluations (batch norms too) within 10%. */
+ * Native bf16 (the "bf16" group; exit 77 where oneDNN has no bf16 instructions):
+ * training nets without batch norms (whose backward cancels, so that bf16 inputs err
+ * by more than the gradient's size), within 10x the reference's size: bf16 rounding
+ * flips relu masks and max-pool choices on maps of a few pixels (up to 64% here), and
+ * a one-element gradient that sums to nearly nothing erred by 5.2x in one net of
+ * 2800, so this bound is for gross errors such as a gradient read from memory nobody
+ * wrote; evaluations, batch norms included, within 10%. The emulated bf16 and fp16
+ * (every CPU runs them) take the same bounds in the main group. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -223,6 +224,9 @@ static void print_met(const char *what) {
     memset(met_count, 0, sizeof met_count);
 }
 
+/* How the bf16 runs compute: natively (the bf16 group) or emulated in fp32. */
+static ct_cpu_bf16 bf16_mode = CT_CPU_BF16_NATIVE;
+
 /* nets seeds [first, first + count) with amp, drawn loops and fusion: one training
  * step of a training plan, or with eval the evaluation forward of an inference plan
  * (as `ctrain eval` makes it). */
@@ -231,18 +235,21 @@ static void run(uint32_t first, int count, bool small_maps, ct_amp_mode amp, dou
     static const ct_cpu_loops modes[] = {CT_CPU_LOOPS_AUTO, CT_CPU_LOOPS_PORTABLE,
                                          CT_CPU_LOOPS_OFF};
     static const char *const mode_names[] = {"auto", "portable", "off"};
+    const char *amp_name = amp == CT_AMP_OFF    ? "fp32"
+                           : amp == CT_AMP_FP16 ? "fp16 emulated"
+                           : bf16_mode == CT_CPU_BF16_NATIVE ? "bf16"
+                                                             : "bf16 emulated";
     parity_amp = amp;
-    parity_cpu_bf16 = amp == CT_AMP_BF16 ? CT_CPU_BF16_NATIVE : CT_CPU_BF16_AUTO;
+    parity_cpu_bf16 = amp == CT_AMP_BF16 ? bf16_mode : CT_CPU_BF16_AUTO;
     parity_l2_tol = tol;
     for (uint32_t seed = first; seed < first + (uint32_t)count; seed++) {
         net t;
-        build(&t, seed, small_maps, amp != CT_AMP_BF16);
+        build(&t, seed, small_maps, amp == CT_AMP_OFF || eval); /* see the header */
         int m = draw(0, 2);
         bool fuse = draw(0, 3) != 0;
         int steps = draw(0, 2) == 0 ? 2 : 1; /* a second batch accumulating into the first */
         char what[640];
-        snprintf(what, sizeof what, "net %u (%s%s, loops %s%s) %s", seed,
-                 amp == CT_AMP_BF16 ? "bf16" : "fp32",
+        snprintf(what, sizeof what, "net %u (%s%s, loops %s%s) %s", seed, amp_name,
                  eval ? " eval" : steps > 1 ? ", 2 batches accumulated" : "", mode_names[m],
                  fuse ? ", fused" : "", t.what);
         print_message("%s\n", what);
@@ -282,6 +289,21 @@ static void test_fp32_eval(void **state) {
     print_met("fp32 evaluation");
 }
 
+/* The emulated mixed precisions, which every CPU runs (bf16 where oneDNN has no
+ * bf16 instructions, fp16 everywhere): the native bf16 group's bounds. */
+static void test_emulated_amp(void **state) {
+    (void)state;
+    bf16_mode = CT_CPU_BF16_EMULATED;
+    run(8001, 20, false, CT_AMP_BF16, 10.0, false);
+    run(8101, 20, true, CT_AMP_BF16, 10.0, false);
+    run(8201, 20, false, CT_AMP_BF16, 0.1, true);
+    bf16_mode = CT_CPU_BF16_NATIVE;
+    run(9001, 20, false, CT_AMP_FP16, 10.0, false);
+    run(9101, 20, true, CT_AMP_FP16, 10.0, false);
+    run(9201, 20, false, CT_AMP_FP16, 0.1, true);
+    print_met("emulated bf16 and fp16");
+}
+
 static void test_bf16_nets(void **state) {
     (void)state;
     run(2001, 30, false, CT_AMP_BF16, 10.0, false);
@@ -312,6 +334,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_fp32_nets),
         cmocka_unit_test(test_fp32_small_maps),
         cmocka_unit_test(test_fp32_eval),
+        cmocka_unit_test(test_emulated_amp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
