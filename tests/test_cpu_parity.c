@@ -1169,14 +1169,15 @@ static void test_bf16_native_resnet(void) {
                           !ct_onednn_has_amx();
             for (int i = 0; i < h->g.n_nodes; i++) {
                 const ct_node *nd = &h->g.nodes[i];
-                if (nd->kind == CT_LAYER_BATCHNORM2D && !strstr(impl(h, i, CT_PASS_FORWARD), ":bf16"))
-                    fail_msg("native bf16 resnet: batch norm %d on '%s'", i,
-                             impl(h, i, CT_PASS_FORWARD));
+                const char *fi = impl(h, i, CT_PASS_FORWARD);
+                if (nd->kind == CT_LAYER_BATCHNORM2D && !strstr(fi, ":bf16"))
+                    fail_msg("native bf16 resnet: batch norm %d on '%s'", i, fi);
                 if (nd->kind != CT_LAYER_CONV2D) continue;
                 bool takes = convwb && nd->cfg.kernel == 3 && nd->in.c % 16 == 0;
                 const char *wi = impl(h, i, CT_PASS_BACKWARD_WEIGHTS);
                 if (takes != (strcmp(wi, "ctrain:avx512:bf16") == 0))
-                    fail_msg("native bf16 resnet, loops %s: conv %d (%d -> %d, %dx%d) weights on '%s'",
+                    fail_msg("native bf16 resnet, loops %s: conv %d (%d -> %d, %dx%d) "
+                             "weights on '%s'",
                              ct_cpu_loops_name(loop_modes[m]), i, nd->in.c, nd->out.c,
                              nd->cfg.kernel, nd->cfg.kernel, wi);
             }

@@ -16,17 +16,17 @@
  * Training runs ctrain's loops over the first n rows (cpu_bn_kernel.h, AVX2 where the
  * CPU has it, same bits as their portable C): the batch statistics (sum and sum of
  * squares) and the gradient sums of gamma and beta accumulate in double, and each
- * element is normalized in fp32, as in PyTorch. oneDNN 2.6's
- * training primitives accumulate in fp32: in tests/torch_parity.py's residual network
- * with batch norms (with relu instead of silu) they ended one SGD step 1.5e-2 (of a
- * tensor's largest value) from a float64 run where PyTorch's fp32 ended 2.4e-5 and
- * these loops 2.7e-5, then normalizing in double too (a batch norm's input gradient
- * sums to zero per channel, so the sums downstream cancel heavily). The loops also take partial batches, where the
- * primitives built for N rows would mix the stale rows into the statistics, and give
- * the stale rows of gact[i-1] a zero gradient, so layers before keep adding nothing for
- * them. They walk plain [N, C, S] and nChw8c/16c blocks run by run (a row's positions x
- * the block's lanes are contiguous); a batch norm whose input has any other layout
- * works in a plain copy (reorders in and out).
+ * element is normalized in fp32, as in PyTorch. oneDNN 2.6's training primitives
+ * accumulate in fp32: in tests/torch_parity.py's residual network with batch norms
+ * (with relu instead of silu) they ended one SGD step 1.5e-2 (of a tensor's largest
+ * value) from a float64 run where PyTorch's fp32 ended 2.4e-5 and these loops 2.7e-5,
+ * then normalizing in double too (a batch norm's input gradient sums to zero per
+ * channel, so the sums downstream cancel heavily). The loops also take partial
+ * batches, where the primitives built for N rows would mix the stale rows into the
+ * statistics, and give the stale rows of gact[i-1] a zero gradient, so layers before
+ * keep adding nothing for them. They walk plain [N, C, S] and nChw8c/16c blocks run
+ * by run (a row's positions x the block's lanes are contiguous); a batch norm whose
+ * input has any other layout works in a plain copy (reorders in and out).
  *
  * Fused with the relu after it (CT_FUSE_BN_RELU, graph/fusion.h): the forward loop
  * writes max(y, 0) and evaluation's primitive has dnnl_fuse_norm_relu; the backward

@@ -328,9 +328,9 @@ CT_INLINE_AVX512 void run_apply_x512(const uint16_t *x, uint16_t *y, long S, con
         narrow16(y + j, r);
     }
     if (j < n) {
-        __m256 r = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(widen8(x + j), _mm512_castps512_ps256(m)),
-                                               _mm512_castps512_ps256(k)),
-                                 _mm512_castps512_ps256(t));
+        __m256 m8 = _mm512_castps512_ps256(m), k8 = _mm512_castps512_ps256(k),
+               t8 = _mm512_castps512_ps256(t);
+        __m256 r = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(widen8(x + j), m8), k8), t8);
         if (relu) r = _mm256_max_ps(r, _mm256_setzero_ps());
         narrow8(y + j, r);
     }

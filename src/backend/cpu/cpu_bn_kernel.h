@@ -16,8 +16,9 @@
  *   dx = k * (dy - dbm - (x - mean) * rstd * dgm)      k = gamma * rstd, dbm / dgm the
  *                                                      means of dy and dy * xhat
  * All in the same order on every ISA: the AVX2 bodies are the portable C compiled for
- * AVX2 (the build never contracts a product and a sum), so both give the same bits. With `relu` the forward writes max(y, 0) and the backward masks dy
- * where that output is not positive (the relu after the batch norm, fused).
+ * AVX2 (the build never contracts a product and a sum), so both give the same bits.
+ * With `relu` the forward writes max(y, 0) and the backward masks dy where that
+ * output is not positive (the relu after the batch norm, fused).
  *
  * With bf16, x, y, dy and dx hold bf16 (uint16 bit patterns, cpu_bf16.h): loads
  * widen exactly and stores narrow the fp32 result to nearest even, so each output

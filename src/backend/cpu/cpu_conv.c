@@ -118,11 +118,12 @@ static bool tap_in_padding(int in, int out, int k, int s, int p) {
  * BENCHMARKS.md). Its fp32 kernels and its gemm kernel (the all-plain variant) are
  * right there, so such a bf16 convolution takes the plain variant. */
 static int conv_bwd_w_first(const ct_cpu_node *nd) {
+    if (ct_cpu_wl_compute_type(nd) != dnnl_bf16) return 0;
     const ct_node *g = nd->g;
     int k = g->cfg.kernel, s = g->cfg.stride, p = g->cfg.padding;
     bool edge = tap_in_padding(g->in.h, g->out.h, k, s, p) ||
                 tap_in_padding(g->in.w, g->out.w, k, s, p);
-    return ct_cpu_wl_compute_type(nd) == dnnl_bf16 && edge ? CT_CPU_BWD_W_VARIANTS - 1 : 0;
+    return edge ? CT_CPU_BWD_W_VARIANTS - 1 : 0;
 }
 
 const ct_cpu_wl_descs ct_cpu_conv_descs = {conv_fwd, conv_bwd_d, conv_bwd_w, conv_bwd_w_first,
