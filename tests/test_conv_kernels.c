@@ -25,7 +25,15 @@
  * ct_convwb_bwd_weights (cpu_convwb_kernel.h) on bf16 values against the double
  * reference conv backward (dw, db), strides 1 and 2, odd and even image counts and
  * sizes, 1 to 5 blocks of 16 output channels, with and without db and add; the same
- * bits on a second run.
+ * bits on a second run. ct_convpb_bwd_weights (cpu_convpb_kernel.h) from the planes of
+ * the one-pass forward (bf16 output and argmax) against the double reference
+ * backward over the dy they stand for, on x rounded to bf16: 1 to 3 input channels,
+ * odd sizes, padding 0 to 2, output channels that leave empty lanes, pool planes in
+ * nChw8c and nChw16c, 1 to 3 threads, with and without db and add; x in plain,
+ * nChw8c and nChw16c layouts (junk past IC) gives the same bits. ct_convfb_forward
+ * (cpu_convfb_kernel.h) against the double conv over x and weights rounded to bf16,
+ * relu and the window maxima: within bf16's rounding and the fp32 sums' error, the
+ * argmax on a maximum, empty lanes 0; over the same shapes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,6 +48,8 @@
 
 #include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_convf_kernel.h"
+#include "backend/cpu/cpu_convfb_kernel.h"
+#include "backend/cpu/cpu_convpb_kernel.h"
 #include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_convwb_kernel.h"
@@ -623,6 +633,184 @@ static void test_convwb_reference(void **state) {
     assert_false(ct_convwb_geom_ok(&odd));
 }
 
+/* ---- the block's one-pass forward in bf16 on AVX512-BF16 -------------------------- */
+
+/* The bf16 block loops' cases, with the pool planes' channel block. */
+static const struct {
+    conv_case c;
+    int yb;
+} block_cases[] = {
+    {{3, 1, 32, 28, 28, 3, 1}, 16}, /* the tutorial's conv1: two blocks in one group */
+    {{2, 1, 20, 9, 7, 3, 1}, 8},    /* odd sizes (an odd last window); OC 20: a half-empty
+                                       last block of 8 */
+    {{3, 3, 16, 8, 10, 3, 0}, 16},  /* three input channels, no padding */
+    {{2, 2, 40, 7, 9, 3, 2}, 8},    /* padding 2; 3 blocks of 16: a pair, then one */
+    {{1, 1, 8, 5, 5, 3, 1}, 16},    /* one image; one block, half of it past OC */
+};
+
+/* ct_convfb_forward against the double conv over x and w rounded to bf16: each pooled
+ * value within bf16's rounding (2^-8 relative) plus the fp32 sums' error of the
+ * window's maximum, the argmax on a value within that error of the maximum, lanes
+ * past OC 0 with argmax 0; x in plain, nChw8c and nChw16c layouts (junk past IC) and
+ * no argmax give the same bits. */
+static void fb_case_run(const conv_case *c, int yb) {
+    size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * 9;
+    float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *b = rand_f((size_t)c->oc, 0.1);
+    for (size_t j = 0; j < nx; j++) x[j] = ct_round_bf16(x[j]);
+    float *wr = malloc(nw * sizeof *wr);
+    for (size_t j = 0; j < nw; j++) wr[j] = ct_round_bf16(w[j]);
+    ct_convf_geom g = fgeom(c, true, true, LOOPS_BEST, yb);
+    g.bf16_out = true;
+    assert_true(ct_convfb_geom_ok(&g));
+    int oh = ct_convf_out_h(&g), ow = ct_convf_out_w(&g), ph = oh / 2, pw = ow / 2;
+    size_t pp = (size_t)ph * (size_t)pw, np = out_floats(c, yb, pp);
+    double *xd = to_d(x, nx), *wd = to_d(wr, nw), *bd = to_d(b, (size_t)c->oc);
+    double *ref = malloc((size_t)c->n * c->oc * oh * ow * sizeof *ref);
+    ct_ref_conv2d_forward(xd, c->n, c->ic, c->h, c->w, wd, bd, c->oc, 3, 1, c->p, ref);
+    uint16_t *y = malloc(np * sizeof *y), *y2 = malloc(np * sizeof *y2);
+    uint8_t *idx = malloc(np), *idx2 = malloc(np);
+    memset(idx, 77, np);
+    float *xb = to_blocked(x, c->n, c->ic, c->h, c->w, 1, 0.0f);
+    ct_convfb_forward(&g, xb, w, b, y, idx);
+    free(xb);
+    char what[128];
+    snprintf(what, sizeof what, "convfb (N %d, IC %d, OC %d, %dx%d, P %d, nChw%dc)", c->n, c->ic,
+             c->oc, c->h, c->w, c->p, yb);
+    for (int n = 0; n < c->n; n++)
+        for (int o = 0; o < blocks_of(c->oc, yb) * yb; o++)
+            for (size_t q = 0; q < pp; q++) {
+                size_t j = at_yb(c, yb, pp, n, o, q);
+                float got = ct_bf16_float(y[j]);
+                if (o >= c->oc) {
+                    if (y[j] != 0 || idx[j] != 0)
+                        fail_msg("%s: lane past OC [%zu] is 0x%04x/%d", what, j, y[j], idx[j]);
+                    continue;
+                }
+                size_t corner = ((size_t)n * c->oc + o) * oh + 2 * (q / pw);
+                const double *r = ref + corner * ow + 2 * (q % pw);
+                double v[4] = {r[0], r[1], r[ow], r[ow + 1]}, m = 0.0, terms = fabs(bd[o]);
+                for (int a = 0; a < 4; a++) m = fmax(m, v[a]);
+                for (int t = 0; t < c->ic * 9; t++) terms += fabs(wd[(size_t)o * c->ic * 9 + t]);
+                double sum_err = 1e-6 * terms; /* fp32 sums of |terms| <= terms */
+                bool none = m == 0.0 && v[0] < -2 * sum_err && v[1] < -2 * sum_err &&
+                            v[2] < -2 * sum_err && v[3] < -2 * sum_err; /* first: 0 */
+                if (fabs(got - m) > 0x1p-8 * m + sum_err || idx[j] > 3 ||
+                    fmax(v[idx[j]], 0.0) < m - 2 * sum_err || (none && idx[j] != 0))
+                    fail_msg("%s [%zu]: %.9g at %d, reference %.9g (window %.9g %.9g %.9g %.9g)",
+                             what, j, got, idx[j], m, v[0], v[1], v[2], v[3]);
+            }
+    static const int layouts[] = {8, 16};
+    for (int k = 0; k < 2; k++) {
+        ct_convf_geom gk = g;
+        gk.x_block = layouts[k];
+        xb = to_blocked(x, c->n, c->ic, c->h, c->w, layouts[k], 3.0f);
+        ct_convfb_forward(&gk, xb, w, b, y2, k == 0 ? NULL : idx2);
+        free(xb);
+        assert_memory_equal(y, y2, np * sizeof *y);
+        if (k == 1) assert_memory_equal(idx, idx2, np);
+    }
+    free(x), free(w), free(b), free(wr), free(xd), free(wd), free(bd), free(ref);
+    free(y), free(y2), free(idx), free(idx2);
+}
+
+static void test_convfb_reference(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof block_cases / sizeof block_cases[0]; i++)
+        fb_case_run(&block_cases[i].c, block_cases[i].yb == 8 ? 16 : 8);
+    for (size_t i = 0; i < sizeof block_cases / sizeof block_cases[0]; i++)
+        fb_case_run(&block_cases[i].c, block_cases[i].yb);
+    conv_case k5 = {2, 1, 16, 9, 9, 5, 2};
+    ct_convf_geom g = fgeom(&k5, true, true, LOOPS_BEST, 16);
+    g.bf16_out = true;
+    assert_false(ct_convfb_geom_ok(&g)); /* 3x3 kernels only */
+}
+
+/* ---- bf16 weight gradients of a conv -> relu -> max-pool block on AVX512-BF16 ------ */
+
+/* ct_convpb_bwd_weights on one layout of x (X channels per block, junk past IC). */
+static void pb_run(const ct_convw_geom *g0, int X, const float *x, const ct_convw_pooled *pp,
+                   const float *start, bool add, bool with_db, int threads, float *dw, float *db) {
+    ct_convw_geom g = *g0;
+    g.x_block = X;
+    assert_true(ct_convpb_geom_ok(&g));
+    size_t nw = (size_t)g.oc * (size_t)g.ic * 9;
+    memcpy(dw, start, nw * sizeof *dw);
+    memcpy(db, start + nw, (size_t)g.oc * sizeof *db);
+    float *xb = to_blocked(x, g.n, g.ic, g.h, g.w, X, 3.0f);
+    float *part = malloc(ct_convpb_part_floats(&g) * (size_t)threads * sizeof *part);
+    ct_convpb_bwd_weights(&g, xb, pp, dw, with_db ? db : NULL, add, part, threads);
+    free(part), free(xb);
+}
+
+/* The pool planes come from the one-pass forward (bf16 output, argmax); the
+ * reference is the double conv backward over the dy they stand for, on x rounded to
+ * bf16. Every layout of x gives the same bits, and so does a second run. */
+static void pb_case_run(const conv_case *c, int yb, bool add, bool with_db, int threads) {
+    size_t nx = (size_t)c->n * c->ic * c->h * c->w, nw = (size_t)c->oc * c->ic * 9;
+    float *x = rand_f(nx, 1.0), *w = rand_f(nw, 0.5), *b = rand_f((size_t)c->oc, 0.1);
+    for (size_t j = 0; j < nx; j++) x[j] = ct_bf16_float(ct_bf16_of(x[j]));
+    ct_convf_geom fg = fgeom(c, true, true, LOOPS_BEST, yb);
+    fg.bf16_out = true;
+    assert_true(ct_convf_geom_ok(&fg));
+    int oh = ct_convf_out_h(&fg), ow = ct_convf_out_w(&fg), ph = oh / 2, pw = ow / 2;
+    size_t np = out_floats(c, yb, (size_t)ph * (size_t)pw);
+    uint16_t *y = malloc(np * sizeof *y), *dpool = malloc(np * sizeof *dpool);
+    uint8_t *idx = malloc(np);
+    ct_convf_forward(&fg, x, w, b, y, idx);
+    for (size_t j = 0; j < np; j++) dpool[j] = ct_bf16_of((float)(2.0 * urand() - 1.0));
+    /* the conv's dy the planes stand for, plain, in double */
+    size_t ny = (size_t)c->n * c->oc * oh * ow;
+    double *dyd = calloc(ny, sizeof *dyd);
+    for (int n = 0; n < c->n; n++)
+        for (int o = 0; o < c->oc; o++)
+            for (int q = 0; q < ph * pw; q++) {
+                size_t j = at_yb(c, yb, (size_t)ph * (size_t)pw, n, o, (size_t)q);
+                if (!(ct_bf16_float(y[j]) > 0.0f)) continue;
+                int a = idx[j], oy = 2 * (q / pw) + a / 2, ox = 2 * (q % pw) + a % 2;
+                dyd[(((size_t)n * c->oc + o) * oh + oy) * ow + ox] = ct_bf16_float(dpool[j]);
+            }
+    float *start = rand_f(nw + (size_t)c->oc, 1.0);
+    double *xd = to_d(x, nx), *wd = calloc(nw, sizeof *wd), *dxr = malloc(nx * sizeof *dxr);
+    double *dwr = malloc(nw * sizeof *dwr), *dbr = malloc((size_t)c->oc * sizeof *dbr);
+    ct_ref_conv2d_backward(xd, c->n, c->ic, c->h, c->w, wd, c->oc, 3, 1, c->p, dyd, dxr, dwr, dbr);
+    for (size_t i = 0; add && i < nw; i++) dwr[i] += start[i];
+    for (int i = 0; i < c->oc; i++)
+        dbr[i] = !with_db ? start[nw + (size_t)i] : add ? dbr[i] + start[nw + (size_t)i] : dbr[i];
+    ct_convw_geom g = {.n = c->n, .ic = c->ic, .oc = c->oc, .h = c->h, .w = c->w, .k = 3,
+                       .p = c->p, .x_block = 1, .dy_block = yb};
+    ct_convw_pooled pp = {.dy = dpool, .y = y, .idx = idx, .bf16 = true};
+    float *dw = malloc(nw * sizeof *dw), *db = malloc((size_t)c->oc * sizeof *db);
+    float *dw2 = malloc(nw * sizeof *dw2), *db2 = malloc((size_t)c->oc * sizeof *db2);
+    pb_run(&g, 1, x, &pp, start, add, with_db, threads, dw, db);
+    char what[128];
+    snprintf(what, sizeof what, "convpb (N %d, IC %d, OC %d, %dx%d, P %d, nChw%dc%s%s, %d threads)",
+             c->n, c->ic, c->oc, c->h, c->w, c->p, yb, add ? ", add" : "",
+             with_db ? "" : ", no db", threads);
+    check_close(dw, dwr, nw, what);
+    check_close(db, dbr, (size_t)c->oc, what);
+    static const int layouts[] = {1, 8, 16};
+    for (int k = 0; k < 3; k++) {
+        pb_run(&g, layouts[k], x, &pp, start, add, with_db, threads, dw2, db2);
+        assert_memory_equal(dw, dw2, nw * sizeof *dw);
+        assert_memory_equal(db, db2, (size_t)c->oc * sizeof *db);
+    }
+    free(x), free(w), free(b), free(y), free(dpool), free(idx), free(dyd), free(start);
+    free(xd), free(wd), free(dxr), free(dwr), free(dbr), free(dw), free(db), free(dw2), free(db2);
+}
+
+static void test_convpb_reference(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof block_cases / sizeof block_cases[0]; i++) {
+        const conv_case *c = &block_cases[i].c;
+        pb_case_run(c, block_cases[i].yb, false, true, 1 + (int)i % 3);
+        pb_case_run(c, block_cases[i].yb, true, i % 2 == 0, 2);
+        pb_case_run(c, block_cases[i].yb == 8 ? 16 : 8, false, i % 2 == 1, 2);
+    }
+    ct_convw_geom k5 = {.n = 2, .ic = 1, .oc = 16, .h = 9, .w = 9, .k = 5, .p = 2, .x_block = 1,
+                        .dy_block = 16};
+    assert_false(ct_convpb_geom_ok(&k5)); /* 3x3 kernels only */
+}
+
 int main(int argc, char **argv) {
     parity_rel_tol = 1e-4;
     parity_print_loops_isa();
@@ -632,6 +820,8 @@ int main(int argc, char **argv) {
                                 "weight-gradient loops do not run on this CPU");
         const struct CMUnitTest bf16[] = {
             cmocka_unit_test(test_convwb_reference),
+            cmocka_unit_test(test_convpb_reference),
+            cmocka_unit_test(test_convfb_reference),
         };
         return cmocka_run_group_tests_name("avx512bf16", bf16, NULL, NULL) ? 1 : 0;
     }

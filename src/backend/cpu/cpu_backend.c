@@ -726,8 +726,9 @@ static const char *cpu_amp_note(ct_backend *bb) {
         snprintf(b->amp_note, sizeof b->amp_note,
                  "bf16 native: convolutions and linear layers on oneDNN compute in bf16 on this "
                  "CPU's bf16 instructions (bf16 inputs, weights and output gradients, fp32 "
-                 "accumulation), and so do ctrain's conv backward from a max-pool and its "
-                 "3x3 conv weight gradients on AVX512-BF16 (bf16 operands, fp32 sums); the "
+                 "accumulation), and so do ctrain's conv backward from a max-pool, and on "
+                 "AVX512-BF16 its 3x3 conv weight gradients and its one-pass first conv block "
+                 "(bf16 operands, fp32 sums); the "
                  "other layers, ctrain's loops among them, compute in fp32; "
                  "activations and their gradients are stored in bf16 where every reader takes "
                  "bf16 (convolutions, linear layers and residual adds, through relus, batch "

@@ -14,11 +14,16 @@
  *    dy from the pool's gradient, output and argmax.
  * The unfused own forward is slower than oneDNN's (its output store) but runs only
  * with fusion off (BENCHMARKS.md has the figures).
+ * In native bf16, fused, the pass writes the pool's output in bf16; on AVX512-BF16
+ * the forward and the weight gradient then compute in bf16 instead
+ * (cpu_convfb_kernel.h, cpu_convpb_kernel.h: bf16 input and weights, fp32 sums, as
+ * oneDNN's bf16 convolutions), unfused in fp32: there fusing changes the rounding.
  *
  * Taken when: stride 1, one input channel in a 1/8/16-channel-block layout, no
  * input gradient, a relu and a max-pool of kernel 2, stride 2, padding 0 next, none
- * of the three in a checkpointed span, amp off (the fused pass does not round), the
- * loops' size limits, and train.cpu_loops not off.
+ * of the three in a checkpointed span, amp off or native bf16 (the emulation's
+ * rounding of each stored tensor has no place in the fused pass), the loops' size
+ * limits, and train.cpu_loops not off.
  */
 #include "backend/cpu/cpu_internal.h"
 
@@ -84,6 +89,16 @@ static bool block_fused(const ct_cpu *b, const ct_cpu_node *nd) {
     return ct_cpu_fused(b, CT_FUSE_CONV_RELU_POOL, nd->i);
 }
 
+/* Fused with its pool's output in bf16 (native bf16): the forward and the weight
+ * gradient on AVX512-BF16's pair dot products (cpu_convfb_kernel.h,
+ * cpu_convpb_kernel.h), x and the weights rounded to bf16 as oneDNN's bf16
+ * convolutions take them, where the CPU has them and the loops are not forced
+ * portable; else the fp32 loops (the output or the planes rounded or widened). */
+static bool bf16_dots(const ct_cpu *b, const ct_cpu_node *nd) {
+    return block_fused(b, nd) && nd->wl.convf.bf16_out && !ct_cpu_loops_portable(b) &&
+           ct_convwb_available();
+}
+
 int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     const ct_node *g = nd->g;
     ct_cpu_wl *w = &nd->wl;
@@ -97,6 +112,7 @@ int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
      * output in bf16 (the conv's own output has no storage, its type is the pool's). */
     w->convf.bf16_out = w->convf.pool && ct_cpu_bf16_stores(b, nd->i);
     if (!ct_convf_geom_ok(&w->convf)) w->convf.bf16_out = false;
+    w->own_convfb = bf16_dots(b, nd) && ct_convfb_geom_ok(&w->convf);
     w->dw.region = w->db.region = w->part.region = -1;
     dnnl_dims_t dims = {b->N, g->out.c, g->out.h, g->out.w};
     dnnl_dims_t wdims = {g->out.c, g->in.c, g->cfg.kernel, g->cfg.kernel};
@@ -114,6 +130,10 @@ int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     if (!b->o.training) return 0;
     if (!ct_cpu_wl_own_convw(b, nd, &w->convw))
         return ct_errorf(err, "the conv-relu-maxpool block's backward-weights loops refuse its shape");
+    if (bf16_dots(b, nd) && ct_convpb_geom_ok(&w->convw)) {
+        w->own_bwd_w = w->own_convpb = true;
+        return ct_cpu_wl_plan_part(b, nd, ct_convpb_part_floats(&w->convw), "convpb_part", err);
+    }
     return ct_cpu_wl_own_bwd_weights(b, nd, err);
 }
 
@@ -138,7 +158,10 @@ int ct_cpu_block_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, 
     }
     ct_cpu_node *pool = &b->nodes[nd->i + 2];
     uint8_t *idx = b->o.training ? (uint8_t *)(void *)pool->ws.ptr : NULL;
-    ct_convf_forward(&w->convf, x, w->w_plain.ptr, bias_of(nd), pool->act.ptr, idx);
+    if (w->own_convfb)
+        ct_convfb_forward(&w->convf, x, w->w_plain.ptr, bias_of(nd), pool->act.ptr, idx);
+    else
+        ct_convf_forward(&w->convf, x, w->w_plain.ptr, bias_of(nd), pool->act.ptr, idx);
     return 0;
 }
 
@@ -160,8 +183,12 @@ int ct_cpu_block_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t 
     ct_convw_pooled pp = {.dy = pool->gact.ptr, .y = pool->act.ptr,
                           .idx = (const uint8_t *)(const void *)pool->ws.ptr,
                           .bf16 = w->convf.bf16_out};
-    ct_convw_bwd_weights_pooled(&q, x, &pp, w->dw_plain.ptr, db, accumulate, w->part.ptr,
-                                w->part_threads);
+    if (w->own_convpb)
+        ct_convpb_bwd_weights(&q, x, &pp, w->dw_plain.ptr, db, accumulate, w->part.ptr,
+                              w->part_threads);
+    else
+        ct_convw_bwd_weights_pooled(&q, x, &pp, w->dw_plain.ptr, db, accumulate, w->part.ptr,
+                                    w->part_threads);
     return 0;
 }
 
@@ -171,11 +198,13 @@ const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd, ct_impl_pa
     buf[0] = 0;
     const char *type = nd->wl.convf.bf16_out ? ":bf16" : "";
     if (pass == CT_PASS_FORWARD)
-        snprintf(buf, n, "ctrain:%s%s:nChw%dc%s", ct_convf_isa(&nd->wl.convf),
+        snprintf(buf, n, "ctrain:%s%s:nChw%dc%s",
+                 nd->wl.own_convfb ? "avx512_bf16" : ct_convf_isa(&nd->wl.convf),
                  fused ? ":conv+relu+maxpool" : "", nd->wl.convf.y_block, type);
     else if (pass == CT_PASS_BACKWARD_WEIGHTS && b->o.training)
-        snprintf(buf, n, "ctrain:%s%s%s", ct_convw_isa(&nd->wl.convw), fused ? ":from-pool" : "",
-                 type);
+        snprintf(buf, n, "ctrain:%s%s%s",
+                 nd->wl.own_convpb ? "avx512_bf16" : ct_convw_isa(&nd->wl.convw),
+                 fused ? ":from-pool" : "", type);
     return buf; /* no input gradient */
 }
 

@@ -59,17 +59,38 @@ static body body_of(const ct_convw_geom *g) {
     return use_avx512(g) ? BODY_AVX512 : use_avx2(g) ? BODY_AVX2 : BODY_PORTABLE;
 }
 
-void ct_conv_pad_image(int ic, int h, int w, int p, int x_block, const float *x, float *xp) {
+/* ct_conv_pad_image into fp32 planes, or bf16 ones with bf16. */
+static void pad_planes(int ic, int h, int w, int p, int x_block, const float *x, void *out,
+                       bool bf16) {
     int wp = w + 2 * p, B = x_block;
-    size_t pl = (size_t)(h + 2 * p) * (size_t)wp;
-    memset(xp, 0, (size_t)ic * pl * sizeof *xp);
+    size_t pl = (size_t)(h + 2 * p) * (size_t)wp, es = bf16 ? sizeof(uint16_t) : sizeof(float);
+    memset(out, 0, (size_t)ic * pl * es);
     for (int c = 0; c < ic; c++) {
         const float *xc = x + (size_t)(c / B) * (size_t)h * (size_t)w * (size_t)B + c % B;
-        float *dst = xp + (size_t)c * pl + (size_t)p * (size_t)wp + (size_t)p;
-        for (int r = 0; r < h; r++)
-            for (int q = 0; q < w; q++)
-                dst[(size_t)r * (size_t)wp + (size_t)q] = xc[((size_t)r * (size_t)w + (size_t)q) * (size_t)B];
+        size_t at = (size_t)c * pl + (size_t)p * (size_t)wp + (size_t)p;
+        for (int r = 0; r < h; r++) {
+            const float *src = xc + (size_t)r * (size_t)w * (size_t)B;
+            size_t o = at + (size_t)r * (size_t)wp;
+            if (bf16 && B == 1) {
+                ct_bf16_narrow(src, (uint16_t *)out + o, (size_t)w);
+                continue;
+            }
+            for (int q = 0; q < w; q++) {
+                float v = src[(size_t)q * (size_t)B];
+                if (bf16) ((uint16_t *)out)[o + (size_t)q] = ct_bf16_of(v);
+                else ((float *)out)[o + (size_t)q] = v;
+            }
+        }
     }
+}
+
+void ct_conv_pad_image(int ic, int h, int w, int p, int x_block, const float *x, float *xp) {
+    pad_planes(ic, h, w, p, x_block, x, xp, false);
+}
+
+void ct_conv_pad_image_bf16(int ic, int h, int w, int p, int x_block, const float *x,
+                            uint16_t *xb) {
+    pad_planes(ic, h, w, p, x_block, x, xb, true);
 }
 
 static void pad_image(const ct_convw_geom *g, const float *x, float *xp) {

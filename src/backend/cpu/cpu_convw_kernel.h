@@ -70,6 +70,10 @@ void ct_convw_bwd_weights_pooled(const ct_convw_geom *g, const float *x,
 /* Image x [ic_blocks][h][w][x_block] into xp [ic][h + 2p][w + 2p] with zero borders
  * (shared with the forward loops, cpu_convf_kernel.c). */
 void ct_conv_pad_image(int ic, int h, int w, int p, int x_block, const float *x, float *xp);
+/* The same into bf16 planes xb [ic][h + 2p][w + 2p], each value rounded to nearest
+ * even (cpu_bf16.h; for the bf16 loops, cpu_convpb_kernel.h and cpu_convfb_kernel.h). */
+void ct_conv_pad_image_bf16(int ic, int h, int w, int p, int x_block, const float *x,
+                            uint16_t *xb);
 
 void ct_convw_bwd_weights(const ct_convw_geom *g, const float *x, const float *dy, float *dw,
                           float *db, bool add, float *part, int part_threads);

@@ -48,11 +48,8 @@ size_t ct_convwb_part_floats(const ct_convwb_geom *g) {
 }
 
 #if CT_SIMD_X86
-#define TARGET_BF16 __attribute__((target(CT_AVX512_FEATURES ",avx512bf16")))
-#define INLINE_BF16 static inline __attribute__((always_inline, target(CT_AVX512_FEATURES ",avx512bf16")))
-
 /* 16 words: bf16 a[l] in the low half, b[l] (b NULL: 0) in the high half. */
-INLINE_BF16 __m512i pair16(const uint16_t *a, const uint16_t *b) {
+CT_INLINE_AVX512_BF16 __m512i pair16(const uint16_t *a, const uint16_t *b) {
     __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)a));
     if (!b) return lo;
     __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)b));
@@ -60,8 +57,8 @@ INLINE_BF16 __m512i pair16(const uint16_t *a, const uint16_t *b) {
 }
 
 /* X2 of images xa, xb (xb NULL: a zero image). */
-TARGET_BF16 static void fill_x2(const ct_convwb_geom *g, const uint16_t *xa, const uint16_t *xb,
-                                uint32_t *x2) {
+CT_TARGET_AVX512_BF16 static void fill_x2(const ct_convwb_geom *g, const uint16_t *xa,
+                                          const uint16_t *xb, uint32_t *x2) {
     size_t ic = (size_t)g->ic, row = (size_t)(g->w + 2) * ic;
     memset(x2, 0, row * sizeof *x2);
     memset(x2 + (size_t)(g->h + 1) * row, 0, row * sizeof *x2);
@@ -80,8 +77,8 @@ TARGET_BF16 static void fill_x2(const ct_convwb_geom *g, const uint16_t *xa, con
 }
 
 /* DY2 of images da, db (db NULL: a zero image), and dbias[oc] += dy_a + dy_b. */
-TARGET_BF16 static void fill_dy2(const ct_convwb_geom *g, const uint16_t *da, const uint16_t *db,
-                                 uint32_t *dy2, float *dbias) {
+CT_TARGET_AVX512_BF16 static void fill_dy2(const ct_convwb_geom *g, const uint16_t *da,
+                                           const uint16_t *db, uint32_t *dy2, float *dbias) {
     size_t np = pixels(g);
     for (int ob = 0; ob < g->oc / 16; ob++) {
         __m512 s = _mm512_loadu_ps(dbias + (size_t)ob * 16);
@@ -99,8 +96,8 @@ TARGET_BF16 static void fill_dy2(const ct_convwb_geom *g, const uint16_t *da, co
 
 /* Input channel ic, output blocks ob0 .. ob0 + OB - 1 over one pair's pixels: the
  * 9 * OB accumulators from and back to the partial dw [OC/16][IC][9][16]. */
-INLINE_BF16 void group(const ct_convwb_geom *g, const uint32_t *x2, const uint32_t *dy2,
-                       float *dw, int ob0, int ic, const int OB) {
+CT_INLINE_AVX512_BF16 void group(const ct_convwb_geom *g, const uint32_t *x2,
+                                 const uint32_t *dy2, float *dw, int ob0, int ic, const int OB) {
     int oh = out_h(g), ow = out_w(g), s = g->stride;
     size_t np = pixels(g), icn = (size_t)g->ic, r1 = (size_t)(g->w + 2) * icn;
     __m512 a[3][9];
@@ -124,8 +121,8 @@ INLINE_BF16 void group(const ct_convwb_geom *g, const uint32_t *x2, const uint32
             _mm512_storeu_ps(dw + (((size_t)(ob0 + b) * icn + (size_t)ic) * 9 + (size_t)t) * 16, a[b][t]);
 }
 
-TARGET_BF16 static void pair_sums(const ct_convwb_geom *g, const uint32_t *x2, const uint32_t *dy2,
-                                  float *dw) {
+CT_TARGET_AVX512_BF16 static void pair_sums(const ct_convwb_geom *g, const uint32_t *x2,
+                                            const uint32_t *dy2, float *dw) {
     int blocks = g->oc / 16;
     for (int ic = 0; ic < g->ic; ic++) {
         int ob = 0;
@@ -136,24 +133,23 @@ TARGET_BF16 static void pair_sums(const ct_convwb_geom *g, const uint32_t *x2, c
 }
 #endif
 
-/* The partials of nt threads into dw / db (thread order). */
-static void reduce(const ct_convwb_geom *g, const float *part, int nt, float *dw, float *db,
-                   bool add) {
-    size_t pf = ct_convwb_part_floats(g), dwf = up16(dw_floats(g));
-    for (int oc = 0; oc < g->oc; oc++) {
-        for (int ic = 0; ic < g->ic; ic++)
+void ct_conv16_reduce(int oc, int ic, const float *part, size_t part_floats, int nt, float *dw,
+                      float *db, bool add) {
+    size_t dwf = (size_t)(oc + 15) / 16 * 16 * (size_t)ic * 9;
+    for (int o = 0; o < oc; o++) {
+        for (int c = 0; c < ic; c++)
             for (int t = 0; t < 9; t++) {
-                size_t at = (((size_t)(oc / 16) * (size_t)g->ic + (size_t)ic) * 9 + (size_t)t) * 16 +
-                            (size_t)(oc % 16);
+                size_t at = (((size_t)(o / 16) * (size_t)ic + (size_t)c) * 9 + (size_t)t) * 16 +
+                            (size_t)(o % 16);
                 float s = 0.0f;
-                for (int u = 0; u < nt; u++) s += part[(size_t)u * pf + at];
-                float *o = dw + ((size_t)oc * (size_t)g->ic + (size_t)ic) * 9 + (size_t)t;
-                *o = add ? *o + s : s;
+                for (int u = 0; u < nt; u++) s += part[(size_t)u * part_floats + at];
+                float *d = dw + ((size_t)o * (size_t)ic + (size_t)c) * 9 + (size_t)t;
+                *d = add ? *d + s : s;
             }
         if (!db) continue;
         float s = 0.0f;
-        for (int u = 0; u < nt; u++) s += part[(size_t)u * pf + dwf + (size_t)oc];
-        db[oc] = add ? db[oc] + s : s;
+        for (int u = 0; u < nt; u++) s += part[(size_t)u * part_floats + dwf + (size_t)o];
+        db[o] = add ? db[o] + s : s;
     }
 }
 
@@ -183,5 +179,5 @@ void ct_convwb_bwd_weights(const ct_convwb_geom *g, const uint16_t *x, const uin
 #endif
         if (t == 0) used = nt;
     }
-    reduce(g, part, used, dw, db, add);
+    ct_conv16_reduce(g->oc, g->ic, part, pf, used, dw, db, add);
 }

@@ -43,6 +43,12 @@ bool ct_convwb_geom_ok(const ct_convwb_geom *g);
 /* Floats of one thread's partial sums and scratch (a multiple of 16). */
 size_t ct_convwb_part_floats(const ct_convwb_geom *g);
 
+/* The partial sums of nt threads (part_floats apart), each dw [ceil(OC/16)][IC][9][16]
+ * then db [OC] (lanes past OC ignored), added in thread order into dw [OC][IC][3][3]
+ * and db (NULL: none); add: += instead of =. Shared with cpu_convpb_kernel.c. */
+void ct_conv16_reduce(int oc, int ic, const float *part, size_t part_floats, int nt, float *dw,
+                      float *db, bool add);
+
 void ct_convwb_bwd_weights(const ct_convwb_geom *g, const uint16_t *x, const uint16_t *dy,
                            float *dw, float *db, bool add, float *part, int part_threads);
 

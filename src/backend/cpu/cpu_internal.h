@@ -36,6 +36,8 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_convf_kernel.h"
+#include "backend/cpu/cpu_convfb_kernel.h"
+#include "backend/cpu/cpu_convpb_kernel.h"
 #include "backend/cpu/cpu_convpg_kernel.h"
 #include "backend/cpu/cpu_convwb_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
@@ -105,11 +107,19 @@ typedef struct ct_cpu_wl {
      * partials and scratch in part ("<name>.convwb_part"). */
     bool own_bwd_w_bf16;
     ct_convwb_geom convwb;
+    /* Native bf16, a fused conv-relu-maxpool block whose pool output is bf16 (see
+     * own_fwd below): its backward-weights on AVX512-BF16 (cpu_convpb_kernel.h)
+     * instead of the fp32 convw loops, with convw's geometry; partials and scratch
+     * in part ("<name>.convpb_part"). */
+    bool own_convpb;
     /* The conv of a conv-relu-maxpool block on ctrain's forward loops
      * (cpu_conv_block.c); with the block fused (CT_FUSE_CONV_RELU_POOL) the relu and
      * the pool run in the same pass and the conv's output has no storage. */
     bool own_fwd;
     ct_convf_geom convf;
+    /* ... its one pass in native bf16 on AVX512-BF16 (cpu_convfb_kernel.h) with
+     * convf's geometry, instead of ct_convf_forward's fp32 arithmetic. */
+    bool own_convfb;
     /* A conv followed by a relu and a 2x2 max-pool whose backward (weights and
      * data) runs on ctrain's loops over the nonzeros of its dy only
      * (cpu_convpg_kernel.h): from the pool's gradient when fused

@@ -32,6 +32,11 @@
 #define CT_AVX512_FEATURES "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"
 #define CT_TARGET_AVX512 __attribute__((target(CT_AVX512_FEATURES)))
 #define CT_INLINE_AVX512 static inline __attribute__((always_inline, target(CT_AVX512_FEATURES)))
+/* The AVX-512 subsets with AVX512-BF16 (vdpbf16ps): callers check ct_convwb_available()
+ * (cpu_convwb_kernel.h). */
+#define CT_TARGET_AVX512_BF16 __attribute__((target(CT_AVX512_FEATURES ",avx512bf16")))
+#define CT_INLINE_AVX512_BF16                                                              \
+    static inline __attribute__((always_inline, target(CT_AVX512_FEATURES ",avx512bf16")))
 #else
 #define CT_SIMD_X86 0
 #define CT_TARGET_AVX2
@@ -88,6 +93,16 @@ CT_INLINE_AVX512 void ct_store16_halves(float *lo, float *hi, __m512 v) {
     }
     _mm256_storeu_ps(lo, _mm512_castps512_ps256(v));
     if (hi) _mm256_storeu_ps(hi, _mm512_extractf32x8_ps(v, 1));
+}
+#endif
+
+#if CT_SIMD_X86
+/* The word of the two bf16 values at p (p[0] low, p[1] high) in every lane: one
+ * operand of vdpbf16ps. */
+CT_INLINE_AVX512_BF16 __m512bh ct_bf16_pair_bcast(const uint16_t *p) {
+    uint32_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return (__m512bh)_mm512_set1_epi32((int)v);
 }
 #endif
 
