@@ -1258,7 +1258,8 @@ static void test_bf16_native_resnet(void) {
  * whole, fused as `fit` builds it, on no reference kernel, within 15% in L2 norm
  * per tensor (the first layers' weight gradients, behind several bf16 layers and
  * heavy cancellation, carry the largest error; the emulation, which rounds every
- * tensor, errs about as much).
+ * tensor, errs about as much); its conv1, where ctrain's one-pass block takes it,
+ * computes in bf16 (forward and weights) exactly where AVX512-BF16 runs.
  * Skipped, with the reason, on CPUs without bf16 instructions. */
 /* The fused add + relu's mask on bf16 gradients, compiled for every vector width:
  * a residual net whose convolutions stay on oneDNN in every loop mode (8 input
@@ -1373,6 +1374,18 @@ static void test_bf16_native(void **state) {
                 fail_msg("native bf16: layer %d pass %d on '%s'", i, p, impl(h, i, (ct_impl_pass)p));
     printf("native bf16: conv2 forward on %s, backward %s\n", impl(h, 3, CT_PASS_FORWARD),
            impl(h, 3, CT_PASS_BACKWARD_DATA));
+    /* where ctrain's one-pass block takes conv1, it computes in bf16 (forward and
+     * weights) where AVX512-BF16 runs, else in fp32 with its pool's output in bf16 */
+    const char *c1f = impl(h, 0, CT_PASS_FORWARD), *c1w = impl(h, 0, CT_PASS_BACKWARD_WEIGHTS);
+    printf("native bf16: conv1 forward on %s, weights %s\n", c1f, c1w);
+    if (strncmp(c1f, "ctrain:", 7) == 0) {
+        bool dots = ct_convwb_available();
+        if (!strstr(c1f, ":conv+relu+maxpool:") || !strstr(c1f, ":bf16") ||
+            (strncmp(c1f, "ctrain:avx512_bf16:", 19) == 0) != dots ||
+            (strncmp(c1w, "ctrain:avx512_bf16:", 19) == 0) != dots)
+            fail_msg("native bf16: conv1 forward on '%s', weights on '%s' (AVX512-BF16 %s)", c1f,
+                     c1w, dots ? "runs" : "does not run");
+    }
     parity_l2_tol = 0.15;
     parity_seed(1); /* the same data whatever ran before */
     parity_graph(h, 8, "native bf16 CNN");
