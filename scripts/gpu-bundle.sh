@@ -45,7 +45,8 @@ die() { echo "gpu-bundle.sh: $*" >&2; exit 1; }
 [ -f "$build/libctrain-cuda.so" ] || die "$build has no libctrain-cuda.so (not a CUDA build: meson setup -Dcuda=enabled)"
 
 # The test programs gpu-check.sh runs (keep in step with its step list).
-tests="test_cuda_loader test_cuda_parity test_bench test_amp test_cuda_graph test_predict"
+tests="test_cuda_loader test_cuda_parity test_bench test_amp test_cuda_graph test_predict
+test_random_nets"
 for t in $tests; do
   [ -x "$build/tests/$t" ] || die "$build/tests/$t is not built (a build with -Dtests=true)"
 done

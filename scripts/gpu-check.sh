@@ -28,8 +28,9 @@
 # CNN fits with amp off, bf16 and fp16 and train.graph auto and off, the CNN on
 # cuda:all, MLP fits in the three amp modes, the CNN's 10-epoch bf16 goal run
 # (>= 0.990 test accuracy in <= 1.0 s of training), a CPU evaluation of a CUDA
-# checkpoint, a CUDA profile, the out-of-memory advice and the conv algorithms
-# summary picks in bf16. The table gives each step's result (pass, FAIL, skip),
+# checkpoint, a CUDA profile, the out-of-memory advice, the conv algorithms
+# summary picks in bf16 and random nets against the double reference
+# (test_random_nets cuda). The table gives each step's result (pass, FAIL, skip),
 # its seconds and what it measured. Exit status 0 only when every step that ran
 # passed; on a GPU machine a test program that skips (exit 77: no usable GPU)
 # is a failure.
@@ -306,6 +307,12 @@ step oom_advice gpu 60 "$ctrain" summary "$root/configs/cnn.yaml" --device cuda 
 step summary_bf16 gpu 60 "$ctrain" summary "$root/configs/cnn.yaml" --device cuda --amp bf16
 [ "${result[summary_bf16]}" = pass ] &&
   detail[summary_bf16]="layer rows naming tensor-op math: $(log_of summary_bf16 | grep -c 'tensor-op math'), fma math: $(log_of summary_bf16 | grep -c 'fma math'); $(log_of summary_bf16 | grep -m1 -E '^ +batch\+metrics' | tr -s ' ' | cut -c2-60) (the datasets, when kept on the GPU)"
+
+# ---- random nets against the double reference on CUDA: last of the GPU steps, so that
+# a short budget cuts them first -------------------------------------------------------
+step test_random_nets_cuda test 150 "$bundle/tests/test_random_nets" cuda
+[ "${result[test_random_nets_cuda]}" = pass ] &&
+  detail[test_random_nets_cuda]=$(log_of test_random_nets_cuda | grep -E '^\[  PASSED  \]' | tr -s ' ' | cut -c1-40)
 
 # ---- the CPU side of the bundle (also what a dry run checks of fit and eval) ----------
 fit cpu_fit any 120 mlp.yaml --epochs 1 --device cpu

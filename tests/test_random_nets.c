@@ -34,7 +34,14 @@
  * a one-element gradient that sums to nearly nothing erred by 5.2x in one net of
  * 2800, so this bound is for gross errors such as a gradient read from memory nobody
  * wrote; evaluations, batch norms included, within 10%. The emulated bf16 and fp16
- * (every CPU runs them) take the same bounds in the main group. */
+ * (every CPU runs them) take the same bounds in the main group.
+ * The "cuda" group (exit 77 without a usable GPU or a CUDA build) runs the fp32
+ * nets on the CUDA backend, TF32 off (NVIDIA_TF32_OVERRIDE=0): training within
+ * 5e-3, evaluations within 1e-3 (cuDNN may pick FFT or Winograd algorithms, whose
+ * rounding errs more than direct sums); it prints the cuDNN and cuBLAS algorithms
+ * the nets met. */
+#include "ct_build_config.h" /* first: backend.h declares ct_backend_cuda under CT_HAVE_CUDA */
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -199,7 +206,11 @@ static void build(net *t, uint32_t seed, bool small_maps, bool norms) {
     add(t, linear(10, true));
 }
 
-/* The implementations of ctrain's own loops the nets met, for the log. */
+/* The backend the nets run on: the CPU's, or CUDA's (the "cuda" group). */
+static bool on_cuda;
+
+/* The implementations of ctrain's own loops the nets met (on CUDA: every
+ * algorithm), for the log. */
 #define MAX_MET 32
 static char met[MAX_MET][96];
 static int met_count[MAX_MET], n_met;
@@ -208,7 +219,7 @@ static void tally(harness *h) {
     for (int i = 0; i < h->g.n_nodes; i++)
         for (int p = CT_PASS_FORWARD; p <= CT_PASS_BACKWARD_WEIGHTS; p++) {
             const char *s = h->vt->impl_name(h->b, i, (ct_impl_pass)p);
-            if (strncmp(s, "ctrain", 6) != 0) continue;
+            if (!on_cuda && strncmp(s, "ctrain", 6) != 0) continue;
             int k = 0;
             while (k < n_met && strcmp(met[k], s) != 0) k++;
             if (k == n_met && n_met < MAX_MET) snprintf(met[n_met++], sizeof met[0], "%s", s);
@@ -217,7 +228,8 @@ static void tally(harness *h) {
 }
 
 static void print_met(const char *what) {
-    print_message("%s: ctrain's loops met (layer passes):", what);
+    print_message("%s: %s met (layer passes):", what,
+                  on_cuda ? "the algorithms" : "ctrain's loops");
     for (int k = 0; k < n_met; k++) print_message(" %s x%d;", met[k], met_count[k]);
     print_message("\n");
     n_met = 0;
@@ -318,7 +330,38 @@ static void test_bf16_eval(void **state) {
     print_met("bf16 evaluation");
 }
 
+static void test_cuda_nets(void **state) {
+    (void)state;
+    run(1, 60, false, CT_AMP_OFF, 5e-3, false);
+    run(1001, 60, true, CT_AMP_OFF, 5e-3, false);
+    print_met("fp32 nets on CUDA");
+}
+
+static void test_cuda_eval(void **state) {
+    (void)state;
+    run(4001, 30, false, CT_AMP_OFF, 1e-3, true);
+    run(5001, 30, true, CT_AMP_OFF, 1e-3, true);
+    print_met("fp32 evaluation on CUDA");
+}
+
+/* The "cuda" group: the fp32 nets and evaluations on the CUDA backend. */
+static int cuda_group(void) {
+#ifdef CT_HAVE_CUDA
+    setenv("NVIDIA_TF32_OVERRIDE", "0", 1); /* before CUDA starts: fp32 products */
+    char why[256];
+    if (!ct_test_gpu_usable(why, sizeof why)) return ct_test_skip("no usable GPU: %s", why);
+    parity_vt = &ct_backend_cuda;
+    on_cuda = true;
+    const struct CMUnitTest cuda[] = {cmocka_unit_test(test_cuda_nets),
+                                      cmocka_unit_test(test_cuda_eval)};
+    return cmocka_run_group_tests_name("cuda", cuda, NULL, NULL) ? 1 : 0;
+#else
+    return ct_test_skip("this build has no CUDA (meson option cuda)");
+#endif
+}
+
 int main(int argc, char **argv) {
+    if (ct_test_group_is(argc, argv, "cuda")) return cuda_group();
     parity_vt = &ct_backend_cpu;
     parity_rel_tol = 1e-4;
     parity_print_loops_isa();
