@@ -146,11 +146,18 @@ void ct_test_write_config(const char *dir, const char *name, const char *layers_
 
 #include "backend/device.h"
 
-bool ct_test_group_is(int argc, char **argv, const char *group) {
-    if (argc < 2) return false;
-    if (argc == 2 && !strcmp(argv[1], group)) return true;
-    fprintf(stderr, "usage: %s [%s]\n", argv[0], group);
+const char *ct_test_group_in(int argc, char **argv, const char *const *groups, int n) {
+    if (argc < 2) return NULL;
+    for (int i = 0; argc == 2 && i < n; i++)
+        if (!strcmp(argv[1], groups[i])) return groups[i];
+    fprintf(stderr, "usage: %s [", argv[0]);
+    for (int i = 0; i < n; i++) fprintf(stderr, "%s%s", i ? " | " : "", groups[i]);
+    fprintf(stderr, "]\n");
     exit(2);
+}
+
+bool ct_test_group_is(int argc, char **argv, const char *group) {
+    return ct_test_group_in(argc, argv, &group, 1) != NULL;
 }
 
 int ct_test_skip(const char *fmt, ...) {

@@ -61,6 +61,8 @@ void ct_test_write_config(const char *dir, const char *name, const char *layers_
 /* True when the program was started as `PROGRAM group`, false with no argument;
  * any other argument ends the program with exit 2. */
 bool ct_test_group_is(int argc, char **argv, const char *group);
+/* The same for a program with n groups: the one it was started with, or NULL. */
+const char *ct_test_group_in(int argc, char **argv, const char *const *groups, int n);
 /* Prints "SKIP: <message>" and returns CT_TEST_SKIP, for `return ct_test_skip(...)`
  * in main. */
 int ct_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

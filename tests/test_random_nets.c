@@ -361,11 +361,13 @@ static int cuda_group(void) {
 }
 
 int main(int argc, char **argv) {
-    if (ct_test_group_is(argc, argv, "cuda")) return cuda_group();
+    static const char *const groups[] = {"bf16", "cuda"};
+    const char *group = ct_test_group_in(argc, argv, groups, 2);
+    if (group && !strcmp(group, "cuda")) return cuda_group();
     parity_vt = &ct_backend_cpu;
     parity_rel_tol = 1e-4;
     parity_print_loops_isa();
-    if (ct_test_group_is(argc, argv, "bf16")) {
+    if (group) { /* bf16 */
         if (!ct_onednn_has_bf16())
             return ct_test_skip("oneDNN has no bf16 instructions on this CPU (or "
                                 "ONEDNN_MAX_CPU_ISA caps them): native bf16 does not run here");
