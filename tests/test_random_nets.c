@@ -330,6 +330,7 @@ static void test_bf16_eval(void **state) {
     print_met("bf16 evaluation");
 }
 
+#ifdef CT_HAVE_CUDA
 static void test_cuda_nets(void **state) {
     (void)state;
     run(1, 60, false, CT_AMP_OFF, 5e-3, false);
@@ -343,6 +344,7 @@ static void test_cuda_eval(void **state) {
     run(5001, 30, true, CT_AMP_OFF, 1e-3, true);
     print_met("fp32 evaluation on CUDA");
 }
+#endif
 
 /* The "cuda" group: the fp32 nets and evaluations on the CUDA backend. */
 static int cuda_group(void) {
