@@ -28,7 +28,7 @@ if [ ! -f "$build/build.ninja" ]; then
   CC=clang meson setup "$build" -Dfuzz=true -Dtests=false -Dcuda=disabled -Dmpi=disabled \
     -Dnccl=disabled -Dbuildtype=debugoptimized -Db_ndebug=false -Dwerror=true >/dev/null
 fi
-ninja -C "$build" fuzzers >/dev/null
+ninja --quiet -C "$build" fuzzers
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"

@@ -32,7 +32,7 @@ if [ ! -f "$build/build.ninja" ]; then
 else
   meson configure "$build" "${options[@]}" >/dev/null
 fi
-ninja -C "$build" >/dev/null
+ninja --quiet -C "$build"
 
 reports="$PWD/$build/meson-logs/sanitizers"
 rm -rf "$reports"
