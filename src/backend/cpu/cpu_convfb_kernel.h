@@ -20,8 +20,9 @@
  * x_block 1, 8 or 16 (x fp32, zero outside the image), y_block 8 or 16; y: bf16 [N][ceil(OC /
  * y_block)][OH / 2][OW / 2][y_block] (lanes past OC 0), idx (may be NULL) uint8 in
  * the same layout. OpenMP over images; allocates nothing. Callers check
- * ct_convwb_available() (the same instructions, cpu_convwb_kernel.h) first:
- * elsewhere the call writes nothing.
+ * ct_convwb_available() (the same instructions, cpu_convwb_kernel.h) first: the
+ * loops run AVX512-BF16 instructions unchecked (a CPU without them faults), and a
+ * build for another architecture has none (the call writes nothing).
  */
 #ifndef CT_CPU_CONVFB_KERNEL_H
 #define CT_CPU_CONVFB_KERNEL_H

@@ -29,8 +29,9 @@
  * into its partial buffer (ct_convpb_part_floats floats, its scratch included), and
  * the partials are added in thread order: the same thread count gives the same bits
  * on every run. Allocates nothing. Callers check ct_convwb_available() (the same
- * instructions, cpu_convwb_kernel.h) first: elsewhere the call leaves the partials at
- * zero.
+ * instructions, cpu_convwb_kernel.h) first: the loops run AVX512-BF16 instructions
+ * unchecked (a CPU without them faults), and a build for another architecture has
+ * none (the call leaves the partials at zero).
  */
 #ifndef CT_CPU_CONVPB_KERNEL_H
 #define CT_CPU_CONVPB_KERNEL_H

@@ -19,8 +19,9 @@
  * contiguous shares of the image pairs, each summing into its partial buffer
  * (ct_convwb_part_floats floats, its scratch included), and the partials are added in
  * thread order: the same thread count gives the same bits on every run. Allocates
- * nothing. Callers check ct_convwb_available() first: elsewhere the call leaves the
- * partials at zero.
+ * nothing. Callers check ct_convwb_available() first: the loops run AVX512-BF16
+ * instructions unchecked (a CPU without them faults), and a build for another
+ * architecture has none (the call leaves the partials at zero).
  */
 #ifndef CT_CPU_CONVWB_KERNEL_H
 #define CT_CPU_CONVWB_KERNEL_H
