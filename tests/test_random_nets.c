@@ -206,8 +206,10 @@ static void build(net *t, uint32_t seed, bool small_maps, bool norms) {
     add(t, linear(10, true));
 }
 
-/* The backend the nets run on: the CPU's, or CUDA's (the "cuda" group). */
+/* The backend the nets run on: the CPU's, or CUDA's (the "cuda" group), and the
+ * fp32 evaluations' bound there (see the header). */
 static bool on_cuda;
+static double eval_tol = 1e-4;
 
 /* The implementations of ctrain's own loops the nets met (on CUDA: every
  * algorithm), for the log. */
@@ -296,8 +298,8 @@ static void test_fp32_small_maps(void **state) {
 
 static void test_fp32_eval(void **state) {
     (void)state;
-    run(4001, 30, false, CT_AMP_OFF, 1e-4, true);
-    run(5001, 30, true, CT_AMP_OFF, 1e-4, true);
+    run(4001, 30, false, CT_AMP_OFF, eval_tol, true);
+    run(5001, 30, true, CT_AMP_OFF, eval_tol, true);
     print_met("fp32 evaluation");
 }
 
@@ -330,22 +332,6 @@ static void test_bf16_eval(void **state) {
     print_met("bf16 evaluation");
 }
 
-#ifdef CT_HAVE_CUDA
-static void test_cuda_nets(void **state) {
-    (void)state;
-    run(1, 60, false, CT_AMP_OFF, 5e-3, false);
-    run(1001, 60, true, CT_AMP_OFF, 5e-3, false);
-    print_met("fp32 nets on CUDA");
-}
-
-static void test_cuda_eval(void **state) {
-    (void)state;
-    run(4001, 30, false, CT_AMP_OFF, 1e-3, true);
-    run(5001, 30, true, CT_AMP_OFF, 1e-3, true);
-    print_met("fp32 evaluation on CUDA");
-}
-#endif
-
 /* The "cuda" group: the fp32 nets and evaluations on the CUDA backend. */
 static int cuda_group(void) {
 #ifdef CT_HAVE_CUDA
@@ -354,8 +340,10 @@ static int cuda_group(void) {
     if (!ct_test_gpu_usable(why, sizeof why)) return ct_test_skip("no usable GPU: %s", why);
     parity_vt = &ct_backend_cuda;
     on_cuda = true;
-    const struct CMUnitTest cuda[] = {cmocka_unit_test(test_cuda_nets),
-                                      cmocka_unit_test(test_cuda_eval)};
+    eval_tol = 1e-3; /* see the header */
+    const struct CMUnitTest cuda[] = {cmocka_unit_test(test_fp32_nets),
+                                      cmocka_unit_test(test_fp32_small_maps),
+                                      cmocka_unit_test(test_fp32_eval)};
     return cmocka_run_group_tests_name("cuda", cuda, NULL, NULL) ? 1 : 0;
 #else
     return ct_test_skip("this build has no CUDA (meson option cuda)");

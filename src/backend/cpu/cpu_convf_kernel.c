@@ -328,13 +328,8 @@ typedef struct pair_out {
 /* pool_store with 16 lanes: relu, then the first maximum of the four. */
 CT_INLINE_AVX512 void pool_store16(__m512 v0, __m512 v1, __m512 v2, __m512 v3, pair_out o,
                                    size_t at) {
-    __m512 best = relu16(v0), c[3] = {relu16(v1), relu16(v2), relu16(v3)};
-    __m512i arg = _mm512_setzero_si512();
-    for (int a = 1; a < 4; a++) {
-        __mmask16 m = _mm512_cmp_ps_mask(c[a - 1], best, _CMP_GT_OQ);
-        best = _mm512_mask_mov_ps(best, m, c[a - 1]);
-        arg = _mm512_mask_mov_epi32(arg, m, _mm512_set1_epi32(a));
-    }
+    __m512i arg;
+    __m512 best = ct_relu_max4_16(v0, v1, v2, v3, &arg);
     ct_store16_halves(o.lo + at, o.hi ? o.hi + at : NULL, best);
     if (!o.ilo) return;
     __m128i bytes = _mm512_cvtepi32_epi8(arg);

@@ -29,7 +29,6 @@ bool ct_convfb_geom_ok(const ct_convf_geom *g) {
 }
 
 #if CT_SIMD_X86
-
 static uint32_t word(float lo, float hi) {
     return (uint32_t)ct_bf16_of(lo) | (uint32_t)ct_bf16_of(hi) << 16;
 }
@@ -75,15 +74,8 @@ typedef struct out16 {
  * (nearest even: after the relu it is >= 0 and never NaN) at pixel offset at. */
 CT_INLINE_AVX512_BF16 void pool_store(__m512 v0, __m512 v1, __m512 v2, __m512 v3, out16 o,
                                       size_t at) {
-    __m512 zero = _mm512_setzero_ps(), c[4] = {v0, v1, v2, v3};
-    __m512 best = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v0, zero, _CMP_GT_OQ), v0);
-    __m512i arg = _mm512_setzero_si512();
-    for (int a = 1; a < 4; a++) {
-        __m512 v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(c[a], zero, _CMP_GT_OQ), c[a]);
-        __mmask16 m = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ); /* ties keep the first */
-        best = _mm512_mask_mov_ps(best, m, v);
-        arg = _mm512_mask_mov_epi32(arg, m, _mm512_set1_epi32(a));
-    }
+    __m512i arg;
+    __m512 best = ct_relu_max4_16(v0, v1, v2, v3, &arg);
     __m512i u = _mm512_castps_si512(best);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
     __m512i up = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
@@ -151,23 +143,19 @@ static out16 out_of(const ct_convf_geom *g, uint16_t *y, uint8_t *ii, size_t pp,
                    .ihi = ii && hi ? ii + off_hi : NULL};
 }
 
-CT_INLINE_AVX512_BF16 void group(const ct_convf_geom *g, const uint16_t *xb, const uint32_t *xv,
-                       const uint32_t *wp, const float *bp, uint16_t *y, uint8_t *ii, int ob0,
-                       const int OB) {
+CT_INLINE_AVX512_BF16 void group(const ct_convf_geom *g, const uint16_t *xb,
+                                 const uint32_t *xv, const uint32_t *wp, const float *bp,
+                                 uint16_t *y, uint8_t *ii, int ob0, const int OB) {
     int ph = ct_convf_out_h(g) / 2, pw = ct_convf_out_w(g) / 2;
     size_t pp = (size_t)ph * (size_t)pw, B = (size_t)g->y_block;
     out16 o[2];
     for (int b = 0; b < OB; b++) o[b] = out_of(g, y, ii, pp, ob0 + b);
-    for (int py = 0; py < ph; py++) {
-        int px = 0;
-        for (; px + 2 <= pw; px += 2) {
+    for (int py = 0; py < ph; py++)
+        for (int px = 0; px < pw; px += 2) {
             size_t at = ((size_t)py * (size_t)pw + (size_t)px) * B;
-            windows(g, xb, xv, wp, bp, ob0, OB, py, px, 4, o, at);
+            if (px + 2 <= pw) windows(g, xb, xv, wp, bp, ob0, OB, py, px, 4, o, at);
+            else windows(g, xb, xv, wp, bp, ob0, OB, py, px, 2, o, at); /* an odd last one */
         }
-        if (px < pw) /* an odd last window */
-            windows(g, xb, xv, wp, bp, ob0, OB, py, px, 2, o,
-                    ((size_t)py * (size_t)pw + (size_t)px) * B);
-    }
 }
 
 CT_TARGET_AVX512_BF16 static void image(const ct_convf_geom *g, const uint16_t *xb,

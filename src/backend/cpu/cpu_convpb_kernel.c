@@ -12,7 +12,6 @@
  */
 #include "backend/cpu/cpu_convpb_kernel.h"
 #include "backend/cpu/cpu_convwb_kernel.h"
-#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_simd.h"
 
 #include <omp.h>
@@ -51,7 +50,6 @@ size_t ct_convpb_part_floats(const ct_convw_geom *g) {
 }
 
 #if CT_SIMD_X86
-
 /* Lanes 0-7 and 8-15 of 16 channels from blocks of 8: lo's, then hi's (NULL: 0). */
 CT_INLINE_AVX512_BF16 __m256i halves16(const uint16_t *lo, const uint16_t *hi) {
     __m128i h = hi ? _mm_loadu_si128((const __m128i *)(const void *)hi) : _mm_setzero_si128();
@@ -65,8 +63,8 @@ CT_INLINE_AVX512_BF16 __m128i halves16_u8(const uint8_t *lo, const uint8_t *hi) 
 }
 
 /* G2 of image n from the pool's planes, and db[oc] += its dy where taken. */
-CT_TARGET_AVX512_BF16 static void fill_g2(const ct_convw_geom *g, const ct_convw_pooled *pp, int n,
-                                uint32_t *g2, float *db) {
+CT_TARGET_AVX512_BF16 static void fill_g2(const ct_convw_geom *g, const ct_convw_pooled *pp,
+                                          int n, uint32_t *g2, float *db) {
     int B = g->dy_block, nb = blocks(g->oc, B);
     size_t nw = windows(g), img = (size_t)nb * nw * (size_t)B;
     const uint16_t *dy = (const uint16_t *)pp->dy + (size_t)n * img;

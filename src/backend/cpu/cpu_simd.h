@@ -85,6 +85,23 @@ CT_INLINE_AVX512 __m512 ct_load16_halves(const float *lo, const float *hi) {
     return _mm512_insertf32x8(v, hi ? _mm256_loadu_ps(hi) : _mm256_setzero_ps(), 1);
 }
 
+/* A 2x2 window's pooled value over a relu, 16 lanes: the first maximum of relu(v0)
+ * .. relu(v3) (relu: v > 0 ? v : 0, NaN included; a later value replaces the best
+ * only when strictly greater), its position 0..3 in *arg. */
+CT_INLINE_AVX512 __m512 ct_relu_max4_16(__m512 v0, __m512 v1, __m512 v2, __m512 v3,
+                                        __m512i *arg) {
+    __m512 zero = _mm512_setzero_ps(), c[4] = {v0, v1, v2, v3};
+    __m512 best = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v0, zero, _CMP_GT_OQ), v0);
+    *arg = _mm512_setzero_si512();
+    for (int a = 1; a < 4; a++) {
+        __m512 v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(c[a], zero, _CMP_GT_OQ), c[a]);
+        __mmask16 m = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+        best = _mm512_mask_mov_ps(best, m, v);
+        *arg = _mm512_mask_mov_epi32(*arg, m, _mm512_set1_epi32(a));
+    }
+    return best;
+}
+
 /* The reverse: lanes 8-15 are dropped when hi is NULL; one store when hi == lo + 8. */
 CT_INLINE_AVX512 void ct_store16_halves(float *lo, float *hi, __m512 v) {
     if (hi == lo + 8) {
