@@ -314,10 +314,6 @@ CT_INLINE_AVX512 void block16_2x4_k3(const float *wg, __m512 bias, const float *
     for (int j = 0; j < 8; j++) out[j] = acc[j];
 }
 
-CT_INLINE_AVX512 __m512 relu16(__m512 v) {
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
-}
-
 /* Where a pair's 16 lanes go: lanes 0-7 at lo, 8-15 at hi (NULL: dropped, a pair
  * whose second group is padding past the output's blocks). */
 typedef struct pair_out {
@@ -362,7 +358,7 @@ CT_INLINE_AVX512 void pooled_plane16_k3(const ct_convf_geom *g, const float *xp,
 }
 
 CT_INLINE_AVX512 void store16_px(pair_out o, size_t at, __m512 v, bool relu) {
-    ct_store16_halves(o.lo + at, o.hi ? o.hi + at : NULL, relu ? relu16(v) : v);
+    ct_store16_halves(o.lo + at, o.hi ? o.hi + at : NULL, relu ? ct_relu16(v) : v);
 }
 
 CT_INLINE_AVX512 void dense_plane16_k3(const ct_convf_geom *g, const float *xp, const float *wg,

@@ -85,16 +85,21 @@ CT_INLINE_AVX512 __m512 ct_load16_halves(const float *lo, const float *hi) {
     return _mm512_insertf32x8(v, hi ? _mm256_loadu_ps(hi) : _mm256_setzero_ps(), 1);
 }
 
+/* relu over 16 lanes: v > 0 ? v : 0 (NaN and -0 give +0). */
+CT_INLINE_AVX512 __m512 ct_relu16(__m512 v) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+}
+
 /* A 2x2 window's pooled value over a relu, 16 lanes: the first maximum of relu(v0)
- * .. relu(v3) (relu: v > 0 ? v : 0, NaN included; a later value replaces the best
- * only when strictly greater), its position 0..3 in *arg. */
+ * .. relu(v3) (ct_relu16; a later value replaces the best only when strictly
+ * greater), its position 0..3 in *arg. */
 CT_INLINE_AVX512 __m512 ct_relu_max4_16(__m512 v0, __m512 v1, __m512 v2, __m512 v3,
                                         __m512i *arg) {
-    __m512 zero = _mm512_setzero_ps(), c[4] = {v0, v1, v2, v3};
-    __m512 best = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v0, zero, _CMP_GT_OQ), v0);
+    __m512 c[4] = {v0, v1, v2, v3};
+    __m512 best = ct_relu16(v0);
     *arg = _mm512_setzero_si512();
     for (int a = 1; a < 4; a++) {
-        __m512 v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(c[a], zero, _CMP_GT_OQ), c[a]);
+        __m512 v = ct_relu16(c[a]);
         __mmask16 m = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
         best = _mm512_mask_mov_ps(best, m, v);
         *arg = _mm512_mask_mov_epi32(*arg, m, _mm512_set1_epi32(a));
