@@ -28,6 +28,7 @@
 #include "backend/device.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
+#include "helpers.h"
 #include "parity_harness.h"
 
 #ifdef CT_HAVE_CUDA
@@ -300,6 +301,85 @@ static void test_create_fails_cleanly(void **state) {
     free(g), free(plan);
 }
 
+/* A failed create (a device index past the last) and a failed bind (an arena larger
+ * than the device) must leave nothing behind: the CUDA runtime's last error, left
+ * set, made the next backend's first kernel check report the old failure. */
+static void test_failures_leave_no_error(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    int count = 0;
+    char why[256];
+    assert_true(ct_cuda_usable(&count, why, sizeof why));
+    ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(4, true), L(CT_LAYER_RELU)};
+    ct_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.source, sizeof cfg.source, "test");
+    cfg.input_c = 1, cfg.input_h = 1, cfg.input_w = 6;
+    memcpy(cfg.layers, a, sizeof a);
+    cfg.n_layers = 3;
+    ct_graph *g = calloc(1, sizeof *g);
+    ct_plan *plan = calloc(1, sizeof *plan);
+    assert_true(g && plan);
+    ct_err e = {{0}};
+    if (ct_graph_build(&cfg, g, &e) != 0) fail_msg("graph: %s", e.msg);
+    ct_run_opts o = {.batch_size = 2, .training = true, .device_index = count};
+    ct_backend *b = NULL;
+    ct_plan_init(plan, 64);
+    assert_int_equal(ct_backend_cuda.create(g, &o, plan, &b, &e), -1); /* cudaSetDevice */
+    o.device_index = 0;
+    ct_plan_init(plan, 64);
+    OK(ct_backend_cuda.create(g, &o, plan, &b, E));
+    assert_true(ct_plan_add(plan, CT_REGION_WORKSPACE, -1, "too.large", (size_t)1 << 50, &e) >= 0);
+    ct_plan_finalize(plan);
+    assert_int_equal(ct_backend_cuda.bind(b, plan, &e), -1); /* cudaMalloc */
+    print_message("bind of a 1 PiB arena: %s\n", e.msg);
+    ct_backend_cuda.destroy(b);
+    free(g), free(plan);
+    /* the next backend's kernels run and report no error */
+    harness *h = open_h(1, 1, 6, a, 3, 2);
+    float x[12] = {0}, *p = rand_params(&h->g);
+    int32_t y[2] = {0, 1};
+    OK(h->vt->params_from_host(h->b, p, E));
+    OK(h->vt->load_batch(h->b, x, y, 2, 0, E));
+    for (int i = 0; i < 3; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+    OK(h->vt->sync(h->b, E));
+    free(p);
+    close_h(h);
+}
+
+/* Layers before the first with parameters give no input gradient (graph.h
+ * input_grad), so the first weighted layer's backward must not write one: its input's
+ * gradient buffer keeps what was there. A first linear after a flatten, and a first
+ * conv after a relu of the batch. */
+static void test_first_weighted_layer_gives_no_input_grad(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg mlp[] = {L(CT_LAYER_FLATTEN), linear(5, true), L(CT_LAYER_RELU), linear(3, true)};
+    ct_layer_cfg cnn[] = {L(CT_LAYER_RELU), conv(4, 3, 1, 1, true), L(CT_LAYER_FLATTEN),
+                          linear(3, true)};
+    const ct_layer_cfg *nets[2] = {mlp, cnn};
+    for (int t = 0; t < 2; t++) {
+        harness *h = open_as_built(2, 4, 4, nets[t], 4, 3);
+        assert_false(h->g.nodes[1].input_grad);
+        size_t in = row_numel(h->g.nodes[0].out) * 3, out = row_numel(h->g.nodes[3].out) * 3;
+        float *x = rand_f(2 * 4 * 4 * 3, 1.0), *p = rand_params(&h->g), *dy = rand_f(out, 1.0);
+        float *sentinel = malloc(in * sizeof *sentinel), *after = malloc(in * sizeof *after);
+        for (size_t j = 0; j < in; j++) sentinel[j] = 1234.5f;
+        int32_t y[3] = {0, 1, 2};
+        OK(h->vt->params_from_host(h->b, p, E));
+        OK(h->vt->load_batch(h->b, x, y, 3, 0, E));
+        for (int i = 0; i < 4; i++) OK(h->vt->forward(h->b, i, true, STEP, E));
+        OK(h->vt->grad_from_host(h->b, 0, sentinel, E));
+        OK(h->vt->grad_from_host(h->b, 3, dy, E));
+        for (int i = 3; i >= 1; i--) OK(h->vt->backward(h->b, i, false, STEP, E));
+        OK(h->vt->tensor_to_host(h->b, 0, true, after, E));
+        assert_memory_equal(after, sentinel, in * sizeof *after);
+        assert_string_equal(h->vt->impl_name(h->b, 1, CT_PASS_BACKWARD_DATA), "");
+        free(x), free(p), free(dy), free(sentinel), free(after);
+        close_h(h);
+    }
+}
+
 int main(void) {
     setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
     parity_vt = &ct_backend_cuda;
@@ -307,6 +387,8 @@ int main(void) {
     parity_rel_tol = 1e-3; /* different summation orders than the CPU's, still fp32 math */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_fails_cleanly),
+        cmocka_unit_test(test_failures_leave_no_error),
+        cmocka_unit_test(test_first_weighted_layer_gives_no_input_grad),
         cmocka_unit_test(parity_test_conv),
         cmocka_unit_test(parity_test_maxpool),
         cmocka_unit_test(parity_test_maxpool_nan),
@@ -337,9 +419,8 @@ int main(void) {
     if (failed) return 1;
     /* Exit 77 (meson's "skipped") when the GPU cases could not run, so the
      * summary shows SKIP rather than OK. */
-    int count;
     char why[256];
-    return ct_cuda_usable(&count, why, sizeof why) ? 0 : 77;
+    return ct_test_gpu_usable(why, sizeof why) ? 0 : ct_test_skip("no usable GPU: %s", why);
 }
 
 #else /* no CUDA in this build */

@@ -495,6 +495,7 @@ static void cuda_destroy(ct_backend *bb) {
     if (b->arena) cudaFree(b->arena);
     if (b->stream) cudaStreamDestroy(b->stream);
     free(b);
+    (void)cudaGetLastError(); /* nothing a teardown left may reach the next backend */
 }
 
 /* ---- batch, forward, backward --------------------------------------------------- */

@@ -4,7 +4,8 @@
  * "<function> failed: <status>" (the function name is the call's text up to its
  * '(') and returns -1 from the enclosing function. Callers add the context on the
  * way up ("layer 3 (conv2d): cudnnConvolutionForward failed: CUDNN_STATUS_BAD_PARAM").
- *   CT_CUDART   cudaError_t      "cudaErrorMemoryAllocation (out of memory)"
+ *   CT_CUDART   cudaError_t      "cudaErrorMemoryAllocation (out of memory)"; the
+ *                                runtime's last error is cleared on the way out
  *   CT_CUBLAS   cublasStatus_t   "CUBLAS_STATUS_INVALID_VALUE"
  *   CT_CUDNN    cudnnStatus_t    "CUDNN_STATUS_BAD_PARAM"
  *   CT_CURAND   curandStatus_t   "CURAND_STATUS_LAUNCH_FAILURE"
@@ -28,7 +29,11 @@ static inline int ct_cuda_call_failed(ct_err *err, const char *call, const char 
     return ct_errorf(err, "%.*s failed: %s", (int)strcspn(call, "( "), call, status);
 }
 
+/* Also clears the runtime's last error, which a failed call leaves set (a failed
+ * cudaSetDevice or cudaMalloc): left there, the next kernel launch's check would
+ * report it, in whatever backend runs next in the process. */
 static inline int ct_cudart_failed(ct_err *err, const char *call, cudaError_t e) {
+    (void)cudaGetLastError();
     char s[160];
     snprintf(s, sizeof s, "%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
     return ct_cuda_call_failed(err, call, s);
