@@ -184,7 +184,7 @@ static int make_descs(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
 static int conv_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     if (make_descs(b, nd, err) != 0 || pick_fwd(b, nd, err) != 0) return -1;
     if (!b->o.training) return 0;
-    if (nd->g->src[0] >= 0 && pick_bwd_data(b, nd, err) != 0) return -1;
+    if (nd->g->input_grad && pick_bwd_data(b, nd, err) != 0) return -1;
     return pick_bwd_filter(b, nd, err);
 }
 
@@ -205,7 +205,7 @@ static int conv_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t
                          ct_err *err) {
     (void)step;
     const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
-    if (nd->g->src[0] >= 0)
+    if (nd->g->input_grad)
         CT_CUDNN(err, cudnnConvolutionBackwardData(b->dnn, &one, nd->w_desc,
                                                    ct_cuda_param(b, nd, false), nd->out_desc,
                                                    nd->gact, nd->conv[CT_CONV_BWD_DATA],

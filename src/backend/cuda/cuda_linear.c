@@ -2,7 +2,8 @@
  *
  * Shapes: x [N, I] (the plain view of any NCHW input), W [O, I], b [O], y [N, O].
  *   forward   y  = x W^T + b
- *   backward  dx = dy W,  dW (=|+=) dy^T x,  db (=|+=) column sums of dy
+ *   backward  dx = dy W (only where the graph asks for it: graph.h input_grad),
+ *             dW (=|+=) dy^T x,  db (=|+=) column sums of dy
  * cuBLAS is column-major, so a row-major [r, c] matrix is its column-major
  * transpose [c, r]; every product below is written for those transposes:
  *   y^T [O, N]  = (W^T)^T [O, I] x^T [I, N]        sgemm(T, N, O, N, I)
@@ -60,7 +61,7 @@ static int linear_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32
     const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
     const float *x = ct_cuda_in(b, nd->i), *W = ct_cuda_param(b, nd, false);
     float *db = ct_cuda_grad(b, nd, true);
-    if (nd->g->src[0] >= 0)
+    if (nd->g->input_grad)
         CT_CUBLAS(err, cublas_gemm(b, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &one, W, I, nd->gact, O,
                                    &zero, ct_cuda_gin(b, nd->i), I));
     CT_CUBLAS(err, cublas_gemm(b, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, &one, x, I, nd->gact, O,
