@@ -144,7 +144,10 @@ void ct_test_write_config(const char *dir, const char *name, const char *layers_
     ct_test_write_file(out_path, text, strlen(text));
 }
 
+#include "backend/cuda_loader.h"
 #include "backend/device.h"
+
+#include <unistd.h>
 
 const char *ct_test_group_in(int argc, char **argv, const char *const *groups, int n) {
     if (argc < 2) return NULL;
@@ -171,7 +174,20 @@ int ct_test_skip(const char *fmt, ...) {
     return CT_TEST_SKIP;
 }
 
+/* The backend is looked for where the ctrain binary the tests run looks for it
+ * (next to it, in the build root or the bundle), then loaded before the driver is
+ * asked about: a skip must mean "no GPU here", never "no backend found". */
 bool ct_test_gpu_usable(char *why, size_t n) {
+#ifdef CT_HAVE_CUDA
+    char lib[4096];
+    snprintf(lib, sizeof lib, "%s/%s", ct_test_build_root(), CT_CUDA_LIB_NAME);
+    if (!getenv("CTRAIN_CUDA_LIB") && access(lib, R_OK) == 0) setenv("CTRAIN_CUDA_LIB", lib, 1);
+    char reason[512];
+    if (!ct_cuda_api_load(reason, sizeof reason)) {
+        fprintf(stderr, "FAIL: the CUDA backend cannot be loaded: %s\n", reason);
+        exit(1);
+    }
+#endif
     int count = 0;
     return ct_cuda_usable(&count, why, n);
 }

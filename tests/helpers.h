@@ -66,7 +66,11 @@ const char *ct_test_group_in(int argc, char **argv, const char *const *groups, i
 /* Prints "SKIP: <message>" and returns CT_TEST_SKIP, for `return ct_test_skip(...)`
  * in main. */
 int ct_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Whether CUDA is usable here; why not in why[n] when it is not. */
+/* Whether CUDA is usable here; why not in why[n] when it is not (no CUDA in this
+ * build, no driver, no device: the caller skips). In a CUDA build the backend library
+ * must load first, from $CTRAIN_CUDA_LIB or else the build root's (a bundle's) copy,
+ * driver or not: when it cannot, this prints the reason and exits 1, so that a
+ * program that cannot find its backend fails instead of skipping. */
 bool ct_test_gpu_usable(char *why, size_t n);
 /* Whether mpirun cases can run here (a build with MPI, mpirun installed); why not in
  * why[n] when they cannot. */

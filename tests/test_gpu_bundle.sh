@@ -16,7 +16,8 @@
 #    --only runs the chosen steps alone.
 # 4. Broken bundles must fail the check: a library taken out (the preflight), and
 #    libctrain-cuda.so swapped for a library of another build (the loader's ABI
-#    test).
+#    test, and a test program that loads the backend itself: a dry run accepts a
+#    skip only for a missing driver or device, never for a backend not found).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -87,4 +88,7 @@ grep -q "^| loader_abi | FAIL |" "$scratch/stale.txt" ||
   { cat "$scratch/stale.txt"; fail "the loader test did not catch another build's library"; }
 grep -q "was built for another ctrain" "$scratch/stale.txt" ||
   { cat "$scratch/stale.txt"; fail "the loader's reason is not shown"; }
+# A test program that cannot load the backend fails; it does not pass as "no GPU".
+grep -q "^| test_predict_gpu | FAIL |" "$scratch/stale.txt" ||
+  { cat "$scratch/stale.txt"; fail "test_predict gpu skipped with a backend it cannot load"; }
 echo "test_gpu_bundle: ok"
