@@ -93,6 +93,10 @@ ctrain="$bundle/ctrain"
 
 # ---- the step runner -------------------------------------------------------------
 declare -a order=()
+# The only skip reasons a dry run accepts from a test program (tests/helpers.c): no
+# driver or no device. A program that cannot load the bundle's backend fails (exit 1).
+no_gpu_reason='SKIP: no usable GPU: (no NVIDIA driver is installed|no CUDA device found)'
+
 declare -A result=() secs=() detail=()
 status=0
 # step NAME KIND TIMEOUT COMMAND...
@@ -132,8 +136,11 @@ step() {
   [ -n "$logs" ] && cp "$log" "$logs/$name.log"
   if [ "$rc" -eq 0 ]; then
     result[$name]=pass
-  elif [ "$rc" -eq 77 ] && [ "$kind" = test ] && [ "$dry" = 1 ]; then
+  elif [ "$rc" -eq 77 ] && [ "$kind" = test ] && [ "$dry" = 1 ] && grep -qE "$no_gpu_reason" "$log"; then
     result[$name]=skip; detail[$name]="no GPU here (exit 77)"
+  elif [ "$rc" -eq 77 ] && [ "$kind" = test ] && [ "$dry" = 1 ]; then
+    result[$name]=FAIL; detail[$name]="skipped for another reason than a missing GPU: $(grep -m1 -i 'skip' "$log" | cut -c1-100)"
+    status=1
   elif [ "$rc" -eq 77 ] && [ "$kind" = gpu-opt ]; then
     result[$name]=skip; detail[$name]=$(tail -n 1 "$log" | cut -c1-100)
   elif [ "$rc" -eq 77 ]; then
@@ -302,8 +309,19 @@ eval_on_cpu() {
 eval_on_cpu eval_on_cpu gpu cnn_off
 step profile_cuda gpu 90 "$ctrain" fit "$root/configs/cnn.yaml" --device cuda --profile --profile-steps 50
 [ "${result[profile_cuda]}" = pass ] && detail[profile_cuda]=$(log_of profile_cuda | grep -m1 '^Profile:' | cut -c1-120)
-step oom_advice gpu 60 "$ctrain" summary "$root/configs/cnn.yaml" --device cuda --batch-size 65536 --max-memory 512M
-[ "${result[oom_advice]}" = pass ] && detail[oom_advice]=$(log_of oom_advice | grep -m1 'fits (arena' | sed 's/^ *- //' | cut -c1-100)
+# A plan over --max-memory: summary must exit 1 and print the batch size that fits.
+oom_advice() {
+  "$ctrain" summary "$root/configs/cnn.yaml" --device cuda --batch-size 65536 --max-memory 512M
+  local rc=$?
+  [ "$rc" -eq 1 ] || { echo "oom_advice: summary exited $rc, expected 1 (the plan does not fit)"; return 1; }
+}
+export -f oom_advice
+export root
+step oom_advice gpu 60 bash -c oom_advice
+if [ "${result[oom_advice]}" = pass ]; then
+  detail[oom_advice]=$(log_of oom_advice | grep -m1 'fits (arena' | sed 's/^ *- //' | cut -c1-100)
+  [ -n "${detail[oom_advice]}" ] || fail_step oom_advice "no batch-size advice in the output"
+fi
 step summary_bf16 gpu 60 "$ctrain" summary "$root/configs/cnn.yaml" --device cuda --amp bf16
 [ "${result[summary_bf16]}" = pass ] &&
   detail[summary_bf16]="layer rows naming tensor-op math: $(log_of summary_bf16 | grep -c 'tensor-op math'), fma math: $(log_of summary_bf16 | grep -c 'fma math'); $(log_of summary_bf16 | grep -m1 -E '^ +batch\+metrics' | tr -s ' ' | cut -c2-60) (the datasets, when kept on the GPU)"
