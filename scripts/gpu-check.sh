@@ -23,7 +23,8 @@
 # program with the bundle's libraries, then the CUDA libraries of the toolkit and
 # of Python's NVIDIA wheels: nothing may be missing), the loader's ABI test,
 # `ctrain devices`, the GPU test programs (parity, amp, captured steps, the bench
-# and predict GPU cases), `bench matmul --n 5000` in fp32, tf32, fp16 and bf16 set
+# and predict GPU cases, the convolution algorithm choice: the same bits twice with
+# train.deterministic, the timed search and its cache), `bench matmul --n 5000` in fp32, tf32, fp16 and bf16 set
 # against cuBLAS's own rate measured through PyTorch (scripts/gpu_matmul_ref.py),
 # CNN fits with amp off, bf16 and fp16 and train.graph auto and off, the CNN on
 # cuda:all, MLP fits in the three amp modes, the CNN's 10-epoch bf16 goal run
@@ -196,7 +197,8 @@ step test_amp_gpu test 120 "$bundle/tests/test_amp" gpu
 step test_cuda_graph test 180 "$bundle/tests/test_cuda_graph"
 step test_bench_gpu test 120 "$bundle/tests/test_bench" gpu
 step test_predict_gpu test 120 "$bundle/tests/test_predict" gpu
-for t in test_cuda_parity test_amp_gpu test_cuda_graph test_bench_gpu test_predict_gpu; do
+step test_conv_algo_gpu test 150 "$bundle/tests/test_conv_algo" gpu
+for t in test_cuda_parity test_amp_gpu test_cuda_graph test_bench_gpu test_predict_gpu test_conv_algo_gpu; do
   [ "${result[$t]}" = pass ] || continue
   detail[$t]=$(log_of "$t" | grep -E '^\[  PASSED  \]' | tr -s ' ' | paste -sd ';' - | cut -c1-80)
 done

@@ -413,7 +413,7 @@ static void test_error_unknown_key(void **state) {
     expect_error(BASE "train:\n  bogus: 1\n", "12:3",
                  "unknown key 'bogus' in 'train' (valid keys: epochs, batch_size, "
                  "grad_accum_steps, amp, seed, out, graph, cpu_loops, label_smoothing, "
-                 "early_stopping, cpu_bf16, cpu_winograd)");
+                 "early_stopping, cpu_bf16, cpu_winograd, deterministic)");
     expect_error(BASE "train: {early_stopping: {monitor: loss}}\n", "11:35",
                  "unknown train.early_stopping.monitor 'loss'");
     expect_error(BASE "train: {early_stopping: {patience: 0}}\n", "11:36",
@@ -527,6 +527,20 @@ static void test_activation_layers(void **state) {
     expect_ok(BASE "train: {label_smoothing: 0.1}\n", &cfg);
     assert_true(cfg.train.label_smoothing == 0.1);
     ct_config_free(&cfg);
+}
+
+/* train.deterministic: a boolean, true by default. */
+static void test_deterministic_key(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok(BASE, &cfg);
+    assert_true(cfg.train.deterministic);
+    ct_config_free(&cfg);
+    expect_ok(BASE "train: {deterministic: false}\n", &cfg);
+    assert_false(cfg.train.deterministic);
+    ct_config_free(&cfg);
+    expect_error(BASE "train: {deterministic: maybe}\n", "11:24",
+                 "'train.deterministic' expects true or false, got 'maybe'");
 }
 
 static void test_error_layers(void **state) {
@@ -1135,6 +1149,7 @@ int main(void) {
         cmocka_unit_test(test_optimizer_defaults_by_type),
         cmocka_unit_test(test_layer_defaults),
         cmocka_unit_test(test_activation_layers),
+        cmocka_unit_test(test_deterministic_key),
         cmocka_unit_test(test_batchnorm_keys),
         cmocka_unit_test(test_class_names),
         cmocka_unit_test(test_scalar_forms),

@@ -273,7 +273,105 @@ static void test_cache_path(void **state) {
     unsetenv("CTRAIN_CACHE_DIR");
 }
 
-int main(void) {
+/* ---- on a GPU (test_conv_algo gpu) ------------------------------------------------- */
+
+static const char *layers_yaml = "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
+                                 "    - relu\n"
+                                 "    - maxpool2d: {kernel: 2}\n"
+                                 "    - conv2d: {out_channels: 16, kernel: 3, padding: 1}\n"
+                                 "    - relu\n"
+                                 "    - flatten\n"
+                                 "    - linear: {out_features: 10}\n";
+
+static ct_run_result run_ok(const char *dir, const char *args) {
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("ctrain %s: exit %d: %s", args, r.status, r.err);
+    return r;
+}
+
+/* Two fits of one config and seed on the GPU end in the same bits. */
+static void fit_twice_same_bits(const char *dir, const char *cfg, const char *tag) {
+    char args[2048], path[2][1024];
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "fit %s --device cuda --out %s/%s-%d -q", cfg, dir, tag, k);
+        ct_run_result r = run_ok(dir, args);
+        ct_test_run_free(&r);
+        snprintf(path[k], sizeof path[k], "%s/%s-%d/model.bin", dir, tag, k);
+    }
+    size_t n0 = 0, n1 = 0;
+    float *a = ct_test_checkpoint_floats(path[0], &n0, NULL);
+    float *b = ct_test_checkpoint_floats(path[1], &n1, NULL);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(a, b, n0 * sizeof *a);
+    print_message("%s: two fits, %zu values, the same bits\n", tag, n0);
+    free(a), free(b);
+}
+
+static void test_gpu_deterministic_twice(void **state) {
+    (void)state;
+    char dir[256], cfg[512];
+    ct_test_mkdtemp(dir, sizeof dir);
+    ct_test_mnist_subset(dir, 512, 128);
+    ct_test_write_config(dir, "det", layers_yaml,
+                         "train: {epochs: 2, batch_size: 64, deterministic: true}\n", cfg,
+                         sizeof cfg);
+    unsetenv("CTRAIN_CUDNN_SEARCH");
+    fit_twice_same_bits(dir, cfg, "heuristic");
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    setenv("CTRAIN_CACHE_DIR", cache, 1);
+    setenv("CTRAIN_CUDNN_SEARCH", "timed", 1);
+    fit_twice_same_bits(dir, cfg, "timed");
+    unsetenv("CTRAIN_CUDNN_SEARCH");
+    unsetenv("CTRAIN_CACHE_DIR");
+    ct_test_rmtree(dir);
+}
+
+/* The timed search says so in summary, keeps its choices in the cache, and a second
+ * run takes them from there. */
+static void test_gpu_timed_search_cached(void **state) {
+    (void)state;
+    char dir[256], cfg[512], args[1024], cache[512], file[600];
+    ct_test_mkdtemp(dir, sizeof dir);
+    ct_test_mnist_subset(dir, 256, 64);
+    ct_test_write_config(dir, "timed", layers_yaml, "train: {batch_size: 64}\n", cfg, sizeof cfg);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    snprintf(file, sizeof file, "%s/conv-algos.txt", cache);
+    setenv("CTRAIN_CACHE_DIR", cache, 1);
+    setenv("CTRAIN_CUDNN_SEARCH", "timed", 1);
+    snprintf(args, sizeof args, "summary %s --device cuda", cfg);
+    ct_run_result r = run_ok(dir, args);
+    print_message("%s", r.out);
+    assert_non_null(strstr(r.out, "fastest deterministic, timed"));
+    assert_null(strstr(r.out, "(cached)"));
+    ct_test_run_free(&r);
+    size_t len = 0;
+    char *text = ct_test_read_file(file, &len);
+    assert_int_equal(strncmp(text, CT_CONV_ALGO_CACHE_HEADER "\n", 20), 0);
+    assert_non_null(strstr(text, "bwd_filter n64 c8 h14 w14 o16 k3 s1 p1 float nchw fma det"));
+    free(text);
+    r = run_ok(dir, args);
+    assert_non_null(strstr(r.out, "fastest deterministic, timed (cached)"));
+    ct_test_run_free(&r);
+    /* train.deterministic false: another key, timed again */
+    snprintf(args, sizeof args, "summary %s --device cuda train.deterministic=false", cfg);
+    r = run_ok(dir, args);
+    assert_non_null(strstr(r.out, "fastest, timed"));
+    assert_null(strstr(r.out, "(cached)"));
+    ct_test_run_free(&r);
+    unsetenv("CTRAIN_CUDNN_SEARCH");
+    unsetenv("CTRAIN_CACHE_DIR");
+    ct_test_rmtree(dir);
+}
+
+int main(int argc, char **argv) {
+    if (ct_test_group_is(argc, argv, "gpu")) {
+        char why[256];
+        if (!ct_test_gpu_usable(why, sizeof why)) return ct_test_skip("no usable GPU: %s", why);
+        const struct CMUnitTest gpu[] = {cmocka_unit_test(test_gpu_deterministic_twice),
+                                         cmocka_unit_test(test_gpu_timed_search_cached)};
+        return cmocka_run_group_tests(gpu, NULL, NULL);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timed_picks_fastest_deterministic),
         cmocka_unit_test(test_limits_and_math),

@@ -94,6 +94,9 @@ typedef struct ct_run_opts {
     /* Cross-entropy label smoothing eps in [0, 1) (train.label_smoothing), in the
      * training and the evaluation loss alike; 0 = plain cross-entropy. */
     float label_smoothing;
+    /* CUDA: convolution algorithms may be non-deterministic (train.deterministic
+     * false); zero, the default, keeps to deterministic ones where any fits. */
+    bool nondeterministic_ok;
 } ct_run_opts;
 
 /* Device-side accumulators, read once per epoch. */
@@ -245,6 +248,11 @@ typedef struct ct_backend_vt {
      * whether the hardware's 16-bit instructions are used; "" when amp is off.
      * `summary` and `fit` print it. Valid until destroy. */
     const char *(*amp_note)(ct_backend *b);
+    /* Optional: what the plan could not give as the run asked (a convolution that runs
+     * a non-deterministic algorithm under train.deterministic, because none of the
+     * deterministic ones fits), "" when nothing. `fit` prints it as a warning and
+     * `summary` shows it. Valid until destroy. */
+    const char *(*plan_note)(ct_backend *b);
 
     /* Optional: captured training steps (NULL where there is nothing to gain: the
      * CPU backend's static oneDNN plan already allocates and dispatches nothing per

@@ -54,7 +54,7 @@ static const char *inputs_of(const ct_graph *g, int i, char *buf, size_t n) {
 
 static void print_table(const ct_model *m, const ct_config *cfg) {
     const ct_graph *g = &m->graph;
-    char s1[32], b1[32], b2[32], bwd[160], from[2 * CT_NODE_NAME_MAX + 8];
+    char s1[32], b1[32], b2[32], bwd[448], from[2 * CT_NODE_NAME_MAX + 8];
     double flops = 0, train_flops = 0;
     printf("Model '%s': %d layers, %zu parameters, input %s, batch %d, device %s\n", cfg->name,
            g->n_nodes, g->n_param_floats, ct_shape_str(g->input, s1, sizeof s1),
@@ -142,7 +142,7 @@ static int print_json(const ct_model *m, const ct_config *cfg, const char *bf16_
     ct_jw_int(&w, "parameters", (int64_t)g->n_param_floats);
     ct_jw_int(&w, "buffer_bytes", (int64_t)g->n_buffer_bytes);
     double flops = 0, train_flops = 0;
-    char bwd[160];
+    char bwd[448];
     ct_jw_array(&w, "layers");
     for (int i = 0; i < g->n_nodes; i++) {
         const ct_node *n = &g->nodes[i];
@@ -185,6 +185,7 @@ static int print_json(const ct_model *m, const ct_config *cfg, const char *bf16_
     ct_jw_object(&w, "amp");
     ct_jw_str(&w, "mode", ct_amp_mode_name(cfg->train.amp));
     ct_jw_str(&w, "note", ct_model_amp_note(m));
+    ct_jw_str(&w, "plan_note", ct_model_plan_note(m));
     if (bf16_kind) { /* the CPU: how each 16-bit mode runs here */
         ct_jw_str(&w, "cpu_bf16", bf16_kind);
         ct_jw_str(&w, "cpu_fp16", "emulated");
@@ -279,6 +280,7 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     } else if (m) {
         print_table(m, &cfg);
         print_fusion(m, &cfg);
+        if (*ct_model_plan_note(m)) printf("Warning: %s\n\n", ct_model_plan_note(m));
         if (*ct_model_amp_note(m))
             printf("Mixed precision (train.amp %s) on %s: %s\n\n",
                    ct_amp_mode_name(cfg.train.amp), dev.name, ct_model_amp_note(m));

@@ -43,6 +43,7 @@
  *           cpu_loops: auto,          # auto | portable | off (ctrain's own CPU loops)
  *           cpu_bf16: auto,           # auto | native | emulated (amp bf16 on CPUs)
  *           cpu_winograd: auto,       # auto | off (fp32 convolutions on oneDNN)
+ *           deterministic: true,      # false: GPU algorithms that may vary in the last bits
  *           early_stopping: {monitor: val_loss, patience: 5, min_delta: 0}}
  *   log: {every_steps: 0,            # metrics.jsonl records every N steps (0: per epoch)
  *         tensorboard: true}         # and TensorBoard event files (when built with them)
@@ -218,6 +219,10 @@ typedef struct ct_train_cfg {
     ct_cpu_loops cpu_loops; /* default auto; no effect on CUDA */
     ct_cpu_bf16 cpu_bf16;   /* default auto; only with amp bf16 on the CPU */
     ct_cpu_winograd cpu_winograd; /* default auto; no effect on CUDA */
+    /* Default true: the CUDA backend runs only convolution algorithms that give the
+     * same bits on every run, unless none fits (a fallback it reports); false lets it
+     * take the fastest of any kind. No effect on the CPU, which is deterministic. */
+    bool deterministic;
     uint64_t seed;        /* default 42 */
     /* Cross-entropy label smoothing eps, [0, 1), default 0: the target is
      * (1 - eps) * onehot + eps / K, as nn.CrossEntropyLoss(label_smoothing=eps);

@@ -38,7 +38,7 @@ static const ct_config ct_config_default = {
     .data = {.n_train_images = 1, .num_classes = 10, .mean = {0.0}, .std = {1.0},
              .shuffle = true},
     .train = {.epochs = 10, .batch_size = 64, .grad_accum_steps = 1, .amp = CT_AMP_OFF,
-              .graph = CT_GRAPH_AUTO, .seed = 42, .out = "runs/config",
+              .graph = CT_GRAPH_AUTO, .deterministic = true, .seed = 42, .out = "runs/config",
               .early_stopping = {.enabled = false, .monitor = CT_MONITOR_VAL_LOSS,
                                  .patience = 5, .min_delta = 0.0}},
     .device = {.kind = CT_DEVICE_AUTO, .index = -1},

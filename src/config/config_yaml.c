@@ -370,11 +370,12 @@ static int ct_data_check_channels(const ct_yaml_ctx *ctx, const ct_config *cfg) 
 /* ---- train ---------------------------------------------------------------- */
 
 enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH, T_CPU_LOOPS,
-       T_LABEL_SMOOTHING, T_EARLY_STOPPING, T_CPU_BF16, T_CPU_WINOGRAD };
+       T_LABEL_SMOOTHING, T_EARLY_STOPPING, T_CPU_BF16, T_CPU_WINOGRAD, T_DETERMINISTIC };
 static const char *const ct_train_keys[] = {"epochs",    "batch_size",      "grad_accum_steps",
                                             "amp",       "seed",            "out",
                                             "graph",     "cpu_loops",       "label_smoothing",
-                                            "early_stopping", "cpu_bf16", "cpu_winograd"};
+                                            "early_stopping", "cpu_bf16", "cpu_winograd",
+                                            "deterministic"};
 
 /* A choice key's scalar (config_internal.h) into *out, an enum value. */
 static int ct_walk_choice(const ct_yaml_ctx *ctx, yaml_node_t *node, const ct_choice *c, int *out) {
@@ -429,6 +430,9 @@ static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
         if (ct_walk_choice(ctx, v.val[T_CPU_WINOGRAD], &ct_cpu_winograd_choice, &m)) return -1;
         t->cpu_winograd = (ct_cpu_winograd)m;
     }
+    if (v.val[T_DETERMINISTIC] && ct_get_bool(ctx, v.val[T_DETERMINISTIC], "train.deterministic",
+                                              &t->deterministic))
+        return -1;
     if (v.val[T_SEED] && ct_get_u64(ctx, v.val[T_SEED], "train.seed", &t->seed)) return -1;
     if (v.val[T_LABEL_SMOOTHING] && ct_get_double(ctx, v.val[T_LABEL_SMOOTHING],
                                                   "train.label_smoothing", CT_RANGE_UNIT,

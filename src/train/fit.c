@@ -97,7 +97,8 @@ static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
 static const char *const resume_may_change[] = {"train.epochs",    "train.out",
                                                 "device",          "train.graph",
                                                 "train.cpu_loops", "train.cpu_bf16",
-                                                "train.cpu_winograd", "train.early_stopping", "log",
+                                                "train.cpu_winograd", "train.deterministic",
+                                                "train.early_stopping", "log",
                                                 "data.class_names", NULL};
 
 /* A resumed run continues with the config its checkpoint embeds (resolved again,
@@ -252,6 +253,8 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     if (*ct_model_amp_note(s->model))
         fprintf(o->log, "ctrain: train.amp %s on %s: %s\n", ct_amp_mode_name(cfg->train.amp),
                 dev.name, ct_model_amp_note(s->model));
+    if (*ct_model_plan_note(s->model))
+        fprintf(o->log, "ctrain: warning: %s\n", ct_model_plan_note(s->model));
     if (s->scaler.enabled && !s->model->device.vt->grads_nonfinite)
         return ct_errorf(err, "train.amp fp16: the %s backend cannot check gradients for the "
                          "loss scaler", s->model->device.vt->name);

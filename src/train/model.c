@@ -67,6 +67,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
         .cpu_loops = cfg->train.cpu_loops,
         .cpu_bf16 = cfg->train.cpu_bf16,
         .cpu_winograd = cfg->train.cpu_winograd,
+        .nondeterministic_ok = !cfg->train.deterministic,
         .accumulate = req->training && cfg->train.grad_accum_steps > 1,
         .prep = ct_data_prep(cfg, req->training),
         .label_smoothing = (float)cfg->train.label_smoothing,
@@ -102,6 +103,10 @@ int ct_model_bind(ct_model *m, ct_err *err) {
 
 const char *ct_model_amp_note(const ct_model *m) {
     return m->device.vt->amp_note ? m->device.vt->amp_note(m->be) : "";
+}
+
+const char *ct_model_plan_note(const ct_model *m) {
+    return m->device.vt->plan_note ? m->device.vt->plan_note(m->be) : "";
 }
 
 float *ct_model_host(ct_model *m, int slot) {

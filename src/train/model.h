@@ -57,6 +57,9 @@ void ct_model_destroy(ct_model *m);
 /* How the model's backend runs its mixed precision mode on this machine (the
  * backend's amp_note), or "" when amp is off or the backend does not say. */
 const char *ct_model_amp_note(const ct_model *m);
+/* The backend's plan_note (backend.h): what the plan could not give as asked; "" when
+ * nothing. */
+const char *ct_model_plan_note(const ct_model *m);
 
 /* Forward through every node; backward through every node (last to first),
  * forward again over a checkpointed span first (the same dropout draws). epoch:

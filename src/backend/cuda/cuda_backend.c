@@ -375,9 +375,11 @@ static int cuda_create(const ct_graph *g, const ct_run_opts *o, ct_plan *plan, c
     ct_cuda *b = new_cuda(g, o, plan);
     if (!b) return ct_errorf(err, "cuda backend: out of memory for the backend state");
     if (plan->align < CT_CUDA_ALIGN) plan->align = CT_CUDA_ALIGN;
-    if (init_device(b, err) != 0 || add_model_regions(b, err) != 0 ||
-        add_batch_regions(b, err) != 0 || create_nodes(b, err) != 0 ||
-        add_tail_regions(b, err) != 0 || ct_cuda_data_plan(b, err) != 0) {
+    bool ok = init_device(b, err) == 0 && ct_cuda_conv_search_begin(b, err) == 0 &&
+              add_model_regions(b, err) == 0 && add_batch_regions(b, err) == 0 &&
+              create_nodes(b, err) == 0;
+    ct_cuda_conv_search_end(b); /* the search's scratch is freed before any arena exists */
+    if (!ok || add_tail_regions(b, err) != 0 || ct_cuda_data_plan(b, err) != 0) {
         ct_err_prefix(err, "cuda backend (device %d)", o->device_index);
         cuda_destroy(&b->base);
         return -1;
@@ -841,6 +843,8 @@ static const char *cuda_amp_note(ct_backend *bb) {
     }
 }
 
+static const char *cuda_plan_note(ct_backend *bb) { return as_cuda(bb)->plan_note; }
+
 /* cuDNN's algorithm for convs, cuBLAS for linear layers, cuDNN for pooling; the
  * other layers run ctrain's kernels (kernels/). "" for a pass the node does not
  * have. */
@@ -896,6 +900,7 @@ const ct_backend_vt ct_backend_cuda = {
     .sync = cuda_sync,
     .impl_name = cuda_impl_name,
     .amp_note = cuda_amp_note,
+    .plan_note = cuda_plan_note,
     .step_capture_begin = ct_cuda_step_capture_begin,
     .step_capture_end = ct_cuda_step_capture_end,
     .step_replay = ct_cuda_step_replay,

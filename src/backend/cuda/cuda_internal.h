@@ -63,6 +63,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/conv_algo.h"
+#include "backend/conv_algo_cache.h"
 #include "backend/cuda/cuda_check.h"
 #include "kernels/kernels.h"
 
@@ -87,11 +89,13 @@ typedef struct ct_cuda_node {
     /* conv: one descriptor per pass (ct_conv_pass), each carrying the math type of
      * the algorithm chosen for that pass, as cuDNN expects */
     cudnnConvolutionDescriptor_t conv[3];
-    char impl_label[3][96]; /* ct_cuda_conv_algo_name's results, one per pass */
+    char impl_label[3][192]; /* ct_cuda_conv_algo_name's results, one per pass */
     cudnnPoolingDescriptor_t pool;
-    cudnnConvolutionFwdAlgo_t fwd_algo;
-    cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo;
+    /* conv: per pass (ct_conv_pass), cuDNN's algorithm (its enum for the pass), why
+     * it was chosen, and whether the choice came from the algorithm cache */
+    int algo[3];
+    ct_conv_algo_reason algo_reason[3];
+    bool algo_cached[3];
     /* batch norms (cuda_batchnorm.c) */
     int r_bn;             /* "<name>.bn_stats": saved mean, biased variance [2][C] */
     float *bn_stats;
@@ -161,6 +165,20 @@ typedef struct ct_cuda {
     cudaEvent_t args_copied[CT_CUDA_ARG_SLOTS];
     bool args_used[CT_CUDA_ARG_SLOTS];
     int next_args;
+    /* Convolution algorithm choice (cuda_conv_algo.c), during create: the policy, a
+     * timed search (CTRAIN_CUDNN_SEARCH=timed) with its scratch memory, the cache key's
+     * device and cuDNN version, and the algorithm cache. plan_note: what the plan could
+     * not give as asked (a non-deterministic fallback), "" when nothing. */
+    ct_conv_algo_policy algo_policy;
+    bool algo_timed;
+    char *scratch;
+    size_t scratch_bytes;
+    char device_label[CT_CONV_ALGO_DEVICE_MAX];
+    long cudnn_version;
+    bool algo_cache_on;
+    char algo_cache_path[4096];
+    ct_conv_algo_cache algo_cache;
+    char plan_note[1024];
     cudaGraph_t graph;          /* the recorded step, NULL when none */
     cudaGraphExec_t graph_exec;
     long long replays;          /* graph launches so far */
@@ -200,10 +218,22 @@ void ct_cuda_need_ws(ct_cuda *b, size_t bytes);
 int ct_cuda_tensor_desc(cudnnTensorDescriptor_t *d, int n, int c, int h, int w, ct_err *err);
 /* Destroys the cuDNN descriptors of nd (NULL ones are skipped). */
 void ct_cuda_node_release(ct_cuda_node *nd);
-/* The cuDNN algorithm chosen for a pass of a conv node and the math type its
- * descriptor carries ("CUDNN_CONVOLUTION_FWD_ALGO_..., tensor-op math"); valid
- * until the next call for that node and pass (each pass has its own buffer, so
- * the three names can be held at once). */
+/* ---- convolution algorithms (cuda_conv_algo.c) ------------------------------------ */
+
+/* The convolution math type of the run's amp mode. */
+cudnnMathType_t ct_cuda_conv_math(const ct_cuda *b);
+/* Before the first conv's create: the policy, the device label, the cache (loaded when
+ * the search is timed). After the last: frees the scratch, saves the cache (a failed
+ * save goes into plan_note). */
+int ct_cuda_conv_search_begin(ct_cuda *b, ct_err *err);
+void ct_cuda_conv_search_end(ct_cuda *b);
+/* Chooses the pass's algorithm (descriptors made), sets its descriptor's math and
+ * raises the workspace; -1 when no algorithm is usable. */
+int ct_cuda_conv_choose(ct_cuda *b, ct_cuda_node *nd, ct_conv_pass pass, ct_err *err);
+/* The cuDNN algorithm chosen for a pass of a conv node, the math type its descriptor
+ * carries and, for a timed choice or a fallback, why ("CUDNN_CONVOLUTION_FWD_ALGO_...,
+ * tensor-op math, fastest deterministic, timed"); valid until the next call for that
+ * node and pass (each pass has its own buffer, so the three can be held at once). */
 const char *ct_cuda_conv_algo_name(ct_cuda_node *nd, ct_impl_pass pass);
 
 /* ---- device datasets (cuda_data.c) ---------------------------------------------- */
