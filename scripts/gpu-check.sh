@@ -11,7 +11,7 @@
 #                     the GPU test programs, which must exit 77 (skipped) without
 #                     a GPU; every other GPU step is reported as skipped. For CI
 #                     on machines without a GPU: the script's own mechanics.
-#       --budget S    the whole check's seconds (default 480): a step's timeout
+#       --budget S    the whole check's seconds (default 600): a step's timeout
 #                     is cut to what is left, and with under 15 s left the
 #                     remaining steps are reported as not run
 #       --logs DIR    keep every step's full output there (default: only the
@@ -31,14 +31,17 @@
 # (>= 0.990 test accuracy in <= 1.0 s of training), a CPU evaluation of a CUDA
 # checkpoint, a CUDA profile, the out-of-memory advice, the conv algorithms
 # summary picks in bf16 and random nets against the double reference
-# (test_random_nets cuda). The table gives each step's result (pass, FAIL, skip),
+# (test_random_nets cuda), `fit --profile` of the CNN at batch 8192, and the CNN,
+# the MLP and the ResNet side by side with PyTorch eager and torch.compile at several
+# batch sizes (scripts/gpu_vs_torch.py, its table in the step's log and
+# vs_torch.json under --logs). The table gives each step's result (pass, FAIL, skip),
 # its seconds and what it measured. Exit status 0 only when every step that ran
 # passed; on a GPU machine a test program that skips (exit 77: no usable GPU)
 # is a failure.
 set -uo pipefail
 here=$(pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
-dry=0 budget=480 logs='' bundle='' only=''
+dry=0 budget=600 logs='' bundle='' only=''
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry=1; shift ;;
@@ -333,6 +336,18 @@ step summary_bf16 gpu 60 "$ctrain" summary "$root/configs/cnn.yaml" --device cud
 step test_random_nets_cuda test 150 "$bundle/tests/test_random_nets" cuda
 [ "${result[test_random_nets_cuda]}" = pass ] &&
   detail[test_random_nets_cuda]=$(log_of test_random_nets_cuda | grep -E '^\[  PASSED  \]' | tr -s ' ' | cut -c1-40)
+
+# ---- side by side with PyTorch, and where the time goes at batch 8192: the longest
+# steps, after the checks, so that a short budget cuts them first ---------------------
+step profile_8192 gpu 90 "$ctrain" fit "$root/configs/cnn.yaml" --device cuda --profile \
+  --profile-steps 20 train.batch_size=8192
+[ "${result[profile_8192]}" = pass ] && detail[profile_8192]=$(log_of profile_8192 | grep -m1 '^Profile:' | cut -c1-120)
+step vs_torch gpu-opt 330 python3 "$root/scripts/gpu_vs_torch.py" --ctrain "$ctrain" \
+  --json "$tmp/vs_torch.json"
+if [ "${result[vs_torch]}" = pass ]; then
+  [ -n "$logs" ] && cp "$tmp/vs_torch.json" "$logs/"
+  detail[vs_torch]=$(log_of vs_torch | grep '^goal ' | sed 's/ (batch.*//' | paste -sd ';' - | cut -c1-200)
+fi
 
 # ---- the CPU side of the bundle (also what a dry run checks of fit and eval) ----------
 fit cpu_fit any 120 mlp.yaml --epochs 1 --device cpu

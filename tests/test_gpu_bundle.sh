@@ -18,6 +18,8 @@
 #    libctrain-cuda.so swapped for a library of another build (the loader's ABI
 #    test, and a test program that loads the backend itself: a dry run accepts a
 #    skip only for a missing driver or device, never for a backend not found).
+# 5. scripts/gpu_vs_torch.py's mechanics on the CPU: a tiny side-by-side of ctrain
+#    and PyTorch (skipped, visibly, without PyTorch).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -36,7 +38,7 @@ cp -a "$scratch/bundle" "$recv/gpu-bundle"
 steps="preflight loader_abi devices test_cuda_parity test_amp_gpu test_cuda_graph test_bench_gpu
 test_predict_gpu test_conv_algo_gpu cublas_ref matmul_fp32 matmul_tf32 matmul_fp16 matmul_bf16 cnn_off cnn_off_nograph
 cnn_bf16 cnn_fp16 cnn_cuda_all mlp_off mlp_bf16 mlp_fp16 cnn_goal eval_on_cpu profile_cuda oom_advice
-summary_bf16 test_random_nets_cuda cpu_fit cpu_eval"
+summary_bf16 test_random_nets_cuda profile_8192 vs_torch cpu_fit cpu_eval"
 no_gpu_steps="preflight loader_abi devices cpu_fit cpu_eval"
 
 # check_table LOG: every step has a row; the no-GPU steps passed, the others skipped.
@@ -91,4 +93,20 @@ grep -q "was built for another ctrain" "$scratch/stale.txt" ||
 # A test program that cannot load the backend fails; it does not pass as "no GPU".
 grep -q "^| test_predict_gpu | FAIL |" "$scratch/stale.txt" ||
   { cat "$scratch/stale.txt"; fail "test_predict gpu skipped with a backend it cannot load"; }
+echo "== the side-by-side with PyTorch, its mechanics on the CPU (512 images) =="
+rc=0
+/usr/bin/python3 "$root/scripts/gpu_vs_torch.py" --ctrain "$build/ctrain" --device cpu \
+  --limit 512 --plan cnn:64 mlp:128 --json "$scratch/vs.json" >"$scratch/vs.txt" 2>&1 || rc=$?
+if [ "$rc" -eq 77 ]; then
+  echo "SKIP: the side-by-side's mechanics: $(tail -n 1 "$scratch/vs.txt")"
+else
+  [ "$rc" -eq 0 ] || { cat "$scratch/vs.txt"; fail "gpu_vs_torch.py failed on the CPU"; }
+  grep -qE '^\| cnn \| 64 \| [0-9.]+ s .*\| [0-9.]+x \| first 512 images \|$' "$scratch/vs.txt" ||
+    { cat "$scratch/vs.txt"; fail "gpu_vs_torch.py printed no cnn row with a ratio"; }
+  grep -q '^goal cnn ctrain-off <= 0.8x torch-eager-fp32: ' "$scratch/vs.txt" ||
+    { cat "$scratch/vs.txt"; fail "gpu_vs_torch.py printed no goal line"; }
+  /usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert len(d["rows"]) == 2 and all(r["runs"]["ctrain-off"]["steady_s"] > 0 for r in d["rows"])' "$scratch/vs.json" ||
+    fail "gpu_vs_torch.py's JSON lacks the runs"
+  sed -n '/^| config/,$p' "$scratch/vs.txt"
+fi
 echo "test_gpu_bundle: ok"
