@@ -106,6 +106,45 @@ int ct_cuda_bn_backward(const float *x, const float *dy, int N, int n, int C, lo
                         const float *mean, const float *var, float eps, const float *gamma,
                         float *dx, float *dgamma, float *dbeta, int accumulate, void *stream);
 
+/* The same three with the reduction over a grid of (channel, chunk) blocks, each
+ * chunk's sums in double, added per channel in a fixed order; part: scratch of
+ * ct_cuda_bn_part_doubles(N, C, S) doubles (device). */
+size_t ct_cuda_bn_part_doubles(int N, int C, long S);
+int ct_cuda_bn_stats_chunked(const float *x, int n, int C, long S, float momentum,
+                             float *save_mean, float *save_var, float *run_mean, float *run_var,
+                             long long *tracked, double *part, void *stream);
+int ct_cuda_bn_backward_chunked(const float *x, const float *dy, int N, int n, int C, long S,
+                                const float *mean, const float *var, float eps,
+                                const float *gamma, float *dx, float *dgamma, float *dbeta,
+                                int accumulate, double *part, void *stream);
+
+/* ---- max pooling with its argmax (pool.cu) ------------------------------------- */
+
+/* x [planes, H, W] -> y, argmax [planes, OH, OW]: window K (K * K <= 255), stride S,
+ * zero padding P; the first maximum in row-major window order wins, a NaN wins over
+ * any number and an earlier NaN (ops/ref_pool.c), padding never; argmax = ky * K + kx,
+ * 255 for a window of padding only (y -inf). */
+int ct_cuda_maxpool_forward(const float *x, float *y, uint8_t *argmax, size_t planes, int H,
+                            int W, int OH, int OW, int K, int S, int P, void *stream);
+/* dx [planes, H, W] = the sum of dy over the windows whose argmax is that element
+ * (written, fixed order: no atomics). */
+int ct_cuda_maxpool_backward(const float *dy, const uint8_t *argmax, float *dx, size_t planes,
+                             int H, int W, int OH, int OW, int K, int S, int P, void *stream);
+
+/* ---- weight gradients of convolutions with few input channels (conv_wgrad.cu) -- */
+
+/* Whether the kernel covers C input channels and a K x K window (C <= 3, C * K * K
+ * <= 72, K odd up to 7). */
+int ct_cuda_conv_wgrad_supported(int C, int K);
+/* The floats of its scratch for batch N and O output channels (0 when unsupported). */
+size_t ct_cuda_conv_wgrad_part_floats(int N, int C, int O, int K);
+/* dw [O, C, K, K] (=, or += when accumulate) the gradient from x [N, C, H, W] and
+ * dy [N, O, OH, OW], stride S, zero padding P; part: the scratch above. The same bits
+ * on every run. */
+int ct_cuda_conv_wgrad(const float *x, const float *dy, float *dw, float *part, int N, int C,
+                       int H, int W, int O, int OH, int OW, int K, int S, int P, int accumulate,
+                       void *stream);
+
 /* ---- loss and metrics (loss.cu) ------------------------------------------------- */
 
 /* Device-side metric accumulators (one arena region). */

@@ -201,7 +201,12 @@ step test_cuda_graph test 180 "$bundle/tests/test_cuda_graph"
 step test_bench_gpu test 120 "$bundle/tests/test_bench" gpu
 step test_predict_gpu test 120 "$bundle/tests/test_predict" gpu
 step test_conv_algo_gpu test 150 "$bundle/tests/test_conv_algo" gpu
-for t in test_cuda_parity test_amp_gpu test_cuda_graph test_bench_gpu test_predict_gpu test_conv_algo_gpu; do
+# ctrain's own kernels in cuDNN's place (CTRAIN_CUDA_KERNELS=all: max pooling with its
+# argmax, small-channel weight gradients, chunked batch norms): off by default until
+# this step has passed on a GPU and the profile shows them faster.
+step test_cuda_parity_own test 150 "$bundle/tests/test_cuda_parity" own
+for t in test_cuda_parity test_amp_gpu test_cuda_graph test_bench_gpu test_predict_gpu \
+  test_conv_algo_gpu test_cuda_parity_own; do
   [ "${result[$t]}" = pass ] || continue
   detail[$t]=$(log_of "$t" | grep -E '^\[  PASSED  \]' | tr -s ' ' | paste -sd ';' - | cut -c1-80)
 done
@@ -342,6 +347,11 @@ step test_random_nets_cuda test 150 "$bundle/tests/test_random_nets" cuda
 step profile_8192 gpu 90 "$ctrain" fit "$root/configs/cnn.yaml" --device cuda --profile \
   --profile-steps 20 train.batch_size=8192
 [ "${result[profile_8192]}" = pass ] && detail[profile_8192]=$(log_of profile_8192 | grep -m1 '^Profile:' | cut -c1-120)
+profile_own() { CTRAIN_CUDA_KERNELS=all "$ctrain" fit "$root/configs/cnn.yaml" --device cuda \
+  --profile --profile-steps 20 train.batch_size=8192; }
+export -f profile_own
+step profile_8192_own gpu 90 bash -c profile_own
+[ "${result[profile_8192_own]}" = pass ] && detail[profile_8192_own]=$(log_of profile_8192_own | grep -m1 '^Profile:' | cut -c1-120)
 step vs_torch gpu-opt 330 python3 "$root/scripts/gpu_vs_torch.py" --ctrain "$ctrain" \
   --json "$tmp/vs_torch.json"
 if [ "${result[vs_torch]}" = pass ]; then

@@ -1,7 +1,9 @@
-/* test_conv_algo.c: the convolution algorithm policy (backend/conv_algo.h) on
- * made-up candidate lists, the workspace limit, and the on-disk cache of timed
- * choices (backend/conv_algo_cache.h): its format, its merge of concurrent saves and
- * its refusal of stale entries. Host code only: runs in every build.
+/* test_conv_algo.c: the CUDA backend's choices that are host code, in every build:
+ * the convolution algorithm policy (backend/conv_algo.h) on made-up candidate lists,
+ * the workspace limit, the on-disk cache of timed choices (backend/conv_algo_cache.h:
+ * its format, its merge of concurrent saves, its refusal of stale entries), and the
+ * CTRAIN_CUDA_KERNELS switch (backend/own_kernels.h). `test_conv_algo gpu`: the same
+ * bits twice and the timed search with its cache, on a GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 
 #include "backend/conv_algo.h"
 #include "backend/conv_algo_cache.h"
+#include "backend/own_kernels.h"
 #include "helpers.h"
 
 #define MIB ((size_t)1 << 20)
@@ -273,6 +276,30 @@ static void test_cache_path(void **state) {
     unsetenv("CTRAIN_CACHE_DIR");
 }
 
+static void test_own_kernels_parse(void **state) {
+    (void)state;
+    unsigned m = 99;
+    ct_err e = {{0}};
+    assert_int_equal(ct_own_kernels_parse(NULL, &m, &e), 0);
+    assert_int_equal(m, 0);
+    assert_int_equal(ct_own_kernels_parse("", &m, &e), 0);
+    assert_int_equal(m, 0);
+    assert_int_equal(ct_own_kernels_parse("maxpool", &m, &e), 0);
+    assert_int_equal(m, CT_OWN_MAXPOOL);
+    assert_int_equal(ct_own_kernels_parse("batchnorm,conv_wgrad", &m, &e), 0);
+    assert_int_equal(m, CT_OWN_BATCHNORM | CT_OWN_CONV_WGRAD);
+    assert_int_equal(ct_own_kernels_parse("all", &m, &e), 0);
+    assert_int_equal(m, CT_OWN_MAXPOOL | CT_OWN_CONV_WGRAD | CT_OWN_BATCHNORM);
+    assert_int_equal(ct_own_kernels_parse("none", &m, &e), 0);
+    assert_int_equal(m, 0);
+    assert_int_equal(ct_own_kernels_parse("maxpool,,", &m, &e), 0);
+    assert_int_equal(m, CT_OWN_MAXPOOL);
+    assert_int_equal(ct_own_kernels_parse("maxpool,maxpoo", &m, &e), -1);
+    assert_string_equal(e.msg, "CTRAIN_CUDA_KERNELS: unknown kernel 'maxpoo' (expected maxpool, "
+                               "conv_wgrad, batchnorm, all or none, comma-separated)");
+    assert_int_equal(ct_own_kernels_parse("maxpool2", &m, &e), -1);
+}
+
 /* ---- on a GPU (test_conv_algo gpu) ------------------------------------------------- */
 
 static const char *layers_yaml = "    - conv2d: {out_channels: 8, kernel: 3, padding: 1}\n"
@@ -384,6 +411,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_concurrent_saves_merge),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_cache_path),
+        cmocka_unit_test(test_own_kernels_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

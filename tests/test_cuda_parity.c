@@ -380,7 +380,59 @@ static void test_first_weighted_layer_gives_no_input_grad(void **state) {
     }
 }
 
-int main(void) {
+/* ---- ctrain's own kernels in the libraries' place (`test_cuda_parity own`) -------- */
+
+/* Under CTRAIN_CUDA_KERNELS=all: which layers took ctrain's kernel (impl_name), and the
+ * shapes beyond the per-op tests': batch norms over several chunks, weight gradients
+ * of 1 to 3 input channels with several image chunks, strides and paddings, overlapping
+ * max-pool windows; each twice, for the same bits. */
+static void test_own_kernels(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    ct_layer_cfg bn2 = L(CT_LAYER_BATCHNORM2D);
+    bn2.momentum = 0.1, bn2.eps = 1e-5;
+    ct_layer_cfg a[] = {conv(8, 3, 1, 1, true), bn2, L(CT_LAYER_RELU),
+                        pool(CT_LAYER_MAXPOOL2D, 3, 2, 1), L(CT_LAYER_FLATTEN), linear(5, true)};
+    harness *h = open_h(3, 18, 18, a, 6, 64); /* 64 * 18 * 18 per channel: two chunks */
+    assert_string_equal(h->vt->impl_name(h->b, 0, CT_PASS_BACKWARD_WEIGHTS), "ctrain:conv_wgrad");
+    assert_string_equal(h->vt->impl_name(h->b, 1, CT_PASS_FORWARD), "ctrain:chunked");
+    assert_string_equal(h->vt->impl_name(h->b, 3, CT_PASS_FORWARD), "ctrain:maxpool+argmax");
+    for (int k = 0; k < 4; k += k == 1 ? 2 : 1) {
+        parity_seed(77);
+        parity_out o1 = parity_n(h, k, 64, true);
+        parity_seed(77);
+        parity_out o2 = parity_n(h, k, 64, true);
+        assert_memory_equal(o1.grads, o2.grads, h->g.n_param_floats * sizeof(float));
+        parity_out_free(&o1), parity_out_free(&o2);
+        parity_out o = parity_n(h, k, 37, true); /* a partial batch: one chunk, stale rows */
+        parity_out_free(&o);
+    }
+    close_h(h);
+    const int shapes[][5] = {/* C, K, stride, padding, O */
+                             {1, 3, 1, 1, 32}, {2, 3, 2, 1, 7}, {3, 3, 1, 0, 9}, {1, 5, 1, 2, 3},
+                             {2, 5, 2, 2, 4},  {1, 7, 1, 3, 2}, {3, 1, 1, 0, 5}, {2, 1, 2, 0, 16}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int *s = shapes[i];
+        ct_layer_cfg c[] = {conv(s[4], s[1], s[2], s[3], i % 2 == 0), L(CT_LAYER_RELU)};
+        h = open_h(s[0], 11, 13, c, 2, 24);
+        assert_string_equal(h->vt->impl_name(h->b, 0, CT_PASS_BACKWARD_WEIGHTS),
+                            "ctrain:conv_wgrad");
+        parity_seed(78);
+        parity_out o1 = parity_n(h, 0, 24, true);
+        parity_seed(78);
+        parity_out o2 = parity_n(h, 0, 24, true);
+        assert_memory_equal(o1.grads, o2.grads, h->g.n_param_floats * sizeof(float));
+        parity_out_free(&o1), parity_out_free(&o2);
+        close_h(h);
+    }
+    /* a conv with 4 input channels keeps cuDNN's weight gradient */
+    ct_layer_cfg d[] = {conv(4, 3, 1, 1, true)};
+    h = open_h(4, 6, 6, d, 1, 4);
+    assert_non_null(strstr(h->vt->impl_name(h->b, 0, CT_PASS_BACKWARD_WEIGHTS), "CUDNN_"));
+    close_h(h);
+}
+
+static int run_default(void) {
     setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
     parity_vt = &ct_backend_cuda;
     parity_skip = gpu_missing;
@@ -423,6 +475,36 @@ int main(void) {
     return ct_test_gpu_usable(why, sizeof why) ? 0 : ct_test_skip("no usable GPU: %s", why);
 }
 
+/* The per-op tests again with every one of ctrain's own kernels on
+ * (CTRAIN_CUDA_KERNELS=all): max pooling's NaN rule among them. */
+static int run_own(void) {
+    char why[256];
+    if (!ct_test_gpu_usable(why, sizeof why)) return ct_test_skip("no usable GPU: %s", why);
+    setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+    setenv("CTRAIN_CUDA_KERNELS", "all", 1);
+    parity_vt = &ct_backend_cuda;
+    parity_skip = gpu_missing;
+    parity_rel_tol = 1e-3;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_own_kernels),
+        cmocka_unit_test(parity_test_conv),
+        cmocka_unit_test(parity_test_maxpool),
+        cmocka_unit_test(parity_test_maxpool_nan),
+        cmocka_unit_test(parity_test_batchnorm),
+        cmocka_unit_test(parity_test_batchnorm_once_per_batch),
+        cmocka_unit_test(parity_test_residual),
+        cmocka_unit_test(test_accumulate),
+        cmocka_unit_test(test_partial_batch),
+        cmocka_unit_test(test_first_weighted_layer_gives_no_input_grad),
+        cmocka_unit_test(test_cpu_vs_cuda_training),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    return ct_test_group_is(argc, argv, "own") ? run_own() : run_default();
+}
+
 #else /* no CUDA in this build */
 
 static void test_no_cuda_in_build(void **state) {
@@ -430,7 +512,8 @@ static void test_no_cuda_in_build(void **state) {
     skip();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)ct_test_group_is(argc, argv, "own");
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_cuda_in_build)};
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 77; /* 77: meson's "skipped" */
 }

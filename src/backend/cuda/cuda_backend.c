@@ -301,7 +301,7 @@ static int add_act_regions(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     if (add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_act ? 0 : bytes, &r, err) != 0)
         return -1;
     nd->r_act = !alias_act ? r : src < 0 ? b->r_x : b->nodes[src].r_act;
-    nd->r_gact = nd->r_gin_part[0] = nd->r_gin_part[1] = -1;
+    nd->r_gact = nd->r_gin_part[0] = nd->r_gin_part[1] = nd->r_aux = -1;
     if (!b->o.training) return 0;
     snprintf(name, sizeof name, "%s.grad", nd->g->name);
     if (add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_grad ? 0 : bytes, &r, err) != 0)
@@ -323,6 +323,7 @@ static int create_nodes(ct_cuda *b, ct_err *err) {
         ct_cuda_node *nd = &b->nodes[i];
         nd->g = &b->g->nodes[i];
         nd->i = i;
+        nd->own = ct_cuda_takes_own(b, nd->g);
         if (add_act_regions(b, nd, err) != 0 || cuda_ops[nd->g->kind]->create(b, nd, err) != 0)
             return layer_err(b, i, err);
     }
@@ -375,7 +376,8 @@ static int cuda_create(const ct_graph *g, const ct_run_opts *o, ct_plan *plan, c
     ct_cuda *b = new_cuda(g, o, plan);
     if (!b) return ct_errorf(err, "cuda backend: out of memory for the backend state");
     if (plan->align < CT_CUDA_ALIGN) plan->align = CT_CUDA_ALIGN;
-    bool ok = init_device(b, err) == 0 && ct_cuda_conv_search_begin(b, err) == 0 &&
+    bool ok = ct_cuda_choice_init(b, err) == 0 && init_device(b, err) == 0 &&
+              ct_cuda_conv_search_begin(b, err) == 0 &&
               add_model_regions(b, err) == 0 && add_batch_regions(b, err) == 0 &&
               create_nodes(b, err) == 0;
     ct_cuda_conv_search_end(b); /* the search's scratch is freed before any arena exists */
@@ -413,6 +415,7 @@ static void bind_pointers(ct_cuda *b) {
         nd->gact = region_ptr(b, nd->r_gact);
         for (int k = 0; k < 2; k++) nd->gin_part[k] = region_ptr(b, nd->r_gin_part[k]);
         nd->bn_stats = nd->g->buffer >= 0 ? region_ptr(b, nd->r_bn) : NULL;
+        nd->aux = region_ptr(b, nd->r_aux);
     }
     b->buffers = region_ptr(b, b->r_buffers);
     ct_cuda_data_bind(b);
@@ -846,8 +849,9 @@ static const char *cuda_amp_note(ct_backend *bb) {
 static const char *cuda_plan_note(ct_backend *bb) { return as_cuda(bb)->plan_note; }
 
 /* cuDNN's algorithm for convs, cuBLAS for linear layers, cuDNN for pooling; the
- * other layers run ctrain's kernels (kernels/). "" for a pass the node does not
- * have. */
+ * other layers run ctrain's kernels (kernels/), and so do the layers that take one of
+ * ctrain's own kernels in a library's place (cuda_choice.c: "ctrain:..."). "" for a
+ * pass the node does not have. */
 static const char *cuda_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
     ct_cuda *b = as_cuda(bb);
     if (node < 0 || node >= b->g->n_nodes) return "";
@@ -856,10 +860,15 @@ static const char *cuda_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
     if (pass != CT_PASS_FORWARD && !b->o.training) return "";
     if ((data && !g->input_grad) || (weights && !ct_op(g->kind)->has_params))
         return "";
+    bool own = b->nodes[node].own;
     switch (g->kind) {
-    case CT_LAYER_CONV2D: return ct_cuda_conv_algo_name(&b->nodes[node], pass);
+    case CT_LAYER_CONV2D:
+        return own && weights ? "ctrain:conv_wgrad"
+                              : ct_cuda_conv_algo_name(&b->nodes[node], pass);
     case CT_LAYER_LINEAR: return "cublas";
-    case CT_LAYER_MAXPOOL2D:
+    case CT_LAYER_MAXPOOL2D: return own ? "ctrain:maxpool+argmax" : "cudnn";
+    case CT_LAYER_BATCHNORM2D:
+    case CT_LAYER_BATCHNORM1D: return own ? "ctrain:chunked" : "ctrain";
     case CT_LAYER_AVGPOOL2D:
     case CT_LAYER_GLOBAL_AVGPOOL: return "cudnn";
     case CT_LAYER_FLATTEN: return "";

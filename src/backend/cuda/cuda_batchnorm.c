@@ -13,9 +13,15 @@
  * in backward for a checkpointed span records no update, and a captured step
  * records the update of its one forward, so each replay makes it once. Backward
  * gives rows [n, N) a zero input gradient, so the layers before add nothing for
- * them. Evaluation normalizes with the running statistics.
+ * them. Evaluation normalizes with the running statistics. A batch norm that takes
+ * ctrain's chunked kernels (cuda_choice.c) reduces over a grid of (channel, chunk)
+ * blocks in its scratch "<name>.bn_part" instead of one block per channel.
  */
 #include "backend/cuda/cuda_internal.h"
+
+static long spatial(const ct_cuda_node *nd) {
+    return nd->g->in.flat ? 1 : (long)nd->g->in.h * nd->g->in.w;
+}
 
 static int bn_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     char name[CT_REGION_NAME_MAX];
@@ -23,11 +29,10 @@ static int bn_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     nd->r_bn = ct_plan_add(b->plan, CT_REGION_WORKSPACE, nd->i, name,
                            2 * (size_t)nd->g->in.c * sizeof(float), err);
     nd->stats_batch = UINT64_MAX; /* none yet: the first training forward updates */
-    return nd->r_bn < 0 ? -1 : 0;
-}
-
-static long spatial(const ct_cuda_node *nd) {
-    return nd->g->in.flat ? 1 : (long)nd->g->in.h * nd->g->in.w;
+    if (nd->r_bn < 0) return -1;
+    if (!nd->own || !b->o.training) return 0;
+    size_t part = ct_cuda_bn_part_doubles(b->N, nd->g->in.c, spatial(nd));
+    return ct_cuda_add_aux(b, nd, "bn_part", CT_REGION_WORKSPACE, part * sizeof(double), err);
 }
 
 static char *buffer(ct_cuda *b, const ct_cuda_node *nd, int which) {
@@ -55,9 +60,15 @@ static int bn_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t epoch, 
                          "gives %ld (PyTorch refuses this too)", b->n, (long)b->n * S);
     bool update = nd->stats_batch != b->batch_serial;
     float *mean = nd->bn_stats, *var = nd->bn_stats + C;
-    CT_KERNEL(err, ct_cuda_bn_stats(x, b->n, C, S, (float)nd->g->cfg.momentum, mean, var,
-                                    update ? rmean : NULL, update ? rvar : NULL,
-                                    (long long *)buffer(b, nd, CT_BN_NUM_BATCHES), b->stream));
+    long long *tracked = (long long *)buffer(b, nd, CT_BN_NUM_BATCHES);
+    if (nd->own)
+        CT_KERNEL(err, ct_cuda_bn_stats_chunked(x, b->n, C, S, (float)nd->g->cfg.momentum, mean,
+                                                var, update ? rmean : NULL, update ? rvar : NULL,
+                                                tracked, nd->aux, b->stream));
+    else
+        CT_KERNEL(err, ct_cuda_bn_stats(x, b->n, C, S, (float)nd->g->cfg.momentum, mean, var,
+                                        update ? rmean : NULL, update ? rvar : NULL, tracked,
+                                        b->stream));
     CT_KERNEL(err, ct_cuda_bn_apply(x, nd->act, b->N, C, S, mean, var, eps, g, be, b->stream));
     nd->stats_batch = b->batch_serial;
     return 0;
@@ -67,6 +78,14 @@ static int bn_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t e
                        ct_err *err) {
     (void)epoch;
     int C = nd->g->in.c;
+    if (nd->own) {
+        CT_KERNEL(err, ct_cuda_bn_backward_chunked(
+                           ct_cuda_in(b, nd->i), nd->gact, b->N, b->n, C, spatial(nd), nd->bn_stats,
+                           nd->bn_stats + C, (float)nd->g->cfg.eps, ct_cuda_param(b, nd, false),
+                           ct_cuda_gin(b, nd->i), ct_cuda_grad(b, nd, false),
+                           ct_cuda_grad(b, nd, true), accumulate, nd->aux, b->stream));
+        return 0;
+    }
     CT_KERNEL(err, ct_cuda_bn_backward(ct_cuda_in(b, nd->i), nd->gact, b->N, b->n, C, spatial(nd),
                                        nd->bn_stats, nd->bn_stats + C, (float)nd->g->cfg.eps,
                                        ct_cuda_param(b, nd, false), ct_cuda_gin(b, nd->i),

@@ -65,6 +65,7 @@
 #include "backend/backend.h"
 #include "backend/conv_algo.h"
 #include "backend/conv_algo_cache.h"
+#include "backend/own_kernels.h"
 #include "backend/cuda/cuda_check.h"
 #include "kernels/kernels.h"
 
@@ -96,6 +97,12 @@ typedef struct ct_cuda_node {
     int algo[3];
     ct_conv_algo_reason algo_reason[3];
     bool algo_cached[3];
+    /* ctrain's own kernel instead of the library's (cuda_choice.c), and its extra
+     * region: maxpool's argmax [N, C, OH, OW] bytes, conv_wgrad's and the chunked batch
+     * norm's scratch; r_aux -1 when none */
+    bool own;
+    int r_aux;
+    void *aux;
     /* batch norms (cuda_batchnorm.c) */
     int r_bn;             /* "<name>.bn_stats": saved mean, biased variance [2][C] */
     float *bn_stats;
@@ -182,6 +189,7 @@ typedef struct ct_cuda {
     cudaGraph_t graph;          /* the recorded step, NULL when none */
     cudaGraphExec_t graph_exec;
     long long replays;          /* graph launches so far */
+    unsigned own;               /* CTRAIN_CUDA_KERNELS (backend/own_kernels.h) */
     ct_cuda_node nodes[CT_MAX_LAYERS];
 } ct_cuda;
 
@@ -235,6 +243,16 @@ int ct_cuda_conv_choose(ct_cuda *b, ct_cuda_node *nd, ct_conv_pass pass, ct_err 
  * tensor-op math, fastest deterministic, timed"); valid until the next call for that
  * node and pass (each pass has its own buffer, so the three can be held at once). */
 const char *ct_cuda_conv_algo_name(ct_cuda_node *nd, ct_impl_pass pass);
+
+/* ---- ctrain's own kernels (cuda_choice.c) ------------------------------------------- */
+
+/* Reads CTRAIN_CUDA_KERNELS into b->own; -1 on a name it does not know. */
+int ct_cuda_choice_init(ct_cuda *b, ct_err *err);
+/* Whether node g runs ctrain's own kernel: turned on, and a shape it covers. */
+bool ct_cuda_takes_own(const ct_cuda *b, const ct_node *g);
+/* Adds the region "<name>.<what>" of nd's own kernel (nd->r_aux; nd->aux at bind). */
+int ct_cuda_add_aux(ct_cuda *b, ct_cuda_node *nd, const char *what, ct_region_kind kind,
+                    size_t bytes, ct_err *err);
 
 /* ---- device datasets (cuda_data.c) ---------------------------------------------- */
 

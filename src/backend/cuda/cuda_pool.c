@@ -9,6 +9,9 @@
  * (cuda_internal.h). Average pooling divides by K*K
  * (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, PyTorch's count_include_pad).
  * global_avgpool is average pooling with one H x W window, no padding: [N, C, 1, 1].
+ * A max pooling that takes ctrain's own kernel (cuda_choice.c) stores its argmax at
+ * forward ("<name>.argmax", one byte per output) and routes the gradient by it, with
+ * the CPU reference's rule for ties and NaNs (kernels/pool.cu).
  */
 #include "backend/cuda/cuda_internal.h"
 
@@ -32,11 +35,36 @@ static int pool_create(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
     if (dn != b->N || dc != g->out.c || dh != g->out.h || dw != g->out.w)
         return ct_errorf(err, "cuDNN computes a %dx%dx%dx%d output, the graph %dx%dx%dx%d", dn,
                          dc, dh, dw, b->N, g->out.c, g->out.h, g->out.w);
+    if (nd->own)
+        return ct_cuda_add_aux(b, nd, "argmax", CT_REGION_ACTIVATIONS,
+                               (size_t)b->N * ct_shape_numel(g->out), err);
+    return 0;
+}
+
+static size_t planes(const ct_cuda *b, const ct_cuda_node *nd) {
+    return (size_t)b->N * (size_t)nd->g->in.c;
+}
+
+static int own_forward(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
+    const ct_node *g = nd->g;
+    CT_KERNEL(err, ct_cuda_maxpool_forward(ct_cuda_in(b, nd->i), nd->act, nd->aux, planes(b, nd),
+                                           g->in.h, g->in.w, g->out.h, g->out.w, g->cfg.kernel,
+                                           g->cfg.stride, g->cfg.padding, b->stream));
+    return 0;
+}
+
+static int own_backward(ct_cuda *b, ct_cuda_node *nd, ct_err *err) {
+    const ct_node *g = nd->g;
+    CT_KERNEL(err, ct_cuda_maxpool_backward(nd->gact, nd->aux, ct_cuda_gin(b, nd->i),
+                                            planes(b, nd), g->in.h, g->in.w, g->out.h, g->out.w,
+                                            g->cfg.kernel, g->cfg.stride, g->cfg.padding,
+                                            b->stream));
     return 0;
 }
 
 static int pool_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step, ct_err *err) {
     (void)train, (void)step;
+    if (nd->own) return own_forward(b, nd, err);
     const float one = 1.0f, zero = 0.0f;
     CT_CUDNN(err, cudnnPoolingForward(b->dnn, nd->pool, &one, nd->in_desc, ct_cuda_in(b, nd->i),
                                       &zero, nd->out_desc, nd->act));
@@ -47,6 +75,7 @@ static int pool_backward(ct_cuda *b, ct_cuda_node *nd, bool accumulate, uint32_t
                          ct_err *err) {
     (void)accumulate, (void)step;
     if (nd->g->src[0] < 0) return 0;
+    if (nd->own) return own_backward(b, nd, err);
     const float one = 1.0f, zero = 0.0f;
     CT_CUDNN(err, cudnnPoolingBackward(b->dnn, nd->pool, &one, nd->out_desc, nd->act, nd->out_desc,
                                        nd->gact, nd->in_desc, ct_cuda_in(b, nd->i), &zero,
