@@ -692,11 +692,12 @@ static void test_failed_write_keeps_old_file(void **state) {
     ct_test_rmtree(dir);
 }
 
-/* The rename over a directory fails after the data is written: no temp file
- * stays behind and the directory is untouched. */
+/* A checkpoint over a directory is refused before anything is written; and when the
+ * rename fails after the data is written (a directory appeared at the path in the
+ * meantime), no temp file stays behind and the directory is untouched. */
 static void test_failed_rename_cleans_up(void **state) {
     (void)state;
-    char dir[256], path[512];
+    char dir[256], path[512], inner[600];
     ct_test_mkdtemp(dir, sizeof dir);
     join(path, sizeof path, dir, "model.bin");
     assert_int_equal(mkdir(path, 0755), 0);
@@ -704,11 +705,23 @@ static void test_failed_rename_cleans_up(void **state) {
     int n = sample_tensors(t);
     ct_err err = {{0}};
     assert_int_equal(ct_checkpoint_write(path, t, n, NULL, 0, &err), -1);
+    assert_non_null(strstr(err.msg, "is a directory"));
+    int n_tmp;
+    assert_int_equal(count_entries(dir, &n_tmp), 1);
+    assert_int_equal(n_tmp, 0);
+    assert_int_equal(rmdir(path), 0);
+
+    ct_atomic_file af;
+    assert_int_equal(ct_atomic_open(&af, path, &err), 0);
+    assert_int_equal(ct_atomic_write(&af, "data", 4, &err), 0);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(inner, sizeof inner, "%s/keep", path);
+    ct_test_write_file(inner, "x", 1);
+    assert_int_equal(ct_atomic_commit(&af, &err), -1);
     assert_non_null(strstr(err.msg, "rename"));
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_true(S_ISDIR(st.st_mode));
-    int n_tmp;
     assert_int_equal(count_entries(dir, &n_tmp), 1);
     assert_int_equal(n_tmp, 0);
     ct_test_rmtree(dir);

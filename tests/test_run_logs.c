@@ -24,6 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend/device.h"
 #include "config/config.h"
@@ -543,6 +546,112 @@ static void test_export_safetensors(void **state) {
     ct_test_run_free(&r);
 }
 
+/* Runs `export --checkpoint CK --safetensors OUT` (plus `tail`, shell words) and
+ * returns the result. */
+static ct_run_result export_to(const char *ck, const char *out, const char *tail) {
+    char args[3000];
+    snprintf(args, sizeof args, "export --checkpoint %s --safetensors %s %s", ck, out, tail);
+    return ct_test_run(dir, args);
+}
+
+/* Exports go where they are told without destroying it: "-" and a symlink to
+ * /proc/self/fd/1 stream to stdout (the "Wrote" line on stderr), a FIFO is streamed
+ * to and stays a FIFO, a character device is written in place (/dev/full: the error,
+ * and the device node stays), a directory is refused, and a symlink to a file is
+ * replaced at its target (the link stays). The bytes are those of a plain export. */
+static void test_export_to_streams(void **state) {
+    (void)state;
+    char ck[1200], plain[1200], path[1200];
+    char *out = fit("streams", "--epochs 1");
+    free(out);
+    snprintf(ck, sizeof ck, "%s/streams/model.bin", dir);
+    snprintf(plain, sizeof plain, "%s/plain.safetensors", dir);
+    ct_run_result r = export_to(ck, plain, "");
+    if (r.status != 0) fail_msg("export: %s", r.err);
+    ct_test_run_free(&r);
+    size_t want_len = 0, got_len = 0;
+    char *want = ct_test_read_file(plain, &want_len);
+
+    /* standard output, by "-" and by a link to /proc/self/fd/1 */
+    snprintf(path, sizeof path, "%s/to-stdout", dir);
+    assert_int_equal(symlink("/proc/self/fd/1", path), 0);
+    const char *to_stdout[2] = {"-", path};
+    for (int k = 0; k < 2; k++) {
+        r = export_to(ck, to_stdout[k], "");
+        if (r.status != 0 || !strstr(r.err, "Wrote ")) fail_msg("export to %s: %s", to_stdout[k], r.err);
+        ct_test_run_free(&r);
+        char so[1200];
+        snprintf(so, sizeof so, "%s/stdout.txt", dir);
+        char *got = ct_test_read_file(so, &got_len);
+        assert_int_equal(got_len, want_len);
+        assert_memory_equal(got, want, want_len);
+        free(got);
+    }
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+
+    /* a FIFO, read by a child into a file */
+    snprintf(path, sizeof path, "%s/pipe", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    char copy[1300];
+    snprintf(copy, sizeof copy, "%s/pipe-copy", dir);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        FILE *in = fopen(path, "rb"), *to = fopen(copy, "wb");
+        char buf[4096];
+        size_t k;
+        while (in && to && (k = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, k, to);
+        _exit(in && to && fclose(to) == 0 ? 0 : 1);
+    }
+    r = export_to(ck, path, "");
+    int cst = 0;
+    assert_int_equal(waitpid(child, &cst, 0), child);
+    if (r.status != 0) fail_msg("export to a FIFO: %s", r.err);
+    ct_test_run_free(&r);
+    assert_true(WIFEXITED(cst) && WEXITSTATUS(cst) == 0);
+    char *got = ct_test_read_file(copy, &got_len);
+    assert_int_equal(got_len, want_len);
+    assert_memory_equal(got, want, want_len);
+    free(got);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+
+    /* /dev/full: the write fails, said in one line; the device stays a device */
+    if (stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode)) {
+        r = export_to(ck, "/dev/full", "");
+        if (r.status != 1 || !strstr(r.err, "No space left on device") ||
+            ct_test_count_lines(r.err) != 1)
+            fail_msg("export to /dev/full: exit %d: %s", r.status, r.err);
+        ct_test_run_free(&r);
+        assert_int_equal(stat("/dev/full", &st), 0);
+        assert_true(S_ISCHR(st.st_mode));
+    }
+
+    /* a directory is refused */
+    r = export_to(ck, dir, "");
+    if (r.status != 1 || !strstr(r.err, "is a directory")) fail_msg("export to a directory: %s", r.err);
+    ct_test_run_free(&r);
+
+    /* a symlink to a file: the target gets the bytes, the link stays */
+    char target[1300];
+    snprintf(target, sizeof target, "%s/target.safetensors", dir);
+    ct_test_write_file(target, "old", 3);
+    snprintf(path, sizeof path, "%s/link.safetensors", dir);
+    assert_int_equal(symlink(target, path), 0);
+    r = export_to(ck, path, "");
+    if (r.status != 0) fail_msg("export to a symlink: %s", r.err);
+    ct_test_run_free(&r);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    got = ct_test_read_file(target, &got_len);
+    assert_int_equal(got_len, want_len);
+    assert_memory_equal(got, want, want_len);
+    free(got);
+    free(want);
+}
+
 /* The CRC-32C of TensorBoard's records, on the standard check value and RFC 3720's
  * vectors; and its mask. */
 static void test_crc32c(void **state) {
@@ -567,6 +676,7 @@ int main(void) {
         cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_inspect),
         cmocka_unit_test(test_export_safetensors),
+        cmocka_unit_test(test_export_to_streams),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,8 @@
 /* args.c: the subcommands' shared argument parser (see cli.h). */
 #include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -110,4 +112,13 @@ int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *spec
         if (s->nvalues == 2) *s->value2 = argv[++i];
     }
     return 0;
+}
+
+FILE *ct_report_stream(const char *out) {
+    struct stat a, b;
+    if (!strcmp(out, "-")) return stderr;
+    if (stat(out, &a) == 0 && fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+        return stderr;
+    return stdout;
 }

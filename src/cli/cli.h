@@ -51,6 +51,12 @@ int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *spec
  * on a tie), or NULL: the did-you-mean of unknown commands and options. */
 const char *ct_closest_name(const char *word, const char *const *names, int n);
 
+#include <stdio.h>
+
+/* Where a command's "Wrote OUT" line goes: stderr when OUT is "-" or the same file
+ * as standard output (the written bytes go there), else stdout. */
+FILE *ct_report_stream(const char *out);
+
 /* Loads a config and applies the common overrides that are non-NULL. */
 typedef struct ct_overrides {
     const char *epochs, *batch_size, *lr, *device, *seed, *out, *amp, *grad_accum_steps, *graph,

@@ -34,7 +34,9 @@ static int export_weights(const ct_checkpoint *ck, const char *in, const char *o
     }
     const ct_ckpt_meta meta[] = {{"format", "pt"}};
     rc = ct_checkpoint_write(out, keep, n, meta, 1, err);
-    if (rc == 0) printf("Wrote %s: %d tensors of %s (optimizer state left out)\n", out, n, in);
+    if (rc == 0)
+        fprintf(ct_report_stream(out), "Wrote %s: %d tensors of %s (optimizer state left out)\n",
+                out, n, in);
 done:
     free(keep); /* the tensors themselves belong to ck */
     return rc;
@@ -52,8 +54,9 @@ static int export_onnx(const ct_checkpoint *ck, const char *in, const char *out,
     ct_onnx_source src = {.cfg = &cfg, .graph = g, .ck = ck, .ck_path = in, .prep = &prep};
     rc = ct_onnx_export(&src, out, err);
     if (rc == 0)
-        printf("Wrote %s: ONNX opset %d, input [N, %d, %d, %d], logits [N, %d], from %s\n", out,
-               CT_ONNX_OPSET, g->input.c, g->input.h, g->input.w, g->num_classes, in);
+        fprintf(ct_report_stream(out),
+                "Wrote %s: ONNX opset %d, input [N, %d, %d, %d], logits [N, %d], from %s\n", out,
+                CT_ONNX_OPSET, g->input.c, g->input.h, g->input.w, g->num_classes, in);
 done:
     ct_config_free(&cfg);
     free(g);

@@ -53,6 +53,7 @@ int ct_cmd_plot(int argc, char **argv, ct_err *err) {
         free(text);
     }
     for (int i = 0; i < n; i++) ct_curves_free(&runs[i]);
-    if (rc == CT_EXIT_OK) printf("Wrote %s (%d run%s)\n", out, npos, npos == 1 ? "" : "s");
+    if (rc == CT_EXIT_OK)
+        fprintf(ct_report_stream(out), "Wrote %s (%d run%s)\n", out, npos, npos == 1 ? "" : "s");
     return rc;
 }

@@ -1,8 +1,9 @@
 /* atomic_file.c: temp file + fsync + rename + directory fsync (see
  * atomic_file.h).
  *
- * Invariant: while af->fd >= 0 the temporary file exists and belongs to af;
- * every path out of this file either renames it over af->path or unlinks it.
+ * Invariant: while af->fd >= 0 and af->tmp_path is set, the temporary file exists and
+ * belongs to af; every path out of this file either renames it over af->path or
+ * unlinks it. A stream (tmp_path NULL) is only closed.
  */
 #include "io/atomic_file.h"
 
@@ -38,15 +39,52 @@ static mode_t target_mode(const char *path) {
     return 0644;
 }
 
-int ct_atomic_open(ct_atomic_file *af, const char *path, ct_err *err) {
-    af->fd = -1;
+bool ct_atomic_is_stream(const char *path) {
+    struct stat st;
+    if (!strcmp(path, "-")) return true;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+/* Opens standard output or the existing non-regular file path for writing in place. */
+static int open_stream(ct_atomic_file *af, const char *path, ct_err *err) {
+    af->tmp_path = NULL;
     af->path = str_dup(path);
-    af->tmp_path = malloc(strlen(path) + sizeof CT_TMP_SUFFIX);
+    if (!af->path) return ct_errorf(err, "%s: out of memory", path);
+    af->fd = !strcmp(path, "-") ? fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0)
+                                : open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (af->fd < 0) {
+        int e = errno;
+        release(af);
+        return ct_errorf(err, "%s: cannot open for writing: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+/* The path a replacement renames over: a symbolic link's final target when it
+ * exists (so the link stays), else path itself. NULL when out of memory. */
+static char *replace_target(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (real) return real;
+    }
+    return str_dup(path);
+}
+
+int ct_atomic_open(ct_atomic_file *af, const char *path, ct_err *err) {
+    struct stat st;
+    af->fd = -1;
+    af->path = af->tmp_path = NULL;
+    if (ct_atomic_is_stream(path)) return open_stream(af, path, err);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return ct_errorf(err, "%s: is a directory (name a file to write)", path);
+    af->path = replace_target(path); /* the caller's path names it in messages */
+    af->tmp_path = af->path ? malloc(strlen(af->path) + sizeof CT_TMP_SUFFIX) : NULL;
     if (!af->path || !af->tmp_path) {
         release(af);
         return ct_errorf(err, "%s: out of memory", path);
     }
-    strcpy(af->tmp_path, path);
+    strcpy(af->tmp_path, af->path);
     strcat(af->tmp_path, CT_TMP_SUFFIX);
     int fd = mkstemp(af->tmp_path);
     if (fd < 0) {
@@ -55,7 +93,7 @@ int ct_atomic_open(ct_atomic_file *af, const char *path, ct_err *err) {
         return ct_errorf(err, "%s: cannot create temporary file: %s", path, strerror(e));
     }
     af->fd = fd;
-    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || fchmod(fd, target_mode(path)) != 0) {
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || fchmod(fd, target_mode(af->path)) != 0) {
         int e = errno;
         ct_atomic_abort(af);
         return ct_errorf(err, "%s: cannot set up temporary file: %s", path, strerror(e));
@@ -82,9 +120,20 @@ int ct_atomic_write(ct_atomic_file *af, const void *data, size_t n, ct_err *err)
 void ct_atomic_abort(ct_atomic_file *af) {
     if (af->fd >= 0) {
         close(af->fd);
-        unlink(af->tmp_path);
+        if (af->tmp_path) unlink(af->tmp_path);
     }
     release(af);
+}
+
+/* A stream's commit: close it (fsync where the kind of file supports it). */
+static int commit_stream(ct_atomic_file *af, ct_err *err) {
+    int e = 0;
+    if (fsync(af->fd) != 0 && errno != EINVAL && errno != EROFS) e = errno;
+    if (close(af->fd) != 0 && !e) e = errno;
+    af->fd = -1;
+    if (e) ct_errorf(err, "%s: write failed: %s", af->path, strerror(e));
+    release(af);
+    return e ? -1 : 0;
 }
 
 /* fsyncs the directory holding path, so the rename itself is durable. */
@@ -108,6 +157,7 @@ static int sync_parent_dir(const char *path) {
 
 int ct_atomic_commit(ct_atomic_file *af, ct_err *err) {
     if (af->fd < 0) return ct_errorf(err, "atomic_file: commit after close");
+    if (!af->tmp_path) return commit_stream(af, err);
     const char *step = "fsync";
     int ok = fsync(af->fd) == 0;
     if (ok) {

@@ -9,6 +9,13 @@
  *
  * Usage: open; write...; commit. After a failed write call abort (commit and
  * abort each leave the struct closed, and abort on a closed struct does nothing).
+ *
+ * Where there is nothing to replace, the bytes are streamed instead: path "-" is
+ * standard output, and an existing character device, FIFO or socket (or a symbolic
+ * link to one: /dev/null, /dev/full, a named pipe, /proc/self/fd/1) is opened and
+ * written in place, so it stays what it is; commit then only closes it, and abort
+ * cannot take back what was written. A directory is refused. A symbolic link to a
+ * regular file is replaced at its target, so the link itself stays.
  */
 #ifndef CT_ATOMIC_FILE_H
 #define CT_ATOMIC_FILE_H
@@ -21,8 +28,12 @@
 typedef struct ct_atomic_file {
     int fd;         /* -1 when closed */
     char *path;     /* final path (owned) */
-    char *tmp_path; /* temporary path (owned) */
+    char *tmp_path; /* temporary path (owned); NULL when streaming */
 } ct_atomic_file;
+
+/* Whether path names standard output or an existing file that is not a regular
+ * file or directory (what ct_atomic_open streams to). */
+bool ct_atomic_is_stream(const char *path);
 
 int ct_atomic_open(ct_atomic_file *af, const char *path, ct_err *err);
 int ct_atomic_write(ct_atomic_file *af, const void *data, size_t n, ct_err *err);
