@@ -14,6 +14,8 @@
  * executable); for a later one, which must end the process, until it does. Each wait
  * gives up after 30 s, so a process that does not react goes on (and fails its test)
  * rather than hanging.
+ * "SIG:POINT:N+" sends the signal a second time right after the first is recorded,
+ * as GNU timeout does, and gives the process 50 ms to take it.
  * CT_SIGNAL_RANK=R: only the MPI rank R (OMPI_COMM_WORLD_RANK) sends.
  * CT_SIGNAL_COUNT=FILE: the calls of each point are written there at exit
  * ("exec N\nfsync N\nrename N\n"), for picking N. */
@@ -36,6 +38,7 @@ static const char *const point_names[N_POINTS] = {"exec", "fsync", "rename"};
 typedef struct rule {
     int sig, point;
     long n;
+    bool twice; /* "SIG:POINT:N+": the signal again right after the first is recorded */
 } rule;
 
 static rule rules[MAX_RULES];
@@ -63,9 +66,10 @@ static void read_rules(void) {
         char sig[8], point[16];
         long n;
         if (sscanf(tok, "%7[A-Z]:%15[a-z]:%ld", sig, point, &n) != 3) continue;
+        bool twice = tok[strlen(tok) - 1] == '+';
         for (int p = 0; p < N_POINTS; p++)
             if (!strcmp(point, point_names[p]) && sig_of(sig))
-                rules[n_rules++] = (rule){sig_of(sig), p, n};
+                rules[n_rules++] = (rule){sig_of(sig), p, n, twice};
     }
 }
 
@@ -92,11 +96,21 @@ static void send(int sig) {
     for (int i = 0; i < 30000 && (!first || (pending && pending() == 0)); i++) nap();
 }
 
+/* The same signal again, as GNU timeout sends it (to the process, then to its group),
+ * after the first was recorded; then 50 ms for the receiver to take it. */
+static void send_echo(int sig) {
+    kill(getpid(), sig);
+    for (int i = 0; i < 50; i++) nap();
+}
+
 static void at(int point) {
     read_rules();
     long k = atomic_fetch_add(&calls[point], 1) + 1;
     for (int r = 0; r < n_rules; r++)
-        if (rules[r].point == point && rules[r].n == k) send(rules[r].sig);
+        if (rules[r].point == point && rules[r].n == k) {
+            send(rules[r].sig);
+            if (rules[r].twice) send_echo(rules[r].sig);
+        }
 }
 
 dnnl_status_t dnnl_primitive_execute(const_dnnl_primitive_t p, dnnl_stream_t s, int nargs,

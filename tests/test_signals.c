@@ -9,6 +9,9 @@
  *    with the weights and optimizer state of an uninterrupted run, bit for bit, for
  *    an MLP with dropout and a CNN, and with two replicas in one process (cpu:2);
  *  - a second signal ends the process at once, leaving the last checkpoint intact;
+ *  - `timeout -s TERM` and `-s INT` (which send the signal twice: to the process, then
+ *    to its group) stop 10 runs each with a saved checkpoint and an "interrupted"
+ *    manifest;
  *  - `test_signals mpi` (its own meson test, a SKIP without MPI): a signal to rank 0
  *    of `mpirun -np 2` stops both ranks at the same step, and the resumed job ends
  *    with the uninterrupted job's weights.
@@ -367,6 +370,78 @@ static void test_second_signal_exits_at_once(void **state) {
     ct_checkpoint_free(&ck);
 }
 
+/* ---- GNU timeout, which signals the process and then its group ------------------------ */
+
+/* `timeout -s SIG SECONDS ctrain fit` of a long run, started directly (no shell, no
+ * injector): the signal arrives twice, and the run must still save. */
+static void stop_by_timeout(int sig, int k) {
+    char bin[600], outdir[800], secs[16], sname[8], log[600];
+    snprintf(bin, sizeof bin, "%s/ctrain", ct_test_build_root());
+    snprintf(outdir, sizeof outdir, "%s/timeout-%s-%d", dir, sig_name(sig), k);
+    snprintf(secs, sizeof secs, "%.2f", 1.0 + 0.07 * k);
+    snprintf(sname, sizeof sname, "%s", sig_name(sig));
+    snprintf(log, sizeof log, "%s/timeout.txt", dir);
+    const char *argv[] = {"timeout", "-s",    sname,          secs,    bin,  "fit",
+                          mlp,       "--out", outdir,         "--device", "cpu", "--no-progress",
+                          "--epochs", "400",  NULL};
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        FILE *f = freopen(log, "w", stdout);
+        if (!f || dup2(fileno(stdout), 2) < 0 || chdir(dir) != 0) _exit(127);
+        setenv("OMP_NUM_THREADS", "2", 1);
+        unsetenv("LD_PRELOAD");
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    char *out = ct_test_read_file(log, NULL);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 124 || !strstr(out, "stopped by SIG"))
+        fail_msg("timeout -s %s %s: status %d (exited %d), want 124 after a save:\n%s", sname,
+                 secs, st, WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+    free(out);
+    char path[900], rel[64];
+    snprintf(rel, sizeof rel, "timeout-%s-%d", sig_name(sig), k);
+    ct_checkpoint ck;
+    read_ckpt(rel, &ck); /* mid-epoch ("interrupted") or at an epoch's end */
+    ct_checkpoint_free(&ck);
+    snprintf(path, sizeof path, "%s/manifest.json", outdir);
+    char *man = ct_test_read_file(path, NULL);
+    if (!man || !strstr(man, "\"status\": \"interrupted\""))
+        fail_msg("%s: %s", path, man ? man : "missing");
+    free(man);
+}
+
+/* timeout -s TERM and -s INT, ten times each at different moments: every run saves a
+ * loadable checkpoint and its manifest says "interrupted". Before them, the same
+ * double delivery placed by the injector, mid-epoch and during the checkpoint's
+ * write, where it is certain to arrive as two signals. */
+static void test_timeout_saves(void **state) {
+    (void)state;
+    const char *echoes[] = {"TERM:exec:60+", "INT:exec:90+", "TERM:fsync:1+", "INT:rename:1+"};
+    const int sigs[] = {SIGTERM, SIGINT, SIGTERM, SIGINT};
+    for (int k = 0; k < 4; k++) {
+        char out[32];
+        snprintf(out, sizeof out, "echo%d", k);
+        run r = fit(0, mlp, out, "", echoes[k], NULL);
+        if (r.status != 128 + sigs[k] || r.killed || !strstr(r.out, "stopped by"))
+            fail_msg("%s: exit %d (killed by %d), want %d after a save:\n%s", echoes[k], r.status,
+                     r.killed, 128 + sigs[k], r.out);
+        run_free(&r);
+        ct_checkpoint ck;
+        read_ckpt(out, &ck);
+        ct_checkpoint_free(&ck);
+    }
+    if (system("timeout --version >/dev/null 2>&1") != 0) {
+        print_message("timeout (coreutils) not found: case not run\n");
+        fail_msg("GNU timeout is needed for this case");
+    }
+    for (int k = 0; k < 10; k++) stop_by_timeout(SIGTERM, k);
+    for (int k = 0; k < 10; k++) stop_by_timeout(SIGINT, k);
+}
+
 /* ---- mpirun ------------------------------------------------------------------------- */
 
 static void test_mpi_ranks_stop_together(void **state) {
@@ -395,6 +470,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_resume_after_stop_in_evaluation),
         cmocka_unit_test(test_resume_exact_replicas),
         cmocka_unit_test(test_second_signal_exits_at_once),
+        cmocka_unit_test(test_timeout_saves),
     };
     const struct CMUnitTest mpi_tests[] = {cmocka_unit_test(test_mpi_ranks_stop_together)};
     bool mpi = ct_test_group_is(argc, argv, "mpi");

@@ -11,8 +11,11 @@
  * one is recorded for the loop to poll at its next step boundary, where it saves
  * and stops; a second one ends the process at once, as the signal's default
  * action does (a checkpoint being written is then left as it was: the previous one
- * stays, and the temporary file is removed at the next start). Outside graceful
- * mode the first signal ends the process at once.
+ * stays, and the temporary file is removed at the next start). The same signal again
+ * within 200 ms of the first is not a second one: GNU timeout and batch schedulers
+ * signal the process and then its process group, so it arrives twice; a deliberate
+ * second Ctrl-C comes later, or is another signal. Outside graceful mode the first
+ * signal ends the process at once.
  */
 #ifndef CT_SIGNALS_H
 #define CT_SIGNALS_H

@@ -601,6 +601,10 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         if (stop_requested) {
             res->interrupted = true;
             res->stop_signal = stop_requested;
+            fflush(o->out);
+            fprintf(o->log, "ctrain: stopped by %s after epoch %d; %s holds it (--resume "
+                    "continues there)\n", ct_signals_name(stop_requested), epoch + 1,
+                    s->ckpt_path);
             break;
         }
         if (ct_early_stop_due(&s->info, &cfg->train.early_stopping)) {
