@@ -293,6 +293,124 @@ static void test_runs_are_kept(void **state) {
     assert_false(exists(p));
 }
 
+/* The bytes of OUT/name (malloc'd; *n its size), failing when it is missing. */
+static char *file_of(const char *out, const char *name, size_t *n) {
+    char p[900];
+    snprintf(p, sizeof p, "%s/%s", out, name);
+    char *text = ct_test_read_file(p, n);
+    if (!text) fail_msg("%s is missing", p);
+    return text;
+}
+
+/* The run in out is the one whose model.bin, metrics.csv and config.yaml were saved in
+ * want_*, and no set-aside directory is left. */
+static void assert_run_is(const char *out, const char *want_model, size_t n_model,
+                          const char *want_csv) {
+    size_t n = 0;
+    char *model = file_of(out, "model.bin", &n), *csv = file_of(out, "metrics.csv", NULL);
+    assert_int_equal(n, n_model);
+    assert_memory_equal(model, want_model, n);
+    assert_string_equal(csv, want_csv);
+    free(model), free(csv);
+    char p[900];
+    snprintf(p, sizeof p, "%s/.overwritten", out);
+    assert_false(exists(p));
+}
+
+/* --overwrite keeps the earlier run until the new one has a checkpoint: a new run that
+ * fails (a data path that does not exist) leaves the old run as it was; one killed
+ * before its first checkpoint leaves it set aside, and the next open of the
+ * directory puts it back; a new run that saved has replaced it. */
+static void test_overwrite_keeps_old_run_until_saved(void **state) {
+    (void)state;
+    char out[760], args[2048], p[900], q[900];
+    snprintf(out, sizeof out, "%s/run-overwrite", dir);
+    snprintf(args, sizeof args, "fit %s --out %s --no-progress", good_cfg, out);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("first fit: %s", r.err);
+    ct_test_run_free(&r);
+    size_t n_model = 0;
+    char *model = file_of(out, "model.bin", &n_model), *csv = file_of(out, "metrics.csv", NULL);
+
+    snprintf(args, sizeof args, "fit %s --out %s --overwrite --no-progress", nodata_cfg, out);
+    r = ct_test_run(dir, args);
+    if (r.status != 1 || !strstr(r.err, "/nonexistent/train-images.gz"))
+        fail_msg("--overwrite with bad data: exit %d, %s", r.status, r.err);
+    ct_test_run_free(&r);
+    assert_run_is(out, model, n_model, csv);
+    snprintf(p, sizeof p, "%s/config.yaml", out);
+    char *cfg_text = ct_test_read_file(p, NULL);
+    assert_non_null(cfg_text);
+    assert_null(strstr(cfg_text, "nonexistent")); /* the old run's config, not the new one's */
+    free(cfg_text);
+
+    /* as a fit killed after setting the run aside, before its first checkpoint: the
+     * old files in .overwritten, the new run's config.yaml and log beside them */
+    snprintf(p, sizeof p, "%s/.overwritten", out);
+    assert_int_equal(mkdir(p, 0755), 0);
+    static const char *const names[] = {"model.bin", "best.bin", "metrics.csv", "metrics.jsonl",
+                                        "train.log", "config.yaml", "manifest.json"};
+    for (int k = 0; k < 7; k++) {
+        snprintf(p, sizeof p, "%s/%s", out, names[k]);
+        snprintf(q, sizeof q, "%s/.overwritten/%s", out, names[k]);
+        if (exists(p)) assert_int_equal(rename(p, q), 0);
+    }
+    snprintf(p, sizeof p, "%s/config.yaml", out);
+    ct_test_write_file(p, "new: run\n", 9);
+    snprintf(args, sizeof args, "fit %s --out %s --resume --no-progress", good_cfg, out);
+    r = ct_test_run(dir, args); /* opens the directory: the old run comes back, and resumes */
+    if (r.status != 0 || !strstr(r.err, "nothing to do"))
+        fail_msg("--resume after a killed --overwrite: exit %d, %s", r.status, r.err);
+    ct_test_run_free(&r);
+    assert_run_is(out, model, n_model, csv);
+
+    /* a new run that saves replaces the old one */
+    snprintf(args, sizeof args, "fit %s --out %s --overwrite --no-progress --seed 9", good_cfg,
+             out);
+    r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("--overwrite: %s", r.err);
+    ct_test_run_free(&r);
+    size_t n2 = 0;
+    char *model2 = file_of(out, "model.bin", &n2);
+    assert_true(n2 != n_model || memcmp(model2, model, n2) != 0);
+    snprintf(p, sizeof p, "%s/.overwritten", out);
+    assert_false(exists(p));
+    free(model), free(model2), free(csv);
+}
+
+/* Several fits of one fresh config started together each get their own version. */
+static void test_parallel_fits_get_own_versions(void **state) {
+    (void)state;
+    char bin[700], out[760], lr[3][32];
+    snprintf(bin, sizeof bin, "%s/ctrain", ct_test_build_root());
+    snprintf(out, sizeof out, "%s/parallel/run", dir);
+    pid_t pid[3];
+    for (int k = 0; k < 3; k++) {
+        snprintf(lr[k], sizeof lr[k], "optimizer.lr=0.0%d", k + 1);
+        pid[k] = fork();
+        assert_true(pid[k] >= 0);
+        if (pid[k] == 0) {
+            if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(127);
+            execl(bin, bin, "fit", good_cfg, "--out", out, "--epochs", "2", "--no-progress",
+                  lr[k], (char *)NULL);
+            _exit(127);
+        }
+    }
+    int failed = 0;
+    for (int k = 0; k < 3; k++) {
+        int st = 0;
+        assert_int_equal(waitpid(pid[k], &st, 0), pid[k]);
+        failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    assert_int_equal(failed, 0);
+    const char *suffix[] = {"", "-2", "-3"};
+    for (int k = 0; k < 3; k++) {
+        char p[900];
+        snprintf(p, sizeof p, "%s%s/model.bin", out, suffix[k]);
+        if (!exists(p)) fail_msg("%s is missing", p);
+    }
+}
+
 /* config.yaml holds the resolved config, edits included, and trains again from any
  * directory. */
 static void test_config_yaml_resolved(void **state) {
@@ -537,6 +655,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_fit_refused_while_first_runs),
         cmocka_unit_test(test_runs_are_kept),
+        cmocka_unit_test(test_overwrite_keeps_old_run_until_saved),
+        cmocka_unit_test(test_parallel_fits_get_own_versions),
         cmocka_unit_test(test_config_yaml_resolved),
         cmocka_unit_test(test_stale_temps_removed_at_start),
         cmocka_unit_test(test_unwritable_out_fails_before_data),

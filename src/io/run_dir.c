@@ -184,6 +184,7 @@ int ct_run_dir_open(ct_run_dir *rd, const char *path, const char *const *atomic_
     if (rc == 1) rc = ct_errorf(err, "%s: cannot lock: %s keeps changing", rd->path, rd->lock_path);
     if (rc == 0) rc = write_pid(rd, err);
     if (rc == 0) rc = remove_stale_temps(rd, atomic_names, log, err);
+    if (rc == 0) ct_run_dir_aside_settle(rd);
     if (rc != 0) ct_run_dir_close(rd);
     return rc;
 }

@@ -61,12 +61,25 @@ extern const char *const ct_run_files[];
 
 /* Opens (as ct_run_dir_open) the directory of a new run of base: base when it
  * holds no run, else B-(N+1) for the highest N among base's versions; a directory
- * that another process locks or fills in between is passed over. The directory
- * taken is left without ctrain's TensorBoard event files (a fit stopped before its
- * first checkpoint leaves one; other writers' stay). With overwrite, base itself,
- * with the files of its run removed. */
+ * that another process locks (a fit that has not saved yet) or fills in between is
+ * passed over for the next number, so fits started together each get their own.
+ * The directory taken is left without ctrain's TensorBoard event files (a fit
+ * stopped before its first checkpoint leaves one; other writers' stay). With
+ * overwrite, base itself, with the files of its run set aside (below). */
 int ct_run_dir_open_new(ct_run_dir *rd, const char *base, bool overwrite,
                         const char *const *atomic_names, FILE *log, ct_err *err);
+
+/* --overwrite keeps the earlier run until the new one has a checkpoint: its files
+ * (ct_run_files and its event files) move into DIR/.overwritten (ct_run_dir_aside);
+ * after the new run's first checkpoint they are deleted (ct_run_dir_aside_drop); a
+ * new run that ends before that moves them back over whatever it wrote
+ * (ct_run_dir_aside_restore). ct_run_dir_open settles a .overwritten that a killed
+ * fit left: dropped when DIR has a model.bin (the new run's), else restored. */
+#define CT_RUN_DIR_ASIDE ".overwritten"
+int ct_run_dir_aside(const ct_run_dir *rd, ct_err *err);
+void ct_run_dir_aside_drop(const ct_run_dir *rd);
+void ct_run_dir_aside_restore(const ct_run_dir *rd);
+void ct_run_dir_aside_settle(const ct_run_dir *rd);
 
 /* The newest run of base: the highest-numbered of its versions that exists, into
  * out (base itself when none does). */

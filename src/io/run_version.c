@@ -116,35 +116,110 @@ static int remove_event_files(const ct_run_dir *rd, ct_err *err) {
     return rc;
 }
 
-/* Removes the files of the run in rd (locked): ct_run_files and its TensorBoard
- * event files; 0 or -1 naming the file. */
-static int remove_run_files(const ct_run_dir *rd, ct_err *err) {
-    char path[PATH_MAX + 32];
-    for (const char *const *f = ct_run_files; *f; f++) {
-        snprintf(path, sizeof path, "%s/%s", rd->path, *f);
-        if (unlink(path) != 0 && errno != ENOENT)
-            return ct_errorf(err, "%s: cannot remove for --overwrite: %s", path, strerror(errno));
+/* ---- --overwrite: the earlier run set aside ------------------------------------ */
+
+static bool is_run_file(const char *name) {
+    for (const char *const *f = ct_run_files; *f; f++)
+        if (!strcmp(name, *f)) return true;
+    return ct_tfevents_is_ours(name);
+}
+
+/* Moves every run file (ct_run_files, ctrain's event files) from `from` into `to`
+ * (replacing what is there); 0 or -1 naming the file. */
+static int move_run_files(const char *from, const char *to, ct_err *err) {
+    char a[PATH_MAX + 300], b[PATH_MAX + 300];
+    DIR *d = opendir(from);
+    if (!d) return ct_errorf(err, "%s: cannot list: %s", from, strerror(errno));
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (!is_run_file(e->d_name)) continue;
+        snprintf(a, sizeof a, "%s/%s", from, e->d_name);
+        snprintf(b, sizeof b, "%s/%s", to, e->d_name);
+        if (rename(a, b) != 0)
+            rc = ct_errorf(err, "%s: cannot move to %s: %s", a, to, strerror(errno));
     }
-    return remove_event_files(rd, err);
+    closedir(d);
+    return rc;
+}
+
+static void aside_path(const ct_run_dir *rd, char *out, size_t n) {
+    snprintf(out, n, "%s/%s", rd->path, CT_RUN_DIR_ASIDE);
+}
+
+int ct_run_dir_aside(const ct_run_dir *rd, ct_err *err) {
+    char aside[PATH_MAX + 32];
+    aside_path(rd, aside, sizeof aside);
+    if (mkdir(aside, 0755) != 0 && errno != EEXIST)
+        return ct_errorf(err, "%s: cannot create for --overwrite: %s", aside, strerror(errno));
+    if (move_run_files(rd->path, aside, err) == 0) return 0;
+    ct_run_dir_aside_restore(rd); /* put back what moved */
+    return ct_err_prefix(err, "--overwrite");
+}
+
+void ct_run_dir_aside_drop(const ct_run_dir *rd) {
+    char aside[PATH_MAX + 32], path[PATH_MAX + 300];
+    aside_path(rd, aside, sizeof aside);
+    DIR *d = opendir(aside);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_run_file(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", aside, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(aside);
+}
+
+void ct_run_dir_aside_restore(const ct_run_dir *rd) {
+    char aside[PATH_MAX + 32];
+    aside_path(rd, aside, sizeof aside);
+    ct_err ignored = {{0}};
+    if (access(aside, F_OK) != 0) return;
+    if (move_run_files(aside, rd->path, &ignored) == 0) rmdir(aside);
+}
+
+void ct_run_dir_aside_settle(const ct_run_dir *rd) {
+    char aside[PATH_MAX + 32], model[PATH_MAX + 32];
+    aside_path(rd, aside, sizeof aside);
+    if (access(aside, F_OK) != 0) return;
+    snprintf(model, sizeof model, "%s/model.bin", rd->path);
+    if (access(model, F_OK) == 0) {
+        ct_run_dir_aside_drop(rd); /* the new run had saved */
+        return;
+    }
+    char path[PATH_MAX + 32];
+    for (const char *const *f = ct_run_files; *f; f++) { /* the new run's leftovers */
+        snprintf(path, sizeof path, "%s/%s", rd->path, *f);
+        unlink(path);
+    }
+    ct_err ignored = {{0}};
+    (void)remove_event_files(rd, &ignored);
+    ct_run_dir_aside_restore(rd);
 }
 
 int ct_run_dir_open_new(ct_run_dir *rd, const char *base, bool overwrite,
                         const char *const *atomic_names, FILE *log, ct_err *err) {
     if (overwrite) {
         if (ct_run_dir_open(rd, base, atomic_names, log, err) != 0) return -1;
-        if (remove_run_files(rd, err) == 0) return 0;
+        if (ct_run_dir_aside(rd, err) == 0) return 0;
         ct_run_dir_close(rd);
         return -1;
     }
     char path[PATH_MAX];
+    long floor = 0; /* versions below it were busy: the next attempt goes higher */
     for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
-        long top = highest_version(base);
+        long top = highest_version(base), v;
         version_path(base, top == 0 ? 1 : top, path, sizeof path);
         bool fresh = top <= 1 && !holds_run(path); /* base itself, still without a run */
-        if (!fresh) version_path(base, top + 1, path, sizeof path);
+        v = fresh ? 1 : top + 1;
+        if (v < floor) v = floor;
+        version_path(base, v, path, sizeof path);
         if (ct_run_dir_open(rd, path, atomic_names, log, err) != 0) {
-            if (rd->busy) continue; /* another fit took it in between */
-            return -1;
+            if (!rd->busy) return -1;
+            floor = (v < 2 ? 2 : v + 1); /* another fit holds it: take the next */
+            continue;
         }
         /* a directory without results may hold the events of a fit stopped before
          * its first checkpoint: they are not this run's */

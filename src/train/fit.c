@@ -526,7 +526,7 @@ static int save(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err
     s->info.amp_scale = s->scaler.enabled ? s->scaler.scale : 0.0;
     s->info.amp_growth_tracker = s->scaler.growth_tracker;
     int rc = s->dist->rank == 0 ? ct_model_save(s->model, cfg, &s->info, s->ckpt_path, err) : 0;
-    if (rc == 0) s->saves++;
+    if (rc == 0 && s->saves++ == 0 && s->dist->rank == 0) ct_run_output_saved(&s->output);
     return ct_dist_agree(rc, err);
 }
 

@@ -75,7 +75,14 @@ static int choose_and_lock(ct_run_output *ro, const ct_config *cfg, bool resume,
         ct_run_dir_close(&ro->dir);
         return ct_errorf(err, "%s: no run to resume there (%s: %s)", path, ckpt, strerror(e));
     }
+    ro->aside = overwrite;
     return ct_run_dir_open_new(&ro->dir, cfg->train.out, overwrite, atomic_outputs, log, err);
+}
+
+void ct_run_output_saved(ct_run_output *ro) {
+    if (!ro->aside || !ro->dir.held) return;
+    ct_run_dir_aside_drop(&ro->dir);
+    ro->aside = false;
 }
 
 int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool overwrite,
@@ -151,6 +158,7 @@ void ct_run_output_close(ct_run_output *ro, bool saved) {
             snprintf(path, sizeof path, "%s/%s", ro->dir.path, written[i]);
             unlink(path);
         }
+        if (ro->aside) ct_run_dir_aside_restore(&ro->dir); /* --overwrite: the old run back */
     }
     ct_run_dir_close(&ro->dir);
 }

@@ -4,7 +4,9 @@
  * ct_run_output_open, on rank 0 before any data is read:
  *  1. picks the directory (run_dir.h). A new run takes train.out when it holds no
  *     run, else the next version (runs/cnn-2, -3, ...), with one notice on `log`;
- *     with overwrite it takes train.out, removing the earlier run's files. A resumed
+ *     with overwrite it takes train.out, setting the earlier run's files aside
+ *     (run_dir.h: deleted by ct_run_output_saved after the first checkpoint, put back
+ *     by ct_run_output_close when the new run saved nothing). A resumed
  *     run takes train.out as given when the config or --out gave it
  *     (train.out_given), else the newest version of runs/NAME. cfg->train.out
  *     becomes the directory taken;
@@ -39,6 +41,7 @@ typedef struct ct_run_output {
     char metrics_path[CT_PATH_MAX + 32];
     bool fresh;      /* a new run (not resumed) */
     bool versioned;  /* a new run that found train.out taken and took a version */
+    bool aside;      /* --overwrite: the earlier run waits in DIR/.overwritten */
 } ct_run_output;
 
 int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool overwrite,
@@ -46,5 +49,8 @@ int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool over
 /* Writes DIR/config.yaml: cfg->text, atomically. */
 int ct_run_output_config(const ct_run_output *ro, const ct_config *cfg, ct_err *err);
 void ct_run_output_close(ct_run_output *ro, bool saved);
+/* After the run's first checkpoint: an earlier run set aside by --overwrite is
+ * deleted. */
+void ct_run_output_saved(ct_run_output *ro);
 
 #endif
