@@ -13,7 +13,9 @@
  *     nothing but the run's files (model.bin, best.bin, metrics.csv, metrics.jsonl,
  *     config.yaml, manifest.json, train.log, TensorBoard event files):
  *     the temporary file of a killed write is removed, the lock file of the killed
- *     run is gone.
+ *     run is gone; metrics.csv and metrics.jsonl hold every epoch once, in order
+ *     (none lost to a kill right after a checkpoint's rename, none twice), and
+ *     manifest.json says "finished" (also when the resume had nothing to do).
  * The kill points are all the calls of a clean run (the injector counts them first),
  * so a write added to the writer is covered without editing this test.
  *
@@ -164,6 +166,40 @@ static void assert_only_outputs(const char *what) {
     closedir(d);
 }
 
+/* The run's logs hold each epoch 1..EPOCHS once, in order (metrics.csv's rows and
+ * metrics.jsonl's epoch records), and its manifest says it finished. */
+static void assert_logs_complete(const char *what) {
+    char p[800];
+    snprintf(p, sizeof p, "%s/metrics.csv", out);
+    char *csv = ct_test_read_file(p, NULL);
+    if (!csv) fail_msg("%s: %s missing", what, p);
+    char want[256] = "", *row = strchr(csv, '\n');
+    int e = 0;
+    for (int k = 1; k <= EPOCHS && row; k++) {
+        e = atoi(row + 1);
+        if (e != k) break;
+        row = strchr(row + 1, '\n');
+        if (k == EPOCHS && row && row[1]) e = -1; /* a row too many */
+    }
+    if (e != EPOCHS) fail_msg("%s: metrics.csv does not hold epochs 1..%d once:\n%s", what, EPOCHS, csv);
+    free(csv);
+    snprintf(p, sizeof p, "%s/metrics.jsonl", out);
+    char *jsonl = ct_test_read_file(p, NULL);
+    if (!jsonl) fail_msg("%s: %s missing", what, p);
+    for (int k = 1; k <= EPOCHS; k++) {
+        snprintf(want, sizeof want, "{\"type\":\"epoch\",\"epoch\":%d,", k);
+        const char *at = strstr(jsonl, want);
+        if (!at || strstr(at + 1, want))
+            fail_msg("%s: metrics.jsonl does not hold epoch %d once:\n%s", what, k, jsonl);
+    }
+    free(jsonl);
+    snprintf(p, sizeof p, "%s/manifest.json", out);
+    char *man = ct_test_read_file(p, NULL);
+    if (!man || !strstr(man, "\"status\": \"finished\""))
+        fail_msg("%s: manifest.json: %s", what, man ? man : "missing");
+    free(man);
+}
+
 /* One kill point: kill, check what is on disk, resume, check again. */
 static void kill_and_resume(const char *kind, long n, const char *when) {
     char fault[64], ck[760], what[128], line[256];
@@ -200,6 +236,7 @@ static void kill_and_resume(const char *kind, long n, const char *when) {
     snprintf(what, sizeof what, "killed at %s, then fit to the end", fault);
     assert_is_epoch(ck, EPOCHS, what);
     assert_only_outputs(what);
+    assert_logs_complete(what);
 }
 
 static void test_killed_writer_leaves_a_loadable_checkpoint(void **state) {

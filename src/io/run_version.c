@@ -19,10 +19,10 @@
 const char *const ct_run_files[] = {"model.bin",  "best.bin",    "metrics.csv",  "metrics.jsonl",
                                     "train.log",  "config.yaml", "manifest.json", NULL};
 
-/* The files that hold a run's results, written with its first checkpoint: a
- * directory with none of them (one whose fit was stopped before that) holds no run
- * worth keeping. */
-static const char *const result_files[] = {"model.bin", "best.bin", "metrics.csv", NULL};
+/* The files that hold a run's results, its checkpoints: a directory with neither
+ * (one whose fit was stopped before its first checkpoint, whatever logs it wrote)
+ * holds no run worth keeping. */
+static const char *const result_files[] = {"model.bin", "best.bin", NULL};
 
 /* Attempts before giving up when other fits keep taking the next number. */
 enum { OPEN_ATTEMPTS = 100 };

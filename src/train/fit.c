@@ -520,6 +520,18 @@ static int save_best(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, c
     return ct_dist_agree(s->dist->rank == 0 ? best_from_model(cfg, s, err) : 0, err);
 }
 
+/* A resumed run's metrics.jsonl and metrics.csv cut back to its checkpoint
+ * (metrics_log.h); metrics.jsonl is reopened for appending after its rewrite. */
+static int trim_logs(fit_state *s, ct_err *err) {
+    ct_run_output *ro = &s->output;
+    if (ct_metrics_csv_trim(s->csv_path, s->info.epoch, err) != 0) return -1;
+    if (ro->metrics) fflush(ro->metrics);
+    if (ct_metrics_log_trim(ro->metrics_path, s->info.epoch, s->info.step, err) != 0) return -1;
+    if (ro->metrics) fclose(ro->metrics);
+    ro->metrics = ct_metrics_log_open(ro->metrics_path, true, err);
+    return ro->metrics ? 0 : -1;
+}
+
 /* Rank 0 writes the checkpoint; every rank learns whether it worked. */
 static int save(const ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     if (!o->save) return 0;
@@ -583,8 +595,8 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         s->reducer.seconds = 0;
         fputc('\n', o->out);
         fflush(o->out);
-        if (save(cfg, o, s, err) != 0) return -1;
-        if (improved && save_best(cfg, o, s, err) != 0) return -1;
+        /* the epoch's records first, then its checkpoint: a run killed in between is
+         * cut back to its checkpoint on resume (ct_metrics_log_trim), never short */
         if (o->save && s->dist->rank == 0 && write_csv_row(s, t_epoch, sps, err) != 0)
             return -1;
         ct_metric_record r = {.type = "epoch", .epoch = epoch + 1, .step = s->info.step,
@@ -595,6 +607,8 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
                               .data_wait = s->wait_s / t_train, .loss_scale = loss_scale(s),
                               .grad_norm = s->last_grad_norm, .best_epoch = s->info.best_epoch};
         if (emit_record(s, o, &r, err) != 0) return -1;
+        if (save(cfg, o, s, err) != 0) return -1;
+        if (improved && save_best(cfg, o, s, err) != 0) return -1;
         res->train_seconds = t_train;
         res->samples_per_sec = sps;
         if (sync_stop(s->dist, true, err) != 0) return -1;
@@ -668,6 +682,7 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     if (rc == 0) rc = join_ranks(o, &s, err);
     bool done = rc == 0 && (s.info.epoch >= cfg->train.epochs ||
                             ct_early_stop_due(&s.info, &cfg->train.early_stopping));
+    s.stopped_early = done && s.info.epoch < cfg->train.epochs; /* the manifest says so */
     if (done && s.info.epoch >= cfg->train.epochs)
         fprintf(o->log, "ctrain: %s already holds %d epoch%s (train.epochs is %d); nothing to do\n",
                 s.ckpt_path, s.info.epoch, s.info.epoch == 1 ? "" : "s", cfg->train.epochs);
@@ -680,6 +695,8 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         return rc;
     }
     if (rc == 0) rc = ct_dist_agree(check_position(cfg, &s, err), err);
+    if (rc == 0 && o->resume && s.output.dir.held) /* records past the checkpoint go */
+        rc = trim_logs(&s, err);
     /* a run stopped between model.bin and best.bin: model.bin, a whole epoch that
      * was the best, is what best.bin must be */
     if (rc == 0 && o->resume && o->save && s.info.epoch_batches == 0 && s.info.epoch > 0 &&
@@ -691,7 +708,8 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         int written = 0;
         if (!done && o->resume && s.output.dir.held) /* the resume is accepted */
             written = ct_run_output_config(&s.output, cfg, err);
-        if (written == 0 && !done && s.output.dir.held) {
+        if (written == 0 && s.output.dir.held) { /* also when done: a killed run's
+                                                    "running" manifest is repaired */
             man.device = s.model->device.name;
             man.epochs_done = s.info.epoch;
             man.best_epoch = s.info.best_epoch;

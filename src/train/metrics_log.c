@@ -2,9 +2,13 @@
 #include "train/metrics_log.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "io/atomic_file.h"
 #include "io/json_write.h"
 
 /* A number, or null when not finite (json_write.h) or when absent is set. */
@@ -95,4 +99,83 @@ int ct_metrics_log_write(FILE *f, const char *path, const char *line, ct_err *er
     if (fputs(line, f) == EOF || fflush(f) != 0)
         return ct_errorf(err, "%s: write failed: %s", path, strerror(errno));
     return 0;
+}
+
+/* ---- trimming to a checkpoint ---------------------------------------------------- */
+
+/* Whether a metrics.jsonl line (without its newline) stays. */
+static bool keep_record(const char *line, size_t len, int epochs, long long steps) {
+    json_error_t je;
+    json_t *o = json_loadb(line, len, 0, &je);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return false;
+    }
+    const char *type = json_string_value(json_object_get(o, "type"));
+    json_t *e = json_object_get(o, "epoch"), *st = json_object_get(o, "step");
+    bool keep = false;
+    if (type && !strcmp(type, "step"))
+        keep = json_is_integer(st) && json_integer_value(st) <= steps;
+    else if (type && (!strcmp(type, "epoch") || !strcmp(type, "test")))
+        keep = json_is_integer(e) && json_integer_value(e) <= epochs;
+    json_decref(o);
+    return keep;
+}
+
+/* Whether a metrics.csv line stays: the header, or a row of an epoch <= epochs. */
+static bool keep_row(const char *line, size_t len, int epochs) {
+    if (len >= 6 && !strncmp(line, "epoch,", 6)) return true;
+    char *end;
+    long e = strtol(line, &end, 10);
+    return end != line && *end == ',' && e >= 1 && e <= epochs;
+}
+
+/* Rewrites path keeping the complete lines `keep` accepts; kind 0: jsonl, 1: csv. */
+static int trim_lines(const char *path, int kind, int epochs, long long steps, ct_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) return 0;
+        return ct_errorf(err, "%s: cannot read: %s", path, strerror(errno));
+    }
+    char *text = NULL, *kept = NULL;
+    size_t len = 0, cap = 0, out = 0;
+    FILE *mem = open_memstream(&text, &len);
+    char buf[65536];
+    size_t k;
+    while (mem && (k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, mem);
+    bool read_ok = !ferror(f);
+    fclose(f);
+    if (!mem || fclose(mem) != 0 || !read_ok) {
+        free(text);
+        return ct_errorf(err, "%s: cannot read", path);
+    }
+    cap = len + 1;
+    kept = malloc(cap);
+    if (!kept) {
+        free(text);
+        return ct_errorf(err, "%s: out of memory", path);
+    }
+    for (size_t i = 0; i < len;) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        if (!nl) break; /* cut short */
+        size_t n = (size_t)(nl - (text + i));
+        bool keep = kind == 0 ? keep_record(text + i, n, epochs, steps) : keep_row(text + i, n, epochs);
+        if (keep) {
+            memcpy(kept + out, text + i, n + 1);
+            out += n + 1;
+        }
+        i += n + 1;
+    }
+    int rc = out == len ? 0 : ct_atomic_write_file(path, kept, out, err);
+    free(text);
+    free(kept);
+    return rc;
+}
+
+int ct_metrics_log_trim(const char *path, int epochs, long long steps, ct_err *err) {
+    return trim_lines(path, 0, epochs, steps, err);
+}
+
+int ct_metrics_csv_trim(const char *path, int epochs, ct_err *err) {
+    return trim_lines(path, 1, epochs, 0, err);
 }

@@ -53,6 +53,17 @@ int ct_metric_record_line(const ct_metric_record *r, char *buf, size_t n, ct_err
 #define CT_RECORD_SCALARS_MAX 8
 int ct_metric_record_scalars(const ct_metric_record *r, const char **tags, double *values);
 
+/* A resumed run's logs cut back to its checkpoint, so that a run killed between
+ * writing an epoch's records and committing its checkpoint neither keeps records of
+ * an epoch the resume trains again nor loses any (an epoch's records are written
+ * before its checkpoint): metrics.jsonl keeps the epoch and test records of epochs
+ * <= `epochs` and the step records of steps <= `steps`; metrics.csv its header and
+ * the rows of epochs <= `epochs`. A line cut short (no newline) or that does not
+ * parse goes too. Rewritten atomically, and only when something goes; an absent
+ * file is left absent. */
+int ct_metrics_log_trim(const char *path, int epochs, long long steps, ct_err *err);
+int ct_metrics_csv_trim(const char *path, int epochs, ct_err *err);
+
 /* Opens a run's metrics.jsonl at path: appended to when resuming, else started anew. */
 FILE *ct_metrics_log_open(const char *path, bool resume, ct_err *err);
 /* Writes one line of ct_metric_record_line and flushes; -1 with err naming path. */

@@ -106,6 +106,12 @@ int ct_run_output_open(ct_run_output *ro, ct_config *cfg, bool resume, bool over
         ct_run_output_close(ro, false);
         return -1;
     }
+    snprintf(path, sizeof path, "%s/metrics.csv", ro->dir.path);
+    if (!resume && unlink(path) != 0 && errno != ENOENT) { /* a killed fit's, before its save */
+        int e = errno;
+        ct_run_output_close(ro, false);
+        return ct_errorf(err, "%s: cannot remove: %s", path, strerror(e));
+    }
     snprintf(path, sizeof path, "%s/train.log", ro->dir.path);
     ro->log_file = fopen(path, resume ? "a" : "w"); /* a resumed run's log goes on */
     if (!ro->log_file) {
@@ -152,8 +158,8 @@ void ct_run_output_close(ct_run_output *ro, bool saved) {
     if (ro->dir.held && ro->fresh && !saved && ro->tb.path[0]) unlink(ro->tb.path);
     if (ro->dir.held && ro->fresh && !saved) { /* a new run that failed before its first save */
         static const char *const written[] = {"config.yaml", "train.log", "metrics.jsonl",
-                                              "manifest.json"};
-        for (int i = 0; i < 4; i++) {
+                                              "metrics.csv", "manifest.json"};
+        for (int i = 0; i < 5; i++) {
             char path[PATH_MAX + 32];
             snprintf(path, sizeof path, "%s/%s", ro->dir.path, written[i]);
             unlink(path);

@@ -19,7 +19,8 @@
  *     log.tensorboard, a new TensorBoard event file (io/tfevents.h).
  * On failure nothing is held. ct_run_output_close flushes and releases all (a zeroed
  * struct is closed); a new run that saved nothing leaves nothing behind (its
- * config.yaml, train.log, metrics.jsonl, manifest.json and event file are removed,
+ * config.yaml, train.log, metrics.jsonl, metrics.csv, manifest.json and event file
+ * are removed,
  * and the directories it created).
  */
 #ifndef CT_RUN_OUTPUT_H
