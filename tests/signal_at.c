@@ -5,8 +5,9 @@
  * library sends SIG (INT, TERM or HUP) to its own process with kill(), as another
  * process would (the signal goes to whichever thread takes it), and then makes the
  * call. POINT is "exec" (dnnl_primitive_execute: every oneDNN call of the training and
- * evaluation loops), "fsync" (of a checkpoint's temporary file, model.bin.tmp-*) or
- * "rename" (onto model.bin): the checkpoint writer's commit.
+ * evaluation loops), "fsync" (of a checkpoint's temporary file, model.bin.tmp-*),
+ * "rename" (onto model.bin): the checkpoint writer's commit, or "open" (of a gzip data
+ * file, *.gz: start-up, before the first batch).
  *
  * So that where a signal lands does not depend on thread scheduling, the calling
  * thread waits after kill() until the signal has had its effect: for the first signal
@@ -21,6 +22,8 @@
  * ("exec N\nfsync N\nrename N\n"), for picking N. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <time.h>
 #include <signal.h>
@@ -32,8 +35,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-enum { POINT_EXEC, POINT_FSYNC, POINT_RENAME, N_POINTS, MAX_RULES = 8 };
-static const char *const point_names[N_POINTS] = {"exec", "fsync", "rename"};
+enum { POINT_EXEC, POINT_FSYNC, POINT_RENAME, POINT_OPEN, N_POINTS, MAX_RULES = 8 };
+static const char *const point_names[N_POINTS] = {"exec", "fsync", "rename", "open"};
 
 typedef struct rule {
     int sig, point;
@@ -149,4 +152,19 @@ int rename(const char *from, const char *to) {
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "rename");
     if (ends_with(to, "/model.bin")) at(POINT_RENAME);
     return real(from, to);
+}
+
+/* open() of a gzip data file ("*.gz"): the IDX reader's, during start-up. */
+int open(const char *path, int flags, ...) {
+    static int (*real)(const char *, int, ...);
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "open");
+    mode_t mode = 0;
+    if (flags & O_CREAT) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    if (ends_with(path, ".gz")) at(POINT_OPEN);
+    return real(path, flags, mode);
 }

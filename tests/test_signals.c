@@ -9,6 +9,8 @@
  *    with the weights and optimizer state of an uninterrupted run, bit for bit, for
  *    an MLP with dropout and a CNN, and with two replicas in one process (cpu:2);
  *  - a second signal ends the process at once, leaving the last checkpoint intact;
+ *  - a signal during start-up (while the data is read) ends a new run leaving nothing
+ *    behind, and a resumed one leaving its run as it was;
  *  - `timeout -s TERM` and `-s INT` (which send the signal twice: to the process, then
  *    to its group) stop 10 runs each with a saved checkpoint and an "interrupted"
  *    manifest;
@@ -370,6 +372,46 @@ static void test_second_signal_exits_at_once(void **state) {
     ct_checkpoint_free(&ck);
 }
 
+/* ---- a signal during start-up -------------------------------------------------------- */
+
+/* A signal while the data is read (the first gzip file opened, and the third) ends a
+ * new run with 128 + the signal, says that nothing was saved, and leaves nothing: the
+ * run directory it created is gone. A resumed run stopped so keeps its files. */
+static void test_signal_during_startup_leaves_nothing(void **state) {
+    (void)state;
+    const char *at[] = {"INT:open:1", "TERM:open:3", "HUP:open:2"};
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int k = 0; k < 3; k++) {
+        char out[32], path[800];
+        snprintf(out, sizeof out, "startup%d", k);
+        run r = fit(0, mlp, out, "", at[k], NULL);
+        if (r.status != 128 + sigs[k] || r.killed || !strstr(r.out, "before training; nothing saved"))
+            fail_msg("%s: exit %d (killed by %d), want %d and a notice:\n%s", at[k], r.status,
+                     r.killed, 128 + sigs[k], r.out);
+        run_free(&r);
+        snprintf(path, sizeof path, "%s/%s", dir, out);
+        if (access(path, F_OK) == 0) fail_msg("%s: %s was left behind", at[k], path);
+    }
+    /* a resume stopped during start-up: the run is as it was */
+    run r = fit(0, mlp, "startup-resume", "--epochs 1", NULL, NULL);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    char path[800];
+    snprintf(path, sizeof path, "%s/startup-resume/model.bin", dir);
+    size_t n0 = 0, n1 = 0;
+    char *before = ct_test_read_file(path, &n0);
+    r = fit(0, mlp, "startup-resume", "--resume --epochs 2", "INT:open:1", NULL);
+    if (r.status != 130 || !strstr(r.out, "before training; nothing changed"))
+        fail_msg("resume stopped at start-up: exit %d:\n%s", r.status, r.out);
+    run_free(&r);
+    char *after = ct_test_read_file(path, &n1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(before, after, n0);
+    free(before), free(after);
+    snprintf(path, sizeof path, "%s/startup-resume/config.yaml", dir);
+    assert_int_equal(access(path, F_OK), 0);
+}
+
 /* ---- GNU timeout, which signals the process and then its group ------------------------ */
 
 /* `timeout -s SIG SECONDS ctrain fit` of a long run, started directly (no shell, no
@@ -471,6 +513,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_resume_exact_replicas),
         cmocka_unit_test(test_second_signal_exits_at_once),
         cmocka_unit_test(test_timeout_saves),
+        cmocka_unit_test(test_signal_during_startup_leaves_nothing),
     };
     const struct CMUnitTest mpi_tests[] = {cmocka_unit_test(test_mpi_ranks_stop_together)};
     bool mpi = ct_test_group_is(argc, argv, "mpi");

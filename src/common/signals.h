@@ -7,9 +7,10 @@
  * is pushed onto a thread inside oneDNN's generated code (oneDNN 2.6 runs some with
  * its stack pointer in the heap).
  *
- * What a signal does: while a fit runs its training loop (graceful mode), the first
- * one is recorded for the loop to poll at its next step boundary, where it saves
- * and stops; a second one ends the process at once, as the signal's default
+ * What a signal does: while a fit runs (graceful mode: in one process from when its
+ * run directory is open, with several ranks the training loop), the first one is
+ * recorded for the fit to poll at its next step boundary, where it saves and stops
+ * (during start-up: where it stops before training, leaving nothing behind); a second one ends the process at once, as the signal's default
  * action does (a checkpoint being written is then left as it was: the previous one
  * stays, and the temporary file is removed at the next start). The same signal again
  * within 200 ms of the first is not a second one: GNU timeout and batch schedulers

@@ -678,6 +678,11 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         }
         o = &own;
     }
+    /* one process takes its signals as stop requests from here on, so that a Ctrl-C
+     * during start-up ends the run cleanly (a group's launcher takes them for all;
+     * several ranks agree on stops only inside the training loop) */
+    bool own_signals = !s.dist->group, early = own_signals && s.dist->size == 1;
+    if (early) ct_signals_graceful(true);
     if (rc == 0) rc = ct_dist_agree(setup(cfg, o, &s, err), err);
     if (rc == 0) rc = join_ranks(o, &s, err);
     bool done = rc == 0 && (s.info.epoch >= cfg->train.epochs ||
@@ -691,12 +696,23 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
                 s.ckpt_path, s.info.epoch, ct_monitor_name(cfg->train.early_stopping.monitor));
     if (rc == 0 && o->profile_steps > 0) {
         rc = ct_profile_run(s.model, &s.train_batches, cfg, 5, o->profile_steps, o->out, err);
+        if (early) ct_signals_graceful(false);
         fit_cleanup(&s);
         return rc;
     }
     if (rc == 0) rc = ct_dist_agree(check_position(cfg, &s, err), err);
     if (rc == 0 && o->resume && s.output.dir.held) /* records past the checkpoint go */
         rc = trim_logs(&s, err);
+    if (rc == 0 && early && ct_signals_pending()) { /* before the first batch: nothing saved */
+        res->interrupted = true;
+        res->stop_signal = ct_signals_pending();
+        fprintf(o->log, "ctrain: stopped by %s before training; nothing %s\n",
+                ct_signals_name(res->stop_signal), o->resume ? "changed" : "saved");
+        snprintf(res->run_dir, sizeof res->run_dir, "%s", cfg->train.out);
+        ct_signals_graceful(false);
+        fit_cleanup(&s);
+        return 0;
+    }
     /* a run stopped between model.bin and best.bin: model.bin, a whole epoch that
      * was the best, is what best.bin must be */
     if (rc == 0 && o->resume && o->save && s.info.epoch_batches == 0 && s.info.epoch > 0 &&
@@ -718,11 +734,10 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         rc = ct_dist_agree(written, err);
     }
     if (rc == 0 && !done) {
-        bool own = !s.dist->group; /* a group's launcher takes signals for all */
-        if (own) ct_signals_graceful(true);
+        if (own_signals && !early) ct_signals_graceful(true);
         rc = run_epochs(cfg, o, &s, res, err);
-        if (own) ct_signals_graceful(false);
     }
+    if (own_signals) ct_signals_graceful(false);
     if (rc == 0 && !done && s.has_val && !res->interrupted) rc = final_test(cfg, o, &s, res, err);
     if (rc == 0 && s.saves > 0 && s.info.best_epoch > 0 && !res->interrupted)
         fprintf(o->out, "Best: epoch %d, %s %.4f (%s)\n", s.info.best_epoch,
