@@ -411,6 +411,66 @@ static void test_parallel_fits_get_own_versions(void **state) {
     }
 }
 
+/* A project moved with `mv` keeps working: eval of its checkpoint finds the data at
+ * its new place, --resume from the project's config and from the run's config.yaml
+ * continue without --accept-changes (and without recreating the old path), and data
+ * moved elsewhere is named by KEY=VALUE on resume without counting as a change. */
+static void test_moved_project(void **state) {
+    (void)state;
+    char proj[700], proj2[700], data[760], args[8192], p[900];
+    snprintf(proj, sizeof proj, "%s/proj", dir);
+    snprintf(proj2, sizeof proj2, "%s/proj2", dir);
+    snprintf(data, sizeof data, "%s/data", proj);
+    snprintf(args, sizeof args, "mkdir -p %s/configs %s", proj, data);
+    assert_int_equal(system(args), 0);
+    ct_test_mnist_subset(data, 200, 100);
+    static const char cfg_text[] =
+        "name: moving\nmodel:\n  input: [1, 28, 28]\n  layers:\n    - flatten\n"
+        "    - linear: {out_features: 10}\n"
+        "data:\n  train_images: data/train-images.gz\n  train_labels: data/train-labels.gz\n"
+        "  test_images: data/test-images.gz\n  test_labels: data/test-labels.gz\n"
+        "train: {epochs: 1, batch_size: 50}\ndevice: cpu\n";
+    snprintf(p, sizeof p, "%s/configs/moving.yaml", proj);
+    ct_test_write_file(p, cfg_text, strlen(cfg_text));
+    snprintf(args, sizeof args, "cd %s && %s/ctrain fit configs/moving.yaml -q", proj,
+             ct_test_build_root());
+    assert_int_equal(system(args), 0);
+    assert_int_equal(rename(proj, proj2), 0);
+
+    snprintf(args, sizeof args, "eval --checkpoint %s/runs/moving/model.bin", proj2);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0 || !strstr(r.out, "Accuracy:"))
+        fail_msg("eval after the move: exit %d: %s", r.status, r.err);
+    ct_test_run_free(&r);
+    snprintf(args, sizeof args, "fit %s/configs/moving.yaml --out %s/runs/moving --resume "
+             "--epochs 2 --no-progress", proj2, proj2);
+    r = ct_test_run(dir, args);
+    if (r.status != 0 || !strstr(r.out, "Epoch 02"))
+        fail_msg("resume from the project's config after the move: exit %d: %s", r.status, r.err);
+    ct_test_run_free(&r);
+    snprintf(args, sizeof args, "fit %s/runs/moving/config.yaml --resume --epochs 3 --no-progress",
+             proj2);
+    r = ct_test_run(dir, args);
+    if (r.status != 0 || !strstr(r.out, "Epoch 03"))
+        fail_msg("resume from the run's config.yaml after the move: exit %d: %s", r.status, r.err);
+    ct_test_run_free(&r);
+    assert_false(exists(proj)); /* nothing written at the old place */
+
+    /* the data moved on its own: named on the command line, not a change */
+    char moved[760];
+    snprintf(moved, sizeof moved, "%s/moved-data", dir);
+    snprintf(args, sizeof args, "%s/data", proj2);
+    assert_int_equal(rename(args, moved), 0);
+    snprintf(args, sizeof args, "fit %s/configs/moving.yaml --out %s/runs/moving --resume "
+             "--epochs 4 --no-progress data.train_images=%s/train-images.gz "
+             "data.train_labels=%s/train-labels.gz data.test_images=%s/test-images.gz "
+             "data.test_labels=%s/test-labels.gz", proj2, proj2, moved, moved, moved, moved);
+    r = ct_test_run(dir, args);
+    if (r.status != 0 || !strstr(r.out, "Epoch 04"))
+        fail_msg("resume with the data named anew: exit %d: %s", r.status, r.err);
+    ct_test_run_free(&r);
+}
+
 /* config.yaml holds the resolved config, edits included, and trains again from any
  * directory. */
 static void test_config_yaml_resolved(void **state) {
@@ -657,6 +717,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_runs_are_kept),
         cmocka_unit_test(test_overwrite_keeps_old_run_until_saved),
         cmocka_unit_test(test_parallel_fits_get_own_versions),
+        cmocka_unit_test(test_moved_project),
         cmocka_unit_test(test_config_yaml_resolved),
         cmocka_unit_test(test_stale_temps_removed_at_start),
         cmocka_unit_test(test_unwritable_out_fails_before_data),

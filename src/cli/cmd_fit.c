@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/overrides.h"
 #include "common/signals.h"
+#include "io/checkpoint.h"
 #include "io/json_write.h"
 #include "dist/dist.h"
 #include "dist/dist_train.h"
@@ -71,6 +72,23 @@ static void command_line(int argc, char **argv, char *out, size_t n) {
         len += (size_t)snprintf(out + len, n - len, " %s", quoted);
     }
     if (len >= n) snprintf(out + n - 4, 4, "...");
+}
+
+/* `fit RUN/config.yaml --resume`: a run's own config (its directory holds model.bin),
+ * read where the run now is (config.h ct_config_relocate: a moved project). */
+static int relocate_run_config(ct_config *cfg, const char *path, ct_err *err) {
+    char dir[CT_PATH_MAX], ckpt[CT_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else slash[slash == dir ? 1 : 0] = '\0';
+    snprintf(ckpt, sizeof ckpt, "%s/model.bin", dir);
+    ct_checkpoint ck;
+    ct_err ignored;
+    if (access(ckpt, F_OK) != 0 || ct_checkpoint_read(ckpt, &ck, &ignored) != 0) return 0;
+    int rc = ct_config_relocate(cfg, ct_checkpoint_meta_get(&ck, "run_dir"), dir, NULL, err);
+    ct_checkpoint_free(&ck);
+    return rc;
 }
 
 /* --json's last line: how the run ended. */
@@ -162,6 +180,10 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     if ((rc = agree(rc, err)) != CT_EXIT_OK) return rc;
     ct_config cfg;
     int load = ct_load_config_with("fit", &ca, &cfg, err);
+    if (load == CT_EXIT_OK && resume && relocate_run_config(&cfg, ca.path, err) != 0) {
+        ct_config_free(&cfg);
+        load = CT_EXIT_ERROR;
+    }
     if ((rc = agree(load, err)) != CT_EXIT_OK) {
         if (load == CT_EXIT_OK) ct_config_free(&cfg);
         return rc;

@@ -345,6 +345,20 @@ int ct_config_keys(const char **out, int max);
  * is not YAML. */
 uint64_t ct_config_fingerprint(const char *text, const char *const *ignore);
 
+/* A run's config read where the run now is (a moved project): when old_dir (the
+ * run's directory as it was, absolute: the checkpoint's run_dir; NULL: train.out
+ * when that is absolute) is not new_dir, every data path that no longer exists is
+ * looked for at its place relative to new_dir, and an absolute train.out that is
+ * gone becomes new_dir; cfg is parsed again with those as edits (its text says where
+ * things are now). *moved (may be NULL): whether anything changed. -1 only when the
+ * re-parse fails. */
+int ct_config_relocate(ct_config *cfg, const char *old_dir, const char *new_dir, bool *moved,
+                       ct_err *err);
+/* For a resume: a data path of was (the checkpoint's config) that no longer exists
+ * takes now's, when now's exists (the data moved, the new config says where): where
+ * the data is, not what it is. was is parsed again; -1 when that fails. */
+int ct_config_adopt_data_paths(ct_config *was, const ct_config *now, ct_err *err);
+
 /* Frees cfg->text and cfg->data.class_names. The struct may be reused after
  * ct_config_defaults. */
 void ct_config_free(ct_config *cfg);

@@ -6,6 +6,7 @@
  * accessors of config_node.c (wrong type or range fails at the value). Keys that
  * only make sense for another optimizer or schedule type are errors too.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,9 +176,13 @@ static int ct_walk_path(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *n
     if (ct_config_resolve_path(given, ctx->base_dir, out, CT_PATH_MAX))
         return ct_node_error(ctx, node, "'%s' is too long once resolved (max %d bytes)", name,
                              CT_PATH_MAX - 1);
-    /* the resolved text holds the path from / (config.h); one too long stays */
-    char cwd[CT_PATH_MAX], abs[2 * CT_PATH_MAX + 2];
-    if (out[0] != '/' && getcwd(cwd, sizeof cwd)) {
+    /* the resolved text holds the path from / (config.h): the file's own path where it
+     * exists (found beside the config too), else from the current directory; one too
+     * long stays */
+    char cwd[CT_PATH_MAX], abs[2 * CT_PATH_MAX + 2], real[PATH_MAX];
+    if (realpath(out, real) && strlen(real) < CT_PATH_MAX && strcmp(real, given) != 0) {
+        if (ct_node_set_text(node, real) != 0) return ct_node_error(ctx, node, "out of memory");
+    } else if (out[0] != '/' && getcwd(cwd, sizeof cwd)) {
         snprintf(abs, sizeof abs, "%s/%s", cwd, out);
         if (strlen(abs) < CT_PATH_MAX && ct_node_set_text(node, abs) != 0)
             return ct_node_error(ctx, node, "out of memory");

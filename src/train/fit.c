@@ -113,6 +113,16 @@ static int check_resumed_config(const ct_config *cfg, const ct_checkpoint *ck, c
     bool resolved = ct_config_parse(text, strlen(text), path,
                                     ct_checkpoint_meta_get(ck, "config_dir"), &was,
                                     &ignored) == 0;
+    /* a moved project: the run's data where the run now is, or where the new config
+     * says the data went (where the data is, not what it is) */
+    char run_dir[CT_PATH_MAX];
+    snprintf(run_dir, sizeof run_dir, "%s", cfg->train.out);
+    if (resolved && (ct_config_relocate(&was, ct_checkpoint_meta_get(ck, "run_dir"), run_dir,
+                                        NULL, &ignored) != 0 ||
+                     ct_config_adopt_data_paths(&was, cfg, &ignored) != 0)) {
+        ct_config_free(&was); /* a failed re-parse: compare the text as saved */
+        resolved = false;
+    }
     char diff[700];
     int n = ct_config_diff(resolved ? was.text : text, cfg->text, resume_may_change, diff,
                            sizeof diff, err);

@@ -167,10 +167,13 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
     snprintf(v[16], sizeof v[16], "%d", info->best_epoch);
     snprintf(v[17], sizeof v[17], "%.17g", info->best_value);
     snprintf(v[18], sizeof v[18], "%d", info->bad_epochs);
-    char dir[CT_PATH_MAX], absdir[PATH_MAX];
+    char dir[CT_PATH_MAX], absdir[PATH_MAX], run_dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", cfg->source);
     if (!realpath(dirname(dir), absdir)) snprintf(absdir, sizeof absdir, ".");
-    ct_ckpt_meta meta[26] = {
+    snprintf(dir, sizeof dir, "%s", path); /* where the run is: data is found relative to
+                                              it after the project moves */
+    if (!realpath(dirname(dir), run_dir)) snprintf(run_dir, sizeof run_dir, ".");
+    ct_ckpt_meta meta[27] = {
         {"format", CT_CKPT_FORMAT},
         {"format_version", CT_CKPT_FORMAT_VERSION},
         {"ctrain_version", CT_VERSION},
@@ -186,8 +189,9 @@ int ct_model_save(ct_model *m, const ct_config *cfg, const ct_ckpt_info *info,
         {"interrupted", v[6]},
         {"device", v[7]},
         {"optimizer", (char *)ct_opt_kind_name(m->optimizer.type)},
+        {"run_dir", run_dir},
     };
-    int n_meta = 15;
+    int n_meta = 16;
     if (info->amp_scale > 0.0) { /* the loss scaler's state, with a scaler */
         meta[n_meta++] = (ct_ckpt_meta){"amp_scale", v[8]};
         meta[n_meta++] = (ct_ckpt_meta){"amp_growth_tracker", v[9]};
@@ -304,6 +308,12 @@ int ct_model_config_from_checkpoint(const ct_checkpoint *ck, const char *path, c
     const char *dir = ct_checkpoint_meta_get(ck, "config_dir");
     if (ct_config_parse(text, strlen(text), path, dir, cfg, err) != 0) return -1;
     const char *name = ct_checkpoint_meta_get(ck, "name");
+    if (name) snprintf(cfg->name, sizeof cfg->name, "%s", name);
+    char run_dir[CT_PATH_MAX]; /* where the checkpoint is now: a moved run finds its data */
+    snprintf(run_dir, sizeof run_dir, "%s", path);
+    if (ct_config_relocate(cfg, ct_checkpoint_meta_get(ck, "run_dir"), dirname(run_dir), NULL,
+                           err) != 0)
+        return -1;
     if (name) snprintf(cfg->name, sizeof cfg->name, "%s", name);
     return 0;
 }
