@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# test.sh: build (if needed) and run the whole test suite with meson test, then
-# print one closing line "tests: N passed, N failed, N skipped".
+# test.sh: install what the tests need (scripts/setup.sh --tests: what cannot be
+# installed is skipped, and so are the tests that need it), build, and run the whole
+# test suite with meson test, then print one closing line "tests: N passed, N failed,
+# N skipped".
 # Extra arguments go to meson test (e.g. a test name, or -v).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
-[ -f build/build.ninja ] || scripts/setup.sh
-ninja -C build
+scripts/setup.sh --tests # what only the tests need: installed, or skipped visibly
 rc=0
 meson test -C build --print-errorlogs "$@" || rc=$?
 python3 - build/meson-logs/testlog.json <<'PY'
