@@ -58,10 +58,12 @@ static const ct_command commands[] = {
      "  --top K           print the K most likely classes (default 3)\n"
      "  --limit N         take the first N samples of each IDX file\n"
      "  --invert          use 255 - v for images (dark strokes on a light background)\n"
+     "  --max-pixels N    refuse images of more than N pixels (default 67108864)\n"
      "  --device D  --batch-size N\n"
      "  --json            print one JSON object: per input its classes, probabilities\n"
      "                    and logits\n"
-     "Class names come from the config's data.class_names when it has them.\n",
+     "Class names come from the config's data.class_names when it has them. An input\n"
+     "that cannot be read is named on stderr and the others are predicted (exit 1).\n",
      ct_cmd_predict, false},
     {"summary", "summary CONFIG [KEY=VALUE...] [options]", "print the layer table and memory plan",
      "  --eval            show the forward-only (evaluation) plan\n"

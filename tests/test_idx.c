@@ -18,6 +18,7 @@
 
 #include "bounded_alloc.h"
 #include "data/idx.h"
+#include "data/images.h"
 #include "helpers.h"
 
 #define N_IMG 5
@@ -437,6 +438,55 @@ static void test_count_mismatch(void **state) {
     assert_string_equal(err.msg, want);
 }
 
+/* A gzip image file that really holds 200,000 images (157 MB, 150 KB compressed) and
+ * a label file of 10: the mismatch is reported from the two headers, before the
+ * images are decompressed, within a 64 MiB heap (ct_dataset_load and
+ * ct_images_load_idx alike). */
+typedef struct pair_case {
+    const char *images, *labels;
+    bool as_images; /* through ct_images_load_idx */
+} pair_case;
+
+static int load_pair(void *arg, char *msg, size_t n) {
+    const pair_case *c = arg;
+    ct_dataset ds;
+    ct_err err = {{0}};
+    ct_image_spec want = {1, 28, 28, CT_LAYOUT_AUTO};
+    int rc = c->as_images ? ct_images_load_idx(c->images, c->labels, 10, &want, &ds, &err)
+                          : ct_dataset_load(c->images, c->labels, 10, &ds, &err);
+    if (rc == 0) {
+        ct_dataset_free(&ds);
+        snprintf(msg, n, "loaded, expected a count mismatch");
+        return 1;
+    }
+    snprintf(msg, n, "%s", err.msg);
+    return strstr(err.msg, "has 200000 images but") && strstr(err.msg, "has 10 labels") ? 0 : 1;
+}
+
+static void test_count_mismatch_before_decompressing(void **state) {
+    (void)state;
+    char ip[600], lp[600];
+    path_in(ip, sizeof ip, "many-images.gz");
+    gzFile f = gzopen(ip, "wb");
+    assert_non_null(f);
+    uint8_t hdr[16], zeros[28 * 28 * 100] = {0};
+    uint32_t dims[3] = {200000, 28, 28};
+    size_t h = make_idx(hdr, 0x08, 3, dims, NULL, 0);
+    assert_int_equal(gzwrite(f, hdr, (unsigned)h), (int)h);
+    for (int k = 0; k < 2000; k++)
+        assert_int_equal(gzwrite(f, zeros, sizeof zeros), (int)sizeof zeros);
+    assert_int_equal(gzclose(f), Z_OK);
+    uint8_t lab[10] = {0};
+    write_labels("few-labels.gz", lab, 10, lp, sizeof lp);
+    char msg[1400];
+    for (int k = 0; k < 2; k++) {
+        pair_case c = {ip, lp, k == 1};
+        if (ct_test_bounded(load_pair, &c, CLAIM_BUDGET, msg, sizeof msg) != 0)
+            fail_msg("%s: want the count mismatch within %zu bytes of heap; got: %s",
+                     k ? "ct_images_load_idx" : "ct_dataset_load", CLAIM_BUDGET, msg);
+    }
+}
+
 static void test_label_out_of_range(void **state) {
     (void)state;
     char ip[600], lp[600];
@@ -506,6 +556,7 @@ int main(void) {
         cmocka_unit_test(test_huge_claim_pipe),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_count_mismatch),
+        cmocka_unit_test(test_count_mismatch_before_decompressing),
         cmocka_unit_test(test_label_out_of_range),
         cmocka_unit_test(test_mnist_t10k),
     };

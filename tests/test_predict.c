@@ -220,6 +220,60 @@ static void test_bad_files(void **state) {
     free(whole);
 }
 
+/* A 16-bit interlaced (Adam7) PNG is refused: libpng's simplified reader decodes it
+ * wrongly (pnggroup/libpng#853). The same image non-interlaced reads exactly. And
+ * the pixel limit: an image over it is refused before its pixels are decoded. */
+static void write_png16(const char *path, int w, int h, int interlace, const uint16_t *px) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    png_structp ps = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(ps);
+    png_init_io(ps, f);
+    png_set_IHDR(ps, info, (png_uint_32)w, (png_uint_32)h, 16, PNG_COLOR_TYPE_GRAY, interlace,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(ps, info);
+    png_set_swap(ps);
+    int passes = png_set_interlace_handling(ps);
+    for (int pass = 0; pass < passes; pass++)
+        for (int y = 0; y < h; y++) png_write_row(ps, (png_const_bytep)(px + (size_t)y * w));
+    png_write_end(ps, info);
+    png_destroy_write_struct(&ps, &info);
+    fclose(f);
+}
+
+static void test_png16_interlaced_and_pixel_limit(void **state) {
+    (void)state;
+    char p[1200];
+    uint16_t px[28 * 28];
+    uint8_t want[28 * 28];
+    for (int i = 0; i < 28 * 28; i++) {
+        want[i] = (uint8_t)(i * 37 % 256);
+        px[i] = (uint16_t)(want[i] * 257);
+    }
+    path_in(p, sizeof p, "g16-plain.png");
+    write_png16(p, 28, 28, PNG_INTERLACE_NONE, px);
+    ct_image img;
+    read_ok(p, &img);
+    assert_memory_equal(img.px, want, sizeof want);
+    ct_image_free(&img);
+    path_in(p, sizeof p, "g16-adam7.png");
+    write_png16(p, 28, 28, PNG_INTERLACE_ADAM7, px);
+    size_t len;
+    char *bytes = ct_test_read_file(p, &len);
+    read_fails("g16-adam7-copy.png", bytes, len, "16-bit interlaced (Adam7) PNG");
+    free(bytes);
+
+    path_in(p, sizeof p, "limit.png");
+    uint8_t gray[40 * 40] = {0};
+    write_png(p, 40, 40, PNG_FORMAT_GRAY, gray);
+    ct_err err = {{0}};
+    assert_int_equal(ct_image_read_limited(p, 1599, &img, &err), -1);
+    assert_non_null(strstr(err.msg, "40x40 image has 1600 pixels, over the limit of 1599"));
+    assert_null(img.px);
+    assert_int_equal(ct_image_read_limited(p, 1600, &img, &err), 0);
+    ct_image_free(&img);
+}
+
 /* ---- image_convert.h ----------------------------------------------------------- */
 
 static void convert_ok(const ct_image *img, int C, int H, int W, bool invert, uint8_t *out) {
@@ -502,6 +556,38 @@ static void fails(const char *args, int status, const char *what) {
     ct_test_run_free(&r);
 }
 
+/* One unreadable input among several: named on stderr (one line each), the others
+ * predicted on stdout, exit 1; --max-pixels refuses a larger image the same way. */
+static void test_bad_input_among_many(void **state) {
+    (void)state;
+    char args[8192], good[1200], bad[1200], big[1200];
+    uint8_t px[28 * 28] = {0};
+    path_in(good, sizeof good, "good.png");
+    write_png(good, 28, 28, PNG_FORMAT_GRAY, px);
+    path_in(bad, sizeof bad, "bad.png");
+    ct_test_write_file(bad, "not an image\n", 13);
+    path_in(big, sizeof big, "big.png");
+    uint8_t bigpx[56 * 56] = {0};
+    write_png(big, 56, 56, PNG_FORMAT_GRAY, bigpx);
+    snprintf(args, sizeof args, "predict --checkpoint %s --max-pixels 1000 %s %s %s/gone.png %s "
+             "--limit 2 %s", ckpt, good, bad, dir, big, test_images);
+    ct_run_result r = run(args);
+    if (r.status != 1 || ct_test_count_lines(r.out) != 3 || !strstr(r.out, "good.png:") ||
+        !strstr(r.out, "[1]:") || ct_test_count_lines(r.err) != 4 ||
+        !strstr(r.err, "bad.png: not a PNG, PGM or PPM file") ||
+        !strstr(r.err, "gone.png: No such file or directory") ||
+        !strstr(r.err, "big.png: 56x56 image has 3136 pixels, over the limit of 1000") ||
+        !strstr(r.err, "3 of 5 inputs could not be read"))
+        fail_msg("ctrain %s: exit %d\nstdout:\n%s\nstderr:\n%s", args, r.status, r.out, r.err);
+    ct_test_run_free(&r);
+    /* nothing readable at all: one error */
+    snprintf(args, sizeof args, "predict --checkpoint %s %s", ckpt, bad);
+    r = run(args);
+    if (r.status != 1 || r.out[0] || ct_test_count_lines(r.err) != 1)
+        fail_msg("ctrain %s: exit %d: %s", args, r.status, r.err);
+    ct_test_run_free(&r);
+}
+
 static void test_errors(void **state) {
     (void)state;
     char args[4000], p[1200], weights[1200];
@@ -510,15 +596,20 @@ static void test_errors(void **state) {
     write_png(p, 40, 10, PNG_FORMAT_GRAY, px);
     snprintf(args, sizeof args, "predict --checkpoint %s %s", ckpt, p);
     fails(args, 1, "would be squashed");
-    snprintf(args, sizeof args, "predict --checkpoint %s %s %s", ckpt, test_images, test_labels);
-    fails(args, 1, "an IDX file of labels, not images");
+    snprintf(args, sizeof args, "predict --checkpoint %s --limit 1 %s %s", ckpt, test_images,
+             test_labels); /* the images predicted, the labels named */
+    ct_run_result r = run(args);
+    if (r.status != 1 || ct_test_count_lines(r.out) != 1 ||
+        !strstr(r.err, "an IDX file of labels, not images") || ct_test_count_lines(r.err) != 2)
+        fail_msg("ctrain %s: exit %d: %s", args, r.status, r.err);
+    ct_test_run_free(&r);
     snprintf(args, sizeof args, "predict --checkpoint %s %s", ckpt, cfg_path);
     fails(args, 1, "not a PNG, PGM or PPM file");
     snprintf(args, sizeof args, "predict --checkpoint %s %s/missing.png", ckpt, dir);
     fails(args, 1, "missing.png: No such file or directory");
     path_in(weights, sizeof weights, "weights.safetensors");
     snprintf(args, sizeof args, "export --checkpoint %s --safetensors %s", ckpt, weights);
-    ct_run_result r = run(args);
+    r = run(args);
     assert_int_equal(r.status, 0);
     ct_test_run_free(&r);
     snprintf(args, sizeof args, "predict --checkpoint %s %s", weights, test_images);
@@ -562,9 +653,11 @@ int main(int argc, char **argv) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_png_kinds),       cmocka_unit_test(test_pnm_kinds),
-        cmocka_unit_test(test_bad_files),       cmocka_unit_test(test_convert_channels),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_png16_interlaced_and_pixel_limit),       cmocka_unit_test(test_convert_channels),
         cmocka_unit_test(test_convert_size),    cmocka_unit_test(test_matches_eval),
         cmocka_unit_test(test_images_match_idx), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_bad_input_among_many),
     };
     return cmocka_run_group_tests(tests, setup, teardown) ? 1 : 0;
 }

@@ -18,7 +18,7 @@
 #define TOP_DEFAULT 3
 
 typedef struct predict_args {
-    const char *checkpoint, *top, *limit;
+    const char *checkpoint, *top, *limit, *max_pixels;
     const char **inputs;
     int n_inputs;
     ct_overrides ov; /* device and batch_size only */
@@ -95,10 +95,22 @@ static int print_json(const predict_out *o, const char *checkpoint, const char *
         ct_jw_close(&w);
     }
     ct_jw_close(&w);
+    ct_jw_array(&w, "unreadable"); /* the inputs set aside, each its reason */
+    for (int i = 0; i < o->in->n_bad; i++) ct_jw_str(&w, NULL, o->in->bad[i]);
+    ct_jw_close(&w);
     return ct_jw_print(&w, stdout, err);
 }
 
-static int predict(const predict_args *a, int top, int limit, ct_err *err) {
+/* The inputs that could not be read: one "ctrain: error:" line each on stderr, and
+ * the command's error (exit 1) after the others' predictions. */
+static int report_bad(const ct_input_set *in, int n_inputs, ct_err *err) {
+    if (in->n_bad == 0) return 0;
+    for (int i = 0; i < in->n_bad; i++) fprintf(stderr, "ctrain: error: %s\n", in->bad[i]);
+    return ct_errorf(err, "predict: %d of %d input%s could not be read (each named above); the "
+                     "others were predicted", in->n_bad, n_inputs, n_inputs == 1 ? "" : "s");
+}
+
+static int predict(const predict_args *a, int top, int limit, int max_pixels, ct_err *err) {
     ct_checkpoint ck;
     ct_config cfg;
     ct_input_set in = {0};
@@ -114,7 +126,7 @@ static int predict(const predict_args *a, int top, int limit, ct_err *err) {
     int K = cfg.data.num_classes;
     if (top > K) top = K;
     ct_input_opts io = {.c = cfg.input_c, .h = cfg.input_h, .w = cfg.input_w, .num_classes = K,
-                        .limit = limit, .invert = a->invert};
+                        .limit = limit, .invert = a->invert, .max_pixels = max_pixels};
     if (ct_input_set_load(a->inputs, a->n_inputs, &io, &in, err) != 0) goto out;
     ct_device_choice dev;
     if (ct_device_select(&cfg.device, &dev, err) != 0) goto out;
@@ -142,6 +154,8 @@ static int predict(const predict_args *a, int top, int limit, ct_err *err) {
         print_text(&o);
         rc = 0;
     }
+    fflush(stdout);
+    if (rc == 0) rc = report_bad(&in, a->n_inputs, err);
 out:
     free(order);
     free(p);
@@ -181,8 +195,9 @@ int ct_cmd_predict(int argc, char **argv, ct_err *err) {
         {"device", 1, &a.ov.device, NULL, NULL},
         {"batch-size", 1, &a.ov.batch_size, NULL, NULL},
         {"json", 0, NULL, NULL, &a.json},
+        {"max-pixels", 1, &a.max_pixels, NULL, NULL},
     };
-    int top = TOP_DEFAULT, limit = 0;
+    int top = TOP_DEFAULT, limit = 0, max_pixels = 0;
     int rc = ct_parse_args("predict", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
                            pos, argc, &a.n_inputs, err);
     if (rc == 0 && !a.checkpoint) {
@@ -195,10 +210,11 @@ int ct_cmd_predict(int argc, char **argv, ct_err *err) {
     }
     if (rc == 0 && a.top) rc = positive("top", a.top, &top, err);
     if (rc == 0 && a.limit) rc = positive("limit", a.limit, &limit, err);
+    if (rc == 0 && a.max_pixels) rc = positive("max-pixels", a.max_pixels, &max_pixels, err);
     if (rc == 0) rc = ct_check_overrides("predict", &a.ov, err);
     if (rc == 0) {
         a.inputs = pos;
-        rc = predict(&a, top, limit, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
+        rc = predict(&a, top, limit, max_pixels, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
     }
     free(pos);
     return rc;

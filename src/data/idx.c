@@ -201,6 +201,34 @@ static int read_u8(const char *path, int expect_ndim, uint8_t **data, int *ndim,
     return rc;
 }
 
+int ct_idx_count(const char *path, bool images, int *count, ct_err *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ct_errorf(err, "%s: cannot open: %s", path, strerror(errno));
+    gzFile f = gzdopen(fd, "rb"); /* owns fd from here */
+    if (!f) {
+        close(fd);
+        return ct_errorf(err, "%s: cannot open: out of memory", path);
+    }
+    int ndim, dims[4] = {1, 1, 1, 1};
+    uint64_t total = 0;
+    int rc = read_header(f, path, images ? CT_IDX_IMAGES : 1, &ndim, dims, &total, err);
+    gzclose(f);
+    *count = dims[0];
+    return rc;
+}
+
+/* The two files' counts agree, from their headers alone: a label file for another
+ * set fails before either is decompressed. */
+int ct_idx_check_pair(const char *images_path, const char *labels_path, ct_err *err) {
+    int ni = 0, nl = 0;
+    if (ct_idx_count(images_path, true, &ni, err) || ct_idx_count(labels_path, false, &nl, err))
+        return -1;
+    if (ni != nl)
+        return ct_errorf(err, "%s has %d images but %s has %d labels", images_path, ni,
+                         labels_path, nl);
+    return 0;
+}
+
 int ct_idx_read_u8(const char *path, int expect_ndim, uint8_t **data, int dims[3],
                    ct_err *err) {
     *data = NULL;
@@ -231,6 +259,7 @@ int ct_dataset_load(const char *images_path, const char *labels_path, int num_cl
         return ct_errorf(err, "%s: num_classes %d is out of range 1..256 for uint8 labels",
                          labels_path, num_classes);
     int idims[3], ldims[3];
+    if (ct_idx_check_pair(images_path, labels_path, err)) return -1;
     if (ct_idx_read_u8(images_path, 3, &ds->images, idims, err)) return -1;
     if (ct_idx_read_u8(labels_path, 1, &ds->labels, ldims, err)) goto fail;
     if (idims[0] != ldims[0]) {

@@ -10,6 +10,7 @@
 #ifndef CT_IDX_H
 #define CT_IDX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,13 @@ int ct_idx_read_u8(const char *path, int expect_ndim, uint8_t **data, int dims[3
 /* Reads an image IDX file of uint8 with 3 or 4 dimensions: *ndim gets which,
  * dims[0..*ndim-1] the sizes (the rest 1). Otherwise as ct_idx_read_u8. */
 int ct_idx_read_images(const char *path, uint8_t **data, int dims[4], int *ndim, ct_err *err);
+
+/* The sample count (dims[0]) from an IDX file's header alone (images: 3 or 4
+ * dimensions, else 1), nothing decompressed past it. */
+int ct_idx_count(const char *path, bool images, int *count, ct_err *err);
+/* Fails with "IMAGES has N images but LABELS has M labels" when the headers disagree,
+ * before any data is read. */
+int ct_idx_check_pair(const char *images_path, const char *labels_path, ct_err *err);
 
 /* Fails naming labels_path and the first label >= ds->num_classes. */
 int ct_dataset_check_labels(const ct_dataset *ds, const char *labels_path, ct_err *err);

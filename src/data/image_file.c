@@ -15,12 +15,16 @@ void ct_image_free(ct_image *img) {
     img->px = NULL;
 }
 
-static int check_size(const char *path, long long w, long long h, ct_err *err) {
+static int check_size(const char *path, long long w, long long h, long long max_pixels,
+                      ct_err *err) {
     if (w < 1 || h < 1)
         return ct_errorf(err, "%s: the image has no pixels (%lldx%lld)", path, w, h);
     if (w > CT_IMAGE_MAX_SIDE || h > CT_IMAGE_MAX_SIDE)
         return ct_errorf(err, "%s: %lldx%lld image is larger than %d pixels on a side", path, w, h,
                          CT_IMAGE_MAX_SIDE);
+    if (w * h > max_pixels)
+        return ct_errorf(err, "%s: %lldx%lld image has %lld pixels, over the limit of %lld "
+                         "(predict --max-pixels N raises it)", path, w, h, w * h, max_pixels);
     return 0;
 }
 
@@ -52,13 +56,19 @@ static int alloc_pixels(const char *path, ct_image *img, ct_err *err) {
 /* 8-bit samples in the file's own colour model (gray or RGB, alpha when the file
  * has any transparency); libpng expands palettes, low bit depths and tRNS and
  * scales 16-bit samples. */
-static int read_png(const char *path, long long file_bytes, ct_image *img, ct_err *err) {
+static int read_png(const char *path, long long file_bytes, const unsigned char *ihdr,
+                    long long max_pixels, ct_image *img, ct_err *err) {
+    /* the file's IHDR (its first chunk): byte 24 the bit depth, 28 the interlace method */
+    if (ihdr && !memcmp(ihdr + 12, "IHDR", 4) && ihdr[24] == 16 && ihdr[28] == 1)
+        return ct_errorf(err, "%s: a 16-bit interlaced (Adam7) PNG, which this build's libpng "
+                         "decodes wrongly; save it without interlacing or with 8-bit samples",
+                         path);
     png_image pi;
     memset(&pi, 0, sizeof pi);
     pi.version = PNG_IMAGE_VERSION;
     if (!png_image_begin_read_from_file(&pi, path))
         return ct_errorf(err, "%s: cannot read PNG: %s", path, pi.message);
-    if (check_size(path, pi.width, pi.height, err)) {
+    if (check_size(path, pi.width, pi.height, max_pixels, err)) {
         png_image_free(&pi);
         return -1;
     }
@@ -120,8 +130,8 @@ static uint8_t pnm_scale(long v, long maxval) {
     return (uint8_t)((v * 255 + maxval / 2) / maxval);
 }
 
-static int read_pnm(const char *path, FILE *f, int kind, long long file_bytes, ct_image *img,
-                    ct_err *err) {
+static int read_pnm(const char *path, FILE *f, int kind, long long file_bytes,
+                    long long max_pixels, ct_image *img, ct_err *err) {
     bool plain = kind == '2' || kind == '3';
     img->channels = kind == '3' || kind == '6' ? 3 : 1;
     img->has_alpha = false;
@@ -130,7 +140,7 @@ static int read_pnm(const char *path, FILE *f, int kind, long long file_bytes, c
     if (w < 0 || h < 0 || maxval < 1)
         return ct_errorf(err, "%s: malformed P%c header (width, height, maxval 1..65535)", path,
                          kind);
-    if (check_size(path, w, h, err)) return -1;
+    if (check_size(path, w, h, max_pixels, err)) return -1;
     img->w = (int)w;
     img->h = (int)h;
     /* a raw sample takes 1 or 2 bytes, a plain one at least a digit and a space */
@@ -157,21 +167,25 @@ static int read_pnm(const char *path, FILE *f, int kind, long long file_bytes, c
 }
 
 int ct_image_read(const char *path, ct_image *img, ct_err *err) {
+    return ct_image_read_limited(path, CT_IMAGE_MAX_PIXELS, img, err);
+}
+
+int ct_image_read_limited(const char *path, long long max_pixels, ct_image *img, ct_err *err) {
     memset(img, 0, sizeof *img);
     FILE *f = fopen(path, "rb");
     if (!f) return ct_errorf(err, "%s: %s", path, strerror(errno));
     struct stat st;
     long long file_bytes = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
-    unsigned char head[8] = {0};
+    unsigned char head[29] = {0}; /* a PNG's signature and IHDR chunk */
     size_t got = fread(head, 1, sizeof head, f);
     int rc;
-    if (got == 8 && png_sig_cmp(head, 0, 8) == 0) {
+    if (got >= 8 && png_sig_cmp(head, 0, 8) == 0) {
         fclose(f);
-        return read_png(path, file_bytes, img, err);
+        return read_png(path, file_bytes, got == sizeof head ? head : NULL, max_pixels, img, err);
     }
     if (got >= 3 && head[0] == 'P' && head[1] && strchr("2356", head[1]) && isspace(head[2])) {
         fseek(f, 2, SEEK_SET);
-        rc = read_pnm(path, f, head[1], file_bytes, img, err);
+        rc = read_pnm(path, f, head[1], file_bytes, max_pixels, img, err);
     } else {
         rc = ct_errorf(err, "%s: not a PNG, PGM or PPM file", path);
     }

@@ -8,7 +8,9 @@
  *    of the file is read.
  * Errors name the file and the fault in one line ("x.png: not a PNG, PGM or PPM
  * file"); nothing stays allocated then. Images larger than CT_IMAGE_MAX_SIDE on a
- * side are refused before their pixels are read.
+ * side, or with more pixels than the limit (CT_IMAGE_MAX_PIXELS by default), are
+ * refused before their pixels are read. 16-bit interlaced (Adam7) PNGs are refused:
+ * libpng 1.6's simplified reader, used here, decodes them wrongly without an error.
  */
 #ifndef CT_IMAGE_FILE_H
 #define CT_IMAGE_FILE_H
@@ -19,6 +21,7 @@
 #include "common/error.h"
 
 #define CT_IMAGE_MAX_SIDE 16384
+#define CT_IMAGE_MAX_PIXELS (1LL << 26) /* 8192 x 8192: 256 MiB of RGBA */
 
 /* An 8-bit image, interleaved: pixel (y, x) channel k is
  * px[((size_t)y * w + x) * channels + k]; colour channels first (1 gray or 3
@@ -31,6 +34,8 @@ typedef struct ct_image {
 } ct_image;
 
 int ct_image_read(const char *path, ct_image *img, ct_err *err);
+/* The same with another pixel limit (w * h <= max_pixels). */
+int ct_image_read_limited(const char *path, long long max_pixels, ct_image *img, ct_err *err);
 void ct_image_free(ct_image *img);
 
 #endif

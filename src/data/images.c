@@ -76,6 +76,7 @@ int ct_images_load_idx(const char *images_path, const char *labels_path, int num
     memset(ds, 0, sizeof *ds);
     if (check_classes(labels_path ? labels_path : images_path, num_classes, err)) return -1;
     int d[4], ndim, ld[3];
+    if (labels_path && ct_idx_check_pair(images_path, labels_path, err)) return -1;
     if (ct_idx_read_images(images_path, &ds->images, d, &ndim, err)) return -1;
     ct_layout layout = CT_LAYOUT_NCHW;
     if (ndim == 4) {

@@ -16,7 +16,20 @@ void ct_input_set_free(ct_input_set *s) {
     free(s->source);
     free(s->sample);
     free(s->converted);
+    for (int i = 0; i < s->n_bad; i++) free(s->bad[i]);
+    free(s->bad);
     memset(s, 0, sizeof *s);
+}
+
+/* Sets input `path`'s reason aside; -1 when out of memory. */
+static int set_aside(ct_input_set *s, const char *reason) {
+    char **bad = realloc(s->bad, (size_t)(s->n_bad + 1) * sizeof *bad);
+    if (!bad) return -1;
+    s->bad = bad;
+    s->bad[s->n_bad] = strdup(reason);
+    if (!s->bad[s->n_bad]) return -1;
+    s->n_bad++;
+    return 0;
 }
 
 /* Room for `more` samples after the s->ds.count there are. */
@@ -109,7 +122,9 @@ done:
 static int load_image(ct_input_set *s, const char *path, int index, const ct_input_opts *o,
                       ct_err *err) {
     ct_image img;
-    if (ct_image_read(path, &img, err)) return -1;
+    if (ct_image_read_limited(path, o->max_pixels > 0 ? o->max_pixels : CT_IMAGE_MAX_PIXELS, &img,
+                              err))
+        return -1;
     size_t bytes = (size_t)o->c * o->h * o->w;
     bool converted = img.w != o->w || img.h != o->h || img.channels != o->c;
     int rc = append(s, NULL, 1, index, false, converted, path, err);
@@ -127,26 +142,32 @@ int ct_input_set_load(const char *const *paths, int n, const ct_input_opts *o, c
     s->ds.rows = o->h;
     s->ds.cols = o->w;
     s->ds.num_classes = o->num_classes;
+    ct_err first = {{0}};
     for (int i = 0; i < n; i++) {
-        int ndim = 0, rc;
+        int ndim = 0, rc, before = s->ds.count;
         long d[3] = {0, 0, 0};
-        if (idx_header(paths[i], &ndim, d, err)) goto fail;
-        if (ndim == 0)
-            rc = load_image(s, paths[i], i, o, err);
-        else if (ndim == 1)
-            rc = ct_errorf(err, "%s: an IDX file of labels, not images", paths[i]);
-        else if (ndim == 3 && (o->c != 1 || d[1] != o->h || d[2] != o->w))
-            rc = load_idx_converted(s, paths[i], i, o, err);
-        else /* the reader reports any other shape */
-            rc = load_idx_exact(s, paths[i], i, o, err);
-        if (rc) goto fail;
-        if (s->ds.count == 0 || s->source[s->ds.count - 1] != i) {
-            ct_errorf(err, "%s: holds no images", paths[i]);
-            goto fail;
+        ct_err e = {{0}};
+        rc = idx_header(paths[i], &ndim, d, &e);
+        if (rc == 0 && ndim == 0)
+            rc = load_image(s, paths[i], i, o, &e);
+        else if (rc == 0 && ndim == 1)
+            rc = ct_errorf(&e, "%s: an IDX file of labels, not images", paths[i]);
+        else if (rc == 0 && ndim == 3 && (o->c != 1 || d[1] != o->h || d[2] != o->w))
+            rc = load_idx_converted(s, paths[i], i, o, &e);
+        else if (rc == 0) /* the reader reports any other shape */
+            rc = load_idx_exact(s, paths[i], i, o, &e);
+        if (rc == 0 && s->ds.count == before) rc = ct_errorf(&e, "%s: holds no images", paths[i]);
+        if (rc == 0) continue;
+        s->ds.count = before; /* what a failed input appended goes */
+        if (!first.msg[0]) first = e;
+        if (set_aside(s, e.msg) != 0) {
+            ct_input_set_free(s);
+            return ct_errorf(err, "out of memory");
         }
     }
-    return 0;
-fail:
+    if (s->ds.count > 0) return 0;
+    *err = s->n_bad == 1 ? first : *err;
+    if (s->n_bad != 1) ct_errorf(err, "none of the %d inputs could be read (the first: %s)", n, first.msg);
     ct_input_set_free(s);
     return -1;
 }

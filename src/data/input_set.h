@@ -20,6 +20,7 @@ typedef struct ct_input_opts {
     int num_classes;
     int limit;       /* IDX files: at most this many samples from each (0: all) */
     bool invert;     /* image files: 255 - v (image_convert.h) */
+    long long max_pixels; /* image files: the pixel limit (0: CT_IMAGE_MAX_PIXELS) */
 } ct_input_opts;
 
 typedef struct ct_input_set {
@@ -27,10 +28,15 @@ typedef struct ct_input_set {
     int *source;     /* [count]: index of the input (paths[]) the sample came from */
     int *sample;     /* [count]: its index in an IDX file, -1 for an image file */
     bool *converted; /* [count]: resized, or its channels changed (alpha dropped too) */
+    /* The inputs that could not be read, each its one-line reason naming the file
+     * (owned; n_bad of them). */
+    char **bad;
+    int n_bad;
 } ct_input_set;
 
-/* Reads paths[0..n) in order. Errors name the file (one line); nothing stays
- * allocated then. */
+/* Reads paths[0..n) in order. An input that cannot be read (missing, corrupt,
+ * too large) is set aside in s->bad and the others are read; -1 (its reason in err,
+ * nothing allocated) only when none can be read or memory runs out. */
 int ct_input_set_load(const char *const *paths, int n, const ct_input_opts *o, ct_input_set *s,
                       ct_err *err);
 void ct_input_set_free(ct_input_set *s);
