@@ -420,7 +420,8 @@ static void test_error_unknown_key(void **state) {
                  "'train.early_stopping.patience' must be >= 1, got 0");
     expect_error(BASE "log: {every_steps: -1}\n", "11:20", "'log.every_steps' must be >= 0, got -1");
     expect_error(BASE "log: {every: 5}\n", "11:7",
-                 "unknown key 'every' in 'log' (valid keys: every_steps, tensorboard)");
+                 "unknown key 'every' in 'log' (valid keys: every_steps, tensorboard, "
+                 "progress_seconds)");
     expect_error(BASE "train: {label_smothing: 0.1}\n", "11:9",
                  "unknown key 'label_smothing' in 'train' (did you mean 'label_smoothing'?)");
     expect_error(BASE "optimiser: {lr: 0.1}\n", "11:1",

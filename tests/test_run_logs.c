@@ -337,6 +337,40 @@ static json_t **parse_lines(const char *text, int *n) {
     return v;
 }
 
+/* Where no progress bar can be drawn (stderr is a file here): the plan line first on
+ * stdout, and a progress line on stderr, copied into train.log, every
+ * log.progress_seconds; none with the default 30 s in a short run, none with
+ * --no-progress or log.progress_seconds=0. */
+static void test_progress_lines_without_terminal(void **state) {
+    (void)state;
+    char args[3000], p[1200];
+    snprintf(args, sizeof args, "fit %s --out %s/lines --epochs 2 --batch-size 10 "
+             "log.progress_seconds=1e-9", cfg_path, dir);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("fit: %s", r.err);
+    if (strncmp(r.out, "Training ", 9) != 0 || !strstr(r.out, "in ") || !strstr(r.out, "epochs 1..2"))
+        fail_msg("no plan line first: %s", r.out);
+    const char *l1 = strstr(r.err, "ctrain: epoch 1/2, batch "), *l2 = strstr(r.err, "ctrain: epoch 2/2, batch ");
+    if (!l1 || !l2 || !strstr(l1, "| loss ") || !strstr(l1, "samples/s"))
+        fail_msg("no progress lines in both epochs: %s", r.err);
+    ct_test_run_free(&r);
+    snprintf(p, sizeof p, "%s/lines/train.log", dir);
+    char *log = ct_test_read_file(p, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "ctrain: epoch 1/2, batch "));
+    free(log);
+    const char *quiet[] = {"", "--no-progress log.progress_seconds=1e-9", "log.progress_seconds=0"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(args, sizeof args, "fit %s --out %s/nolines%d --epochs 1 %s", cfg_path, dir, k,
+                 quiet[k]);
+        r = ct_test_run(dir, args);
+        if (r.status != 0 || strstr(r.err, "ctrain: epoch "))
+            fail_msg("fit %s: exit %d, progress lines where none were due: %s", quiet[k], r.status,
+                     r.err);
+        ct_test_run_free(&r);
+    }
+}
+
 /* fit --json: epoch records on stdout and an end record last; -q: nothing but the
  * run's files; -v: a line per step; eval and summary --json: one object each. */
 static void test_json_quiet_verbose(void **state) {
@@ -673,6 +707,7 @@ int main(void) {
         cmocka_unit_test(test_grad_norm_is_the_gradients),
         cmocka_unit_test(test_best_and_early_stopping),
         cmocka_unit_test(test_json_quiet_verbose),
+        cmocka_unit_test(test_progress_lines_without_terminal),
         cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_inspect),
         cmocka_unit_test(test_export_safetensors),

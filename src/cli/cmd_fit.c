@@ -203,6 +203,7 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         .init_from = init_from,
         .sync_debug = sync_debug,
         .progress = !no_progress && isatty(2),
+        .progress_lines = !no_progress && !isatty(2),
         .save = true,
         .memory_report = memory,
         .max_memory = limit,
@@ -225,7 +226,7 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         }
         o.out = null_out;
         if (!rank0 || quiet) o.log = null_out;
-        if (!rank0 || quiet) o.progress = false;
+        if (!rank0 || quiet) o.progress = o.progress_lines = false;
     }
     o.json = json && rank0 ? stdout : NULL;
     o.verbose = verbose;

@@ -46,7 +46,8 @@
  *           deterministic: true,      # false: GPU algorithms that may vary in the last bits
  *           early_stopping: {monitor: val_loss, patience: 5, min_delta: 0}}
  *   log: {every_steps: 0,            # metrics.jsonl records every N steps (0: per epoch)
- *         tensorboard: true}         # and TensorBoard event files (when built with them)
+ *         tensorboard: true,         # and TensorBoard event files (when built with them)
+ *         progress_seconds: 30}      # progress lines on a non-terminal stderr (0: none)
  *   device: auto                    # auto | cpu | cuda | cuda:N | cuda:all | cuda:0,1 | cpu:N
  */
 #ifndef CT_CONFIG_H
@@ -252,6 +253,9 @@ typedef struct ct_log_cfg {
                         epoch only */
     bool tensorboard;/* the records also as TensorBoard scalars (io/tfevents.h); default
                         true when the build has TensorBoard support */
+    double progress_seconds; /* when stderr is no terminal (a log file, a batch job), a
+                                progress line every this many seconds; 0: none;
+                                default 30 */
 } ct_log_cfg;
 
 typedef struct ct_config {

@@ -43,9 +43,9 @@ static const ct_config ct_config_default = {
                                  .patience = 5, .min_delta = 0.0}},
     .device = {.kind = CT_DEVICE_AUTO, .index = -1},
 #ifdef CT_HAVE_TENSORBOARD
-    .log = {.every_steps = 0, .tensorboard = true},
+    .log = {.every_steps = 0, .tensorboard = true, .progress_seconds = 30},
 #else
-    .log = {.every_steps = 0, .tensorboard = false},
+    .log = {.every_steps = 0, .tensorboard = false, .progress_seconds = 30},
 #endif
     .text = NULL,
     .text_len = 0,

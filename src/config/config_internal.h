@@ -173,7 +173,7 @@ int ct_yaml_walk_root(ct_yaml_ctx *ctx, yaml_node_t *root, ct_config *cfg);
 /* Key tables of the sections walked outside config_yaml.c. */
 extern const char *const ct_model_keys[3];
 extern const char *const ct_early_stop_keys[3];
-extern const char *const ct_log_keys[2];
+extern const char *const ct_log_keys[3];
 
 /* Walks train.early_stopping and the 'log' section (config_logging.c). */
 int ct_yaml_walk_early_stopping(const ct_yaml_ctx *ctx, yaml_node_t *node,

@@ -6,7 +6,7 @@
 #include "ct_build_config.h"
 
 const char *const ct_early_stop_keys[3] = {"monitor", "patience", "min_delta"};
-const char *const ct_log_keys[2] = {"every_steps", "tensorboard"};
+const char *const ct_log_keys[3] = {"every_steps", "tensorboard", "progress_seconds"};
 
 int ct_yaml_walk_early_stopping(const ct_yaml_ctx *ctx, yaml_node_t *node,
                                 ct_early_stop_cfg *out) {
@@ -30,7 +30,10 @@ int ct_yaml_walk_early_stopping(const ct_yaml_ctx *ctx, yaml_node_t *node,
 
 int ct_yaml_walk_log(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     ct_map_view v;
-    if (ct_map_collect(ctx, node, "log", ct_log_keys, 2, &v)) return -1;
+    if (ct_map_collect(ctx, node, "log", ct_log_keys, 3, &v)) return -1;
+    if (v.val[2] && ct_get_double(ctx, v.val[2], "log.progress_seconds", CT_RANGE_NONNEG,
+                                  &cfg->log.progress_seconds))
+        return -1;
     if (v.val[0] &&
         ct_get_int(ctx, v.val[0], "log.every_steps", 0, INT_MAX, &cfg->log.every_steps))
         return -1;

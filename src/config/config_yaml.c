@@ -512,7 +512,7 @@ int ct_config_keys(const char **out, int max) {
             {"data.augment", augment, 3},
             {"train", ct_train_keys, CT_COUNT(ct_train_keys)},
             {"train.early_stopping", ct_early_stop_keys, 3},
-            {"log", ct_log_keys, 2},
+            {"log", ct_log_keys, 3},
         };
         size_t used = 0;
         for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)

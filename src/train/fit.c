@@ -431,6 +431,19 @@ static int step_record(const ct_fit_opts *o, fit_state *s, int epoch, ct_err *er
     return emit_record(s, o, &r, err);
 }
 
+/* A progress line when no bar can be drawn: where the epoch is, its loss and accuracy
+ * so far, the rate and the time the epoch has left. */
+static void progress_line(const ct_fit_opts *o, const ct_config *cfg, int epoch, int ran,
+                          int done, int nb, const ct_metrics *tm, double seconds) {
+    double rate = seconds > 0 ? (double)tm->samples / seconds : 0.0;
+    double left = ran > 0 ? seconds * (double)(nb - done) / (double)ran : 0.0;
+    fprintf(o->log, "ctrain: epoch %d/%d, batch %d/%d | loss %.4f, acc %.4f | %.0f samples/s, "
+            "%.1f s left in the epoch\n", epoch + 1, cfg->train.epochs, done, nb,
+            tm->samples ? tm->loss_sum / (double)tm->samples : 0.0,
+            tm->samples ? (double)tm->correct / (double)tm->samples : 0.0, rate, left);
+    fflush(o->log);
+}
+
 /* One training epoch from batch `start` (a resumed epoch's position). Returns 0 when
  * done, 1 when stopped by a signal (at an optimizer step's end: the epoch's metrics
  * so far in *tm, the batches done in *done), -1 on error. */
@@ -456,6 +469,10 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     s->wait_s = s->mark_wait = 0.0;
     s->mark = (ct_metrics){0};
     s->mark_t = ct_now();
+    /* progress lines: one process (with ranks, rank 0 alone could not read them) */
+    double every_s = cfg->log.progress_seconds, t_epoch0 = ct_now();
+    bool lines = o->progress_lines && every_s > 0 && s->dist->size == 1;
+    double next_line = t_epoch0 + every_s;
     int micro = 0, step_in_epoch = start / accum, n, index = start - 1, rc;
     while (index + 1 < nb && (rc = next_batch(s, &n, &index, err)) == 1) {
         ct_step_in in = {.rows = s->train_batches.last_global, .accumulate = micro > 0, .tag = s->batch_tag++,
@@ -477,13 +494,19 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         step_in_epoch += in.update;
         bool draw = ct_progress_due(&bar, index + 1); /* rank 0 only */
         bool check = (index + 1) % CHECK_EVERY == 0;  /* every rank */
-        if (draw || check) {
+        bool line = lines && ct_now() >= next_line;
+        if (draw || check || line) {
             if (vt->read_metrics(m->be, tm, false, err) != 0) return -1;
             int bad = check_finite(tm, epoch, tag0, start, nb, err);
             if (s->dist->size == 1 ? bad != 0 : check && ct_dist_agree(bad, err) != 0) return -1;
             if (draw)
                 ct_progress_update(&bar, index + 1, tm->loss_sum / (double)tm->samples,
                                    (double)tm->correct / (double)tm->samples);
+            if (line) {
+                progress_line(o, cfg, epoch, index + 1 - start, index + 1, nb, tm,
+                              ct_now() - t_epoch0);
+                next_line = ct_now() + every_s;
+            }
         }
         /* stop only between optimizer steps: no micro-batch's gradient is lost */
         if (!in.update) continue;
@@ -745,6 +768,12 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     }
     if (rc == 0 && !done) {
         if (own_signals && !early) ct_signals_graceful(true);
+        fprintf(o->out, "Training %s on %s: %d samples in %d batches of %d, epoch%s "
+                "%d..%d, into %s\n", cfg->name, s.model->device.name, s.train.count,
+                s.train_batches_used, cfg->train.batch_size,
+                cfg->train.epochs - s.info.epoch == 1 ? "" : "s", s.info.epoch + 1,
+                cfg->train.epochs, o->save ? cfg->train.out : "(nothing saved)");
+        fflush(o->out);
         rc = run_epochs(cfg, o, &s, res, err);
     }
     if (own_signals) ct_signals_graceful(false);

@@ -38,6 +38,8 @@ typedef struct ct_fit_opts {
     const char *init_from;  /* start from these weights (any compatible safetensors), or NULL */
     bool sync_debug;
     bool progress;          /* draw a progress bar on `log` */
+    bool progress_lines;    /* instead, a plain line on `log` every log.progress_seconds
+                               (a log file, a batch job: no terminal to draw on) */
     bool save;              /* write checkpoints and metrics.csv (default true) */
     bool memory_report;     /* print the arena by region before training */
     size_t max_memory;      /* bytes the plan may use (0: what the device has) */
