@@ -30,6 +30,7 @@ static const ct_command commands[] = {
      "  -v, --verbose     a line per step record (log.every_steps, else every 100)\n"
      "  --resume          continue the run --out names, else the newest run of CONFIG\n"
      "                    (weights, optimizer, epoch, batch); a changed config is refused\n"
+     "  --resume=auto     resume the run when there is one, else start it\n"
      "  --accept-changes  resume although the config changed (each key is named)\n"
      "  --overwrite       replace the run in --out instead of writing the next version\n"
      "                    (a new run never writes into an earlier run's directory)\n"

@@ -97,7 +97,8 @@ static const exit_case exit_cases[] = {
     {"fit train.epochs=3", 2, "fit: expected one CONFIG file first"},
     {"fit configs/mlp.yaml a..b=1", 2, "fit: 'a..b=1': empty part in key 'a..b'"},
     {"summary configs/mlp.yaml x=[1,", 2, "summary: 'x=[1,': the value is not valid YAML"},
-    {"fit configs/mlp.yaml --resume=yes", 2, "option '--resume' takes no value"},
+    {"fit configs/mlp.yaml --resume=yes", 2, "--resume takes no value but 'auto' (--resume=auto), got 'yes'"},
+    {"fit configs/mlp.yaml --json=yes", 2, "option '--json' takes no value"},
     {"fit configs/mlp.yaml --resume --init-from x.bin", 2, "exclude each other"},
     {"fit configs/mlp.yaml --profile --device cpu:2", 2, "--profile runs on one device"},
     /* 2: fit's option values, each kind of check */

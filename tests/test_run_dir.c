@@ -378,6 +378,35 @@ static void test_overwrite_keeps_old_run_until_saved(void **state) {
     free(model), free(model2), free(csv);
 }
 
+/* --resume=auto starts a run where there is none (so a restart loop can always pass
+ * it) and resumes one where there is; a resume says which run and how far it is; any
+ * other value of --resume is a usage error. */
+static void test_resume_auto(void **state) {
+    (void)state;
+    char args[3000], out[760];
+    snprintf(out, sizeof out, "%s/run-auto", dir);
+    snprintf(args, sizeof args, "fit %s --out %s --resume=auto --no-progress", good_cfg, out);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0 || !strstr(r.err, "--resume=auto: ") || !strstr(r.err, "holds no run yet") ||
+        strstr(r.out, "Resuming"))
+        fail_msg("first --resume=auto: exit %d: %s%s", r.status, r.out, r.err);
+    ct_test_run_free(&r);
+    snprintf(args, sizeof args, "fit %s --out %s --resume=auto --epochs 2 --no-progress",
+             good_cfg, out);
+    r = ct_test_run(dir, args);
+    char want[1700];
+    snprintf(want, sizeof want, "Resuming %s: 1 epoch done (%s/model.bin)", out, out);
+    if (r.status != 0 || !strstr(r.out, want) || !strstr(r.out, "Epoch 02") ||
+        strstr(r.err, "holds no run yet"))
+        fail_msg("second --resume=auto: exit %d: %s%s", r.status, r.out, r.err);
+    ct_test_run_free(&r);
+    snprintf(args, sizeof args, "fit %s --out %s --resume=yes", good_cfg, out);
+    r = ct_test_run(dir, args);
+    if (r.status != 2 || !strstr(r.err, "--resume takes no value but 'auto'"))
+        fail_msg("--resume=yes: exit %d: %s", r.status, r.err);
+    ct_test_run_free(&r);
+}
+
 /* Several fits of one fresh config started together each get their own version. */
 static void test_parallel_fits_get_own_versions(void **state) {
     (void)state;
@@ -718,6 +747,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_overwrite_keeps_old_run_until_saved),
         cmocka_unit_test(test_parallel_fits_get_own_versions),
         cmocka_unit_test(test_moved_project),
+        cmocka_unit_test(test_resume_auto),
         cmocka_unit_test(test_config_yaml_resolved),
         cmocka_unit_test(test_stale_temps_removed_at_start),
         cmocka_unit_test(test_unwritable_out_fails_before_data),

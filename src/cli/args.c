@@ -86,7 +86,9 @@ int ct_parse_args(const char *cmd, int argc, char **argv, const ct_argspec *spec
         if (!s) return unknown_option(cmd, name, specs, nspecs, err);
         if (s->flag) *s->flag = true;
         if (s->nvalues == 0) {
-            if (eq) {
+            if (eq && s->value) { /* a flag with an optional "=VALUE" */
+                *s->value = eq + 1;
+            } else if (eq) {
                 ct_errorf(err, "%s: option '--%s' takes no value", cmd, name);
                 return CT_EXIT_USAGE;
             }

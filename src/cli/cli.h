@@ -30,11 +30,12 @@ int ct_cmd_inspect(int argc, char **argv, ct_err *err);
 int ct_cmd_export(int argc, char **argv, ct_err *err);
 int ct_cmd_predict(int argc, char **argv, ct_err *err);
 
-/* One option: "--name" with 0 (flag), 1 or 2 values. */
+/* One option: "--name" with 0 (flag), 1 or 2 values. A flag whose `value` is set also
+ * takes an optional "--name=VALUE" (--resume=auto). */
 typedef struct ct_argspec {
     const char *name;  /* without the leading "--" */
     int nvalues;
-    const char **value;  /* first value (nvalues >= 1) */
+    const char **value;  /* first value (nvalues >= 1; a flag's optional =VALUE) */
     const char **value2; /* second value (nvalues == 2) */
     bool *flag;          /* set when present (any nvalues), may be NULL */
 } ct_argspec;

@@ -9,6 +9,7 @@
 #include "cli/overrides.h"
 #include "common/signals.h"
 #include "io/checkpoint.h"
+#include "io/run_dir.h"
 #include "io/json_write.h"
 #include "dist/dist.h"
 #include "dist/dist_train.h"
@@ -74,6 +75,18 @@ static void command_line(int argc, char **argv, char *out, size_t n) {
     if (len >= n) snprintf(out + n - 4, 4, "...");
 }
 
+/* Whether --resume finds a run: the one train.out names (as given, or the newest
+ * version of runs/NAME), with its model.bin. */
+static bool has_run(const ct_config *cfg) {
+    char dir[CT_PATH_MAX], ckpt[CT_PATH_MAX + 16];
+    if (cfg->train.out_given)
+        snprintf(dir, sizeof dir, "%s", cfg->train.out);
+    else
+        ct_run_dir_latest(cfg->train.out, dir, sizeof dir);
+    snprintf(ckpt, sizeof ckpt, "%s/model.bin", dir);
+    return access(ckpt, F_OK) == 0;
+}
+
 /* `fit RUN/config.yaml --resume`: a run's own config (its directory holds model.bin),
  * read where the run now is (config.h ct_config_relocate: a moved project). */
 static int relocate_run_config(ct_config *cfg, const char *path, ct_err *err) {
@@ -119,14 +132,14 @@ static int print_end(const ct_fit_result *res, double peak_rss_mib, ct_err *err)
 
 int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
-    const char *init_from = NULL, *max_memory = NULL, *profile_steps = NULL,
+    const char *init_from = NULL, *max_memory = NULL, *profile_steps = NULL, *resume_mode = NULL,
                *pos[1 + CT_MAX_EDITS];
     bool resume = false, sync_debug = false, no_progress = false, memory = false,
          fit_memory = false, profile = false, print_config = false, overwrite = false,
          accept_changes = false, json = false, quiet = false, verbose = false;
     ct_argspec specs[] = {
         CT_OVERRIDE_SPECS(ov),
-        {"resume", 0, NULL, NULL, &resume},
+        {"resume", 0, &resume_mode, NULL, &resume},
         {"overwrite", 0, NULL, NULL, &overwrite},
         {"accept-changes", 0, NULL, NULL, &accept_changes},
         {"json", 0, NULL, NULL, &json},
@@ -145,6 +158,11 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     int npos, rc = ct_parse_args("fit", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
                                  pos, 1 + CT_MAX_EDITS, &npos, err);
     if (rc) return rc;
+    if (resume_mode && strcmp(resume_mode, "auto") != 0) {
+        ct_errorf(err, "fit: --resume takes no value but 'auto' (--resume=auto), got '%s'",
+                  resume_mode);
+        return CT_EXIT_USAGE;
+    }
     ct_config_args ca = {.ov = &ov};
     rc = ct_split_config_args("fit", pos, npos, "ctrain fit configs/cnn.yaml", &ca, err);
     if (rc) return rc;
@@ -180,6 +198,12 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     if ((rc = agree(rc, err)) != CT_EXIT_OK) return rc;
     ct_config cfg;
     int load = ct_load_config_with("fit", &ca, &cfg, err);
+    if (load == CT_EXIT_OK && resume && resume_mode && !has_run(&cfg)) {
+        if (ct_dist_world()->rank == 0)
+            fprintf(stderr, "ctrain: --resume=auto: %s holds no run yet; starting one\n",
+                    cfg.train.out);
+        resume = false;
+    }
     if (load == CT_EXIT_OK && resume && relocate_run_config(&cfg, ca.path, err) != 0) {
         ct_config_free(&cfg);
         load = CT_EXIT_ERROR;

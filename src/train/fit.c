@@ -768,6 +768,13 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     }
     if (rc == 0 && !done) {
         if (own_signals && !early) ct_signals_graceful(true);
+        if (o->resume && s.info.epoch_batches > 0)
+            fprintf(o->out, "Resuming %s: %d epoch%s and %d batches of epoch %d done (%s)\n",
+                    cfg->train.out, s.info.epoch, s.info.epoch == 1 ? "" : "s",
+                    s.info.epoch_batches, s.info.epoch + 1, s.ckpt_path);
+        else if (o->resume)
+            fprintf(o->out, "Resuming %s: %d epoch%s done (%s)\n", cfg->train.out, s.info.epoch,
+                    s.info.epoch == 1 ? "" : "s", s.ckpt_path);
         fprintf(o->out, "Training %s on %s: %d samples in %d batches of %d, epoch%s "
                 "%d..%d, into %s\n", cfg->name, s.model->device.name, s.train.count,
                 s.train_batches_used, cfg->train.batch_size,
