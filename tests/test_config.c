@@ -463,8 +463,15 @@ static void test_error_out_of_range(void **state) {
     (void)state;
     expect_error(BASE "train:\n  batch_size: 0\n", "12:15",
                  "'train.batch_size' must be >= 1, got 0");
+    /* past the top: the range, not "must be >= 1" */
     expect_error(BASE "train: {epochs: 99999999999999999999}\n", "11:17",
-                 "'train.epochs' must be >= 1, got 99999999999999999999");
+                 "'train.epochs' must be in [1, 2147483647], got 99999999999999999999");
+    expect_error(BASE "train: {epochs: 2147483648}\n", "11:17",
+                 "'train.epochs' must be in [1, 2147483647], got 2147483648");
+    expect_error(BASE "train: {epochs: -99999999999999999999}\n", "11:17",
+                 "'train.epochs' must be >= 1, got -99999999999999999999");
+    expect_error(BASE "optimizer: {lr: 1e400}\n", "11:17",
+                 "'optimizer.lr' is 1e400, which overflows a double (at most about 1.8e308)");
     expect_error(BASE "optimizer: {lr: 0}\n", "11:17", "'optimizer.lr' must be > 0, got 0");
     expect_error(BASE "optimizer: {lr: -1e-3}\n", "11:17", "'optimizer.lr' must be > 0");
     expect_error(BASE "optimizer: {weight_decay: -0.1}\n", "11:27", "must be >= 0");

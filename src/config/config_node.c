@@ -128,9 +128,11 @@ int ct_map_require(const ct_yaml_ctx *ctx, const ct_map_view *view, const char *
     return ct_node_error(ctx, view->map, "missing required key '%s' in '%s'", keys[key], where);
 }
 
+/* The bound a value broke: "must be >= 1" for a small one, the whole range for one
+ * past the top (2147483648 is not "below 1"). */
 static int ct_int_range_error(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name,
-                              long long lo, long long hi) {
-    if (hi >= INT_MAX)
+                              long long lo, long long hi, bool too_big) {
+    if (hi >= INT_MAX && !too_big)
         return ct_node_error(ctx, node, "'%s' must be >= %lld, got %.80s", name, lo,
                              ct_node_text(node));
     return ct_node_error(ctx, node, "'%s' must be in [%lld, %lld], got %.80s", name, lo, hi,
@@ -142,7 +144,10 @@ int ct_get_int(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name, long
     long long v = 0;
     ct_num_status st = ct_is_plain(node) ? ct_scan_ll(ct_node_text(node), &v) : CT_NUM_SYNTAX;
     if (st == CT_NUM_SYNTAX) return ct_type_error(ctx, node, name, "an integer");
-    if (st == CT_NUM_RANGE || v < lo || v > hi) return ct_int_range_error(ctx, node, name, lo, hi);
+    if (st == CT_NUM_RANGE || v < lo || v > hi) {
+        bool too_big = v > hi || (st == CT_NUM_RANGE && ct_node_text(node)[0] != '-');
+        return ct_int_range_error(ctx, node, name, lo, hi, too_big);
+    }
     *out = (int)v;
     return 0;
 }
@@ -187,7 +192,10 @@ int ct_get_double(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name, c
     double v = 0.0;
     ct_num_status st = ct_is_plain(node) ? ct_scan_double(ct_node_text(node), &v) : CT_NUM_SYNTAX;
     if (st == CT_NUM_SYNTAX) return ct_type_error(ctx, node, name, "a number");
-    if (st == CT_NUM_RANGE || !ct_in_range(v, r))
+    if (st == CT_NUM_RANGE)
+        return ct_node_error(ctx, node, "'%s' is %.80s, which overflows a double (at most "
+                             "about 1.8e308)", name, ct_node_text(node));
+    if (!ct_in_range(v, r))
         return ct_node_error(ctx, node, "'%s' must %s, got %.80s", name, ct_range_text(r),
                              ct_node_text(node));
     *out = v;
