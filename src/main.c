@@ -123,7 +123,8 @@ static void usage(FILE *f) {
     fprintf(f, "  %-34s %s\n", "version", "print the version");
     fprintf(f, "\nExit status: 0 success; 1 an error while running (config file, data,\n"
                "memory, I/O, non-finite loss); 2 a usage error (the command line: unknown\n"
-               "command or option, missing or invalid option value); 130 interrupted.\n");
+               "command or option, missing or invalid option value); 130, 143, 129: fit\n"
+               "stopped by SIGINT (Ctrl-C), SIGTERM or SIGHUP after saving a checkpoint.\n");
     fprintf(f, "\nSee `man ctrain` and README.md for the config reference.\n");
 }
 
@@ -168,9 +169,15 @@ int main(int argc, char **argv) {
         return CT_EXIT_USAGE;
     }
     const char *name = argv[1];
-    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h"))
-        return help(argc > 2 ? argv[2] : NULL);
-    if (!strcmp(name, "version") || !strcmp(name, "--version")) {
+    bool is_help = !strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h");
+    bool is_version = !strcmp(name, "version") || !strcmp(name, "--version");
+    if ((is_help && argc > 3) || (is_version && argc > 2)) { /* nothing is ignored silently */
+        fprintf(stderr, "ctrain: error: %s: unexpected argument '%s' (try 'ctrain help')\n",
+                is_help ? "help" : "version", argv[is_help ? 3 : 2]);
+        return CT_EXIT_USAGE;
+    }
+    if (is_help) return help(argc > 2 ? argv[2] : NULL);
+    if (is_version) {
         printf("ctrain %s\n", CT_VERSION);
         return CT_EXIT_OK;
     }

@@ -145,6 +145,8 @@ static const exit_case exit_cases[] = {
     {"devices --jsn", 2, "devices: unknown option '--jsn'"},
     {"devices --json=yes", 2, "option '--json' takes no value"},
     {"devices gpu", 2, "devices: unexpected argument 'gpu'"},
+    {"help keys --json", 2, "help: unexpected argument '--json'"},
+    {"version --bogus", 2, "version: unexpected argument '--bogus'"},
     /* 1: what is found while running */
     {"fit /nonexistent/cfg.yaml", 1, "/nonexistent/cfg.yaml"},
     {"summary /nonexistent/cfg.yaml", 1, "/nonexistent/cfg.yaml"},
@@ -241,6 +243,11 @@ static void test_exit_status(void **state) {
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "Usage: ctrain COMMAND"));
     assert_string_equal(r.out, "");
+    ct_test_run_free(&r);
+    /* the help names every exit status fit gives after a signal */
+    r = ct_test_run(dir, "help");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "130, 143, 129"));
     ct_test_run_free(&r);
 }
 

@@ -205,6 +205,9 @@ static void stop_once(int sig, long at_exec, int k) {
     char want[32];
     snprintf(want, sizeof want, "stopped by SIG%s", sig_name(sig));
     assert_non_null(strstr(r.out, want));
+    /* "N batches of epoch 1", not "0 epochs and N batches of the next" */
+    if (!strstr(r.out, " batches of epoch 1; --resume continues there") || strstr(r.out, "0 epochs"))
+        fail_msg("the Saved line of a stop in epoch 1:\n%s", r.out);
     ct_checkpoint ck;
     read_ckpt(out, &ck);
     assert_string_equal(meta(&ck, "interrupted"), "true");
