@@ -56,6 +56,11 @@ static int setup(void **state) {
     (void)state;
     ct_test_mkdtemp(dir, sizeof dir);
     ct_test_mnist_subset(dir, 300, 100);
+    /* more samples than the out-of-memory cases' batch (fit clamps a batch to the data) */
+    char big[600];
+    snprintf(big, sizeof big, "%s/big", dir);
+    assert_int_equal(mkdir(big, 0755), 0);
+    ct_test_mnist_subset(big, 5000, 100);
     return 0;
 }
 
@@ -466,7 +471,9 @@ static void test_out_of_memory_advice_residual(void **state) {
 static void test_out_of_memory_advice(void **state) {
     (void)state;
     char path[1024], args[1200];
-    write_config("oom", dir, "", path, sizeof path);
+    char big[600];
+    snprintf(big, sizeof big, "%s/big", dir);
+    write_config("oom", big, "", path, sizeof path);
     snprintf(args, sizeof args, "fit %s --batch-size 4096 --max-memory 4M", path);
     ct_run_result r = ct_test_run(dir, args);
     assert_int_equal(r.status, 1);
@@ -513,12 +520,19 @@ static void test_largest_batch_and_accumulation(void **state) {
     if (r.status != 0) fail_msg("fit with grad_accum_steps 2147483647: exit %d, %s", r.status, r.err);
     assert_non_null(strstr(r.out, "Saved "));
     ct_test_run_free(&r);
-    /* Split over two replicas, planned, then refused before the arena exists. */
-    snprintf(args, sizeof args, "fit %s --batch-size 2147483647 --device cpu:2 --max-memory 1G",
+    /* Split over two replicas: fit clamps the batch to the 300 samples (and says so);
+     * summary plans the whole batch and refuses it before any arena exists. */
+    snprintf(args, sizeof args, "fit %s --batch-size 2147483647 --device cpu:2 --no-progress",
              path);
     r = ct_test_run(dir, args);
-    if (r.status != 1 || !strstr(r.err, "ctrain: error: out of memory before training"))
+    if (r.status != 0 || !strstr(r.err, "train.batch_size 2147483647 is more than the 300"))
         fail_msg("fit with batch_size 2147483647: exit %d, %s", r.status, r.err);
+    ct_test_run_free(&r);
+    snprintf(args, sizeof args, "summary %s --batch-size 2147483647 --device cpu:2 --max-memory 1G",
+             path);
+    r = ct_test_run(dir, args);
+    if (r.status != 1 || !strstr(r.err, "the plan needs"))
+        fail_msg("summary with batch_size 2147483647: exit %d, %s", r.status, r.err);
     ct_test_run_free(&r);
 }
 

@@ -371,6 +371,21 @@ static void test_progress_lines_without_terminal(void **state) {
     }
 }
 
+/* A batch larger than the training set is clamped to it, with a notice: one batch
+ * of all 200 samples, not an arena for 100000 rows. */
+static void test_batch_larger_than_data(void **state) {
+    (void)state;
+    char args[3000];
+    snprintf(args, sizeof args, "fit %s --out %s/bigbatch --epochs 1 --batch-size 100000 "
+             "--no-progress", cfg_path, dir);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0 ||
+        !strstr(r.err, "train.batch_size 100000 is more than the 200 training samples; using 200") ||
+        !strstr(r.out, "in 1 batch of 200,"))
+        fail_msg("fit --batch-size 100000: exit %d: %s%s", r.status, r.out, r.err);
+    ct_test_run_free(&r);
+}
+
 /* fit --json: epoch records on stdout and an end record last; -q: nothing but the
  * run's files; -v: a line per step; eval and summary --json: one object each. */
 static void test_json_quiet_verbose(void **state) {
@@ -708,6 +723,7 @@ int main(void) {
         cmocka_unit_test(test_best_and_early_stopping),
         cmocka_unit_test(test_json_quiet_verbose),
         cmocka_unit_test(test_progress_lines_without_terminal),
+        cmocka_unit_test(test_batch_larger_than_data),
         cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_inspect),
         cmocka_unit_test(test_export_safetensors),

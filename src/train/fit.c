@@ -254,6 +254,12 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     snprintf(s->csv_path, sizeof s->csv_path, "%s/metrics.csv", cfg->train.out);
     snprintf(s->best_path, sizeof s->best_path, "%s/best.bin", cfg->train.out);
     if (load_data(cfg, s, err) != 0) return -1;
+    if (s->train.count > 0 && cfg->train.batch_size > s->train.count) { /* one batch holds all */
+        fprintf(o->log, "ctrain: train.batch_size %d is more than the %d training samples; "
+                "using %d (the memory plan follows)\n", cfg->train.batch_size, s->train.count,
+                s->train.count);
+        cfg->train.batch_size = s->train.count;
+    }
     ct_device_choice dev;
     ct_device_cfg want = job_device(cfg, s->dist);
     if (ct_device_select(&want, &dev, err) != 0) return -1;
@@ -775,9 +781,9 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         else if (o->resume)
             fprintf(o->out, "Resuming %s: %d epoch%s done (%s)\n", cfg->train.out, s.info.epoch,
                     s.info.epoch == 1 ? "" : "s", s.ckpt_path);
-        fprintf(o->out, "Training %s on %s: %d samples in %d batches of %d, epoch%s "
+        fprintf(o->out, "Training %s on %s: %d samples in %d batch%s of %d, epoch%s "
                 "%d..%d, into %s\n", cfg->name, s.model->device.name, s.train.count,
-                s.train_batches_used, cfg->train.batch_size,
+                s.train_batches_used, s.train_batches_used == 1 ? "" : "es", cfg->train.batch_size,
                 cfg->train.epochs - s.info.epoch == 1 ? "" : "s", s.info.epoch + 1,
                 cfg->train.epochs, o->save ? cfg->train.out : "(nothing saved)");
         fflush(o->out);
