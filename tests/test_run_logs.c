@@ -371,6 +371,42 @@ static void test_progress_lines_without_terminal(void **state) {
     }
 }
 
+/* The last line of OUT/train.log (malloc'd). */
+static char *last_log_line(const char *out) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s/train.log", dir, out);
+    char *text = ct_test_read_file(p, NULL);
+    if (!text) fail_msg("%s missing", p);
+    size_t n = strlen(text);
+    while (n > 0 && text[n - 1] == '\n') text[--n] = 0;
+    char *nl = strrchr(text, '\n');
+    char *line = strdup(nl ? nl + 1 : text);
+    free(text);
+    return line;
+}
+
+/* train.log ends as the command did: with the Saved line, or with the error that
+ * stopped a resumed run (a fresh run that fails leaves no train.log). */
+static void test_train_log_ending(void **state) {
+    (void)state;
+    char *out = fit("ending", "--epochs 1");
+    free(out);
+    char *last = last_log_line("ending");
+    if (strncmp(last, "Saved ", 6) != 0 || !strstr(last, "model.bin (epoch 1, val acc "))
+        fail_msg("train.log ends with '%s'", last);
+    free(last);
+    char args[3000];
+    snprintf(args, sizeof args, "fit %s --out %s/ending --resume --epochs 2 --lr 1e38 "
+             "--accept-changes --no-progress", cfg_path, dir);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 1 || !strstr(r.err, "loss became")) fail_msg("NaN resume: %s", r.err);
+    ct_test_run_free(&r);
+    last = last_log_line("ending");
+    if (strncmp(last, "ctrain: error: loss became ", 27) != 0)
+        fail_msg("train.log of a failed resume ends with '%s'", last);
+    free(last);
+}
+
 /* A batch larger than the training set is clamped to it, with a notice: one batch
  * of all 200 samples, not an arena for 100000 rows. */
 static void test_batch_larger_than_data(void **state) {
@@ -724,6 +760,7 @@ int main(void) {
         cmocka_unit_test(test_json_quiet_verbose),
         cmocka_unit_test(test_progress_lines_without_terminal),
         cmocka_unit_test(test_batch_larger_than_data),
+        cmocka_unit_test(test_train_log_ending),
         cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_inspect),
         cmocka_unit_test(test_export_safetensors),

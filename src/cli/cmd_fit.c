@@ -269,15 +269,7 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     getrusage(RUSAGE_SELF, &ru);
     if (json && rank0) return print_end(&res, ru.ru_maxrss / 1024.0, err);
     bool say = res.saved && rank0 && !quiet; /* not after --profile or nothing to do */
-    if (say && res.epoch_batches > 0 && res.epochs_done == 0)
-        printf("Saved %s (%d batches of epoch 1; --resume continues there); peak RSS %.0f MiB\n",
-               res.checkpoint, res.epoch_batches, ru.ru_maxrss / 1024.0);
-    else if (say && res.epoch_batches > 0)
-        printf("Saved %s (%d epoch%s and %d batches of the next; --resume continues there); "
-               "peak RSS %.0f MiB\n", res.checkpoint, res.epochs_done,
-               res.epochs_done == 1 ? "" : "s", res.epoch_batches, ru.ru_maxrss / 1024.0);
-    else if (say)
-        printf("Saved %s (epoch %d, val acc %.4f); peak RSS %.0f MiB\n", res.checkpoint,
-               res.epochs_done, res.val_acc, ru.ru_maxrss / 1024.0);
+    char line[CT_PATH_MAX + 256];
+    if (say) fputs(ct_fit_saved_line(&res, ru.ru_maxrss / 1024.0, line, sizeof line), stdout);
     return res.interrupted ? ct_signals_exit_status(res.stop_signal) : CT_EXIT_OK;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -692,6 +693,36 @@ static int final_test(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     return save(cfg, o, s, err);
 }
 
+const char *ct_fit_saved_line(const ct_fit_result *res, double peak_rss_mib, char *buf, size_t n) {
+    if (res->epoch_batches > 0 && res->epochs_done == 0)
+        snprintf(buf, n, "Saved %s (%d batches of epoch 1; --resume continues there); peak RSS "
+                 "%.0f MiB\n", res->checkpoint, res->epoch_batches, peak_rss_mib);
+    else if (res->epoch_batches > 0)
+        snprintf(buf, n, "Saved %s (%d epoch%s and %d batches of the next; --resume continues "
+                 "there); peak RSS %.0f MiB\n", res->checkpoint, res->epochs_done,
+                 res->epochs_done == 1 ? "" : "s", res->epoch_batches, peak_rss_mib);
+    else
+        snprintf(buf, n, "Saved %s (epoch %d, val acc %.4f); peak RSS %.0f MiB\n",
+                 res->checkpoint, res->epochs_done, res->val_acc, peak_rss_mib);
+    return buf;
+}
+
+/* train.log's last line: how the run ended, as the command prints it (the Saved line,
+ * or the error; main prints both after the run's files are closed). */
+static void log_ending(fit_state *s, const ct_fit_result *res, int rc, const ct_err *err) {
+    FILE *f = s->output.log_file;
+    if (!f) return;
+    if (rc != 0 && err->msg[0]) {
+        fprintf(f, strstr(err->msg, ": error: ") ? "%s\n" : "ctrain: error: %s\n", err->msg);
+    } else if (rc == 0 && res->saved) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        char line[CT_PATH_MAX + 256];
+        fputs(ct_fit_saved_line(res, ru.ru_maxrss / 1024.0, line, sizeof line), f);
+    }
+    fflush(f);
+}
+
 int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err) {
     memset(res, 0, sizeof *res);
     fit_state s;
@@ -819,6 +850,7 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         ct_err ignored;
         ct_manifest_write(cfg->train.out, cfg, &man, rc != 0 ? &ignored : err);
     }
+    log_ending(&s, res, rc, err);
     fit_cleanup(&s);
     return rc;
 }

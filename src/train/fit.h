@@ -87,4 +87,9 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
  * CPU replicas share the OpenMP threads. Rank 0 prints and saves; res is its. */
 int ct_fit_replicas(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err);
 
+/* The line a fit that saved ends with ("Saved runs/cnn/model.bin (epoch 2, val acc
+ * 0.9867); peak RSS 121 MiB\n"), into buf; returns buf. ct_fit writes it into the
+ * run's train.log too. */
+const char *ct_fit_saved_line(const ct_fit_result *res, double peak_rss_mib, char *buf, size_t n);
+
 #endif
