@@ -215,6 +215,15 @@ static void stop_once(int sig, long at_exec, int k) {
     assert_true(atoi(meta(&ck, "epoch_batches")) > 0);
     ct_checkpoint_free(&ck);
     run_free(&r);
+    if (k == 0) { /* inspect: nothing measured yet, the position in epoch 1 */
+        char args[900];
+        snprintf(args, sizeof args, "inspect %s/%s/model.bin", dir, out);
+        ct_run_result ir = ct_test_run(dir, args);
+        if (ir.status != 0 || !strstr(ir.out, "train        not measured yet") ||
+            !strstr(ir.out, "batches of epoch 1 done") || strstr(ir.out, "0.000000"))
+            fail_msg("inspect of a stop in epoch 1:\n%s", ir.out);
+        ct_test_run_free(&ir);
+    }
 }
 
 static void test_every_signal_saves(void **state) {

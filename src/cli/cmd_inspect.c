@@ -19,7 +19,7 @@ static const char *const known_keys[] = {
     "step", "train_loss", "train_acc", "val_loss", "val_acc", "test_loss", "test_acc",
     "interrupted", "device", "optimizer", "data_crc32", "epoch_batches", "epoch_loss_sum",
     "epoch_correct", "epoch_samples", "amp_scale", "amp_growth_tracker", "best_epoch",
-    "best_value", "bad_epochs"};
+    "best_value", "bad_epochs", "run_dir"};
 
 static const char *meta(const ct_checkpoint *ck, const char *key) {
     const char *v = ct_checkpoint_meta_get(ck, key);
@@ -49,9 +49,15 @@ static void counts(const ct_checkpoint *ck, size_t *model, size_t *optimizer) {
     }
 }
 
+/* A stored metric pair; train and val are not measured until an epoch ends (a
+ * checkpoint of a run stopped in its first epoch holds zeros there). */
 static void print_metric(const ct_checkpoint *ck, const char *label, const char *loss,
                          const char *acc) {
-    if (*meta(ck, loss)) printf("  %-12s loss %s, accuracy %s\n", label, meta(ck, loss), meta(ck, acc));
+    if (!*meta(ck, loss)) return;
+    if (strcmp(label, "test") != 0 && strcmp(meta(ck, "epoch"), "0") == 0)
+        printf("  %-12s not measured yet (no epoch has ended)\n", label);
+    else
+        printf("  %-12s loss %s, accuracy %s\n", label, meta(ck, loss), meta(ck, acc));
 }
 
 static void print_text(const char *path, const ct_checkpoint *ck) {
@@ -76,9 +82,9 @@ static void print_text(const char *path, const ct_checkpoint *ck) {
                meta(ck, "device"), meta(ck, "optimizer"));
         printf("  %-12s epoch %s, step %s%s\n", "progress", meta(ck, "epoch"), meta(ck, "step"),
                strcmp(meta(ck, "interrupted"), "true") == 0 ? ", interrupted" : "");
-        if (*meta(ck, "epoch_batches"))
-            printf("  %-12s %s batches of the next epoch done (--resume continues there)\n", "",
-                   meta(ck, "epoch_batches"));
+        if (*meta(ck, "epoch_batches") && strcmp(meta(ck, "epoch_batches"), "0") != 0)
+            printf("  %-12s %s batches of epoch %d done (--resume continues there)\n", "",
+                   meta(ck, "epoch_batches"), atoi(meta(ck, "epoch")) + 1);
         print_metric(ck, "train", "train_loss", "train_acc");
         print_metric(ck, "val", "val_loss", "val_acc");
         print_metric(ck, "test", "test_loss", "test_acc");
@@ -86,6 +92,7 @@ static void print_text(const char *path, const ct_checkpoint *ck) {
             printf("  %-12s epoch %s (monitored value %s)\n", "best", meta(ck, "best_epoch"),
                    meta(ck, "best_value"));
         if (*meta(ck, "amp_scale")) printf("  %-12s %s\n", "loss scale", meta(ck, "amp_scale"));
+        if (*meta(ck, "run_dir")) printf("  %-12s %s (when saved)\n", "run dir", meta(ck, "run_dir"));
         int lines = 0;
         for (const char *c = meta(ck, "config"); *c; c++) lines += *c == '\n';
         printf("  %-12s %d lines of YAML (ctrain inspect --config prints it)\n", "config", lines);
