@@ -97,6 +97,7 @@ static void expect_read_error(const char *path, int ndim, const char *frag1,
     assert_int_equal(ct_idx_read_u8(path, ndim, &data, dims, &err), -1);
     assert_null(data);
     assert_non_null(strstr(err.msg, path));
+    if (strstr(err.msg, "<fd:")) fail_msg("message \"%s\" names zlib's <fd:N>", err.msg);
     if (!strstr(err.msg, frag1) || (frag2 && !strstr(err.msg, frag2)))
         fail_msg("message \"%s\" lacks \"%s\" / \"%s\"", err.msg, frag1, frag2 ? frag2 : "");
     assert_null(strchr(err.msg, '\n'));

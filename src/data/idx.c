@@ -36,16 +36,20 @@
 #define CT_IDX_FIRST_ALLOC (1u << 20) /* first data buffer from a pipe; grows as data arrives */
 #endif
 
-/* Fills err from zlib's error state for f. zlib formats its message as
- * "<path>: <problem>"; the path prefix is dropped since we add our own. */
-static int gz_fail(gzFile f, const char *path, ct_err *err) {
+int ct_gz_fail(gzFile f, const char *path, ct_err *err) {
     int errnum = Z_OK;
     const char *msg = gzerror(f, &errnum);
     if (errnum == Z_ERRNO)
         return ct_errorf(err, "%s: read error: %s", path, strerror(errno));
+    if (errnum == Z_BUF_ERROR && (!msg || !*msg || !strstr(msg, "unexpected end")))
+        return ct_errorf(err, "%s: corrupt gzip stream: unexpected end of file", path);
+    /* zlib's message is "<its name for the stream>: <problem>", the name being the path
+     * gzopen was given or "<fd:N>" after gzdopen: the file is named by path instead */
     size_t plen = strlen(path);
     if (msg && strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
         msg += plen + 2;
+    else if (msg && strncmp(msg, "<fd:", 4) == 0 && strstr(msg, ">: "))
+        msg = strstr(msg, ">: ") + 3;
     return ct_errorf(err, "%s: corrupt gzip stream: %s", path,
                      msg && *msg ? msg : "unknown zlib error");
 }
@@ -60,13 +64,13 @@ static int gz_read_full(gzFile f, const char *path, void *buf, uint64_t n, uint6
         uint64_t left = n - *got;
         unsigned want = left > CT_IDX_CHUNK ? CT_IDX_CHUNK : (unsigned)left;
         int r = gzread(f, p + *got, want);
-        if (r < 0) return gz_fail(f, path, err);
+        if (r < 0) return ct_gz_fail(f, path, err);
         *got += (uint64_t)r;
         if ((unsigned)r < want) break;
     }
     int errnum = Z_OK;
     gzerror(f, &errnum);
-    if (errnum != Z_OK) return gz_fail(f, path, err);
+    if (errnum != Z_OK) return ct_gz_fail(f, path, err);
     return 0;
 }
 

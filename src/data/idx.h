@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <zlib.h>
 
 #include "common/error.h"
 
@@ -40,6 +41,11 @@ int ct_idx_count(const char *path, bool images, int *count, ct_err *err);
 /* Fails with "IMAGES has N images but LABELS has M labels" when the headers disagree,
  * before any data is read. */
 int ct_idx_check_pair(const char *images_path, const char *labels_path, ct_err *err);
+
+/* Fills err from zlib's error state for the stream f of path: "PATH: corrupt gzip
+ * stream: PROBLEM" (zlib's own name for the stream, a path or "<fd:N>", left out), or
+ * "PATH: read error: ..." for an I/O error. Returns -1. */
+int ct_gz_fail(gzFile f, const char *path, ct_err *err);
 
 /* Fails naming labels_path and the first label >= ds->num_classes. */
 int ct_dataset_check_labels(const ct_dataset *ds, const char *labels_path, ct_err *err);

@@ -152,9 +152,7 @@ static int read_whole(const char *path, uint8_t **buf, uint64_t *len, uint64_t *
         uint64_t want = *cap - *len;
         int r = gzread(f, *buf + *len, want > (1u << 30) ? (1u << 30) : (unsigned)want);
         if (r < 0) {
-            int e;
-            const char *msg = gzerror(f, &e);
-            ct_errorf(err, "%s: corrupt gzip stream: %s", path, msg ? msg : "unknown zlib error");
+            ct_gz_fail(f, path, err);
             gzclose(f);
             return -1;
         }
@@ -167,12 +165,13 @@ static int read_whole(const char *path, uint8_t **buf, uint64_t *len, uint64_t *
         }
     }
     int e = Z_OK;
-    const char *msg = gzerror(f, &e);
+    gzerror(f, &e);
+    if (e != Z_OK) {
+        ct_gz_fail(f, path, err);
+        gzclose(f);
+        return -1;
+    }
     gzclose(f);
-    if (e != Z_OK && e != Z_BUF_ERROR)
-        return ct_errorf(err, "%s: corrupt gzip stream: %s", path, msg ? msg : "unknown zlib error");
-    if (e == Z_BUF_ERROR)
-        return ct_errorf(err, "%s: corrupt gzip stream: unexpected end of file", path);
     uint64_t got = *len - start;
     if (got == 0 || got % CT_CIFAR10_RECORD != 0)
         return ct_errorf(err, "%s: %llu bytes is not a whole number of CIFAR-10 records (%d "
