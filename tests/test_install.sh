@@ -56,4 +56,7 @@ got=$(bash -c 'source "$1"; COMP_WORDS=("$2" inspect --js); COMP_CWORD=2; _ctrai
 got=$(bash -c 'source "$1"; COMP_WORDS=("$2" export --checkpoint m.bin --on); COMP_CWORD=4;
                _ctrain; echo "${COMPREPLY[*]}"' _ "$completion" "$bin")
 [ "$got" = --onnx ] || fail "bash completes 'export ... --on' to '$got', not '--onnx'"
+got=$(bash -c 'source "$1"; COMP_WORDS=("$2" bench ""); COMP_CWORD=2; _ctrain;
+               echo "${COMPREPLY[*]}"' _ "$completion" "$bin")
+[ "$got" = matmul ] || fail "bash completes 'ctrain bench ' to '$got', not 'matmul'"
 echo "test_install: ok (installed into a temporary $prefix: binary, man page, completions)"

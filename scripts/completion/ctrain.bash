@@ -29,6 +29,10 @@ _ctrain() {
     COMPREPLY=($(compgen -W "$commands keys" -- "$cur"))
     return
   fi
+  if [[ $cmd == bench && $cword == 2 && $cur != -* ]]; then # the benchmark, not a file
+    COMPREPLY=($(compgen -W "matmul" -- "$cur"))
+    return
+  fi
   if [[ $cur == -* ]]; then
     local opts
     opts=$("$bin" help "$cmd" 2>/dev/null | grep -o -- '--[a-z][a-z-]*' | sort -u)
