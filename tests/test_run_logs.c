@@ -267,7 +267,8 @@ static void test_best_and_early_stopping(void **state) {
     char *out = fit("best", "--epochs 3");
     snprintf(path, sizeof path, "%s/best/best.bin", dir);
     assert_int_equal(ckpt_epoch(path, "epoch"), 3);
-    if (!strstr(out, "Best: epoch 3, val_loss ")) fail_msg("no best line in:\n%s", out);
+    if (!strstr(out, "Best: epoch 3, val_loss ") || strstr(out, "last improvement"))
+        fail_msg("no plain best line in:\n%s", out);
     free(out);
     /* min_delta 1 (no epoch can beat epoch 1 by a whole nat), patience 2: epochs 2
      * and 3 are bad, the run stops after epoch 3 of 6 */
@@ -276,6 +277,9 @@ static void test_best_and_early_stopping(void **state) {
         fail_msg("no early stop in:\n%s", out);
     assert_null(strstr(out, "Epoch 04"));
     assert_non_null(strstr(out, "Best: epoch 1, val_loss "));
+    /* with min_delta, "best" is the last improvement by more than it: said so */
+    assert_non_null(strstr(out, "(the last improvement by more than "
+                                "train.early_stopping.min_delta; "));
     snprintf(path, sizeof path, "%s/early/best.bin", dir);
     assert_int_equal(ckpt_epoch(path, "epoch"), 1);
     snprintf(path, sizeof path, "%s/early/model.bin", dir);

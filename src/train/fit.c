@@ -823,8 +823,11 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     if (own_signals) ct_signals_graceful(false);
     if (rc == 0 && !done && s.has_val && !res->interrupted) rc = final_test(cfg, o, &s, res, err);
     if (rc == 0 && s.saves > 0 && s.info.best_epoch > 0 && !res->interrupted)
-        fprintf(o->out, "Best: epoch %d, %s %.4f (%s)\n", s.info.best_epoch,
+        fprintf(o->out, "Best: epoch %d, %s %.4f (%s%s)\n", s.info.best_epoch,
                 ct_monitor_name(cfg->train.early_stopping.monitor), s.info.best_value,
+                cfg->train.early_stopping.min_delta > 0
+                    ? "the last improvement by more than train.early_stopping.min_delta; "
+                    : "",
                 s.best_path);
     res->epochs_done = s.info.epoch;
     res->epoch_batches = s.info.epoch_batches;
