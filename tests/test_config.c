@@ -413,7 +413,7 @@ static void test_error_unknown_key(void **state) {
     expect_error(BASE "train:\n  bogus: 1\n", "12:3",
                  "unknown key 'bogus' in 'train' (valid keys: epochs, batch_size, "
                  "grad_accum_steps, amp, seed, out, graph, cpu_loops, label_smoothing, "
-                 "early_stopping, cpu_bf16, cpu_winograd, deterministic)");
+                 "early_stopping, cpu_bf16, cpu_winograd, deterministic, max_steps)");
     expect_error(BASE "train: {early_stopping: {monitor: loss}}\n", "11:35",
                  "unknown train.early_stopping.monitor 'loss'");
     expect_error(BASE "train: {early_stopping: {patience: 0}}\n", "11:36",
@@ -537,6 +537,23 @@ static void test_activation_layers(void **state) {
     ct_config_free(&cfg);
 }
 
+/* optimizer.clip_grad_norm (>= 0, default 0) and train.max_steps (>= 0, default 0). */
+static void test_clip_and_max_steps_keys(void **state) {
+    (void)state;
+    ct_config cfg;
+    expect_ok(BASE, &cfg);
+    assert_true(cfg.optimizer.clip_grad_norm == 0.0);
+    assert_true(cfg.train.max_steps == 0);
+    ct_config_free(&cfg);
+    expect_ok(BASE "optimizer: {clip_grad_norm: 1.5}\ntrain: {max_steps: 20}\n", &cfg);
+    assert_true(cfg.optimizer.clip_grad_norm == 1.5);
+    assert_true(cfg.train.max_steps == 20);
+    ct_config_free(&cfg);
+    expect_error(BASE "optimizer: {clip_grad_norm: -1}\n", "11:29",
+                 "'optimizer.clip_grad_norm' must be >= 0, got -1");
+    expect_error(BASE "train: {max_steps: -3}\n", "11:20", "'train.max_steps' must be >= 0, got -3");
+}
+
 /* train.deterministic: a boolean, true by default. */
 static void test_deterministic_key(void **state) {
     (void)state;
@@ -592,16 +609,27 @@ static void test_error_layers(void **state) {
                  "unknown model.loss 'mse' (expected one of: cross_entropy)");
 }
 
+/* The limit is 512 graph nodes (a ResNet-50 is about 180): 511 layers parse, one more
+ * is an error at the first entry past it. */
 static void test_error_too_many_layers(void **state) {
     (void)state;
-    char yaml[4096];
+    assert_int_equal(CT_MAX_LAYERS, 512);
+    static char yaml[16384];
     int n = snprintf(yaml, sizeof yaml, "model:\n  input: [1, 2, 2]\n  layers:\n");
+    for (int i = 0; i < CT_MAX_LAYERS - 1; i++)
+        n += snprintf(yaml + n, sizeof yaml - (size_t)n, "    - relu\n");
+    snprintf(yaml + n, sizeof yaml - (size_t)n, "%s", DATA);
+    ct_config cfg;
+    expect_ok(yaml, &cfg);
+    assert_int_equal(cfg.n_layers, CT_MAX_LAYERS - 1);
+    ct_config_free(&cfg);
+    n = snprintf(yaml, sizeof yaml, "model:\n  input: [1, 2, 2]\n  layers:\n");
     for (int i = 0; i <= CT_MAX_LAYERS; i++)
         n += snprintf(yaml + n, sizeof yaml - (size_t)n, "    - relu\n");
     snprintf(yaml + n, sizeof yaml - (size_t)n, "%s", DATA);
     char at[16]; /* the first entry past the limit: line 4 is the first layer */
     snprintf(at, sizeof at, "%d:7", CT_MAX_LAYERS + 4);
-    expect_error(yaml, at, "too many layers (at most 128");
+    expect_error(yaml, at, "too many layers (at most 512");
 }
 
 static void test_error_missing_required(void **state) {
@@ -1158,6 +1186,7 @@ int main(void) {
         cmocka_unit_test(test_layer_defaults),
         cmocka_unit_test(test_activation_layers),
         cmocka_unit_test(test_deterministic_key),
+        cmocka_unit_test(test_clip_and_max_steps_keys),
         cmocka_unit_test(test_batchnorm_keys),
         cmocka_unit_test(test_class_names),
         cmocka_unit_test(test_scalar_forms),

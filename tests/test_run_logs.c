@@ -375,6 +375,66 @@ static void test_progress_lines_without_terminal(void **state) {
     }
 }
 
+/* The L2 distance between the weights (not the optimizer state) of two checkpoints. */
+static double weight_distance(const char *a_out, const char *b_out) {
+    char pa[1200], pb[1200];
+    snprintf(pa, sizeof pa, "%s/%s/model.bin", dir, a_out);
+    snprintf(pb, sizeof pb, "%s/%s/model.bin", dir, b_out);
+    ct_checkpoint a, b;
+    ct_err err = {{0}};
+    if (ct_checkpoint_read(pa, &a, &err) != 0 || ct_checkpoint_read(pb, &b, &err) != 0)
+        fail_msg("%s", err.msg);
+    double sum = 0.0;
+    for (int i = 0; i < a.n_tensors; i++) {
+        const ct_ckpt_tensor *t = &a.tensors[i], *u = ct_checkpoint_find(&b, t->name);
+        if (strncmp(t->name, "optimizer.", 10) == 0 || strstr(t->name, "running_") ||
+            strstr(t->name, "num_batches"))
+            continue;
+        assert_non_null(u);
+        const float *x = t->data, *y = u->data;
+        for (size_t k = 0; k < t->count; k++) sum += ((double)x[k] - y[k]) * ((double)x[k] - y[k]);
+    }
+    ct_checkpoint_free(&a);
+    ct_checkpoint_free(&b);
+    return sqrt(sum);
+}
+
+/* optimizer.clip_grad_norm: one plain SGD step of lr 1 with clipping at 0.01 moves the
+ * weights by exactly 0.01 (the step is lr * g * 0.01 / |g|); without clipping by |g|,
+ * far more. train.max_steps stops there (exit 0, a checkpoint --resume continues, the
+ * manifest says why); resuming with the same limit has nothing to do. */
+static void test_clip_grad_norm_and_max_steps(void **state) {
+    (void)state;
+    static const char plain[] = "--no-progress train.max_steps=1 optimizer.momentum=0 "
+                                "schedule.type=constant";
+    char extra[512];
+    const char *runs[3] = {"clip-a", "clip-b", "clip-c"};
+    const char *what[3] = {"optimizer.lr=1 optimizer.clip_grad_norm=0.01", "optimizer.lr=1e-30",
+                           "optimizer.lr=1"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(extra, sizeof extra, "%s %s", plain, what[k]);
+        char *out = fit(runs[k], extra);
+        if (!strstr(out, "(1 batches of epoch 1; --resume continues there)") &&
+            !strstr(out, "batches of epoch 1; --resume continues there"))
+            fail_msg("no mid-epoch Saved line after train.max_steps:\n%s", out);
+        free(out);
+    }
+    double clipped = weight_distance("clip-a", "clip-b"), free_step = weight_distance("clip-c", "clip-b");
+    if (fabs(clipped - 0.01) > 1e-5 || !(free_step > 0.1))
+        fail_msg("clipped step %.8f (want 0.01), unclipped %.6f (want > 0.1)", clipped, free_step);
+    json_t *man = read_manifest("clip-a");
+    assert_string_equal(str(man, "status"), "stopped at train.max_steps");
+    json_decref(man);
+    char args[3000];
+    snprintf(args, sizeof args, "fit %s --out %s/clip-a --resume %s optimizer.lr=1 "
+             "optimizer.clip_grad_norm=0.01", cfg_path, dir, plain);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0 || !strstr(r.err, "already holds 1 optimizer steps (train.max_steps is 1); "
+                                        "nothing to do"))
+        fail_msg("resume at max_steps: exit %d: %s", r.status, r.err);
+    ct_test_run_free(&r);
+}
+
 /* The last line of OUT/train.log (malloc'd). */
 static char *last_log_line(const char *out) {
     char p[1200];
@@ -765,6 +825,7 @@ int main(void) {
         cmocka_unit_test(test_progress_lines_without_terminal),
         cmocka_unit_test(test_batch_larger_than_data),
         cmocka_unit_test(test_train_log_ending),
+        cmocka_unit_test(test_clip_grad_norm_and_max_steps),
         cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_inspect),
         cmocka_unit_test(test_export_safetensors),

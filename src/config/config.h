@@ -27,7 +27,8 @@
  *       - batchnorm2d: {momentum: 0.1, eps: 1e-5}  # over C x H x W; batchnorm1d: flat
  *     loss: cross_entropy
  *   optimizer: {type: adam, lr: 0.001, betas: [0.9, 0.999], eps: 1e-8,
- *               weight_decay: 0, momentum: 0, nesterov: false}
+ *               weight_decay: 0, momentum: 0, nesterov: false,
+ *               clip_grad_norm: 0}          # > 0: the gradients' L2 norm at most this
  *   schedule: {type: constant|step|cosine, step_size: 1, gamma: 0.1,
  *              warmup_epochs: 0, min_lr: 0}
  *   data: {train_images: ..., train_labels: ..., test_images: ..., test_labels: ...,
@@ -38,6 +39,7 @@
  *   data: {format: cifar10, train_images: [a.bin, b.bin] or "dir/data_batch_*.bin",
  *          test_images: dir/test_batch.bin, ...}   # no label keys: labels are in the records
  *   train: {epochs: 10, batch_size: 256, grad_accum_steps: 1, amp: off, seed: 42,
+ *           max_steps: 0,             # > 0: stop after this many optimizer steps
  *           label_smoothing: 0,       # cross-entropy label smoothing, 0 <= eps < 1
  *           out: runs/cnn, graph: auto,   # graph: auto | off (captured CUDA steps)
  *           cpu_loops: auto,          # auto | portable | off (ctrain's own CPU loops)
@@ -61,7 +63,7 @@
 
 /* Most graph nodes: top-level layers plus every layer inside residual blocks and
  * one add node per block. */
-#define CT_MAX_LAYERS 128
+#define CT_MAX_LAYERS 512
 #define CT_PATH_MAX 1024
 #define CT_NAME_MAX 64
 
@@ -145,6 +147,10 @@ typedef struct ct_optimizer_cfg {
     double weight_decay; /* >= 0; sgd/adam: L2 added to grad, adamw: decoupled */
     double beta1, beta2; /* adam/adamw "betas", each in [0, 1); default 0.9, 0.999 */
     double eps;          /* adam/adamw, > 0, default 1e-8 */
+    /* > 0: before each optimizer step the gradients are scaled by
+     * min(1, clip_grad_norm / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_;
+     * 0 (default): no clipping */
+    double clip_grad_norm;
 } ct_optimizer_cfg;
 
 typedef struct ct_schedule_cfg {
@@ -211,6 +217,9 @@ typedef struct ct_train_cfg {
     int epochs;           /* >= 1, default 10 */
     int batch_size;       /* >= 1, default 64 */
     int grad_accum_steps; /* >= 1, default 1 */
+    /* > 0: stop after this many optimizer steps in all (a quick smoke run), saving a
+     * checkpoint --resume continues from; 0 (default): no limit */
+    long long max_steps;
     ct_amp_mode amp;      /* default off */
     /* Captured training steps (train/step.h): auto (default) records one step as a
      * CUDA graph and replays it when the step allows (CUDA, a full batch,

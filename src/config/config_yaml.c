@@ -43,9 +43,9 @@ static int ct_walk_name(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
 
 /* ---- optimizer ------------------------------------------------------------ */
 
-enum { O_TYPE, O_LR, O_MOMENTUM, O_NESTEROV, O_WEIGHT_DECAY, O_BETAS, O_EPS };
+enum { O_TYPE, O_LR, O_MOMENTUM, O_NESTEROV, O_WEIGHT_DECAY, O_BETAS, O_EPS, O_CLIP };
 static const char *const ct_opt_keys[] = {"type",         "lr",    "momentum", "nesterov",
-                                          "weight_decay", "betas", "eps"};
+                                          "weight_decay", "betas", "eps",      "clip_grad_norm"};
 
 /* momentum/nesterov belong to sgd; betas/eps to adam and adamw. */
 static int ct_opt_check_applies(const ct_yaml_ctx *ctx, const ct_map_view *v, ct_opt_kind type) {
@@ -92,6 +92,9 @@ static int ct_opt_values(const ct_yaml_ctx *ctx, const ct_map_view *v, ct_optimi
         return -1;
     if (val[O_BETAS] && ct_walk_betas(ctx, val[O_BETAS], o)) return -1;
     if (val[O_EPS] && ct_get_double(ctx, val[O_EPS], "optimizer.eps", CT_RANGE_POSITIVE, &o->eps))
+        return -1;
+    if (val[O_CLIP] && ct_get_double(ctx, val[O_CLIP], "optimizer.clip_grad_norm",
+                                     CT_RANGE_NONNEG, &o->clip_grad_norm))
         return -1;
     return 0;
 }
@@ -375,12 +378,13 @@ static int ct_data_check_channels(const ct_yaml_ctx *ctx, const ct_config *cfg) 
 /* ---- train ---------------------------------------------------------------- */
 
 enum { T_EPOCHS, T_BATCH_SIZE, T_GRAD_ACCUM, T_AMP, T_SEED, T_OUT, T_GRAPH, T_CPU_LOOPS,
-       T_LABEL_SMOOTHING, T_EARLY_STOPPING, T_CPU_BF16, T_CPU_WINOGRAD, T_DETERMINISTIC };
+       T_LABEL_SMOOTHING, T_EARLY_STOPPING, T_CPU_BF16, T_CPU_WINOGRAD, T_DETERMINISTIC,
+       T_MAX_STEPS };
 static const char *const ct_train_keys[] = {"epochs",    "batch_size",      "grad_accum_steps",
                                             "amp",       "seed",            "out",
                                             "graph",     "cpu_loops",       "label_smoothing",
                                             "early_stopping", "cpu_bf16", "cpu_winograd",
-                                            "deterministic"};
+                                            "deterministic", "max_steps"};
 
 /* A choice key's scalar (config_internal.h) into *out, an enum value. */
 static int ct_walk_choice(const ct_yaml_ctx *ctx, yaml_node_t *node, const ct_choice *c, int *out) {
@@ -434,6 +438,12 @@ static int ct_walk_train(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     if (v.val[T_CPU_WINOGRAD]) {
         if (ct_walk_choice(ctx, v.val[T_CPU_WINOGRAD], &ct_cpu_winograd_choice, &m)) return -1;
         t->cpu_winograd = (ct_cpu_winograd)m;
+    }
+    int max_steps = 0;
+    if (v.val[T_MAX_STEPS]) {
+        if (ct_get_int(ctx, v.val[T_MAX_STEPS], "train.max_steps", 0, INT32_MAX, &max_steps))
+            return -1;
+        t->max_steps = max_steps;
     }
     if (v.val[T_DETERMINISTIC] && ct_get_bool(ctx, v.val[T_DETERMINISTIC], "train.deterministic",
                                               &t->deterministic))

@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 
-#define CT_MAX_REGIONS 1024
+#define CT_MAX_REGIONS 4096 /* up to 8 per graph node (CT_MAX_LAYERS 512) */
 #define CT_REGION_NAME_MAX 64
 
 typedef enum {

@@ -65,6 +65,7 @@ typedef struct fit_state {
     int saves;             /* checkpoints this run wrote */
     char best_path[CT_PATH_MAX + 32];
     bool stopped_early;    /* train.early_stopping ended the run */
+    bool max_steps_hit;    /* train.max_steps ended the run (saved mid-epoch) */
     /* The current epoch, for the records of metrics.jsonl (metrics_log.h). */
     double wait_s;         /* time spent waiting for batches */
     double last_lr;        /* the lr of the last optimizer step */
@@ -99,6 +100,7 @@ static const char *const resume_may_change[] = {"train.epochs",    "train.out",
                                                 "device",          "train.graph",
                                                 "train.cpu_loops", "train.cpu_bf16",
                                                 "train.cpu_winograd", "train.deterministic",
+                                                "train.max_steps",
                                                 "train.early_stopping", "log",
                                                 "data.class_names", NULL};
 
@@ -518,7 +520,8 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
         /* stop only between optimizer steps: no micro-batch's gradient is lost */
         if (!in.update) continue;
         if (sync_stop(s->dist, step_in_epoch % STOP_EVERY == 0, err) != 0) return -1;
-        if (stop_requested) {
+        s->max_steps_hit = cfg->train.max_steps > 0 && s->info.step >= cfg->train.max_steps;
+        if (stop_requested || s->max_steps_hit) {
             ct_progress_finish(&bar);
             *done = index + 1;
             return epoch_metrics(s, false, tm, err) != 0 ? -1 : 1;
@@ -596,11 +599,17 @@ static int run_epochs(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
             s->info.epoch_loss_sum = tm.loss_sum;
             s->info.epoch_correct = tm.correct;
             s->info.epoch_samples = tm.samples;
-            res->interrupted = true;
-            res->stop_signal = stop_requested;
-            fprintf(o->log, "\nctrain: stopped by %s in epoch %d after batch %d of %d; saving %s\n",
-                    ct_signals_name(stop_requested), epoch + 1, done, s->train_batches_used,
-                    s->ckpt_path);
+            if (stop_requested) {
+                res->interrupted = true;
+                res->stop_signal = stop_requested;
+                fprintf(o->log, "\nctrain: stopped by %s in epoch %d after batch %d of %d; "
+                        "saving %s\n", ct_signals_name(stop_requested), epoch + 1, done,
+                        s->train_batches_used, s->ckpt_path);
+            } else {
+                fprintf(o->log, "ctrain: train.max_steps %lld reached in epoch %d after batch %d "
+                        "of %d; saving %s\n", cfg->train.max_steps, epoch + 1, done,
+                        s->train_batches_used, s->ckpt_path);
+            }
             return save(cfg, o, s, err);
         }
         /* this run trained the batches from `start` on */
@@ -755,10 +764,15 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
     if (early) ct_signals_graceful(true);
     if (rc == 0) rc = ct_dist_agree(setup(cfg, o, &s, err), err);
     if (rc == 0) rc = join_ranks(o, &s, err);
-    bool done = rc == 0 && (s.info.epoch >= cfg->train.epochs ||
+    bool steps_done = cfg->train.max_steps > 0 && s.info.step >= cfg->train.max_steps;
+    bool done = rc == 0 && (s.info.epoch >= cfg->train.epochs || steps_done ||
                             ct_early_stop_due(&s.info, &cfg->train.early_stopping));
-    s.stopped_early = done && s.info.epoch < cfg->train.epochs; /* the manifest says so */
-    if (done && s.info.epoch >= cfg->train.epochs)
+    s.stopped_early = done && !steps_done && s.info.epoch < cfg->train.epochs; /* the manifest */
+    s.max_steps_hit = done && steps_done && s.info.epoch < cfg->train.epochs;
+    if (done && steps_done && s.info.epoch < cfg->train.epochs)
+        fprintf(o->log, "ctrain: %s already holds %lld optimizer steps (train.max_steps is %lld); "
+                "nothing to do\n", s.ckpt_path, s.info.step, cfg->train.max_steps);
+    else if (done && s.info.epoch >= cfg->train.epochs)
         fprintf(o->log, "ctrain: %s already holds %d epoch%s (train.epochs is %d); nothing to do\n",
                 s.ckpt_path, s.info.epoch, s.info.epoch == 1 ? "" : "s", cfg->train.epochs);
     else if (done)
@@ -821,7 +835,8 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         rc = run_epochs(cfg, o, &s, res, err);
     }
     if (own_signals) ct_signals_graceful(false);
-    if (rc == 0 && !done && s.has_val && !res->interrupted) rc = final_test(cfg, o, &s, res, err);
+    if (rc == 0 && !done && s.has_val && !res->interrupted && !s.max_steps_hit)
+        rc = final_test(cfg, o, &s, res, err);
     if (rc == 0 && s.saves > 0 && s.info.best_epoch > 0 && !res->interrupted)
         fprintf(o->out, "Best: epoch %d, %s %.4f (%s%s)\n", s.info.best_epoch,
                 ct_monitor_name(cfg->train.early_stopping.monitor), s.info.best_value,
@@ -846,6 +861,7 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
         man.status = rc != 0             ? "failed"
                      : res->interrupted  ? "interrupted"
                      : s.stopped_early   ? "stopped early"
+                     : s.max_steps_hit   ? "stopped at train.max_steps"
                                          : "finished";
         man.error = rc != 0 ? err->msg : NULL;
         man.epochs_done = s.info.epoch;

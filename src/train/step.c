@@ -30,14 +30,19 @@ static int update(ct_stepper *st, const ct_step_in *in, ct_err *err) {
     bool found = false;
     if (st->scaler->enabled && vt->grads_nonfinite(m->be, &found, err) != 0) return -1;
     float scale = ct_scaler_loss_scale(st->scaler); /* the one these gradients carry */
+    double clip = st->cfg->optimizer.clip_grad_norm;
     st->grad_norm = NAN;
-    if (in->grad_norm && vt->grad_norm) {
+    if ((in->grad_norm || clip > 0) && vt->grad_norm) {
         double raw = 0.0;
         if (vt->grad_norm(m->be, &raw, err) != 0) return -1;
         st->grad_norm = raw / scale;
     }
     if (!ct_scaler_update(st->scaler, found)) return 0;
     ct_opt_hyper h = opt_hyper(st, lr, scale);
+    if (clip > 0 && isfinite(st->grad_norm)) { /* torch.nn.utils.clip_grad_norm_'s rule */
+        double coef = clip / (st->grad_norm + 1e-6);
+        if (coef < 1.0) h.grad_scale = (float)((double)h.grad_scale * coef);
+    }
     if (vt->optimizer_step(m->be, &h, err) != 0) return -1;
     (*st->opt_steps)++;
     return 0;
@@ -70,7 +75,7 @@ static bool graph_eligible(const ct_stepper *st, const ct_step_in *in) {
            vt->step_capture_end && vt->step_replay && in->update && !in->accumulate &&
            in->rows == m->opts.batch_size && t->grad_accum_steps == 1 &&
            t->amp != CT_AMP_FP16 && !st->scaler->enabled && !st->reduce_grads &&
-           !m->opts.sync_debug && !in->grad_norm;
+           !m->opts.sync_debug && !in->grad_norm && !(st->cfg->optimizer.clip_grad_norm > 0);
 }
 
 static void graph_give_up(ct_stepper *st, const char *what, const ct_err *e) {

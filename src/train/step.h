@@ -8,15 +8,16 @@
  * and when `update` is set (the last micro-batch of an accumulation group):
  *   the gradient reduction hook (data parallelism: the sum over ranks), the fp16
  *   scaler's inf/NaN check (a skipped step is not an error and does not count),
- *   the gradient norm when asked (backend.h grad_norm, divided by the loss scale),
- *   one optimizer step at lr with the gradients unscaled.
+ *   the gradient norm when asked or when optimizer.clip_grad_norm is set (backend.h
+ *   grad_norm, divided by the loss scale), one optimizer step at lr with the
+ *   gradients unscaled and, with clipping, scaled by min(1, clip / (norm + 1e-6)).
  * `rows` is the number of rows the loss is averaged over: the global batch's rows,
  * so that summing the shards' gradients over ranks gives the global mean.
  *
  * Captured steps (train.graph auto, backends with step_capture_begin: CUDA): when
  * a step is eligible (update set, accumulate not set, rows == batch_size and a
  * full batch loaded, grad_accum_steps 1, amp not fp16, no reduce_grads hook, no
- * sync_debug, no gradient norm asked for), the first eligible step runs call by call (one-time library
+ * sync_debug, no gradient norm asked for or clipped by), the first eligible step runs call by call (one-time library
  * initialization then happens outside any capture), the second is recorded, and
  * every eligible step from then on is one replay given its per-step values
  * (epoch, the batch's first position, tag, loss gradient scale, optimizer scalars)
