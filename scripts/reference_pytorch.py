@@ -5,7 +5,7 @@ Builds the config's layer list as an nn.Sequential stored as `layers` (residual
 blocks as modules with `body` and `shortcut` Sequentials), so its state_dict names
 equal ctrain's checkpoint names, batch norms' buffers included; PyTorch's default
 init (the Kaiming-uniform scheme ctrain copies); the config's optimizer
-(sgd/adam/adamw with lr, momentum, weight decay, betas, eps) and learning-rate
+(sgd/adam/adamw with lr, momentum, weight decay, betas, eps, clip_grad_norm) and learning-rate
 schedule per step (constant, step, cosine, linear warmup, as ctrain computes it);
 batch size, per-channel normalization, epochs, train.label_smoothing (training and
 evaluation loss), data.val_split (a seeded hold-out: each epoch reports it, the
@@ -349,6 +349,9 @@ def main():
                 out = net(x)
                 loss = lossf(out.float(), y)
             loss.backward()
+            clip = (cfg.get("optimizer", {}) or {}).get("clip_grad_norm", 0)
+            if clip:
+                nn.utils.clip_grad_norm_(net.parameters(), clip)
             opt.step()
             loss_sum += loss.item() * len(y)
             correct += (out.argmax(1) == y).sum().item()
