@@ -119,7 +119,7 @@ static void usage(FILE *f) {
     for (int i = 0; i < n_commands; i++)
         fprintf(f, "  %-34s %s\n", commands[i].synopsis, commands[i].summary);
     fprintf(f, "  %-34s %s\n", "help [COMMAND]", "show help for a command");
-    fprintf(f, "  %-34s %s\n", "help keys", "list the config keys KEY=VALUE can set");
+    fprintf(f, "  %-34s %s\n", "help keys", "the config keys KEY=VALUE can set: type, default, meaning");
     fprintf(f, "  %-34s %s\n", "version", "print the version");
     fprintf(f, "\nExit status: 0 success; 1 an error while running (config file, data,\n"
                "memory, I/O, non-finite loss); 2 a usage error (the command line: unknown\n"
@@ -151,10 +151,18 @@ static int help(const char *name) {
         usage(stdout);
         return CT_EXIT_OK;
     }
-    if (strcmp(name, "keys") == 0) { /* for shell completion of KEY=VALUE */
+    if (strcmp(name, "keys") == 0) { /* also for shell completion: the first column */
         const char *keys[128];
         int n = ct_config_keys(keys, 128);
-        for (int i = 0; i < n; i++) printf("%s\n", keys[i]);
+        for (int i = 0; i < n; i++) {
+            const ct_key_help *h = ct_config_key_help(keys[i]);
+            if (h && h->dflt[0] == '(') /* "(required)" */
+                printf("%-31s %s %s: %s\n", keys[i], h->type, h->dflt, h->meaning);
+            else if (h)
+                printf("%-31s %s, default %s: %s\n", keys[i], h->type, h->dflt, h->meaning);
+            else
+                printf("%s\n", keys[i]);
+        }
         return CT_EXIT_OK;
     }
     const ct_command *c = find(name);

@@ -254,6 +254,12 @@ static void test_exit_status(void **state) {
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "130, 143, 129"));
     ct_test_run_free(&r);
+    /* help keys: each key with its type, default and meaning */
+    r = ct_test_run(dir, "help keys");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "optimizer.lr                    number > 0, default 0.001: "));
+    assert_non_null(strstr(r.out, "model.input                     [C, H, W] (required): "));
+    ct_test_run_free(&r);
 }
 
 static void test_data_errors(void **state) {

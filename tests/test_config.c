@@ -537,6 +537,21 @@ static void test_activation_layers(void **state) {
     ct_config_free(&cfg);
 }
 
+/* Every key the walk accepts has its line for `ctrain help keys`: a key added without
+ * one fails here. */
+static void test_every_key_has_help(void **state) {
+    (void)state;
+    const char *keys[128];
+    int n = ct_config_keys(keys, 128);
+    assert_true(n > 50);
+    for (int i = 0; i < n; i++) {
+        const ct_key_help *h = ct_config_key_help(keys[i]);
+        if (!h || !*h->type || !*h->dflt || !*h->meaning)
+            fail_msg("config key '%s' has no help line (src/config/config_help.c)", keys[i]);
+    }
+    assert_null(ct_config_key_help("train.nonexistent"));
+}
+
 /* optimizer.clip_grad_norm (>= 0, default 0) and train.max_steps (>= 0, default 0). */
 static void test_clip_and_max_steps_keys(void **state) {
     (void)state;
@@ -1187,6 +1202,7 @@ int main(void) {
         cmocka_unit_test(test_activation_layers),
         cmocka_unit_test(test_deterministic_key),
         cmocka_unit_test(test_clip_and_max_steps_keys),
+        cmocka_unit_test(test_every_key_has_help),
         cmocka_unit_test(test_batchnorm_keys),
         cmocka_unit_test(test_class_names),
         cmocka_unit_test(test_scalar_forms),

@@ -41,7 +41,7 @@ _ctrain() {
   fi
   if [[ ($cmd == fit || $cmd == summary) && $cur != */* && $cword -gt 2 ]]; then
     local keys
-    keys=$("$bin" help keys 2>/dev/null | sed 's/$/=/')
+    keys=$("$bin" help keys 2>/dev/null | awk '{print $1 "="}')
     COMPREPLY=($(compgen -W "$keys" -- "$cur"))
     if ((${#COMPREPLY[@]})); then
       compopt -o nospace 2>/dev/null

@@ -353,6 +353,13 @@ int ct_config_diff(const char *was, const char *now, const char *const *ignore, 
  * not listed (model.layers itself is). Not thread-safe on its first call. */
 int ct_config_keys(const char **out, int max);
 
+/* One line about a config key: what `ctrain help keys` prints. */
+typedef struct ct_key_help {
+    const char *key, *type, *dflt, *meaning;
+} ct_key_help;
+/* The line of key (as ct_config_keys names it), or NULL when it has none. */
+const ct_key_help *ct_config_key_help(const char *key);
+
 /* A 64-bit hash of a config's YAML text as its flattened leaves (ct_config_diff: style,
  * order and comments do not count), keys under ignore[] left out; 0 when the text
  * is not YAML. */
