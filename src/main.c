@@ -24,7 +24,8 @@ static const ct_command commands[] = {
      "  --cpu-loops auto|portable|off  --cpu-bf16 auto|native|emulated\n"
      "  --cpu-winograd auto|off\n"
      "                    shorthands for train.epochs, ..., applied before KEY=VALUE\n"
-     "  --print-config    print the resolved config (YAML) and exit\n"
+     "  --print-config    print the resolved config (YAML) and exit; --print-config=full\n"
+     "                    writes every default out too\n"
      "  --json            stdout: one JSON object per epoch, then the end of the run\n"
      "  -q, --quiet       print nothing but errors (train.log keeps everything)\n"
      "  -v, --verbose     a line per step record (log.every_steps, else every 100)\n"
@@ -71,7 +72,8 @@ static const ct_command commands[] = {
      "  --eval            show the forward-only (evaluation) plan\n"
      "  --max-memory SIZE say whether fit's plan fits (reads the data files); when it\n"
      "                    does not, print the fixes and exit 1\n"
-     "  --print-config    print the resolved config (YAML) and exit\n"
+     "  --print-config    print the resolved config (YAML) and exit; --print-config=full\n"
+     "                    writes every default out too\n"
      "  --json            print one JSON object instead of the tables\n"
      "  KEY=VALUE, --batch-size N, --device D and the other fit shorthands edit the config\n",
      ct_cmd_summary, false},

@@ -656,6 +656,31 @@ static void test_edits_and_print_config(void **state) {
     assert_null(strstr(r.out, "type: adam"));
     assert_null(strstr(r.out, "Epoch")); /* printed, nothing trained */
     ct_test_run_free(&r);
+    /* --print-config=full: every default written out; its own full form is itself, and
+     * it trains as the config does */
+    r = ct_test_run(dir, "fit configs/mlp.yaml optimizer.type=sgd schedule.type=step "
+                         "--print-config=full");
+    if (r.status != 0) fail_msg("--print-config=full failed: %s", r.err);
+    const char *full_want[] = {"  momentum: 0\n", "  nesterov: false\n", "  step_size: 1\n",
+                               "  gamma: 0.1\n", "  clip_grad_norm: 0\n", "  max_steps: 0\n",
+                               "  deterministic: true\n", "  progress_seconds: 30\n",
+                               "  lr: 0.001\n", "  hflip: false\n"};
+    for (size_t k = 0; k < sizeof full_want / sizeof full_want[0]; k++)
+        if (!strstr(r.out, full_want[k]))
+            fail_msg("--print-config=full lacks '%s':\n%s", full_want[k], r.out);
+    assert_null(strstr(r.out, "betas")); /* adam's, not sgd's */
+    assert_null(strstr(r.out, "min_lr")); /* cosine's, not step's */
+    char full_path[700], args[900];
+    snprintf(full_path, sizeof full_path, "%s/full.yaml", dir);
+    ct_test_write_file(full_path, r.out, strlen(r.out));
+    snprintf(args, sizeof args, "summary %s --print-config=full", full_path);
+    ct_run_result again = ct_test_run(dir, args);
+    if (again.status != 0 || strcmp(again.out, r.out) != 0)
+        fail_msg("the full config's full form differs:\n%s\n---\n%s", r.out, again.out);
+    ct_test_run_free(&again);
+    ct_test_run_free(&r);
+    expect_error("summary configs/mlp.yaml --print-config=all", 2,
+                 "--print-config takes no value but 'full', got 'all'", NULL);
 }
 
 static void test_summary_and_devices(void **state) {

@@ -133,6 +133,7 @@ static int print_end(const ct_fit_result *res, double peak_rss_mib, ct_err *err)
 int ct_cmd_fit(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
     const char *init_from = NULL, *max_memory = NULL, *profile_steps = NULL, *resume_mode = NULL,
+               *print_mode = NULL,
                *pos[1 + CT_MAX_EDITS];
     bool resume = false, sync_debug = false, no_progress = false, memory = false,
          fit_memory = false, profile = false, print_config = false, overwrite = false,
@@ -153,7 +154,7 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         {"fit-memory", 0, NULL, NULL, &fit_memory},
         {"profile", 0, NULL, NULL, &profile},
         {"profile-steps", 1, &profile_steps, NULL, NULL},
-        {"print-config", 0, NULL, NULL, &print_config},
+        {"print-config", 0, &print_mode, NULL, &print_config},
     };
     int npos, rc = ct_parse_args("fit", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
                                  pos, 1 + CT_MAX_EDITS, &npos, err);
@@ -213,9 +214,10 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
         return rc;
     }
     if (print_config) {
-        if (ct_dist_world()->rank == 0) fputs(cfg.text, stdout);
+        rc = ct_dist_world()->rank == 0 ? ct_print_config("fit", &cfg, print_mode, err)
+                                        : CT_EXIT_OK;
         ct_config_free(&cfg);
-        return CT_EXIT_OK;
+        return rc;
     }
     char command[4096];
     command_line(argc, argv, command, sizeof command);

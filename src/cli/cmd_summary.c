@@ -234,13 +234,13 @@ static int load_sets(const ct_config *cfg, ct_dataset *train, ct_dataset *val, c
 
 int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     ct_overrides ov = {0};
-    const char *pos[1 + CT_MAX_EDITS], *max_memory = NULL;
+    const char *pos[1 + CT_MAX_EDITS], *max_memory = NULL, *print_mode = NULL;
     bool eval_plan = false, print_config = false, json = false;
     ct_argspec specs[] = {
         CT_OVERRIDE_SPECS(ov),
         {"eval", 0, NULL, NULL, &eval_plan},
         {"max-memory", 1, &max_memory, NULL, NULL},
-        {"print-config", 0, NULL, NULL, &print_config},
+        {"print-config", 0, &print_mode, NULL, &print_config},
         {"json", 0, NULL, NULL, &json},
     };
     int npos, rc = ct_parse_args("summary", argc, argv, specs,
@@ -259,9 +259,9 @@ int ct_cmd_summary(int argc, char **argv, ct_err *err) {
     rc = ct_load_config_with("summary", &ca, &cfg, err);
     if (rc != CT_EXIT_OK) return rc;
     if (print_config) {
-        fputs(cfg.text, stdout);
+        rc = ct_print_config("summary", &cfg, print_mode, err);
         ct_config_free(&cfg);
-        return CT_EXIT_OK;
+        return rc;
     }
     ct_device_choice dev;
     ct_model *m = NULL;

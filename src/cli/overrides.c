@@ -1,6 +1,8 @@
 /* overrides.c: loading a config with the command line's common overrides. */
 #include "cli/overrides.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int ct_apply_overrides(const char *cmd, ct_config *cfg, const ct_overrides *ov, ct_err *err) {
@@ -87,5 +89,21 @@ int ct_load_config_with(const char *cmd, const ct_config_args *a, ct_config *cfg
             return CT_EXIT_USAGE;
         }
     if (ct_config_load_edited(a->path, edits, n, cfg, err) != 0) return CT_EXIT_ERROR;
+    return CT_EXIT_OK;
+}
+
+int ct_print_config(const char *cmd, const ct_config *cfg, const char *mode, ct_err *err) {
+    if (!mode) {
+        fputs(cfg->text, stdout);
+        return CT_EXIT_OK;
+    }
+    if (strcmp(mode, "full") != 0) {
+        ct_errorf(err, "%s: --print-config takes no value but 'full', got '%s'", cmd, mode);
+        return CT_EXIT_USAGE;
+    }
+    char *full = NULL;
+    if (ct_config_full_text(cfg, &full, err) != 0) return CT_EXIT_ERROR;
+    fputs(full, stdout);
+    free(full);
     return CT_EXIT_OK;
 }

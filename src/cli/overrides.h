@@ -51,4 +51,9 @@ int ct_split_config_args(const char *cmd, const char *const *pos, int npos, cons
  * on error cfg is freed. */
 int ct_load_config_with(const char *cmd, const ct_config_args *a, ct_config *cfg, ct_err *err);
 
+/* --print-config (mode NULL: the resolved config as fit saves it) or
+ * --print-config=full (every default written out, config.h ct_config_full_text) on
+ * stdout; a CT_EXIT_* status (another mode is a usage error). */
+int ct_print_config(const char *cmd, const ct_config *cfg, const char *mode, ct_err *err);
+
 #endif

@@ -353,6 +353,11 @@ int ct_config_diff(const char *was, const char *now, const char *const *ignore, 
  * not listed (model.layers itself is). Not thread-safe on its first call. */
 int ct_config_keys(const char **out, int max);
 
+/* The resolved text with every default written out (`--print-config=full`): each
+ * key cfg's text leaves out added with the value cfg has, where writing it changes
+ * nothing (config_full.c); *out is malloc'd. It parses to the same config. */
+int ct_config_full_text(const ct_config *cfg, char **out, ct_err *err);
+
 /* One line about a config key: what `ctrain help keys` prints. */
 typedef struct ct_key_help {
     const char *key, *type, *dflt, *meaning;
