@@ -296,6 +296,28 @@ static void test_devices_json(void **state) {
     ct_test_run_free(&r);
 }
 
+/* On a terminal (util-linux's `script` gives one) bench says what it is running before
+ * the silent minutes; elsewhere stderr stays empty. */
+static void test_bench_progress_on_tty(void **state) {
+    (void)state;
+    if (system("command -v script >/dev/null 2>&1") != 0)
+        fail_msg("util-linux's script (an essential Debian package) is missing");
+    char cmd[1200], out[700];
+    snprintf(out, sizeof out, "%s/tty.txt", dir);
+    snprintf(cmd, sizeof cmd, "script -qc '%s/ctrain bench matmul --n 64 --repeats 2 --warmup 0' "
+             "/dev/null > %s 2>&1 < /dev/null", ct_test_build_root(), out);
+    assert_int_equal(system(cmd), 0);
+    char *text = ct_test_read_file(out, NULL);
+    assert_non_null(text);
+    if (!strstr(text, "bench: 64x64 matmul on the CPU: 0 warm-up and 2 timed runs..."))
+        fail_msg("no progress line on a terminal:\n%s", text);
+    free(text);
+    ct_run_result r = ct_test_run(dir, "bench matmul --n 64 --repeats 2 --warmup 0");
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.err, "bench: 64x64"));
+    ct_test_run_free(&r);
+}
+
 static void test_bench_binary(void **state) {
     (void)state;
     int count = 0;
@@ -453,6 +475,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_devices_json),
         cmocka_unit_test(test_devices_loops_cap),
         cmocka_unit_test(test_bench_binary),
+        cmocka_unit_test(test_bench_progress_on_tty),
         cmocka_unit_test(test_bench_bad_args),
 #ifdef CT_HAVE_CUDA
         cmocka_unit_test(test_cuda_versions), /* needs no device */

@@ -7,7 +7,9 @@
  * CPU is still benchmarked and one line says why the GPU was not; that is exit
  * 0. A GPU product outside the dtype's tolerance is exit 1 (after the report). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,9 +149,15 @@ static int run_all(const bench_opts *o, bench_result *r, ct_err *err) {
     ct_matmul_host m;
     ct_cpu_info_query(&r->cpu);
     if (ct_matmul_host_alloc(&m, o->n, CT_BENCH_SEED, err)) return -1;
+    bool tty = isatty(STDERR_FILENO); /* a long run is not silent on a terminal */
+    if (tty)
+        fprintf(stderr, "bench: %dx%d matmul on the CPU: %d warm-up and %d timed runs...\n",
+                o->n, o->n, o->warmup, o->repeats);
     int rc = ct_bench_matmul_cpu(m.a, m.b, m.c, o->n, o->warmup, o->repeats, &r->cpu_t, err);
     int count = 0;
     r->gpu_usable = ct_cuda_usable(&count, r->gpu_why, sizeof r->gpu_why);
+    if (tty && rc == 0 && r->gpu_usable)
+        fprintf(stderr, "bench: the same on cuda:0 (%s)...\n", ct_bench_dtype_name(o->dt));
     if (rc == 0 && r->gpu_usable) rc = run_gpu(o, &m, r, err);
     ct_matmul_host_free(&m);
     return rc;
