@@ -117,6 +117,13 @@ static void test_edit_errors(void **state) {
     expect_edit_error("model.layers.9.linear.out_features=5",
                       "override 'model.layers.9.linear.out_features=5': error: 'model.layers' "
                       "is a list: '9' is not an index in 0..5");
+    /* the bounds themselves: one past the last entry, and a negative index */
+    expect_edit_error("model.layers.6.linear.out_features=5",
+                      "override 'model.layers.6.linear.out_features=5': error: 'model.layers' "
+                      "is a list: '6' is not an index in 0..5");
+    expect_edit_error("model.layers.-1.linear.out_features=5",
+                      "override 'model.layers.-1.linear.out_features=5': error: 'model.layers' "
+                      "is a list: '-1' is not an index in 0..5");
     expect_edit_error("model.layers.x=relu", "override 'model.layers.x=relu': error: "
                       "'model.layers' is a list: 'x' is not an index in 0..5");
     expect_edit_error("name.first=a",
