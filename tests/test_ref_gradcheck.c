@@ -683,6 +683,32 @@ static void test_dropout_scale4_matches_scale(void **state) {
     }
 }
 
+/* common/philox.h against the known answers Random123 publishes for Philox4x32-10
+ * (its kat_vectors): so the CPU's draws are Philox's, not only equal to the CPU
+ * backend's runs of the same code (the GPU is compared with cuRAND). */
+static void test_philox_known_answers(void **state) {
+    (void)state;
+    static const struct {
+        uint32_t ctr[4], key[2], want[4];
+    } kat[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
+        {{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+         {0xffffffffu, 0xffffffffu},
+         {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}},
+        {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+         {0xa4093822u, 0x299f31d0u},
+         {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
+    };
+    for (size_t i = 0; i < sizeof kat / sizeof kat[0]; i++) {
+        ct_u32x4 c = {{kat[i].ctr[0], kat[i].ctr[1], kat[i].ctr[2], kat[i].ctr[3]}};
+        ct_u32x4 got = ct_philox4x32_10(c, kat[i].key[0], kat[i].key[1]);
+        for (int w = 0; w < 4; w++)
+            if (got.v[w] != kat[i].want[w])
+                fail_msg("known answer %zu, word %d: %08x, not %08x", i, w, got.v[w],
+                         kat[i].want[w]);
+    }
+}
+
 /* The CPU backend's runs of Philox (cpu_philox_kernel.h), on every body this CPU
  * runs, give common/philox.h's words block by block: runs of 0 to 40 and 300
  * counters (vector widths and tails), a run whose low word wraps into the high one,
@@ -872,6 +898,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_gradcheck),
         cmocka_unit_test(test_dropout_matches_elementwise),
         cmocka_unit_test(test_dropout_scale4_matches_scale),
+        cmocka_unit_test(test_philox_known_answers),
         cmocka_unit_test(test_philox_run_bodies),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_dropout_determinism),
