@@ -9,7 +9,9 @@ SGD) write runs; `ctrain plot RUN1 RUN2 -o curves.svg` must write one SVG that:
     point per epoch, and step_loss, step_acc with one point per step record, all
     inside the plot and in increasing x;
   - places the points of each curve in the order of its values in metrics.jsonl
-    (a larger loss is drawn higher), and one run's curves in its legend colour;
+    (a larger loss is drawn higher), every curve of a panel (loss, accuracy) on one
+    shared linear y axis (so a curve drawn from another series' values is off it),
+    and one run's curves in its legend colour;
   - names both runs in its legend and title.
 rsvg-convert (librsvg2-bin) then renders it to a PNG of that size, which must not
 be blank. Bad input: no run (exit 2), a directory without metrics (exit 1, one
@@ -61,6 +63,7 @@ def check_svg(path, runs):
     check(root.get("viewBox") == f"0 0 {w} {h}", "viewBox does not match the size")
     polys = root.findall(f".//{SVG}polyline")
     texts = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
+    panels = {"loss": [], "acc": []}  # (value, y) of every point, per shared y axis
     for name, recs in runs.items():
         check(name in texts, f"{name} is not in the legend")
         epochs = [r for r in recs if r["type"] == "epoch"]
@@ -80,11 +83,27 @@ def check_svg(path, runs):
             check(xs == sorted(xs) and len(set(xs)) == len(xs), f"{name} {series}: x not increasing")
             check(all(0 <= x <= w and 0 <= y <= h for x, y in pts), f"{name} {series}: outside")
             vals = [r[key] for r in recs_of]
+            panels["loss" if series.endswith("loss") else "acc"] += list(
+                zip(vals, [y for _, y in pts]))
             for i in range(len(pts)):
                 for j in range(len(pts)):
                     if vals[i] > vals[j]:  # drawn higher: a smaller y
                         check(pts[i][1] < pts[j][1], f"{name} {series}: point {i} ({vals[i]}) "
                               f"not above point {j} ({vals[j]})")
+    # Every curve of a panel shares its y axis: y is one decreasing linear function of
+    # the value for all of them, so a curve drawn from another series' values (or
+    # another run's) is off it by the values' difference.
+    for panel, pairs in panels.items():
+        n = len(pairs)
+        mv = sum(v for v, _ in pairs) / n
+        my = sum(y for _, y in pairs) / n
+        var = sum((v - mv) ** 2 for v, _ in pairs)
+        check(var > 0, f"the {panel} panel's values are all equal")
+        slope = sum((v - mv) * (y - my) for v, y in pairs) / var
+        check(slope < 0, f"the {panel} panel's axis does not rise with the value")
+        worst = max(abs(my + slope * (v - mv) - y) for v, y in pairs)
+        check(worst <= 1.0, f"the {panel} panel: a point is {worst:.1f} px off the axis "
+              f"all the others share (drawn from another series' values?)")
     return w, h
 
 
