@@ -206,6 +206,29 @@ static void test_metrics_jsonl(void **state) {
     free(out);
 }
 
+/* A step record covers the steps since the previous one, not the epoch so far: with
+ * records every 5 of an epoch's 10 steps (100 images each), their mean loss and
+ * accuracy are the epoch's. */
+static void test_step_records_cover_their_window(void **state) {
+    (void)state;
+    char *out = fit("window", "log.every_steps=5 --epochs 1");
+    int n;
+    json_t **recs = read_records("window", &n);
+    assert_int_equal(n, 3);
+    assert_string_equal(type_of(recs[0]), "step");
+    assert_string_equal(type_of(recs[1]), "step");
+    assert_string_equal(type_of(recs[2]), "epoch");
+    double loss = (num(recs[0], "loss") + num(recs[1], "loss")) / 2;
+    double acc = (num(recs[0], "acc") + num(recs[1], "acc")) / 2;
+    if (fabs(loss - num(recs[2], "train_loss")) > 1e-9 * num(recs[2], "train_loss") ||
+        fabs(acc - num(recs[2], "train_acc")) > 1e-12)
+        fail_msg("step records %.9f/%.4f and %.9f/%.4f do not average to the epoch's %.9f/%.4f",
+                 num(recs[0], "loss"), num(recs[0], "acc"), num(recs[1], "loss"), num(recs[1], "acc"),
+                 num(recs[2], "train_loss"), num(recs[2], "train_acc"));
+    free_records(recs, n);
+    free(out);
+}
+
 /* The norm a step measures is that of the gradients it stepped with. */
 static void test_grad_norm_is_the_gradients(void **state) {
     (void)state;
@@ -819,6 +842,7 @@ static void test_crc32c(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_jsonl),
+        cmocka_unit_test(test_step_records_cover_their_window),
         cmocka_unit_test(test_grad_norm_is_the_gradients),
         cmocka_unit_test(test_best_and_early_stopping),
         cmocka_unit_test(test_json_quiet_verbose),
