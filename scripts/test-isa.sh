@@ -16,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f build/build.ninja ] || scripts/setup.sh
 ninja --quiet -C build
-tests=(test_cpu_parity test_conv_kernels test_random_nets test_train test_amp test_e2e)
+tests=(test_cpu_parity test_cpu_parity_bf16native test_conv_kernels test_random_nets test_train
+       test_amp test_amp_bf16native test_e2e)
 legs=("native||" "avx512|AVX512_CORE|" "avx2|AVX2|avx2" "sse41|SSE41|sse41")
 rc=0
 for leg in "${legs[@]}"; do

@@ -976,11 +976,6 @@ static double summary_activations(const char *config, const char *mode) {
  * activation region is half fp32's but for those. */
 static void test_resnet_activations_halved(void **state) {
     (void)state;
-    if (!ct_onednn_has_bf16()) {
-        printf("SKIP resnet-fashion's bf16 activations: no bf16 instructions oneDNN can use "
-               "here\n");
-        skip();
-    }
     ct_test_mkdtemp(dir, sizeof dir);
     double off = summary_activations("resnet-fashion.yaml", "off");
     double bf16 = summary_activations("resnet-fashion.yaml", "bf16");
@@ -1016,14 +1011,10 @@ static void check_eval_matches_val(const char *tag, double acc) {
  * their scale drifts freely and runs part early), its weights differ from fp32's in
  * their bits (the mode reached the backend), a second run gives the same bits, and
  * `ctrain eval` of its checkpoint (evaluation
- * through oneDNN's batch norm on bf16) gives its last val accuracy. Skipped, with
- * the reason, where bf16 would run emulated. */
+ * through oneDNN's batch norm on bf16) gives its last val accuracy. In the
+ * "bf16native" group. */
 static void test_fit_bf16_native_resnet(void **state) {
     (void)state;
-    if (!ct_onednn_has_bf16()) {
-        printf("SKIP native bf16 resnet fit: no bf16 instructions oneDNN can use here\n");
-        skip();
-    }
     ct_test_mkdtemp(dir, sizeof dir);
     ct_test_mnist_subset(dir, 3000, 1000);
     char cfg[1024];
@@ -1083,9 +1074,23 @@ static void test_fit_bf16_native_resnet(void **state) {
 }
 
 /* `test_amp gpu` (meson test test_amp_gpu): the CUDA cases, skipped (exit 77) where
- * no GPU is usable; `test_amp`: everything else. */
+ * no GPU is usable; `test_amp bf16native` (test_amp_bf16native): native bf16 on the
+ * CPU, skipped (exit 77) where oneDNN has no bf16 instructions (or ONEDNN_MAX_CPU_ISA
+ * caps them); `test_amp`: everything else. */
 int main(int argc, char **argv) {
-    if (ct_test_group_is(argc, argv, "gpu")) {
+    static const char *const groups[] = {"gpu", "bf16native"};
+    const char *group = ct_test_group_in(argc, argv, groups, 2);
+    if (group && !strcmp(group, "bf16native")) {
+        if (!ct_onednn_has_bf16())
+            return ct_test_skip("native bf16: oneDNN has no bf16 instructions on this CPU "
+                                "(or ONEDNN_MAX_CPU_ISA caps them)");
+        const struct CMUnitTest native[] = {
+            cmocka_unit_test(test_fit_bf16_native_resnet),
+            cmocka_unit_test(test_resnet_activations_halved),
+        };
+        return cmocka_run_group_tests_name("bf16native", native, NULL, NULL) ? 1 : 0;
+    }
+    if (group) {
         char why[256];
         if (!ct_test_gpu_usable(why, sizeof why)) return ct_test_skip("no usable GPU: %s", why);
         const struct CMUnitTest gpu[] = {
@@ -1108,8 +1113,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_summary_amp_note),
         cmocka_unit_test(test_oom_advice_amp),
         cmocka_unit_test(test_fit_amp_modes),
-        cmocka_unit_test(test_fit_bf16_native_resnet),
-        cmocka_unit_test(test_resnet_activations_halved),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

@@ -32,6 +32,7 @@
 #include "backend/cpu/cpu_pool_kernel.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
+#include "helpers.h"
 #include "parity_harness.h"
 
 /* ---- per-op tests ------------------------------------------------------------------ */
@@ -1315,11 +1316,6 @@ static void test_bf16_native_edge_taps(void) {
 
 static void test_bf16_native(void **state) {
     (void)state;
-    if (!ct_onednn_has_bf16()) {
-        printf("SKIP native bf16: oneDNN has no bf16 instructions on this CPU (or "
-               "ONEDNN_MAX_CPU_ISA caps them); the emulation is tested instead\n");
-        skip();
-    }
     parity_amp = CT_AMP_BF16;
     parity_cpu_bf16 = CT_CPU_BF16_NATIVE;
     parity_rel_tol = 2e-2;
@@ -1565,10 +1561,20 @@ static void test_bad_label_smoothing(void **state) {
     }
 }
 
-int main(void) {
+/* `test_cpu_parity bf16native` (meson test test_cpu_parity_bf16native): native bf16,
+ * skipped (exit 77) where oneDNN has no bf16 instructions (or ONEDNN_MAX_CPU_ISA caps
+ * them; the emulation is tested in any case); `test_cpu_parity`: everything else. */
+int main(int argc, char **argv) {
     parity_vt = &ct_backend_cpu;
     parity_rel_tol = 1e-4;
     parity_print_loops_isa();
+    if (ct_test_group_is(argc, argv, "bf16native")) {
+        if (!ct_onednn_has_bf16())
+            return ct_test_skip("native bf16: oneDNN has no bf16 instructions on this CPU "
+                                "(or ONEDNN_MAX_CPU_ISA caps them)");
+        const struct CMUnitTest native[] = {cmocka_unit_test(test_bf16_native)};
+        return cmocka_run_group_tests_name("bf16native", native, NULL, NULL) ? 1 : 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parity_test_conv),
         cmocka_unit_test(test_conv_winograd),
@@ -1607,7 +1613,6 @@ int main(void) {
         cmocka_unit_test(parity_test_dataset_rgb_augment),
         cmocka_unit_test(test_params_roundtrip_and_impl),
         cmocka_unit_test(test_bad_label_smoothing),
-        cmocka_unit_test(test_bf16_native),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }
