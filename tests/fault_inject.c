@@ -20,16 +20,28 @@
  * CT_FAULT_COUNT_OUT=FILE: at a normal exit, one line per kind, "KIND COUNT": how many
  * counted calls the process made (so a test knows how far N goes).
  *
+ * CT_FAULT_DURABILITY_OUT=FILE: at a normal exit, one line per successful rename or
+ * renameat, in order, "rename NAME data synced|unsynced dir synced|unsynced": NAME
+ * the new name's last component; data synced when the file renamed had been
+ * fsync'd (or fdatasync'd) with the size and modification time it had when renamed
+ * (so unsynced bytes however written, even through a FILE, show); dir synced when
+ * the directory it was renamed into was fsync'd after the rename and before the
+ * process's next rename (each rename made durable before it goes on). What a kill
+ * cannot test (the page cache survives it), a power cut would lose where either is
+ * unsynced.
+ *
  * Only calls that reach these symbols are seen: those of the program and of other
  * libraries, not the ones glibc makes inside itself (fclose's write on a FILE). */
 #undef _FILE_OFFSET_BITS /* so that pwrite and pwrite64 are two symbols to define */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -100,6 +112,101 @@ __attribute__((destructor)) static void report_counts(void) {
     fclose(f);
 }
 
+/* ---- durability audit (CT_FAULT_DURABILITY_OUT) ------------------------------- */
+
+enum { MAX_SYNCED = 512, MAX_RENAMES = 256 };
+
+/* A regular file's state at an fsync: its identity, size and modification time. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+} synced_file;
+
+typedef struct {
+    char name[64];
+    int data_synced, dir_synced, closed; /* closed: a later rename came first */
+    dev_t dir_dev;
+    ino_t dir_ino;
+} rename_seen;
+
+static pthread_mutex_t audit_lock = PTHREAD_MUTEX_INITIALIZER;
+static synced_file synced[MAX_SYNCED];
+static int n_synced;
+static rename_seen renames[MAX_RENAMES];
+static int n_renames;
+
+static int auditing(void) {
+    const char *path = getenv("CT_FAULT_DURABILITY_OUT");
+    return path && *path;
+}
+
+/* After a successful fsync of fd: a regular file's state is recorded; a directory's
+ * sync covers the renames into it made so far. */
+static void audit_sync(int fd) {
+    struct stat st;
+    if (!auditing() || fstat(fd, &st) != 0) return;
+    pthread_mutex_lock(&audit_lock);
+    if (S_ISREG(st.st_mode)) {
+        int i = 0;
+        while (i < n_synced && !(synced[i].dev == st.st_dev && synced[i].ino == st.st_ino)) i++;
+        if (i < MAX_SYNCED) {
+            synced[i] = (synced_file){st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+            if (i == n_synced) n_synced++;
+        }
+    } else if (S_ISDIR(st.st_mode)) {
+        for (int i = 0; i < n_renames; i++)
+            if (!renames[i].closed && renames[i].dir_dev == st.st_dev &&
+                renames[i].dir_ino == st.st_ino)
+                renames[i].dir_synced = 1;
+    }
+    pthread_mutex_unlock(&audit_lock);
+}
+
+/* Whether the file at st was fsync'd as it is now. */
+static int was_synced(const struct stat *st) {
+    for (int i = 0; i < n_synced; i++)
+        if (synced[i].dev == st->st_dev && synced[i].ino == st->st_ino)
+            return synced[i].size == st->st_size &&
+                   synced[i].mtime.tv_sec == st->st_mtim.tv_sec &&
+                   synced[i].mtime.tv_nsec == st->st_mtim.tv_nsec;
+    return 0;
+}
+
+/* A rename onto `to` (relative to dirfd) succeeded; before it, the file had state
+ * *before (have_before: it could be read). */
+static void audit_rename(int dirfd, const char *to, const struct stat *before, int have_before) {
+    char dir[4096];
+    const char *slash = strrchr(to, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash == to ? 1 : slash - to), to);
+    else snprintf(dir, sizeof dir, ".");
+    struct stat dst;
+    int have_dir = fstatat(dirfd, dir, &dst, 0) == 0;
+    pthread_mutex_lock(&audit_lock);
+    for (int i = 0; i < n_renames; i++) renames[i].closed = 1;
+    if (n_renames < MAX_RENAMES) {
+        rename_seen *r = &renames[n_renames++];
+        snprintf(r->name, sizeof r->name, "%s", slash ? slash + 1 : to);
+        r->data_synced = have_before && was_synced(before);
+        r->dir_dev = have_dir ? dst.st_dev : 0;
+        r->dir_ino = have_dir ? dst.st_ino : 0;
+        r->dir_synced = r->closed = 0;
+    }
+    pthread_mutex_unlock(&audit_lock);
+}
+
+__attribute__((destructor)) static void report_durability(void) {
+    if (!auditing()) return;
+    FILE *f = fopen(getenv("CT_FAULT_DURABILITY_OUT"), "w");
+    if (!f) return;
+    for (int i = 0; i < n_renames; i++)
+        fprintf(f, "rename %s data %s dir %s\n", renames[i].name,
+                renames[i].data_synced ? "synced" : "unsynced",
+                renames[i].dir_synced ? "synced" : "unsynced");
+    fclose(f);
+}
+
 _Noreturn static void die(kind k, long n) {
     const char *path = getenv("CT_FAULT_REPORT");
     if (path && *path) {
@@ -163,6 +270,7 @@ static int sync_call(kind k, int (*real)(int), int fd) {
     long n = arm(k);
     if (n && fault_when == W_BEFORE) die(k, n);
     int r = real(fd);
+    if (r == 0) audit_sync(fd);
     if (n) die(k, n);
     return r;
 }
@@ -187,7 +295,10 @@ int rename(const char *from, const char *to) {
     resolve();
     long n = arm(K_RENAME);
     if (n && fault_when == W_BEFORE) die(K_RENAME, n);
+    struct stat before;
+    int have_before = auditing() && stat(from, &before) == 0;
     int r = real_rename(from, to);
+    if (r == 0 && auditing()) audit_rename(AT_FDCWD, to, &before, have_before);
     if (r == 0 && is_checkpoint(to)) __atomic_add_fetch(&renames_done, 1, __ATOMIC_SEQ_CST);
     if (n) die(K_RENAME, n);
     return r;
@@ -197,7 +308,10 @@ int renameat(int dfd, const char *from, int tdfd, const char *to) {
     resolve();
     long n = arm(K_RENAMEAT);
     if (n && fault_when == W_BEFORE) die(K_RENAMEAT, n);
+    struct stat before;
+    int have_before = auditing() && fstatat(dfd, from, &before, 0) == 0;
     int r = real_renameat(dfd, from, tdfd, to);
+    if (r == 0 && auditing()) audit_rename(tdfd, to, &before, have_before);
     if (r == 0 && is_checkpoint(to)) __atomic_add_fetch(&renames_done, 1, __ATOMIC_SEQ_CST);
     if (n) die(K_RENAMEAT, n);
     return r;
