@@ -185,7 +185,7 @@ static void test_metrics_jsonl(void **state) {
     assert_true(strlen(str(man, "onednn_version")) > 0 && strlen(str(man, "host")) > 0);
     assert_true(strlen(str(man, "start_time")) == 20 && strlen(str(man, "end_time")) == 20);
     assert_true(strcmp(str(man, "start_time"), str(man, "end_time")) <= 0);
-    /* a CPU run does not load the CUDA libraries (they would add ~150 MiB of RSS) */
+    /* a CPU run does not load the CUDA libraries (they would add to its RSS) */
     assert_true(json_is_null(json_object_get(man, "cuda")));
 #ifdef CT_HAVE_CUDA
     assert_string_equal(str(man, "cuda_unavailable"), "not loaded: the run is not on CUDA");

@@ -301,8 +301,8 @@ int ct_cpu_block_out_block(const ct_cpu *b);
  * input and output channels, dnnl_convolution_auto (oneDNN runs Winograd where it has
  * a kernel and judges the work large enough: 3x3 stride 1 on AVX-512; summary shows
  * it as jit_wino_*), else dnnl_convolution_direct (bf16 has no Winograd). With fewer
- * channels oneDNN still takes Winograd, and loses: 1.3-5x the direct time for 1 to
- * 8 input or 16 output channels (BENCHMARKS.md). The weight gradient stays direct. */
+ * channels oneDNN still takes Winograd, where it is slower than direct (measured in
+ * BENCHMARKS.md). The weight gradient stays direct. */
 #define CT_CPU_WINOGRAD_MIN_CHANNELS 32
 dnnl_alg_kind_t ct_cpu_conv_alg(const ct_cpu *b, const ct_cpu_node *nd);
 /* ctrain's own loops: whether any may run, and whether in their portable bodies. */

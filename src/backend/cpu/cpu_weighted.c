@@ -153,10 +153,9 @@ int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 
 /* Native bf16: ctrain's AVX512-BF16 loops take the weight gradient of a 3x3 conv
  * (padding 1, stride 1 or 2, channels in multiples of 16) whose bwd_w reads bf16
- * nChw16c src and diff_dst (cpu_convwb_kernel.h): oneDNN 2.6's bf16 backward-weights
- * runs at about half its bf16 forward's rate on CPUs without AMX (BENCHMARKS.md).
- * Where oneDNN has AMX it keeps the pass (not measured: no AMX CPU was at hand), as
- * it does with train.cpu_loops off or portable. */
+ * nChw16c src and diff_dst (cpu_convwb_kernel.h), where oneDNN 2.6's bf16
+ * backward-weights is slow on CPUs without AMX (BENCHMARKS.md). Where oneDNN has AMX
+ * it keeps the pass, as it does with train.cpu_loops off or portable. */
 static bool own_convwb(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *src,
                        const dnnl_memory_desc_t *ddst, ct_convwb_geom *q) {
     const ct_node *g = nd->g;
