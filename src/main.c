@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 #include "cli/cli.h"
 #include "config/config.h"
 #include "common/signals.h"

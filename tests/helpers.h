@@ -82,7 +82,7 @@ bool ct_test_mpirun_usable(char *why, size_t n);
  * (for following a child's output without waiting on time). */
 bool ct_test_read_until_line(FILE *f, const char *prefix);
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 
 /* Whether ctrain's CPU loops may run their body of instruction set isa here (under
  * CTRAIN_MAX_CPU_ISA); prints "<what>, <isa> body: checked", or "skipped" with the

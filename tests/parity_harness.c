@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 #include "data/idx.h"
 #include "data/loader.h"
 #include "ops/elementwise.h"

@@ -33,7 +33,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_bf16.h"
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 #include "backend/device.h"
 #include "config/config.h"
 #include "graph/graph.h"

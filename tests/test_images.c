@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 #include "backend/cpu/cpu_pixel_kernel.h"
 #include "data/images.h"
 #include "data/loader.h"

@@ -53,7 +53,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 #include "helpers.h"
 #include "parity_harness.h"
 

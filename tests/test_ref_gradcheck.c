@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 #include "backend/cpu/cpu_philox_kernel.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"

@@ -2,7 +2,7 @@
  * (see cpu_info.h). */
 #include "bench/cpu_info.h"
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 
 #include <omp.h>
 #include <stdio.h>

@@ -45,7 +45,7 @@
 
 #include <stdbool.h>
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 
 #include <stddef.h>
 

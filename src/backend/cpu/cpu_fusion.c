@@ -15,7 +15,7 @@
  *    the post-op (cpu_residual.c).
  */
 #include "backend/cpu/cpu_internal.h"
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 
 #include <stdarg.h>
 #include <stdio.h>

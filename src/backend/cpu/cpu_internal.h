@@ -42,7 +42,7 @@
 #include "backend/cpu/cpu_convwb_kernel.h"
 #include "backend/cpu/cpu_convw_kernel.h"
 #include "backend/cpu/cpu_dnnl.h"
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 
 /* A tensor in the arena: layout and region (ids from the plan). */
 typedef struct ct_cpu_tensor {

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 
 /* isa: the best body to use (at most what the CPU runs; tests force lesser ones). */
 void ct_philox_run(uint64_t blk0, size_t n, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 
 /* isa: the best body to use (at most what the CPU runs; tests force lesser ones). */
 void ct_pixels_normalize(const uint8_t *src, size_t n, float mean, float std,

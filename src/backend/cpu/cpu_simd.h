@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 
 /* Scratch arrays on the stack that vector bodies read and write: the ABI aligns the
  * stack to 16 bytes only, so without this half the runs (by where the stack starts)

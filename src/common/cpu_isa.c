@@ -1,6 +1,6 @@
 /* cpu_isa.c: the instruction set of ctrain's own CPU loops, and oneDNN's bf16 (see
  * cpu_isa.h). */
-#include "backend/cpu/cpu_isa.h"
+#include "common/cpu_isa.h"
 
 #include <stdlib.h>
 #include <strings.h>
