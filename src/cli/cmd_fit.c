@@ -12,7 +12,7 @@
 #include "io/run_dir.h"
 #include "io/json_write.h"
 #include "dist/dist.h"
-#include "dist/dist_train.h"
+#include "train/dist_grads.h"
 #include "train/fit.h"
 #include "train/memory.h"
 

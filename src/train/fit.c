@@ -20,7 +20,7 @@
 #include "common/intmath.h"
 #include "common/signals.h"
 #include "data/idx.h"
-#include "dist/dist_train.h"
+#include "train/dist_grads.h"
 #include "io/atomic_file.h"
 #include "train/batches.h"
 #include "train/datasets.h"

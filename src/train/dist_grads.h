@@ -1,4 +1,5 @@
-/* dist_train.h: what data-parallel training adds to a model (dist.h's job).
+/* dist_grads.h: what data-parallel training adds to a model: its gradients summed
+ * over the ranks (the job itself is dist/dist.h).
  *
  * Gradients: every rank computes the gradient of its shard of each global batch,
  * scaled by 1 / (global rows * accumulation steps); ct_dist_grads_reduce sums the
@@ -9,8 +10,8 @@
  * The time spent is accumulated for the epoch line ("communication share"); on GPUs
  * the NCCL call is only queued on the backend's stream, so it counts the queuing.
  */
-#ifndef CT_DIST_TRAIN_H
-#define CT_DIST_TRAIN_H
+#ifndef CT_DIST_GRADS_H
+#define CT_DIST_GRADS_H
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
-/* dist_train.c: gradient reduction, model broadcast and metric sums (see
- * dist_train.h). */
-#include "dist/dist_train.h"
+/* dist_grads.c: gradient reduction, model broadcast and metric sums (see
+ * dist_grads.h). */
+#include "train/dist_grads.h"
 
 #include <stdio.h>
 #include <string.h>
