@@ -208,7 +208,7 @@ extern const ct_cuda_op ct_cuda_op_conv, ct_cuda_op_linear, ct_cuda_op_maxpool,
  * (cuda_pool.c). */
 extern const ct_cuda_op ct_cuda_op_act, ct_cuda_op_global_avgpool;
 
-/* ---- shared helpers (cuda_backend.c) -------------------------------------------- */
+/* ---- shared helpers (cuda_tensors.c) -------------------------------------------- */
 
 /* Node i's input k (k = 1: a residual add's second): act[src[k]], or the batch x;
  * and where node i's backward writes that input's gradient: gact[src[k]], or the
@@ -226,6 +226,9 @@ void ct_cuda_need_ws(ct_cuda *b, size_t bytes);
 int ct_cuda_tensor_desc(cudnnTensorDescriptor_t *d, int n, int c, int h, int w, ct_err *err);
 /* Destroys the cuDNN descriptors of nd (NULL ones are skipped). */
 void ct_cuda_node_release(ct_cuda_node *nd);
+/* With o.sync_debug: synchronizes and reports an asynchronous fault as
+ * "<what>: <error>"; otherwise returns 0 at once. */
+int ct_cuda_debug_sync(ct_cuda *b, const char *what, ct_err *err);
 /* ---- convolution algorithms (cuda_conv_algo.c) ------------------------------------ */
 
 /* The convolution math type of the run's amp mode. */
@@ -268,9 +271,6 @@ int ct_cuda_load_batch_range(ct_backend *bb, int slot, int start, int n, ct_err 
 /* Zeroes the batch rows [n, N) (partial batches), sets b->n = n and the batch's
  * epoch position b->first_pos. */
 int ct_cuda_set_rows(ct_cuda *b, int n, int64_t first_pos, ct_err *err);
-/* With o.sync_debug: synchronizes and reports an asynchronous fault as
- * "<what>: <error>"; otherwise returns 0 at once. */
-int ct_cuda_debug_sync(ct_cuda *b, const char *what, ct_err *err);
 
 /* ---- captured steps (cuda_graph.c) ---------------------------------------------- */
 
