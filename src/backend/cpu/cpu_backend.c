@@ -54,94 +54,6 @@ static ct_cpu *as_cpu(ct_backend *b) { return (ct_cpu *)b; }
 
 static int layer_err(const ct_cpu *b, int i, ct_err *err) { return ct_layer_err(b->g, i, err); }
 
-/* ---- shared helpers ------------------------------------------------------------- */
-
-ct_cpu_tensor *ct_cpu_in_k(ct_cpu *b, int i, int k) {
-    int s = b->g->nodes[i].src[k];
-    return s < 0 ? &b->x : &b->nodes[s].act;
-}
-ct_cpu_tensor *ct_cpu_in(ct_cpu *b, int i) { return ct_cpu_in_k(b, i, 0); }
-
-bool ct_cpu_has_gin_k(const ct_cpu *b, int i, int k) {
-    const ct_node *n = &b->g->nodes[i];
-    return k == 0 ? n->input_grad : k < n->n_src && n->input_grad1;
-}
-bool ct_cpu_has_gin(const ct_cpu *b, int i) { return ct_cpu_has_gin_k(b, i, 0); }
-
-ct_cpu_tensor *ct_cpu_gin_k(ct_cpu *b, int i, int k) {
-    if (!ct_cpu_has_gin_k(b, i, k)) return NULL;
-    const ct_node *n = &b->g->nodes[i];
-    return n->gin_add[k] ? &b->nodes[i].gin_part[k] : &b->nodes[n->src[k]].gact;
-}
-ct_cpu_tensor *ct_cpu_gin(ct_cpu *b, int i) { return ct_cpu_gin_k(b, i, 0); }
-
-const char *ct_cpu_node_name(const ct_cpu *b, int i) { return b->g->nodes[i].name; }
-
-/* Whether node i's input (0) is an output other nodes read too: then the node may
- * not work in place on it nor share its gradient's storage. */
-static bool input_shared(const ct_cpu *b, int i) {
-    int s = b->g->nodes[i].src[0];
-    return s >= 0 && b->g->nodes[s].n_consumers > 1;
-}
-
-static int add_region(ct_cpu *b, ct_region_kind kind, int layer, const char *name, size_t bytes,
-                      ct_err *err) {
-    return ct_plan_add(b->plan, kind, layer, name, bytes, err);
-}
-
-int ct_cpu_add_act(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, bool alias_act,
-                   bool alias_grad, ct_err *err) {
-    char name[CT_REGION_NAME_MAX];
-    size_t bytes = dnnl_memory_desc_get_size(md);
-    if (input_shared(b, nd->i)) alias_act = alias_grad = false;
-    nd->act.md = *md;
-    snprintf(name, sizeof name, "%s.out", nd->g->name);
-    int r = add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_act ? 0 : bytes, err);
-    if (r < 0) return -1;
-    nd->act.region = alias_act ? ct_cpu_in(b, nd->i)->region : r;
-    nd->gact.region = -1;
-    if (!b->o.training) return 0;
-    nd->gact.md = *md;
-    snprintf(name, sizeof name, "%s.grad", nd->g->name);
-    r = add_region(b, CT_REGION_ACTIVATIONS, nd->i, name, alias_grad ? 0 : bytes, err);
-    if (r < 0) return -1;
-    nd->gact.region = alias_grad ? ct_cpu_gin(b, nd->i)->region : r;
-    return 0;
-}
-
-int ct_cpu_add_ws(ct_cpu *b, ct_cpu_tensor *t, int layer, const char *suffix, ct_err *err) {
-    char name[CT_REGION_NAME_MAX];
-    snprintf(name, sizeof name, "%s.%s", ct_cpu_node_name(b, layer), suffix);
-    t->region = add_region(b, CT_REGION_WORKSPACE, layer, name, dnnl_memory_desc_get_size(&t->md),
-                           err);
-    return t->region < 0 ? -1 : 0;
-}
-
-int ct_cpu_bind_tensor(ct_cpu *b, ct_cpu_tensor *t, ct_err *err) {
-    if (t->region < 0) return 0;
-    t->ptr = (float *)((char *)ct_plan_ptr(b->fplan, b->arena, t->region) + t->offset);
-    return ct_cpu_mem(&b->c, &t->md, t->ptr, &t->mem, err);
-}
-
-int ct_cpu_xfer_plan(ct_cpu *b, ct_cpu_xfer *xf, int layer, const char *suffix,
-                     const dnnl_memory_desc_t *t_md, const dnnl_memory_desc_t *other_md,
-                     bool into_t, ct_err *err) {
-    xf->on = true;
-    xf->into_t = into_t;
-    xf->t.md = *t_md;
-    if (ct_cpu_add_ws(b, &xf->t, layer, suffix, err) != 0) return -1;
-    return into_t ? ct_cpu_reorder_pd(&b->c, &xf->r, other_md, t_md, false, err)
-                  : ct_cpu_reorder_pd(&b->c, &xf->r, t_md, other_md, false, err);
-}
-
-int ct_cpu_xfer_bind(ct_cpu *b, ct_cpu_xfer *xf, const ct_cpu_tensor *other, ct_err *err) {
-    if (!xf->on) return 0;
-    if (ct_cpu_bind_tensor(b, &xf->t, err) != 0) return -1;
-    ct_cpu_arg(&xf->r, DNNL_ARG_SRC, xf->into_t ? other->mem : xf->t.mem);
-    ct_cpu_arg(&xf->r, DNNL_ARG_DST, xf->into_t ? xf->t.mem : other->mem);
-    return 0;
-}
-
 static void mark_weights_dirty(ct_cpu *b) {
     for (int i = 0; i < b->g->n_nodes; i++) b->nodes[i].wl.fwd_dirty = b->nodes[i].wl.bwd_dirty = true;
 }
@@ -152,14 +64,16 @@ static void mark_weights_dirty(ct_cpu *b) {
 static int add_model_regions(ct_cpu *b, ct_err *err) {
     size_t pb = b->g->n_param_floats * sizeof(float);
     b->r_grads = b->r_opt = -1;
-    if ((b->r_params = add_region(b, CT_REGION_PARAMS, -1, "params", pb, err)) < 0) return -1;
+    b->r_params = ct_cpu_add_region(b, CT_REGION_PARAMS, -1, "params", pb, err);
+    if (b->r_params < 0) return -1;
     /* the buffers (running statistics) count as parameters in the plan's totals */
-    b->r_buffers = add_region(b, CT_REGION_PARAMS, -1, "buffers", b->g->n_buffer_bytes, err);
+    b->r_buffers = ct_cpu_add_region(b, CT_REGION_PARAMS, -1, "buffers", b->g->n_buffer_bytes, err);
     if (b->r_buffers < 0) return -1;
     if (!b->o.training) return 0;
-    if ((b->r_grads = add_region(b, CT_REGION_GRADS, -1, "grads", pb, err)) < 0) return -1;
-    b->r_opt = add_region(b, CT_REGION_OPT_STATE, -1, "opt_state",
-                          (size_t)b->o.opt_state_slots * pb, err);
+    b->r_grads = ct_cpu_add_region(b, CT_REGION_GRADS, -1, "grads", pb, err);
+    if (b->r_grads < 0) return -1;
+    b->r_opt = ct_cpu_add_region(b, CT_REGION_OPT_STATE, -1, "opt_state",
+                                 (size_t)b->o.opt_state_slots * pb, err);
     return b->r_opt < 0 ? -1 : 0;
 }
 
@@ -167,9 +81,10 @@ static int add_batch_regions(ct_cpu *b, ct_err *err) {
     ct_shape in = b->g->input;
     dnnl_dim_t dims[4] = {b->N, in.c, in.h, in.w};
     if (ct_cpu_md_plain(&b->x.md, 4, dims, err) != 0) return -1;
-    b->x.region = add_region(b, CT_REGION_DATA, -1, "batch.x", dnnl_memory_desc_get_size(&b->x.md),
-                             err);
-    b->r_y = add_region(b, CT_REGION_DATA, -1, "batch.y", (size_t)b->N * sizeof(int32_t), err);
+    b->x.region = ct_cpu_add_region(b, CT_REGION_DATA, -1, "batch.x",
+                                    dnnl_memory_desc_get_size(&b->x.md), err);
+    b->r_y = ct_cpu_add_region(b, CT_REGION_DATA, -1, "batch.y",
+                               (size_t)b->N * sizeof(int32_t), err);
     return b->x.region < 0 || b->r_y < 0 ? -1 : 0;
 }
 
@@ -177,14 +92,16 @@ static int add_loss_regions(ct_cpu *b, ct_err *err) {
     size_t K = (size_t)(b->g->num_classes > 0 ? b->g->num_classes : 0);
     const ct_cpu_node *last = &b->nodes[b->g->n_nodes - 1];
     bool plain = ct_cpu_md_is_plain(&last->act.md);
-    b->r_loss = add_region(b, CT_REGION_DATA, -1, "metrics.loss_sum", sizeof(double), err);
-    b->r_conf = add_region(b, CT_REGION_DATA, -1, "metrics.confusion", K * K * sizeof(int64_t), err);
-    b->r_pred = add_region(b, CT_REGION_WORKSPACE, -1, "loss.pred", (size_t)b->N * sizeof(int32_t),
-                           err);
-    b->r_logits = add_region(b, CT_REGION_WORKSPACE, -1, "loss.logits",
-                             plain ? 0 : 2 * (size_t)b->N * K * sizeof(float), err);
+    b->r_loss = ct_cpu_add_region(b, CT_REGION_DATA, -1, "metrics.loss_sum", sizeof(double), err);
+    b->r_conf = ct_cpu_add_region(b, CT_REGION_DATA, -1, "metrics.confusion",
+                                  K * K * sizeof(int64_t), err);
+    b->r_pred = ct_cpu_add_region(b, CT_REGION_WORKSPACE, -1, "loss.pred",
+                                  (size_t)b->N * sizeof(int32_t), err);
+    b->r_logits = ct_cpu_add_region(b, CT_REGION_WORKSPACE, -1, "loss.logits",
+                                    plain ? 0 : 2 * (size_t)b->N * K * sizeof(float), err);
     if (b->r_loss < 0 || b->r_conf < 0 || b->r_pred < 0 || b->r_logits < 0) return -1;
-    b->r_scratch = add_region(b, CT_REGION_WORKSPACE, -1, "scratchpad", b->c.scratch_bytes, err);
+    b->r_scratch = ct_cpu_add_region(b, CT_REGION_WORKSPACE, -1, "scratchpad",
+                                     b->c.scratch_bytes, err);
     return b->r_scratch < 0 ? -1 : 0;
 }
 

@@ -237,7 +237,7 @@ struct ct_cpu {
     ct_cpu_node nodes[CT_MAX_LAYERS];
 };
 
-/* ---- shared helpers (cpu_backend.c) -------------------------------------------- */
+/* ---- shared helpers (cpu_tensors.c) -------------------------------------------- */
 
 /* Node i's input k (k = 1: a residual add's second): act[src[k]], or the batch. */
 ct_cpu_tensor *ct_cpu_in(ct_cpu *b, int i);
@@ -256,6 +256,9 @@ const char *ct_cpu_node_name(const ct_cpu *b, int i);
  * region then has 0 bytes). */
 int ct_cpu_add_act(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, bool alias_act,
                    bool alias_grad, ct_err *err);
+/* Adds a region of bytes to the backend's plan (ct_plan_add); its index or -1. */
+int ct_cpu_add_region(ct_cpu *b, ct_region_kind kind, int layer, const char *name, size_t bytes,
+                      ct_err *err);
 /* Adds the workspace region "<name of node layer>.<suffix>" for t (t->md set by the caller). */
 int ct_cpu_add_ws(ct_cpu *b, ct_cpu_tensor *t, int layer, const char *suffix, ct_err *err);
 /* Binds t: pointer into the arena and a memory object (no-op for region -1). */
