@@ -271,6 +271,21 @@ static void test_sync_debug_step(void **state) {
     close_h(h);
 }
 
+/* The graph of layers on inputs [C, H, W] (calloc'd), without a backend. */
+static ct_graph *graph_of(const ct_layer_cfg *layers, int n, int C, int H, int W) {
+    ct_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.source, sizeof cfg.source, "test");
+    cfg.input_c = C, cfg.input_h = H, cfg.input_w = W;
+    memcpy(cfg.layers, layers, (size_t)n * sizeof *layers);
+    cfg.n_layers = n;
+    ct_graph *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    ct_err e = {{0}};
+    if (ct_graph_build(&cfg, g, &e) != 0) fail_msg("graph: %s", e.msg);
+    return g;
+}
+
 /* Runs everywhere: a device that cannot be used makes create() fail with one line
  * naming the CUDA call, and allocate nothing. */
 static void test_create_fails_cleanly(void **state) {
@@ -278,17 +293,11 @@ static void test_create_fails_cleanly(void **state) {
     int count = 0;
     char why[256];
     bool usable = ct_cuda_usable(&count, why, sizeof why);
-    ct_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    snprintf(cfg.source, sizeof cfg.source, "test");
-    cfg.input_c = 1, cfg.input_h = 1, cfg.input_w = 4;
-    cfg.layers[0] = L(CT_LAYER_FLATTEN), cfg.layers[1] = linear(2, true);
-    cfg.n_layers = 2;
-    ct_graph *g = calloc(1, sizeof *g);
+    const ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(2, true)};
+    ct_graph *g = graph_of(a, 2, 1, 1, 4);
     ct_plan *plan = calloc(1, sizeof *plan);
-    assert_true(g && plan);
+    assert_non_null(plan);
     ct_err e = {{0}};
-    if (ct_graph_build(&cfg, g, &e) != 0) fail_msg("graph: %s", e.msg);
     ct_run_opts o = {.batch_size = 2, .training = true, .device_index = usable ? count : 0};
     ct_plan_init(plan, 64);
     ct_backend *b = (ct_backend *)0x1;
@@ -311,17 +320,10 @@ static void test_failures_leave_no_error(void **state) {
     char why[256];
     assert_true(ct_cuda_usable(&count, why, sizeof why));
     ct_layer_cfg a[] = {L(CT_LAYER_FLATTEN), linear(4, true), L(CT_LAYER_RELU)};
-    ct_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    snprintf(cfg.source, sizeof cfg.source, "test");
-    cfg.input_c = 1, cfg.input_h = 1, cfg.input_w = 6;
-    memcpy(cfg.layers, a, sizeof a);
-    cfg.n_layers = 3;
-    ct_graph *g = calloc(1, sizeof *g);
+    ct_graph *g = graph_of(a, 3, 1, 1, 6);
     ct_plan *plan = calloc(1, sizeof *plan);
-    assert_true(g && plan);
+    assert_non_null(plan);
     ct_err e = {{0}};
-    if (ct_graph_build(&cfg, g, &e) != 0) fail_msg("graph: %s", e.msg);
     ct_run_opts o = {.batch_size = 2, .training = true, .device_index = count};
     ct_backend *b = NULL;
     ct_plan_init(plan, 64);

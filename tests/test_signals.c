@@ -386,6 +386,16 @@ static void test_second_signal_exits_at_once(void **state) {
 
 /* ---- a signal during start-up -------------------------------------------------------- */
 
+/* A fit of mlp into out with the injector's signals at `at` ends as signal sig asks
+ * (exit 128 + sig, not killed by it) and prints notice. */
+static void fit_stopped(const char *out, const char *at, int sig, const char *notice) {
+    run r = fit(0, mlp, out, "", at, NULL);
+    if (r.status != 128 + sig || r.killed || !strstr(r.out, notice))
+        fail_msg("%s: exit %d (killed by %d), want %d and '%s':\n%s", at, r.status, r.killed,
+                 128 + sig, notice, r.out);
+    run_free(&r);
+}
+
 /* A signal while the data is read (the first gzip file opened, and the third) ends a
  * new run with 128 + the signal, says that nothing was saved, and leaves nothing: the
  * run directory it created is gone. A resumed run stopped so keeps its files. */
@@ -396,11 +406,7 @@ static void test_signal_during_startup_leaves_nothing(void **state) {
     for (int k = 0; k < 3; k++) {
         char out[32], path[800];
         snprintf(out, sizeof out, "startup%d", k);
-        run r = fit(0, mlp, out, "", at[k], NULL);
-        if (r.status != 128 + sigs[k] || r.killed || !strstr(r.out, "before training; nothing saved"))
-            fail_msg("%s: exit %d (killed by %d), want %d and a notice:\n%s", at[k], r.status,
-                     r.killed, 128 + sigs[k], r.out);
-        run_free(&r);
+        fit_stopped(out, at[k], sigs[k], "before training; nothing saved");
         snprintf(path, sizeof path, "%s/%s", dir, out);
         if (access(path, F_OK) == 0) fail_msg("%s: %s was left behind", at[k], path);
     }
@@ -479,11 +485,7 @@ static void test_timeout_saves(void **state) {
     for (int k = 0; k < 4; k++) {
         char out[32];
         snprintf(out, sizeof out, "echo%d", k);
-        run r = fit(0, mlp, out, "", echoes[k], NULL);
-        if (r.status != 128 + sigs[k] || r.killed || !strstr(r.out, "stopped by"))
-            fail_msg("%s: exit %d (killed by %d), want %d after a save:\n%s", echoes[k], r.status,
-                     r.killed, 128 + sigs[k], r.out);
-        run_free(&r);
+        fit_stopped(out, echoes[k], sigs[k], "stopped by");
         ct_checkpoint ck;
         read_ckpt(out, &ck);
         ct_checkpoint_free(&ck);

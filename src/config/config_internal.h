@@ -182,4 +182,18 @@ int ct_yaml_walk_log(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg);
 /* Walks the 'model' mapping (config_layers.c). */
 int ct_yaml_walk_model(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg);
 
+/* Edits the program makes itself, for ct_config_parse_edited (config_edit_list.c):
+ * each edit borrows its malloc'd "KEY=VALUE" from arg. */
+typedef struct ct_edit_list {
+    ct_config_edit edit[CT_MAX_EDITS];
+    char *arg[CT_MAX_EDITS];
+    int n;
+} ct_edit_list;
+/* Adds KEY=<fmt...>; an edit that does not parse (or past CT_MAX_EDITS) is left out. */
+void ct_edit_list_add(ct_edit_list *l, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void ct_edit_list_free(ct_edit_list *l);
+/* The YAML double-quoted form of s, into buf (cut short to fit); returns buf. */
+const char *ct_yaml_quoted(const char *s, char *buf, size_t n);
+
 #endif

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config/config.h"
+#include "config/config_internal.h"
 
 /* Splits an absolute path into its components (in place in buf); returns the count. */
 static int components(char *buf, char **part, int max) {
@@ -42,47 +42,38 @@ static bool relative_to(const char *path, const char *dir, char *out, size_t n) 
     return used < n;
 }
 
-/* The YAML double-quoted form of s, for an edit's value. */
-static void quoted(const char *s, char *out, size_t n) {
-    size_t k = 0;
-    if (n < 3) return;
-    out[k++] = '"';
-    for (; *s && k + 3 < n; s++) {
-        if (*s == '"' || *s == '\\') out[k++] = '\\';
-        out[k++] = *s;
-    }
-    out[k++] = '"';
-    out[k] = 0;
-}
-
-/* Edits for ct_config_parse_edited; each edit borrows its arg. */
-typedef struct moved {
-    ct_config_edit edit[8];
-    char arg[8][2 * PATH_MAX + 64];
-    int n;
-} moved;
-
-static void add_edit(moved *m, const char *key, const char *path) {
-    if (m->n >= 8) return;
+/* key="path" (YAML double-quoted) as an edit. */
+static void add_path(ct_edit_list *m, const char *key, const char *path) {
     char value[2 * PATH_MAX + 8];
-    quoted(path, value, sizeof value);
-    snprintf(m->arg[m->n], sizeof m->arg[m->n], "%s=%s", key, value);
-    ct_err ignored = {{0}};
-    if (ct_config_edit_parse(m->arg[m->n], &m->edit[m->n], &ignored) == 0) m->n++;
+    ct_edit_list_add(m, key, "%s", ct_yaml_quoted(path, value, sizeof value));
 }
 
-static int reparse(ct_config *cfg, moved *m, ct_err *err);
+/* Parses cfg again with m's edits; m is freed. */
+static int reparse(ct_config *cfg, ct_edit_list *m, ct_err *err) {
+    ct_config out;
+    char source[CT_PATH_MAX], name[CT_NAME_MAX];
+    snprintf(source, sizeof source, "%s", cfg->source);
+    snprintf(name, sizeof name, "%s", cfg->name);
+    int rc = ct_config_parse_edited(cfg->text, cfg->text_len, source, NULL, m->edit, m->n, &out,
+                                    err);
+    ct_edit_list_free(m);
+    if (rc != 0) return -1;
+    snprintf(out.name, sizeof out.name, "%s", name);
+    ct_config_free(cfg);
+    *cfg = out;
+    return 0;
+}
 
 /* data.<key> at path: when it is absolute and gone, its place relative to the run's new
  * directory, if something is there. */
-static void relocate_one(moved *m, const char *key, const char *path, const char *old_dir,
+static void relocate_one(ct_edit_list *m, const char *key, const char *path, const char *old_dir,
                          const char *new_dir) {
     char rel[PATH_MAX], cand[2 * PATH_MAX + 2], real[PATH_MAX];
     if (path[0] != '/' || access(path, F_OK) == 0 || strpbrk(path, "*?[")) return;
     if (!relative_to(path, old_dir, rel, sizeof rel)) return;
     snprintf(cand, sizeof cand, "%s/%s", new_dir, rel);
     if (!realpath(cand, real)) return;
-    add_edit(m, key, real);
+    add_path(m, key, real);
 }
 
 int ct_config_relocate(ct_config *cfg, const char *old_given, const char *run_dir,
@@ -92,47 +83,37 @@ int ct_config_relocate(ct_config *cfg, const char *old_given, const char *run_di
     snprintf(old_dir, sizeof old_dir, "%s", old_given && *old_given ? old_given : cfg->train.out);
     if (!cfg->text || old_dir[0] != '/' || !realpath(run_dir, new_dir)) return 0;
     if (realpath(old_dir, old_real) && !strcmp(old_real, new_dir)) return 0; /* not moved */
-    moved m = {.n = 0};
+    ct_edit_list m = {.n = 0};
     const ct_data_cfg *d = &cfg->data;
     if (d->n_train_images <= 1) relocate_one(&m, "data.train_images", d->train_images, old_dir, new_dir);
     relocate_one(&m, "data.train_labels", d->train_labels, old_dir, new_dir);
     relocate_one(&m, "data.test_images", d->test_images, old_dir, new_dir);
     relocate_one(&m, "data.test_labels", d->test_labels, old_dir, new_dir);
     if (cfg->train.out[0] == '/' && access(cfg->train.out, F_OK) != 0)
-        add_edit(&m, "train.out", new_dir);
+        add_path(&m, "train.out", new_dir);
     if (m.n == 0) return 0;
     if (reparse(cfg, &m, err) != 0) return -1;
     if (moved_out) *moved_out = true;
     return 0;
 }
 
-/* Parses cfg again with m's edits. */
-static int reparse(ct_config *cfg, moved *m, ct_err *err) {
-    ct_config out;
-    char source[CT_PATH_MAX], name[CT_NAME_MAX];
-    snprintf(source, sizeof source, "%s", cfg->source);
-    snprintf(name, sizeof name, "%s", cfg->name);
-    if (ct_config_parse_edited(cfg->text, cfg->text_len, source, NULL, m->edit, m->n, &out, err) != 0)
-        return -1;
-    snprintf(out.name, sizeof out.name, "%s", name);
-    ct_config_free(cfg);
-    *cfg = out;
-    return 0;
-}
-
-static void adopt_one(moved *m, const char *key, const char *was, const char *now) {
+static void adopt_one(ct_edit_list *m, const char *key, const char *was, const char *now) {
     if (!was[0] || !now[0] || !strcmp(was, now) || strpbrk(was, "*?[")) return;
     if (access(was, F_OK) == 0 || access(now, F_OK) != 0) return;
-    add_edit(m, key, now);
+    add_path(m, key, now);
 }
 
 int ct_config_adopt_data_paths(ct_config *was, const ct_config *now, ct_err *err) {
-    moved m = {.n = 0};
+    ct_edit_list m = {.n = 0};
     const ct_data_cfg *a = &was->data, *b = &now->data;
     if (a->n_train_images <= 1 && b->n_train_images <= 1)
         adopt_one(&m, "data.train_images", a->train_images, b->train_images);
     adopt_one(&m, "data.train_labels", a->train_labels, b->train_labels);
     adopt_one(&m, "data.test_images", a->test_images, b->test_images);
     adopt_one(&m, "data.test_labels", a->test_labels, b->test_labels);
-    return m.n == 0 || !was->text ? 0 : reparse(was, &m, err);
+    if (m.n == 0 || !was->text) {
+        ct_edit_list_free(&m);
+        return 0;
+    }
+    return reparse(was, &m, err);
 }

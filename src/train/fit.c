@@ -769,7 +769,7 @@ int ct_fit(ct_config *cfg, const ct_fit_opts *o, ct_fit_result *res, ct_err *err
                             ct_early_stop_due(&s.info, &cfg->train.early_stopping));
     s.stopped_early = done && !steps_done && s.info.epoch < cfg->train.epochs; /* the manifest */
     s.max_steps_hit = done && steps_done && s.info.epoch < cfg->train.epochs;
-    if (done && steps_done && s.info.epoch < cfg->train.epochs)
+    if (s.max_steps_hit)
         fprintf(o->log, "ctrain: %s already holds %lld optimizer steps (train.max_steps is %lld); "
                 "nothing to do\n", s.ckpt_path, s.info.step, cfg->train.max_steps);
     else if (done && s.info.epoch >= cfg->train.epochs)

@@ -137,8 +137,8 @@ static int trim_lines(const char *path, int kind, int epochs, long long steps, c
         if (errno == ENOENT) return 0;
         return ct_errorf(err, "%s: cannot read: %s", path, strerror(errno));
     }
-    char *text = NULL, *kept = NULL;
-    size_t len = 0, cap = 0, out = 0;
+    char *text = NULL;
+    size_t len = 0, out = 0;
     FILE *mem = open_memstream(&text, &len);
     char buf[65536];
     size_t k;
@@ -149,26 +149,19 @@ static int trim_lines(const char *path, int kind, int epochs, long long steps, c
         free(text);
         return ct_errorf(err, "%s: cannot read", path);
     }
-    cap = len + 1;
-    kept = malloc(cap);
-    if (!kept) {
-        free(text);
-        return ct_errorf(err, "%s: out of memory", path);
-    }
-    for (size_t i = 0; i < len;) {
+    for (size_t i = 0; i < len;) { /* the kept lines move down in place (out <= i) */
         const char *nl = memchr(text + i, '\n', len - i);
         if (!nl) break; /* cut short */
         size_t n = (size_t)(nl - (text + i));
         bool keep = kind == 0 ? keep_record(text + i, n, epochs, steps) : keep_row(text + i, n, epochs);
         if (keep) {
-            memcpy(kept + out, text + i, n + 1);
+            memmove(text + out, text + i, n + 1);
             out += n + 1;
         }
         i += n + 1;
     }
-    int rc = out == len ? 0 : ct_atomic_write_file(path, kept, out, err);
+    int rc = out == len ? 0 : ct_atomic_write_file(path, text, out, err);
     free(text);
-    free(kept);
     return rc;
 }
 

@@ -159,7 +159,7 @@ void ct_run_output_close(ct_run_output *ro, bool saved) {
     if (ro->dir.held && ro->fresh && !saved) { /* a new run that failed before its first save */
         static const char *const written[] = {"config.yaml", "train.log", "metrics.jsonl",
                                               "metrics.csv", "manifest.json"};
-        for (int i = 0; i < 5; i++) {
+        for (size_t i = 0; i < sizeof written / sizeof written[0]; i++) {
             char path[PATH_MAX + 32];
             snprintf(path, sizeof path, "%s/%s", ro->dir.path, written[i]);
             unlink(path);
