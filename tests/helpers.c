@@ -144,8 +144,8 @@ void ct_test_write_config(const char *dir, const char *name, const char *layers_
     ct_test_write_file(out_path, text, strlen(text));
 }
 
-#include "backend/cuda_loader.h"
-#include "backend/device.h"
+#include "device/cuda_loader.h"
+#include "device/device.h"
 
 #include <unistd.h>
 

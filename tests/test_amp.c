@@ -34,7 +34,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_bf16.h"
 #include "common/cpu_isa.h"
-#include "backend/device.h"
+#include "device/device.h"
 #include "config/config.h"
 #include "graph/graph.h"
 #include "helpers.h"

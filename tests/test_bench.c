@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "bench/bench.h"
 #include "bench/matmul_cpu.h"
 #include "ct_build_config.h"

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "config/config.h"
 #include "data/idx.h"
 #include "helpers.h"

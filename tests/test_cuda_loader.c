@@ -1,5 +1,5 @@
 /* test_cuda_loader.c: loading libctrain-cuda.so and its ABI check
- * (backend/cuda_loader.h, backend/cuda/cuda_api.h "ABI check").
+ * (device/cuda_loader.h, backend/cuda/cuda_api.h "ABI check").
  *
  * This program does not link the CUDA backend library; it loads, through
  * ct_cuda_api_open:
@@ -30,7 +30,7 @@
 #include "helpers.h"
 
 #ifdef CT_HAVE_CUDA
-#include "backend/cuda_loader.h"
+#include "device/cuda_loader.h"
 
 /* path of a file in the build (or a GPU bundle: CT_BUILD_ROOT) */
 static const char *built(const char *name) {

@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/device.h"
+#include "device/device.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
 #include "helpers.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "train/memory.h"
 #include "train/model.h"
 

@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "config/config.h"
 #include "ct_build_config.h"
 #include "helpers.h"

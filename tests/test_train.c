@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "config/config.h"
 #include "data/idx.h"
 #include "data/loader.h"

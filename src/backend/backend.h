@@ -295,7 +295,7 @@ struct ct_backend {
 
 extern const ct_backend_vt ct_backend_cpu;
 #ifdef CT_HAVE_CUDA
-/* Defined in libctrain-cuda.so; the core reaches it through backend/cuda_loader.h. */
+/* Defined in libctrain-cuda.so; the core reaches it through device/cuda_loader.h. */
 extern const ct_backend_vt ct_backend_cuda;
 #endif
 

@@ -13,14 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "bench/bench.h"
 #include "bench/cpu_info.h"
 #include "io/json_write.h"
 #include "bench/matmul_cpu.h"
 #include "cli/cli.h"
 #include "ct_build_config.h"
-#include "backend/cuda_loader.h"
+#include "device/cuda_loader.h"
 
 #define CT_BENCH_SEED 42u
 #define CT_BENCH_COPY_BYTES ((size_t)256 << 20)

@@ -7,14 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "bench/cpu_info.h"
 #include "io/json_write.h"
 #include "cli/cli.h"
 #include "ct_build_config.h"
 #include "dist/dist.h"
 #ifdef CT_HAVE_CUDA
-#include "backend/cuda_loader.h"
+#include "device/cuda_loader.h"
 #endif
 
 #define CT_MAX_LISTED_DEVICES 64

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/cuda_loader.h"
+#include "device/cuda_loader.h"
 #include "train/progress.h"
 
 int ct_dist_grads_open(ct_dist_grads *g, ct_model *m, ct_err *err) {

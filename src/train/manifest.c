@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/cuda_loader.h"
+#include "device/cuda_loader.h"
 #include "bench/cpu_info.h"
 #include "ct_build_config.h"
 #include "io/atomic_file.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "train/model.h"
-#include "backend/cuda_loader.h"
+#include "device/cuda_loader.h"
 
 int ct_parse_size(const char *s, size_t *out, ct_err *err) {
     errno = 0;

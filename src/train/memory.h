@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "data/idx.h"
 #include "config/config.h"
 #include "plan/plan.h"

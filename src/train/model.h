@@ -12,7 +12,7 @@
 #include <stdbool.h>
 
 #include "backend/backend.h"
-#include "backend/device.h"
+#include "device/device.h"
 #include "config/config.h"
 #include "data/idx.h"
 #include "graph/graph.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "common/intmath.h"
 #include "common/signals.h"
 #include "dist/dist.h"

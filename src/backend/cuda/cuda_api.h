@@ -2,7 +2,7 @@
  *
  * The CUDA backend (the training backend, device queries and the matmul benchmark)
  * is built as its own shared library, libctrain-cuda.so, which links cudart, cuBLAS,
- * cuRAND and cuDNN. The core never links it: backend/cuda_loader.c loads it with
+ * cuRAND and cuDNN. The core never links it: device/cuda_loader.c loads it with
  * dlopen only when a GPU may be used, so CPU runs do not pay for loading the CUDA
  * libraries (about 150 MiB of resident memory). The library exports two symbols:
  * CT_CUDA_ABI_SYMBOL (below), checked first, and CT_CUDA_API_ENTRY, returning this

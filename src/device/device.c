@@ -2,12 +2,12 @@
  * usable device exists (the request's ordinal instead when it has one: a rank of a
  * multi-rank job takes its local rank's GPU); cuda / cuda:N check the ordinal
  * against the device count. */
-#include "backend/device.h"
+#include "device/device.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/cuda_loader.h"
+#include "device/cuda_loader.h"
 
 bool ct_cuda_usable(int *count, char *why, size_t n) {
 #ifdef CT_HAVE_CUDA

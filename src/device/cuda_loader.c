@@ -1,5 +1,5 @@
 /* cuda_loader.c: loading libctrain-cuda.so on demand (see cuda_loader.h). */
-#include "backend/cuda_loader.h"
+#include "device/cuda_loader.h"
 
 #include <dlfcn.h>
 #include <libgen.h>
