@@ -11,7 +11,7 @@
  *
  * Mixed precision (o.amp fp16 / bf16) is emulated, except bf16 where oneDNN has bf16
  * instructions and train.cpu_bf16 allows (native, ct_cpu_bf16_decide): there the
- * convolutions and linear layers on oneDNN take bf16 inputs (cpu_weighted.c,
+ * convolutions and linear layers on oneDNN take bf16 inputs (cpu_conv_onednn.c,
  * cpu_linear.c), a conv
  * or residual add whose readers all take bf16 stores its output in bf16, and so do the
  * relus, batch norms, pools and flattens that pass it on (ct_cpu_bf16_stores), and

@@ -1,162 +1,68 @@
-/* cpu_conv.c: conv2d on oneDNN: candidate descriptors (formats chosen by oneDNN
- * first, all-plain second, which the gemm kernels cover) for the shared machinery
- * in cpu_weighted.c.
+/* cpu_conv.c: conv2d on the CPU: its implementations per pass, most wanted first
+ * (the only place one is chosen; cpu_pass_impl.h), and the op row.
  *
- * Shapes: src [N,C,H,W], weights [O,C,K,K] (OIHW), bias [O], dst [N,O,OH,OW].
- * PyTorch floors the output size; oneDNN wants padding_r consistent with it:
- * padding_r = (OH-1)*stride + K - H - padding (may be below padding).
+ *   forward           the one-pass conv+relu+maxpool block in bf16 arithmetic, the
+ *                     same in fp32, oneDNN
+ *   backward data     from the pool over dy's nonzeros, oneDNN (none when the conv
+ *                     gives no input gradient)
+ *   backward weights  the block's loops in bf16, in fp32 (where the block runs the
+ *                     forward), from the pool (with its data pass), the loops for
+ *                     one input channel, the 3x3 bf16 loops, oneDNN
+ * Each entry's takes() says when it applies (the files named in cpu_conv_impl.h).
  */
-#include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_conv_impl.h"
 
-#include <string.h>
+static const ct_cpu_pass_impl *const forward_impls[] = {
+    &ct_cpu_conv_block_forward_bf16, &ct_cpu_conv_block_forward, &ct_cpu_conv_onednn_forward,
+    NULL};
 
-typedef struct conv_geom {
-    dnnl_dim_t src[4], w[4], b[1], dst[4];
-    dnnl_dims_t strides, pad_l, pad_r; /* 2 used; the API reads DNNL_MAX_NDIMS */
-} conv_geom;
+static const ct_cpu_pass_impl *const bwd_data_impls[] = {
+    &ct_cpu_conv_from_pool_bwd_data, &ct_cpu_conv_onednn_bwd_data, NULL};
 
-static void geom(const ct_cpu_node *nd, dnnl_dim_t n, conv_geom *q) {
-    memset(q, 0, sizeof *q);
-    const ct_node *g = nd->g;
-    int k = g->cfg.kernel, s = g->cfg.stride, p = g->cfg.padding;
-    q->src[0] = n; q->src[1] = g->in.c; q->src[2] = g->in.h; q->src[3] = g->in.w;
-    q->w[0] = g->out.c; q->w[1] = g->in.c; q->w[2] = k; q->w[3] = k;
-    q->b[0] = g->out.c;
-    q->dst[0] = n; q->dst[1] = g->out.c; q->dst[2] = g->out.h; q->dst[3] = g->out.w;
-    q->strides[0] = q->strides[1] = s;
-    q->pad_l[0] = q->pad_l[1] = p;
-    q->pad_r[0] = (dnnl_dim_t)(g->out.h - 1) * s + k - g->in.h - p;
-    q->pad_r[1] = (dnnl_dim_t)(g->out.w - 1) * s + k - g->in.w - p;
-}
+static const ct_cpu_pass_impl *const bwd_weights_impls[] = {
+    &ct_cpu_conv_block_bwd_weights_bf16, &ct_cpu_conv_block_bwd_weights,
+    &ct_cpu_conv_from_pool_bwd_weights, &ct_cpu_conv_wgrad_one_channel,
+    &ct_cpu_conv_wgrad_bf16, &ct_cpu_conv_onednn_bwd_weights, NULL};
 
-/* md for dims: variant 0 lets oneDNN choose, variant 1 is plain. */
-static int md_for(dnnl_memory_desc_t *md, int variant, int nd, const dnnl_dim_t *dims,
-                  ct_err *err) {
-    return variant == 0 ? ct_cpu_md_any(md, nd, dims, err) : ct_cpu_md_plain(md, nd, dims, err);
-}
-
-static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
-                    const dnnl_memory_desc_t *src_in, ct_cpu_wdesc *d, ct_err *err) {
-    conv_geom q;
-    geom(nd, src_in->dims[0], &q);
-    dnnl_memory_desc_t src, w, b, dst;
-    if (md_for(&src, v, 4, q.src, err) || md_for(&w, v, 4, q.w, err) ||
-        ct_cpu_md_plain(&b, 1, q.b, err) || md_for(&dst, v, 4, q.dst, err))
-        return -1;
-    dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
-    src = ct_cpu_md_typed(&src, ct);
-    w = ct_cpu_md_typed(&w, ct);
-    if (nd->wl.store_bf16) dst = ct_cpu_md_typed(&dst, dnnl_bf16);
-    CT_DNNL(err, dnnl_convolution_forward_desc_init(&d->conv, prop, nd->wl.conv_alg,
-                                                    &src, &w, nd->g->bias >= 0 ? &b : NULL,
-                                                    &dst, q.strides, q.pad_l, q.pad_r));
-    return 0;
-}
-
-static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gsrc_in,
-                      const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err) {
-    conv_geom q;
-    geom(nd, gsrc_in->dims[0], &q);
-    dnnl_memory_desc_t dsrc, w;
-    if (md_for(&dsrc, v, 4, q.src, err) || md_for(&w, v, 4, q.w, err)) return -1;
-    dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
-    w = ct_cpu_md_typed(&w, ct);
-    dnnl_memory_desc_t ddst = ct_cpu_md_typed(dst, ct);
-    dsrc = ct_cpu_md_typed(&dsrc, gsrc_in->data_type); /* bf16 where the input is stored so */
-    CT_DNNL(err, dnnl_convolution_backward_data_desc_init(&d->conv, nd->wl.conv_alg,
-                                                          &dsrc, &w, &ddst, q.strides, q.pad_l,
-                                                          q.pad_r));
-    return 0;
-}
-
-/* Variants: 0/1 take src and diff_dst as forward left them (diff weights chosen /
- * plain); 2 asks for src and diff_dst in nhwc (acdb), which gives the jit kernel
- * for a C = 1 input without padding it to 8 channels (a C = 1 nchw src is the same
- * memory, so only diff_dst is reordered; faster than variant 3 even with that
- * reorder, BENCHMARKS.md); 3 lets oneDNN choose all three; 4 is all plain (the gemm
- * kernels; conv_bwd_w_first below may start there). */
-static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *src,
-                      const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err) {
-    conv_geom q;
-    geom(nd, src->dims[0], &q);
-    dnnl_memory_desc_t s = *src, dd = *dst, dw, db;
-    if (v == 2) {
-        dnnl_dims_t dims = {q.dst[0], q.dst[1], q.dst[2], q.dst[3]};
-        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dd, 4, dims, dnnl_f32, dnnl_acdb));
-        dnnl_dims_t sdims = {q.src[0], q.src[1], q.src[2], q.src[3]};
-        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&s, 4, sdims, dnnl_f32, dnnl_acdb));
-    } else if (v >= 3 &&
-               (md_for(&s, v - 3, 4, q.src, err) || md_for(&dd, v - 3, 4, q.dst, err))) {
-        return -1;
-    }
-    if (md_for(&dw, v == 1 || v == 4 ? 1 : 0, 4, q.w, err) || ct_cpu_md_plain(&db, 1, q.b, err))
-        return -1;
-    dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
-    s = ct_cpu_md_typed(&s, ct);
-    dd = ct_cpu_md_typed(&dd, ct);
-    CT_DNNL(err, dnnl_convolution_backward_weights_desc_init(
-                     &d->conv, dnnl_convolution_direct, &s, &dw,
-                     nd->g->bias >= 0 ? &db : NULL, &dd, q.strides, q.pad_l, q.pad_r));
-    return 0;
-}
-
-/* Whether some kernel row or column reads only padding at every output position along
- * one axis of `in` pixels (a 1-pixel map under a 3-wide kernel, say). */
-static bool tap_in_padding(int in, int out, int k, int s, int p) {
-    for (int t = 0; t < k; t++) {
-        bool inside = false;
-        for (int o = 0; o < out && !inside; o++) inside = o * s + t - p >= 0 && o * s + t - p < in;
-        if (!inside) return true;
-    }
-    return false;
-}
-
-/* oneDNN 2.6's bf16 backward-weights kernel (jit_bf16:avx512_core_bf16, in every layout
- * variants 0-3 give it) computes wrong weight gradients, from memory it never wrote,
- * when a kernel row or column lies wholly in the padding (maps of width 1 at stride 2
- * or more, of width 2 at stride 3, in a scan of widths and heights 1 to 9:
- * BENCHMARKS.md). Its fp32 kernels and its gemm kernel (the all-plain variant) are
- * right there, so such a bf16 convolution takes the plain variant. */
-static int conv_bwd_w_first(const ct_cpu_node *nd) {
-    if (ct_cpu_wl_compute_type(nd) != dnnl_bf16) return 0;
-    const ct_node *g = nd->g;
-    int k = g->cfg.kernel, s = g->cfg.stride, p = g->cfg.padding;
-    bool edge = tap_in_padding(g->in.h, g->out.h, k, s, p) ||
-                tap_in_padding(g->in.w, g->out.w, k, s, p);
-    return edge ? CT_CPU_BWD_W_VARIANTS - 1 : 0;
-}
-
-const ct_cpu_wl_descs ct_cpu_conv_descs = {conv_fwd, conv_bwd_d, conv_bwd_w, conv_bwd_w_first,
-                                           2, "convolution"};
-
-/* The conv of a conv-relu-maxpool block that ctrain's block loops take runs on them
- * (cpu_conv_block.c), every other conv on oneDNN (cpu_weighted.c). */
 static int conv_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    char why[CT_FUSION_WHY_MAX];
-    if (ct_cpu_block_takes(b, nd, why, sizeof why)) return ct_cpu_block_create(b, nd, err);
-    ct_cpu_decline(b, CT_FUSE_CONV_RELU_POOL, nd->i, "%s", why);
-    return ct_cpu_wl_create(b, nd, &ct_cpu_conv_descs, err);
+    ct_cpu_wl *w = &nd->wl;
+    w->dw.region = w->db.region = w->part.region = w->wpack.region = -1;
+    if (ct_cpu_pass_choose(b, nd, CT_PASS_FORWARD, forward_impls, err) != 0) return -1;
+    if (!b->o.training) return 0;
+    if (ct_cpu_has_gin(b, nd->i) &&
+        ct_cpu_pass_choose(b, nd, CT_PASS_BACKWARD_DATA, bwd_data_impls, err) != 0)
+        return -1;
+    if (ct_cpu_pass_choose(b, nd, CT_PASS_BACKWARD_WEIGHTS, bwd_weights_impls, err) != 0)
+        return -1;
+    if (nd->impl_of[CT_PASS_BACKWARD_DATA] == &ct_cpu_conv_onednn_bwd_data)
+        ct_cpu_conv_onednn_share_copies(b, nd);
+    return 0;
 }
 
 static int conv_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    return nd->wl.own_fwd ? ct_cpu_block_bind(b, nd, err) : ct_cpu_wl_bind(b, nd, err);
+    if (ct_cpu_wl_bind_views(b, &nd->wl, err) != 0) return -1;
+    return ct_cpu_pass_bind(b, nd, err);
 }
 
 static int conv_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err) {
-    return nd->wl.own_fwd ? ct_cpu_block_forward(b, nd, train, step, err)
-                          : ct_cpu_wl_forward(b, nd, train, step, err);
+    ct_cpu_pass_args a = {.train = train, .step = step};
+    return ct_cpu_pass_run(b, nd, CT_PASS_FORWARD, &a, err);
 }
 
+/* Weights before data: the data pass may reuse storage the weights pass read last
+ * (ct_cpu_conv_onednn_share_copies). */
 static int conv_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
                          ct_err *err) {
-    return nd->wl.own_fwd ? ct_cpu_block_backward(b, nd, accumulate, step, err)
-                          : ct_cpu_wl_backward(b, nd, accumulate, step, err);
+    ct_cpu_pass_args a = {.accumulate = accumulate, .step = step};
+    if (ct_cpu_pass_run(b, nd, CT_PASS_BACKWARD_WEIGHTS, &a, err) != 0) return -1;
+    return ct_cpu_pass_run(b, nd, CT_PASS_BACKWARD_DATA, &a, err);
 }
 
 static const char *conv_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
                              size_t n) {
-    return nd->wl.own_fwd ? ct_cpu_block_impl(b, nd, pass, buf, n)
-                          : ct_cpu_wl_impl(b, nd, pass, buf, n);
+    return ct_cpu_pass_describe(b, nd, pass, buf, n);
 }
 
-const ct_cpu_op ct_cpu_op_conv = {conv_create, conv_bind, conv_forward, conv_backward, conv_impl};
+const ct_cpu_op ct_cpu_op_conv = {.create = conv_create, .bind = conv_bind,
+                                  .forward = conv_forward, .backward = conv_backward,
+                                  .impl = conv_impl};

@@ -22,11 +22,13 @@
  * backward-data primitives chose, once after every change (the dirty flags).
  *
  * Fusion: create() makes the graph's fusion plan (graph/fusion.h) with the CPU's
- * conditions (cpu_fusion.c) and each op's create confirms or declines the groups it
+ * conditions (cpu_policy.c) and each op's create confirms or declines the groups it
  * heads or ends against the layouts oneDNN chose. Ops learn what their neighbours do
  * from that plan only; a node whose forward or backward another node runs is never
- * called for it (cpu_backend.c). The flags in a node's own state (own_fwd,
- * own_bwd_w, pool_grad) are its implementation, read by nobody else.
+ * called for it (cpu_backend.c).
+ *
+ * Implementations: an op with more than one implementation of a pass lists them
+ * (cpu_pass_impl.h) and its node holds the one chosen per pass (impl_of).
  */
 #ifndef CT_CPU_INTERNAL_H
 #define CT_CPU_INTERNAL_H
@@ -62,12 +64,7 @@ typedef struct ct_cpu_xfer {
     ct_cpu_prim r;
 } ct_cpu_xfer;
 
-/* Op descriptors of the weighted layers on cpu_weighted.c's machinery. */
-typedef union ct_cpu_wdesc {
-    dnnl_convolution_desc_t conv;
-} ct_cpu_wdesc;
-
-/* Conv state (cpu_weighted.c) and linear state (cpu_linear.c: fwd, bwd_d, bwd_w and
+/* Conv state (cpu_conv_*.c) and linear state (cpu_linear.c: fwd, bwd_d, bwd_w and
  * bwd_w_acc are matmuls; src, dsrc, w_fwd and wddst its conversions; the param views). */
 typedef struct ct_cpu_wl {
     ct_cpu_prim fwd, bwd_d, bwd_w;
@@ -96,37 +93,15 @@ typedef struct ct_cpu_wl {
     bool bf16;
     bool store_bf16;
     dnnl_alg_kind_t conv_alg; /* convolutions: ct_cpu_conv_alg's, set before the descs */
-    /* ctrain's own backward-weights for a stride-1 conv (cpu_convw_kernel.h)
-     * instead of bwd_w: its geometry and the per-thread partial sums
-     * ("<name>.convw_part", part_threads of them). */
-    bool own_bwd_w;
+    /* The geometries of ctrain's conv loops, for the implementation that runs them
+     * (cpu_conv_impl.h): weight gradient (fp32 convw, bf16 convwb), the one-pass
+     * block's forward (convf) and the backward from the pool (convpg). */
     ct_convw_geom convw;
-    /* Native bf16: ctrain's AVX512-BF16 backward-weights of a 3x3 conv
-     * (cpu_convwb_kernel.h) instead of bwd_w, reading the src and diff_dst that
-     * bwd_w's layouts give (the wsrc / wddst copies when those differ); per-thread
-     * partials and scratch in part ("<name>.convwb_part"). */
-    bool own_bwd_w_bf16;
     ct_convwb_geom convwb;
-    /* Native bf16, a fused conv-relu-maxpool block whose pool output is bf16 (see
-     * own_fwd below): its backward-weights on AVX512-BF16 (cpu_convpb_kernel.h)
-     * instead of the fp32 convw loops, with convw's geometry; partials and scratch
-     * in part ("<name>.convpb_part"). */
-    bool own_convpb;
-    /* The conv of a conv-relu-maxpool block on ctrain's forward loops
-     * (cpu_conv_block.c); with the block fused (CT_FUSE_CONV_RELU_POOL) the relu and
-     * the pool run in the same pass and the conv's output has no storage. */
-    bool own_fwd;
     ct_convf_geom convf;
-    /* ... its one pass in native bf16 on AVX512-BF16 (cpu_convfb_kernel.h) with
-     * convf's geometry, instead of ct_convf_forward's fp32 arithmetic. */
-    bool own_convfb;
-    /* A conv followed by a relu and a 2x2 max-pool whose backward (weights and
-     * data) runs on ctrain's loops over the nonzeros of its dy only
-     * (cpu_convpg_kernel.h): from the pool's gradient when fused
-     * (CT_FUSE_CONV_BWD_FROM_POOL), else from its own dense gact. wpack: its packed
-     * weights. */
-    bool pool_grad;
     ct_convpg_geom convpg;
+    /* The loops' packed weights (backward from the pool), and per-thread partial sums
+     * ("<name>.<loops>_part", part_threads of them; ct_cpu_wl_plan_part). */
     ct_cpu_tensor wpack;
     ct_cpu_tensor part;
     int part_threads;
@@ -179,6 +154,9 @@ typedef struct ct_cpu_node {
     dnnl_memory_desc_t gsrc_md[2];
     ct_cpu_prim gin_copy[2];
     ct_cpu_bn bn;            /* batchnorm2d, batchnorm1d */
+    /* the chosen implementation per ct_impl_pass (cpu_pass_impl.h; NULL: the op's
+     * own, or no such pass) */
+    const struct ct_cpu_pass_impl *impl_of[3];
     char impl[3][64];        /* impl_name's answers, per ct_impl_pass */
 } ct_cpu_node;
 
@@ -233,7 +211,7 @@ struct ct_cpu {
     int32_t *pred;          /* [N] */
     ct_cpu_dataset ds[2];   /* training (0) and evaluation (1) sets */
     float lut[CT_MAX_CHANNELS][256]; /* [C][p]: normalized value of pixel byte p (pixels.h) */
-    ct_fusion_plan fusion;  /* made and confirmed by create (cpu_fusion.c) */
+    ct_fusion_plan fusion;  /* made and confirmed by create (cpu_policy.c) */
     ct_cpu_node nodes[CT_MAX_LAYERS];
 };
 
@@ -271,7 +249,7 @@ int ct_cpu_xfer_plan(ct_cpu *b, ct_cpu_xfer *xf, int layer, const char *suffix,
 /* Binds t and the reorder's arguments against `other` (no-op when !xf->on). */
 int ct_cpu_xfer_bind(ct_cpu *b, ct_cpu_xfer *xf, const ct_cpu_tensor *other, ct_err *err);
 
-/* ---- fusion and implementation choices (cpu_fusion.c) ------------------------------ */
+/* ---- policy: fusion conditions and run options (cpu_policy.c) -------------------- */
 
 /* The CPU's conditions for each kind of fusion group (ct_fusion_check_fn; ctx is the
  * ct_cpu): what the graph and the run options decide. Layouts are confirmed by the
@@ -321,6 +299,13 @@ ct_loops_isa ct_cpu_loops_isa(const ct_cpu *b);
  * portable (tests force them); never with off. The pooling loops and the backward
  * from the pool win in portable C too and need only ct_cpu_loops_on. */
 bool ct_cpu_conv_loops_take(const ct_cpu *b, int k, char *why, size_t n);
+/* What the graph and the run options tell of the conv at i with a relu and a 2x2
+ * max-pool after it (the caller has matched the pattern), else false with the
+ * reason: whether ctrain's one-pass block loops may run it (CT_FUSE_CONV_RELU_POOL;
+ * cpu_conv_block.c checks the layouts and sizes), and whether its backward may run
+ * from the pool's gradient (CT_FUSE_CONV_BWD_FROM_POOL; cpu_conv_from_pool.c). */
+bool ct_cpu_block_graph_ok(const ct_cpu *b, int i, char *why, size_t n);
+bool ct_cpu_pool_grad_graph_ok(const ct_cpu *b, int i, char *why, size_t n);
 
 /* ---- batches (cpu_data.c) -------------------------------------------------------- */
 
@@ -342,79 +327,21 @@ extern const ct_cpu_op ct_cpu_op_conv, ct_cpu_op_linear, ct_cpu_op_maxpool,
 /* gelu, silu, tanh, sigmoid, leaky_relu (cpu_act.c); global_avgpool (cpu_pool.c). */
 extern const ct_cpu_op ct_cpu_op_act, ct_cpu_op_global_avgpool;
 
-/* cpu_weighted.c: the conv's oneDNN primitives; cpu_conv.c gives the descs. The
- * element type of the primitives' src, weights and diff_dst (bf16 with wl.bf16, else
- * f32; everything else is f32): */
+/* ---- weighted layers (cpu_weights.c) --------------------------------------------- */
+
+/* The element type of a conv's or linear layer's oneDNN src, weights and diff_dst
+ * (bf16 with wl.bf16, else f32; everything else is f32). */
 dnnl_data_type_t ct_cpu_wl_compute_type(const ct_cpu_node *nd);
-#define CT_CPU_BWD_W_VARIANTS 5
-typedef struct ct_cpu_wl_descs {
-    /* Fills candidate op descs (most wanted first) for forward, backward data and
-     * backward weights, given the mds to use; returns the candidate count. */
-    int (*fwd)(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int variant,
-               const dnnl_memory_desc_t *src_in, ct_cpu_wdesc *d, ct_err *err);
-    int (*bwd_d)(const ct_cpu_node *nd, int variant, const dnnl_memory_desc_t *gsrc_in,
-                 const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err);
-    int (*bwd_w)(const ct_cpu_node *nd, int variant, const dnnl_memory_desc_t *src,
-                 const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err);
-    /* The first bwd_w variant to try (the earlier ones are skipped), 0 but where
-     * oneDNN's kernels for them give wrong results. */
-    int (*bwd_w_first)(const ct_cpu_node *nd);
-    int n_variants;        /* candidates for fwd and bwd_d (bwd_w: CT_CPU_BWD_W_VARIANTS) */
-    const char *prim_name; /* "convolution" */
-} ct_cpu_wl_descs;
-
-int ct_cpu_wl_create(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_wl_descs *dd, ct_err *err);
-int ct_cpu_wl_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
-int ct_cpu_wl_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err);
-int ct_cpu_wl_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step, ct_err *err);
-/* The implementation of a pass of a layer on this machinery, into buf[n] or a
- * static name. */
-const char *ct_cpu_wl_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, char *buf,
-                           size_t n);
-
-/* Pieces of the above for conv paths that run ctrain's loops (cpu_conv_block.c) and
- * for the linear layer (cpu_linear.c: the views):
- * plain views of the weight (dims of w_md) and bias in the flat params and grads;
- * whether the own backward-weights loops take the conv (fills q; not with
- * train.cpu_loops off); planning their per-thread partial sums (wl.convw set);
- * binding the views and scratch tensors. */
+/* Plain views of the weight (dims of w_md) and bias in the flat params and grads. */
 int ct_cpu_wl_param_views(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *w_md,
                           ct_err *err);
-bool ct_cpu_wl_own_convw(ct_cpu *b, ct_cpu_node *nd, ct_convw_geom *q);
-int ct_cpu_wl_own_bwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 /* wl.part: `floats` per OpenMP thread (wl.part_threads of them), a workspace named
  * "<name of the layer>.<name>". */
 int ct_cpu_wl_plan_part(ct_cpu *b, ct_cpu_node *nd, size_t floats, const char *name,
                         ct_err *err);
+/* Binds the views and the dw/db scratch. */
 int ct_cpu_wl_bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
 /* Converts the params into w_fwd's layout when they changed since (fwd_dirty). */
 int ct_cpu_wl_refresh_fwd_weights(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
-
-/* cpu_conv_block.c: whether the conv at node i with a relu and a 2x2 max-pool after it
- * (a CT_FUSE_CONV_RELU_POOL candidate) runs on ctrain's block loops as far as the
- * graph and the run options tell (else false with the reason), and whether they
- * take conv node nd (that and its input layout and sizes); the block's conv. */
-bool ct_cpu_block_graph_ok(const ct_cpu *b, int i, char *why, size_t n);
-bool ct_cpu_block_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t n);
-int ct_cpu_block_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
-int ct_cpu_block_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
-int ct_cpu_block_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_err *err);
-int ct_cpu_block_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t step,
-                          ct_err *err);
-const char *ct_cpu_block_impl(const ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass,
-                              char *buf, size_t n);
-/* Backward from the pool (wl.pool_grad) of a conv on oneDNN's forward: whether it
- * applies as far as the graph and the run options tell (a CT_FUSE_CONV_BWD_FROM_POOL
- * candidate at i), whether it applies to nd after the forward's create (layouts),
- * each false with the reason; its create (instead of oneDNN's backward primitives),
- * bind and backward. */
-bool ct_cpu_pool_grad_graph_ok(const ct_cpu *b, int i, char *why, size_t n);
-bool ct_cpu_pool_grad_takes(ct_cpu *b, const ct_cpu_node *nd, char *why, size_t n);
-int ct_cpu_pool_grad_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
-int ct_cpu_pool_grad_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
-int ct_cpu_pool_grad_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, ct_err *err);
-
-/* Candidate descriptors of the convolutions. */
-extern const ct_cpu_wl_descs ct_cpu_conv_descs;
 
 #endif

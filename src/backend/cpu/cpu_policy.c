@@ -1,12 +1,15 @@
-/* cpu_fusion.c: what the CPU backend can fuse (graph/fusion.h), and the run options
- * that choose ctrain's own loops.
+/* cpu_policy.c: what the CPU backend's graph and run options decide before any op
+ * looks at layouts: the conditions of each kind of fusion (graph/fusion.h), native
+ * bf16 and where it is stored, the conv algorithm, and the switches of ctrain's own
+ * loops. The ops' implementation lists (cpu_pass_impl.h) ask here; nothing here asks
+ * an op.
  *
- * The kinds, and who decides what:
+ * The fusion kinds, and who decides what:
  *  - conv+relu+maxpool in one pass: ctrain's block loops (cpu_conv_block.c): the
  *    graph and options here, the input layout and loop sizes at the conv's create.
  *  - conv backward from the pool: ctrain's loops over the nonzeros of dy
- *    (cpu_convpg_kernel.h): the graph and options here, oneDNN's layouts at the
- *    conv's create (cpu_weighted.c).
+ *    (cpu_conv_from_pool.c): the graph and options here, oneDNN's layouts at the
+ *    conv's create.
  *  - relu as post-op: always offered; oneDNN may refuse it at the layer's create.
  *  - relu backward in the max-pool: needs the pool on ctrain's loops, which the
  *    pool's create knows (cpu_pool.c).
@@ -103,6 +106,40 @@ bool ct_cpu_conv_loops_take(const ct_cpu *b, int k, char *why, size_t n) {
                          "loops' portable C");
     else if (k != 3)
         snprintf(why, n, "a %dx%d kernel: the conv loops have AVX2 bodies for 3x3 only", k, k);
+    else
+        return true;
+    return false;
+}
+
+bool ct_cpu_block_graph_ok(const ct_cpu *b, int i, char *why, size_t n) {
+    const ct_graph *gr = b->g;
+    const ct_node *g = &gr->nodes[i];
+    if (!ct_cpu_conv_loops_take(b, g->cfg.kernel, why, n))
+        return false;
+    if (g->cfg.stride != 1)
+        snprintf(why, n, "stride %d (the one-pass loops take 1)", g->cfg.stride);
+    else if (g->in.c != 1)
+        snprintf(why, n, "%d input channels (the one-pass loops take 1)", g->in.c);
+    else if (g->input_grad)
+        snprintf(why, n, "needs its input gradient (the one-pass loops give none)");
+    else if (g->span >= 0 || gr->nodes[i + 1].span >= 0 || gr->nodes[i + 2].span >= 0)
+        snprintf(why, n, "in a checkpointed span");
+    else if (b->o.amp != CT_AMP_OFF && !b->bf16_native)
+        snprintf(why, n, "train.amp %s emulated (the one pass does not round)",
+                 ct_amp_mode_name(b->o.amp));
+    else
+        return true;
+    return false;
+}
+
+bool ct_cpu_pool_grad_graph_ok(const ct_cpu *b, int i, char *why, size_t n) {
+    const ct_node *g = &b->g->nodes[i];
+    if (!b->o.training)
+        snprintf(why, n, "a forward-only plan");
+    else if (!ct_cpu_loops_on(b))
+        snprintf(why, n, "train.cpu_loops off");
+    else if (g->cfg.stride != 1)
+        snprintf(why, n, "stride %d (the loops take 1)", g->cfg.stride);
     else
         return true;
     return false;
