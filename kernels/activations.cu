@@ -20,34 +20,13 @@ __global__ void relu_bwd_kernel(const float *y, const float *dy, float *dx, size
     GRID_LOOP(j, n) dx[j] = y[j] > 0.0f ? dy[j] : 0.0f;
 }
 
-/* One activation (ct_cuda_act) at x. */
-__device__ __forceinline__ float act_value(int act, float slope, float x) {
-    switch (act) {
-    case CT_CUDA_ACT_GELU: return ct_gelu(x);
-    case CT_CUDA_ACT_SILU: return ct_silu(x);
-    case CT_CUDA_ACT_TANH: return ct_tanh_act(x);
-    case CT_CUDA_ACT_SIGMOID: return ct_sigmoid(x);
-    default: return ct_leaky_relu(x, slope);
-    }
+__global__ void act_fwd_kernel(ct_act act, float slope, const float *x, float *y, size_t n) {
+    GRID_LOOP(j, n) y[j] = ct_act_value(act, slope, x[j]);
 }
 
-__device__ __forceinline__ float act_grad(int act, float slope, float x, float dy) {
-    switch (act) {
-    case CT_CUDA_ACT_GELU: return ct_gelu_grad(x, dy);
-    case CT_CUDA_ACT_SILU: return ct_silu_grad(x, dy);
-    case CT_CUDA_ACT_TANH: return ct_tanh_grad(x, dy);
-    case CT_CUDA_ACT_SIGMOID: return ct_sigmoid_grad(x, dy);
-    default: return ct_leaky_relu_grad(x, slope, dy);
-    }
-}
-
-__global__ void act_fwd_kernel(int act, float slope, const float *x, float *y, size_t n) {
-    GRID_LOOP(j, n) y[j] = act_value(act, slope, x[j]);
-}
-
-__global__ void act_bwd_kernel(int act, float slope, const float *x, const float *dy, float *dx,
+__global__ void act_bwd_kernel(ct_act act, float slope, const float *x, const float *dy, float *dx,
                                size_t n) {
-    GRID_LOOP(j, n) dx[j] = act_grad(act, slope, x[j], dy[j]);
+    GRID_LOOP(j, n) dx[j] = ct_act_grad(act, slope, x[j], dy[j]);
 }
 
 __global__ void dropout_kernel(const float *src, float *dst, size_t n, size_t sample_numel,
@@ -84,14 +63,14 @@ extern "C" int ct_cuda_relu_backward(const float *y, const float *dy, float *dx,
     return (int)cudaGetLastError();
 }
 
-extern "C" int ct_cuda_act_forward(int act, float slope, const float *x, float *y, size_t n,
+extern "C" int ct_cuda_act_forward(ct_act act, float slope, const float *x, float *y, size_t n,
                                    void *stream) {
     if (n == 0) return 0;
     act_fwd_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(act, slope, x, y, n);
     return (int)cudaGetLastError();
 }
 
-extern "C" int ct_cuda_act_backward(int act, float slope, const float *x, const float *dy,
+extern "C" int ct_cuda_act_backward(ct_act act, float slope, const float *x, const float *dy,
                                     float *dx, size_t n, void *stream) {
     if (n == 0) return 0;
     act_bwd_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(act, slope, x, dy, dx,

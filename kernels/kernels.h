@@ -50,19 +50,13 @@ int ct_cuda_sgd_step(float *w, const float *g, float *buf, size_t n, const ct_op
 int ct_cuda_relu_forward(const float *x, float *y, size_t n, void *stream);
 /* dx = y > 0 ? dy : 0 from the relu OUTPUT y (dx may equal dy). */
 int ct_cuda_relu_backward(const float *y, const float *dy, float *dx, size_t n, void *stream);
-/* The activations of ct_cuda_act_forward / _backward. */
-typedef enum {
-    CT_CUDA_ACT_GELU,      /* exact erf form */
-    CT_CUDA_ACT_SILU,
-    CT_CUDA_ACT_TANH,
-    CT_CUDA_ACT_SIGMOID,
-    CT_CUDA_ACT_LEAKY_RELU /* negative slope `slope` */
-} ct_cuda_act;
-/* y = f(x) over n elements with elementwise.h's math (ct_gelu, ...); slope is
- * leaky_relu's (ignored by the others). y must not alias x when backward follows. */
-int ct_cuda_act_forward(int act, float slope, const float *x, float *y, size_t n, void *stream);
+/* y = f(x) over n elements for activation act (ops/act.h) with elementwise.h's math
+ * (ct_act_value); slope is leaky_relu's (ignored by the others). y must not alias x
+ * when backward follows. */
+int ct_cuda_act_forward(ct_act act, float slope, const float *x, float *y, size_t n,
+                        void *stream);
 /* dx = f'(x) * dy from the activation's INPUT x (dx may equal dy). */
-int ct_cuda_act_backward(int act, float slope, const float *x, const float *dy, float *dx,
+int ct_cuda_act_backward(ct_act act, float slope, const float *x, const float *dy, float *dx,
                          size_t n, void *stream);
 /* Dropout over a batch tensor [rows, sample_numel] (canonical NCHW order), row r the
  * sample at epoch position first_pos + r: dst[j] = src[j] * ct_dropout_scale(seed,

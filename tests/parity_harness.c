@@ -87,11 +87,11 @@ ct_layer_cfg leaky_relu(double slope) {
 /* The reference activation of an activation kind; -1 for other kinds. */
 static int ref_act_of(ct_layer_kind k) {
     switch (k) {
-    case CT_LAYER_GELU: return CT_REF_GELU;
-    case CT_LAYER_SILU: return CT_REF_SILU;
-    case CT_LAYER_TANH: return CT_REF_TANH;
-    case CT_LAYER_SIGMOID: return CT_REF_SIGMOID;
-    case CT_LAYER_LEAKY_RELU: return CT_REF_LEAKY_RELU;
+    case CT_LAYER_GELU: return CT_ACT_GELU;
+    case CT_LAYER_SILU: return CT_ACT_SILU;
+    case CT_LAYER_TANH: return CT_ACT_TANH;
+    case CT_LAYER_SIGMOID: return CT_ACT_SIGMOID;
+    case CT_LAYER_LEAKY_RELU: return CT_ACT_LEAKY_RELU;
     default: return -1;
     }
 }
@@ -262,7 +262,7 @@ void ref_forward(const ct_graph *g, int k, const double *x, const double *p, int
     case CT_LAYER_GLOBAL_AVGPOOL: ct_ref_global_avgpool_forward(x, n, C, H, W, y); break;
     default:
         if (ref_act_of(nd->kind) < 0) fail();
-        ct_ref_act_forward((ct_ref_act)ref_act_of(nd->kind), c->slope, x, numel, y);
+        ct_ref_act_forward((ct_act)ref_act_of(nd->kind), c->slope, x, numel, y);
     }
 }
 
@@ -304,7 +304,7 @@ void ref_backward(const ct_graph *g, int k, const double *x, const double *p, in
     case CT_LAYER_GLOBAL_AVGPOOL: ct_ref_global_avgpool_backward(n, C, H, W, dy, dx); break;
     default:
         if (ref_act_of(nd->kind) < 0) fail();
-        ct_ref_act_backward((ct_ref_act)ref_act_of(nd->kind), c->slope, x, numel, dy, dx);
+        ct_ref_act_backward((ct_act)ref_act_of(nd->kind), c->slope, x, numel, dy, dx);
     }
 }
 

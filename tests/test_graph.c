@@ -415,6 +415,8 @@ static void test_activation_shapes(void **state) {
     cfg.input_c = 3, cfg.input_h = 6, cfg.input_w = 5;
     const ct_layer_kind kinds[] = {CT_LAYER_GELU, CT_LAYER_SILU, CT_LAYER_TANH, CT_LAYER_SIGMOID,
                                    CT_LAYER_LEAKY_RELU};
+    const ct_act acts[] = {CT_ACT_GELU, CT_ACT_SILU, CT_ACT_TANH, CT_ACT_SIGMOID,
+                           CT_ACT_LEAKY_RELU};
     cfg.layers[0] = L(CT_LAYER_CONV2D, 16, 3, 1);
     for (int i = 0; i < 5; i++) cfg.layers[1 + i] = L(kinds[i], 0, 0, 0);
     cfg.layers[6] = L(CT_LAYER_GLOBAL_AVGPOOL, 0, 0, 0);
@@ -431,6 +433,13 @@ static void test_activation_shapes(void **state) {
         assert_true(g.nodes[i].fwd_flops == 16 * 6 * 5);
         assert_false(ct_op(kinds[i - 1])->fwd_moves_only || ct_op(kinds[i - 1])->bwd_moves_only);
         assert_true(ct_amp_rounds(&g.nodes[i], CT_AMP_BF16, false));
+        assert_int_equal(ct_op(kinds[i - 1])->act, acts[i - 1]);
+    }
+    /* every other kind is no activation of the shared enum */
+    for (int k = 0; k < CT_LAYER_KIND_COUNT; k++) {
+        bool listed = false;
+        for (int j = 0; j < 5; j++) listed = listed || kinds[j] == (ct_layer_kind)k;
+        if (!listed) assert_int_equal(ct_op((ct_layer_kind)k)->act, CT_ACT_NONE);
     }
     const ct_node *gp = &g.nodes[6];
     assert_true(gp->out.c == 16 && gp->out.h == 1 && gp->out.w == 1 && !gp->out.flat);

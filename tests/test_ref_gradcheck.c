@@ -392,7 +392,7 @@ static void test_relu(void **state) {
 /* ---- gelu, silu, tanh, sigmoid, leaky_relu ------------------------------------ */
 
 typedef struct act_ctx {
-    ct_ref_act a;
+    ct_act a;
     double slope;
     double *x;
     long n;
@@ -406,16 +406,16 @@ static void act_fwd(const void *ctx, double *y) {
 static void test_act_gradcheck(void **state) {
     (void)state;
     static const char *const names[] = {"gelu", "silu", "tanh", "sigmoid", "leaky_relu"};
-    for (int a = CT_REF_GELU; a <= CT_REF_LEAKY_RELU; a++) {
+    for (int a = CT_ACT_GELU; a <= CT_ACT_LEAKY_RELU; a++) {
         rng_seed(50 + (uint64_t)a);
         long n = 200;
-        act_ctx c = {(ct_ref_act)a, 0.1, rand_array(n, -4, 4), n};
+        act_ctx c = {(ct_act)a, 0.1, rand_array(n, -4, 4), n};
         for (long i = 0; i < n; i++) /* leaky_relu: x +- h never crosses 0 */
             if (fabs(c.x[i]) < 0.01) c.x[i] = c.x[i] < 0 ? -0.5 : 0.5;
         double *r = rand_array(n, -1, 1), *dx = garbage_array(n);
         ct_ref_act_backward(c.a, c.slope, c.x, n, r, dx);
         char what[32];
-        snprintf(what, sizeof what, "%s dx", names[a]);
+        snprintf(what, sizeof what, "%s dx", names[a - CT_ACT_GELU]);
         check_grad(act_fwd, &c, n, r, c.x, n, dx, what);
         free(c.x); free(r); free(dx);
     }
@@ -425,29 +425,30 @@ static void test_act_gradcheck(void **state) {
 static void test_act_by_hand(void **state) {
     (void)state;
     double x[3] = {-1.5, 0.0, 2.0}, y[3], dy[3] = {1, 1, 1}, g[3];
-    ct_ref_act_forward(CT_REF_GELU, 0, x, 3, y);
+    ct_ref_act_forward(CT_ACT_GELU, 0, x, 3, y);
     double gelu[3] = {-0.10021080190328713, 0.0, 1.9544997361036416};
     assert_all_near(y, gelu, 3, 1e-14);
-    ct_ref_act_forward(CT_REF_SILU, 0, x, 3, y);
+    ct_ref_act_forward(CT_ACT_SILU, 0, x, 3, y);
     double silu[3] = {-0.2736382857095345, 0.0, 1.7615941559557646};
     assert_all_near(y, silu, 3, 1e-14);
-    ct_ref_act_forward(CT_REF_SIGMOID, 0, x, 3, y);
+    ct_ref_act_forward(CT_ACT_SIGMOID, 0, x, 3, y);
     double sig[3] = {0.18242552380635635, 0.5, 0.8807970779778823};
     assert_all_near(y, sig, 3, 1e-14);
-    ct_ref_act_forward(CT_REF_TANH, 0, x, 3, y);
+    ct_ref_act_forward(CT_ACT_TANH, 0, x, 3, y);
     double th[3] = {-0.9051482536448664, 0.0, 0.9640275800758169};
     assert_all_near(y, th, 3, 1e-14);
-    ct_ref_act_forward(CT_REF_LEAKY_RELU, 0.1, x, 3, y);
+    ct_ref_act_forward(CT_ACT_LEAKY_RELU, 0.1, x, 3, y);
     double lr[3] = {-0.15, 0.0, 2.0};
     assert_all_near(y, lr, 3, 1e-15);
-    ct_ref_act_backward(CT_REF_LEAKY_RELU, 0.1, x, 3, dy, g);
+    ct_ref_act_backward(CT_ACT_LEAKY_RELU, 0.1, x, 3, dy, g);
     double lrg[3] = {0.1, 0.1, 1.0}; /* slope at 0, as PyTorch */
     assert_all_near(g, lrg, 3, 1e-15);
-    ct_ref_act_backward(CT_REF_GELU, 0, x, 3, dy, g);
+    ct_ref_act_backward(CT_ACT_GELU, 0, x, 3, dy, g);
     assert_near(g[1], 0.5, 1e-15); /* Phi(0) */
 }
 
-/* elementwise.h's float math (the CUDA kernels') against the double reference. */
+/* elementwise.h's float math (ct_act_value / ct_act_grad: the CUDA kernels' and the
+ * CPU's own loop) against the double reference. */
 static void test_act_elementwise_matches_ref(void **state) {
     (void)state;
     rng_seed(77);
@@ -456,19 +457,13 @@ static void test_act_elementwise_matches_ref(void **state) {
     double *y = malloc(sizeof(double) * (size_t)n), *dx = malloc(sizeof(double) * (size_t)n);
     assert_non_null(y);
     assert_non_null(dx);
-    for (int a = CT_REF_GELU; a <= CT_REF_LEAKY_RELU; a++) {
+    for (int a = CT_ACT_GELU; a <= CT_ACT_LEAKY_RELU; a++) {
         for (long i = 0; i < n; i++) x[i] = (float)x[i], dy[i] = (float)dy[i];
-        ct_ref_act_forward((ct_ref_act)a, 0.1, x, n, y);
-        ct_ref_act_backward((ct_ref_act)a, 0.1, x, n, dy, dx);
+        ct_ref_act_forward((ct_act)a, 0.1, x, n, y);
+        ct_ref_act_backward((ct_act)a, 0.1, x, n, dy, dx);
         for (long i = 0; i < n; i++) {
-            float xf = (float)x[i], dyf = (float)dy[i], yf, gf;
-            switch (a) {
-            case CT_REF_GELU: yf = ct_gelu(xf), gf = ct_gelu_grad(xf, dyf); break;
-            case CT_REF_SILU: yf = ct_silu(xf), gf = ct_silu_grad(xf, dyf); break;
-            case CT_REF_TANH: yf = ct_tanh_act(xf), gf = ct_tanh_grad(xf, dyf); break;
-            case CT_REF_SIGMOID: yf = ct_sigmoid(xf), gf = ct_sigmoid_grad(xf, dyf); break;
-            default: yf = ct_leaky_relu(xf, 0.1f), gf = ct_leaky_relu_grad(xf, 0.1f, dyf);
-            }
+            float xf = (float)x[i], dyf = (float)dy[i];
+            float yf = ct_act_value((ct_act)a, 0.1f, xf), gf = ct_act_grad((ct_act)a, 0.1f, xf, dyf);
             if (!(fabs(yf - y[i]) <= 1e-6 + 1e-5 * fabs(y[i])) ||
                 !(fabs(gf - dx[i]) <= 1e-6 + 1e-5 * fabs(dx[i])))
                 fail_msg("activation %d at x = %.9g: %.9g / %.9g, want %.9g / %.9g", a, x[i],

@@ -42,6 +42,7 @@
 
 #include "common/error.h"
 #include "config/config.h"
+#include "ops/act.h"
 
 #define CT_MAX_PARAMS (2 * CT_MAX_LAYERS)
 #define CT_PARAM_NAME_MAX 64
@@ -161,6 +162,9 @@ typedef struct ct_op_desc {
     /* Batch norm: gamma and beta (init 1 and 0) and the running-statistics
      * buffers; weight_shape gives [C]. */
     bool batch_norm;
+    /* The pointwise activation the layer is (ops/act.h), CT_ACT_NONE for others:
+     * the reference ops, both backends and the CUDA kernels run it by this. */
+    ct_act act;
 } ct_op_desc;
 
 const ct_op_desc *ct_op(ct_layer_kind kind);

@@ -108,34 +108,42 @@ static double global_pool_flops(const ct_node *n) { return (double)ct_shape_nume
 static double bn_flops(const ct_node *n) { return 2.0 * (double)ct_shape_numel(n->out); }
 static double no_flops(const ct_node *n) { (void)n; return 0.0; }
 
-/* Columns: name, has_params, infer, weight_shape, flops, fwd_moves_only,
- * bwd_moves_only (max-pool's backward adds overlapping windows' gradients), and
- * batch_norm for the two batch norms. */
+/* One row per layer kind (graph.h ct_op_desc); a field left out is false, NULL or
+ * CT_ACT_NONE. */
 static const ct_op_desc op_table[CT_LAYER_KIND_COUNT] = {
-    [CT_LAYER_CONV2D] = {"conv2d", true, infer_conv, conv_weight, conv_flops, false, false, false},
-    [CT_LAYER_MAXPOOL2D] = {"maxpool2d", false, infer_pool, NULL, pool_flops, true, false, false},
-    [CT_LAYER_AVGPOOL2D] = {"avgpool2d", false, infer_pool, NULL, pool_flops, false, false,
-                            false},
-    [CT_LAYER_RELU] = {"relu", false, infer_same, NULL, elem_flops, true, true, false},
-    [CT_LAYER_FLATTEN] = {"flatten", false, infer_flatten, NULL, no_flops, true, true, false},
-    [CT_LAYER_LINEAR] = {"linear", true, infer_linear, linear_weight, linear_flops, false, false,
-                         false},
-    [CT_LAYER_DROPOUT] = {"dropout", false, infer_same, NULL, elem_flops, false, false, false},
+    [CT_LAYER_CONV2D] = {.name = "conv2d", .has_params = true, .infer = infer_conv,
+                         .weight_shape = conv_weight, .flops = conv_flops},
+    /* the forward selects; the backward adds overlapping windows' gradients */
+    [CT_LAYER_MAXPOOL2D] = {.name = "maxpool2d", .infer = infer_pool, .flops = pool_flops,
+                            .fwd_moves_only = true},
+    [CT_LAYER_AVGPOOL2D] = {.name = "avgpool2d", .infer = infer_pool, .flops = pool_flops},
+    [CT_LAYER_RELU] = {.name = "relu", .infer = infer_same, .flops = elem_flops,
+                       .fwd_moves_only = true, .bwd_moves_only = true},
+    [CT_LAYER_FLATTEN] = {.name = "flatten", .infer = infer_flatten, .flops = no_flops,
+                          .fwd_moves_only = true, .bwd_moves_only = true},
+    [CT_LAYER_LINEAR] = {.name = "linear", .has_params = true, .infer = infer_linear,
+                         .weight_shape = linear_weight, .flops = linear_flops},
+    [CT_LAYER_DROPOUT] = {.name = "dropout", .infer = infer_same, .flops = elem_flops},
     /* the add of a residual block (graph.c checks that its inputs agree); its
      * backward passes the gradient on to both inputs unchanged */
-    [CT_LAYER_RESIDUAL] = {"residual", false, infer_same, NULL, elem_flops, false, true, false},
-    [CT_LAYER_GELU] = {"gelu", false, infer_same, NULL, elem_flops, false, false, false},
-    [CT_LAYER_SILU] = {"silu", false, infer_same, NULL, elem_flops, false, false, false},
-    [CT_LAYER_TANH] = {"tanh", false, infer_same, NULL, elem_flops, false, false, false},
-    [CT_LAYER_SIGMOID] = {"sigmoid", false, infer_same, NULL, elem_flops, false, false, false},
-    [CT_LAYER_LEAKY_RELU] = {"leaky_relu", false, infer_same, NULL, elem_flops, false, false,
-                             false},
-    [CT_LAYER_GLOBAL_AVGPOOL] = {"global_avgpool", false, infer_global_pool, NULL,
-                                 global_pool_flops, false, false, false},
-    [CT_LAYER_BATCHNORM2D] = {"batchnorm2d", true, infer_bn2d, bn_weight, bn_flops, false, false,
-                              true},
-    [CT_LAYER_BATCHNORM1D] = {"batchnorm1d", true, infer_bn1d, bn_weight, bn_flops, false, false,
-                              true},
+    [CT_LAYER_RESIDUAL] = {.name = "residual", .infer = infer_same, .flops = elem_flops,
+                           .bwd_moves_only = true},
+    [CT_LAYER_GELU] = {.name = "gelu", .infer = infer_same, .flops = elem_flops,
+                       .act = CT_ACT_GELU},
+    [CT_LAYER_SILU] = {.name = "silu", .infer = infer_same, .flops = elem_flops,
+                       .act = CT_ACT_SILU},
+    [CT_LAYER_TANH] = {.name = "tanh", .infer = infer_same, .flops = elem_flops,
+                       .act = CT_ACT_TANH},
+    [CT_LAYER_SIGMOID] = {.name = "sigmoid", .infer = infer_same, .flops = elem_flops,
+                          .act = CT_ACT_SIGMOID},
+    [CT_LAYER_LEAKY_RELU] = {.name = "leaky_relu", .infer = infer_same, .flops = elem_flops,
+                             .act = CT_ACT_LEAKY_RELU},
+    [CT_LAYER_GLOBAL_AVGPOOL] = {.name = "global_avgpool", .infer = infer_global_pool,
+                                 .flops = global_pool_flops},
+    [CT_LAYER_BATCHNORM2D] = {.name = "batchnorm2d", .has_params = true, .infer = infer_bn2d,
+                              .weight_shape = bn_weight, .flops = bn_flops, .batch_norm = true},
+    [CT_LAYER_BATCHNORM1D] = {.name = "batchnorm1d", .has_params = true, .infer = infer_bn1d,
+                              .weight_shape = bn_weight, .flops = bn_flops, .batch_norm = true},
 };
 
 _Static_assert(CT_LAYER_KIND_COUNT == 16, "add a row to op_table for every layer kind");

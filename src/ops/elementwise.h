@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "common/philox.h"
+#include "ops/act.h"
 
 /* ---- dropout ---------------------------------------------------------------- */
 
@@ -146,6 +147,29 @@ CT_HD float ct_tanh_grad(float x, float dy) {
 CT_HD float ct_leaky_relu(float x, float slope) { return x > 0.0f ? x : slope * x; }
 CT_HD float ct_leaky_relu_grad(float x, float slope, float dy) {
     return x > 0.0f ? dy : slope * dy;
+}
+
+/* Activation a (act.h) at x, and its backward f'(x) * dy from the input x; slope is
+ * leaky_relu's (the others ignore it); CT_ACT_NONE is the identity. */
+CT_HD float ct_act_value(ct_act a, float slope, float x) {
+    switch (a) {
+    case CT_ACT_GELU: return ct_gelu(x);
+    case CT_ACT_SILU: return ct_silu(x);
+    case CT_ACT_TANH: return ct_tanh_act(x);
+    case CT_ACT_SIGMOID: return ct_sigmoid(x);
+    case CT_ACT_LEAKY_RELU: return ct_leaky_relu(x, slope);
+    default: return x;
+    }
+}
+CT_HD float ct_act_grad(ct_act a, float slope, float x, float dy) {
+    switch (a) {
+    case CT_ACT_GELU: return ct_gelu_grad(x, dy);
+    case CT_ACT_SILU: return ct_silu_grad(x, dy);
+    case CT_ACT_TANH: return ct_tanh_grad(x, dy);
+    case CT_ACT_SIGMOID: return ct_sigmoid_grad(x, dy);
+    case CT_ACT_LEAKY_RELU: return ct_leaky_relu_grad(x, slope, dy);
+    default: return dy;
+    }
 }
 
 /* ---- optimizers -------------------------------------------------------------- */

@@ -24,32 +24,34 @@ static double sigmoid(double x) {
 static double phi_cdf(double x) { return 0.5 * (1.0 + erf(x / sqrt(2.0))); }
 
 /* One activation value or derivative at x. */
-static double act_value(ct_ref_act a, double x, double slope) {
+static double act_value(ct_act a, double x, double slope) {
     switch (a) {
-    case CT_REF_GELU: return x * phi_cdf(x);
-    case CT_REF_SILU: return x * sigmoid(x);
-    case CT_REF_TANH: return tanh(x);
-    case CT_REF_SIGMOID: return sigmoid(x);
-    default: return x > 0.0 ? x : slope * x;
+    case CT_ACT_GELU: return x * phi_cdf(x);
+    case CT_ACT_SILU: return x * sigmoid(x);
+    case CT_ACT_TANH: return tanh(x);
+    case CT_ACT_SIGMOID: return sigmoid(x);
+    case CT_ACT_LEAKY_RELU: return x > 0.0 ? x : slope * x;
+    default: return x;
     }
 }
 
-static double act_derivative(ct_ref_act a, double x, double slope) {
+static double act_derivative(ct_act a, double x, double slope) {
     double s, t;
     switch (a) {
-    case CT_REF_GELU: return phi_cdf(x) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
-    case CT_REF_SILU: s = sigmoid(x); return s * (1.0 + x * (1.0 - s));
-    case CT_REF_TANH: t = tanh(x); return 1.0 - t * t;
-    case CT_REF_SIGMOID: s = sigmoid(x); return s * (1.0 - s);
-    default: return x > 0.0 ? 1.0 : slope;
+    case CT_ACT_GELU: return phi_cdf(x) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+    case CT_ACT_SILU: s = sigmoid(x); return s * (1.0 + x * (1.0 - s));
+    case CT_ACT_TANH: t = tanh(x); return 1.0 - t * t;
+    case CT_ACT_SIGMOID: s = sigmoid(x); return s * (1.0 - s);
+    case CT_ACT_LEAKY_RELU: return x > 0.0 ? 1.0 : slope;
+    default: return 1.0;
     }
 }
 
-void ct_ref_act_forward(ct_ref_act a, double slope, const double *x, long n, double *y) {
+void ct_ref_act_forward(ct_act a, double slope, const double *x, long n, double *y) {
     for (long i = 0; i < n; i++) y[i] = act_value(a, x[i], slope);
 }
 
-void ct_ref_act_backward(ct_ref_act a, double slope, const double *x, long n, const double *dy,
+void ct_ref_act_backward(ct_act a, double slope, const double *x, long n, const double *dy,
                          double *dx) {
     for (long i = 0; i < n; i++) dx[i] = dy[i] * act_derivative(a, x[i], slope);
 }

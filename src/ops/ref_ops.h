@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "ops/act.h"
+
 /* Output spatial size of a conv/pool window. */
 static inline int ct_ref_out_dim(int in, int k, int stride, int pad) {
     return (in + 2 * pad - k) / stride + 1;
@@ -45,17 +47,10 @@ void ct_ref_relu_backward(const double *x, long n, const double *dy, double *dx)
 void ct_ref_add_forward(const double *a, const double *b, long n, double *y);
 void ct_ref_add_backward(const double *dy, long n, double *da, double *db);
 
-/* Elementwise activations over n elements (ref_act.c); slope: leaky_relu's
+/* Elementwise activations (act.h) over n elements (ref_act.c); slope: leaky_relu's
  * negative slope (ignored by the others). Backward uses the input x. */
-typedef enum {
-    CT_REF_GELU,
-    CT_REF_SILU,
-    CT_REF_TANH,
-    CT_REF_SIGMOID,
-    CT_REF_LEAKY_RELU
-} ct_ref_act;
-void ct_ref_act_forward(ct_ref_act a, double slope, const double *x, long n, double *y);
-void ct_ref_act_backward(ct_ref_act a, double slope, const double *x, long n, const double *dy,
+void ct_ref_act_forward(ct_act a, double slope, const double *x, long n, double *y);
+void ct_ref_act_backward(ct_act a, double slope, const double *x, long n, const double *dy,
                          double *dx);
 
 /* global_avgpool: x [N,C,H,W] -> y [N,C] (PyTorch's AdaptiveAvgPool2d(1), [N,C,1,1]). */

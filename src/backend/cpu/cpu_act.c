@@ -26,14 +26,14 @@
 
 #include <string.h>
 
-/* The eltwise algorithm and its alpha for node nd's kind. */
+/* The eltwise algorithm and its alpha for node nd's activation (ops/act.h). */
 static dnnl_alg_kind_t act_alg(const ct_cpu_node *nd, float *alpha) {
     *alpha = 0.0f;
-    switch (nd->g->kind) {
-    case CT_LAYER_GELU: return dnnl_eltwise_gelu_erf;
-    case CT_LAYER_SILU: *alpha = 1.0f; return dnnl_eltwise_swish;
-    case CT_LAYER_TANH: return dnnl_eltwise_tanh;
-    case CT_LAYER_SIGMOID: return dnnl_eltwise_logistic;
+    switch (ct_op(nd->g->kind)->act) {
+    case CT_ACT_GELU: return dnnl_eltwise_gelu_erf;
+    case CT_ACT_SILU: *alpha = 1.0f; return dnnl_eltwise_swish;
+    case CT_ACT_TANH: return dnnl_eltwise_tanh;
+    case CT_ACT_SIGMOID: return dnnl_eltwise_logistic;
     default: *alpha = (float)nd->g->cfg.slope; return dnnl_eltwise_relu;
     }
 }
@@ -46,19 +46,12 @@ static void own_loop(const ct_cpu_node *nd, const dnnl_memory_desc_t *md, const 
                      const float *dy, float *y) {
     long n = (long)ct_cpu_md_numel(md);
     bool plain = ct_cpu_md_is_plain(md);
-    ct_layer_kind kind = nd->g->kind;
+    ct_act act = ct_op(nd->g->kind)->act;
     float slope = (float)nd->g->cfg.slope;
 #pragma omp parallel for schedule(static)
     for (long j = 0; j < n; j++) {
         size_t o = plain ? (size_t)j : ct_cpu_md_offset(md, (size_t)j);
-        float v = x[o];
-        switch (kind) {
-        case CT_LAYER_GELU: y[o] = dy ? ct_gelu_grad(v, dy[o]) : ct_gelu(v); break;
-        case CT_LAYER_SILU: y[o] = dy ? ct_silu_grad(v, dy[o]) : ct_silu(v); break;
-        case CT_LAYER_TANH: y[o] = dy ? ct_tanh_grad(v, dy[o]) : ct_tanh_act(v); break;
-        case CT_LAYER_SIGMOID: y[o] = dy ? ct_sigmoid_grad(v, dy[o]) : ct_sigmoid(v); break;
-        default: y[o] = dy ? ct_leaky_relu_grad(v, slope, dy[o]) : ct_leaky_relu(v, slope);
-        }
+        y[o] = dy ? ct_act_grad(act, slope, x[o], dy[o]) : ct_act_value(act, slope, x[o]);
     }
 }
 

@@ -36,19 +36,22 @@
 #include <math.h>
 #include <string.h>
 
-static const ct_cpu_op *const cpu_ops[CT_LAYER_KIND_COUNT] = {
+/* The op row of each layer kind; every pointwise activation of the op table
+ * (ct_op_desc.act) runs on cpu_act.c's row. */
+static const ct_cpu_op *const kind_ops[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_CONV2D] = &ct_cpu_op_conv,       [CT_LAYER_MAXPOOL2D] = &ct_cpu_op_maxpool,
     [CT_LAYER_AVGPOOL2D] = &ct_cpu_op_avgpool, [CT_LAYER_RELU] = &ct_cpu_op_relu,
     [CT_LAYER_FLATTEN] = &ct_cpu_op_flatten,   [CT_LAYER_LINEAR] = &ct_cpu_op_linear,
     [CT_LAYER_DROPOUT] = &ct_cpu_op_dropout,   [CT_LAYER_RESIDUAL] = &ct_cpu_op_residual,
-    [CT_LAYER_GELU] = &ct_cpu_op_act,
-    [CT_LAYER_SILU] = &ct_cpu_op_act,          [CT_LAYER_TANH] = &ct_cpu_op_act,
-    [CT_LAYER_SIGMOID] = &ct_cpu_op_act,       [CT_LAYER_LEAKY_RELU] = &ct_cpu_op_act,
     [CT_LAYER_GLOBAL_AVGPOOL] = &ct_cpu_op_global_avgpool,
     [CT_LAYER_BATCHNORM2D] = &ct_cpu_op_batchnorm,
     [CT_LAYER_BATCHNORM1D] = &ct_cpu_op_batchnorm,
 };
-_Static_assert(CT_LAYER_KIND_COUNT == 16, "add a row to cpu_ops for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 16, "add a row to kind_ops for every layer kind");
+
+static const ct_cpu_op *op_of(const ct_cpu_node *nd) {
+    return ct_op(nd->g->kind)->act != CT_ACT_NONE ? &ct_cpu_op_act : kind_ops[nd->g->kind];
+}
 
 static ct_cpu *as_cpu(ct_backend *b) { return (ct_cpu *)b; }
 
@@ -171,7 +174,7 @@ static int create_nodes(ct_cpu *b, ct_err *err) {
         nd->g = &b->g->nodes[i];
         nd->i = i;
         nd->ws.region = -1;
-        if (create_gin_parts(b, nd, err) != 0 || cpu_ops[nd->g->kind]->create(b, nd, err) != 0)
+        if (create_gin_parts(b, nd, err) != 0 || op_of(nd)->create(b, nd, err) != 0)
             return layer_err(b, i, err);
     }
     grads_in_dead_outputs(b);
@@ -237,7 +240,7 @@ static int bind_all(ct_cpu *b, ct_err *err) {
         }
     if (ct_cpu_ctx_bind(&b->c, region_ptr(b, b->r_scratch), err) != 0) return -1;
     for (int i = 0; i < b->g->n_nodes; i++)
-        if (cpu_ops[b->nodes[i].g->kind]->bind(b, &b->nodes[i], err) != 0)
+        if (op_of(&b->nodes[i])->bind(b, &b->nodes[i], err) != 0)
             return layer_err(b, i, err);
     return 0;
 }
@@ -299,7 +302,7 @@ static int cpu_forward(ct_backend *bb, int node, bool train, uint32_t step, ct_e
     if (check_node(b, node, err) != 0) return -1;
     ct_cpu_node *nd = &b->nodes[node];
     if (b->fusion.fwd_by[node] != node) return 0; /* an earlier node ran it */
-    if (cpu_ops[nd->g->kind]->forward(b, nd, train, step, err) != 0)
+    if (op_of(nd)->forward(b, nd, train, step, err) != 0)
         return layer_err(b, node, err);
     if (amp_needs_round(b, node, false)) amp_round(b, &nd->act);
     return 0;
@@ -311,7 +314,7 @@ static int cpu_backward(ct_backend *bb, int node, bool accumulate, uint32_t step
     if (!b->o.training) return ct_errorf(err, "cpu backend: backward on a forward-only plan");
     ct_cpu_node *nd = &b->nodes[node];
     if (b->fusion.bwd_by[node] != node) return 0; /* another node runs it */
-    if (cpu_ops[nd->g->kind]->backward(b, nd, accumulate, step, err) != 0)
+    if (op_of(nd)->backward(b, nd, accumulate, step, err) != 0)
         return layer_err(b, node, err);
     for (int k = 0; k < nd->g->n_src; k++) {
         if (!ct_cpu_has_gin_k(b, node, k)) continue;
@@ -677,7 +680,7 @@ static const char *cpu_impl_name(ct_backend *bb, int node, ct_impl_pass pass) {
         return buf;
     }
     if (by != node) return "";
-    return cpu_ops[nd->g->kind]->impl(b, nd, pass, buf, sizeof nd->impl[pass]);
+    return op_of(nd)->impl(b, nd, pass, buf, sizeof nd->impl[pass]);
 }
 
 static const ct_fusion_plan *cpu_fusion_plan(ct_backend *bb) { return &as_cpu(bb)->fusion; }

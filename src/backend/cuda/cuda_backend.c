@@ -22,19 +22,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const ct_cuda_op *const cuda_ops[CT_LAYER_KIND_COUNT] = {
+/* The op row of each layer kind; every pointwise activation of the op table
+ * (ct_op_desc.act) runs on ct_cuda_op_act. */
+static const ct_cuda_op *const kind_ops[CT_LAYER_KIND_COUNT] = {
     [CT_LAYER_CONV2D] = &ct_cuda_op_conv,       [CT_LAYER_MAXPOOL2D] = &ct_cuda_op_maxpool,
     [CT_LAYER_AVGPOOL2D] = &ct_cuda_op_avgpool, [CT_LAYER_RELU] = &ct_cuda_op_relu,
     [CT_LAYER_FLATTEN] = &ct_cuda_op_flatten,   [CT_LAYER_LINEAR] = &ct_cuda_op_linear,
     [CT_LAYER_DROPOUT] = &ct_cuda_op_dropout,   [CT_LAYER_RESIDUAL] = &ct_cuda_op_residual,
-    [CT_LAYER_GELU] = &ct_cuda_op_act,
-    [CT_LAYER_SILU] = &ct_cuda_op_act,          [CT_LAYER_TANH] = &ct_cuda_op_act,
-    [CT_LAYER_SIGMOID] = &ct_cuda_op_act,       [CT_LAYER_LEAKY_RELU] = &ct_cuda_op_act,
     [CT_LAYER_GLOBAL_AVGPOOL] = &ct_cuda_op_global_avgpool,
     [CT_LAYER_BATCHNORM2D] = &ct_cuda_op_batchnorm,
     [CT_LAYER_BATCHNORM1D] = &ct_cuda_op_batchnorm,
 };
-_Static_assert(CT_LAYER_KIND_COUNT == 16, "add a row to cuda_ops for every layer kind");
+_Static_assert(CT_LAYER_KIND_COUNT == 16, "add a row to kind_ops for every layer kind");
+
+static const ct_cuda_op *op_of(const ct_cuda_node *nd) {
+    return ct_op(nd->g->kind)->act != CT_ACT_NONE ? &ct_cuda_op_act : kind_ops[nd->g->kind];
+}
 
 static ct_cuda *as_cuda(ct_backend *b) { return (ct_cuda *)b; }
 
@@ -75,15 +78,7 @@ const ct_cuda_op ct_cuda_op_relu = {no_create, relu_forward, relu_backward};
 
 /* gelu, silu, tanh, sigmoid, leaky_relu: kernels/activations.cu; backward from the
  * input act[i-1], which stays intact (every node owns its output). */
-static int act_of(const ct_cuda_node *nd) {
-    switch (nd->g->kind) {
-    case CT_LAYER_GELU: return CT_CUDA_ACT_GELU;
-    case CT_LAYER_SILU: return CT_CUDA_ACT_SILU;
-    case CT_LAYER_TANH: return CT_CUDA_ACT_TANH;
-    case CT_LAYER_SIGMOID: return CT_CUDA_ACT_SIGMOID;
-    default: return CT_CUDA_ACT_LEAKY_RELU;
-    }
-}
+static ct_act act_of(const ct_cuda_node *nd) { return ct_op(nd->g->kind)->act; }
 
 static int act_forward(ct_cuda *b, ct_cuda_node *nd, bool train, uint32_t step, ct_err *err) {
     (void)train, (void)step;
@@ -258,7 +253,7 @@ static int create_nodes(ct_cuda *b, ct_err *err) {
         nd->g = &b->g->nodes[i];
         nd->i = i;
         nd->own = ct_cuda_takes_own(b, nd->g);
-        if (add_act_regions(b, nd, err) != 0 || cuda_ops[nd->g->kind]->create(b, nd, err) != 0)
+        if (add_act_regions(b, nd, err) != 0 || op_of(nd)->create(b, nd, err) != 0)
             return layer_err(b, i, err);
     }
     return 0;
@@ -491,7 +486,7 @@ static int cuda_forward(ct_backend *bb, int node, bool train, uint32_t epoch, ct
     ct_cuda *b = as_cuda(bb);
     if (check_node(b, node, err) != 0) return -1;
     ct_cuda_node *nd = &b->nodes[node];
-    if (cuda_ops[nd->g->kind]->forward(b, nd, train, epoch, err) != 0 ||
+    if (op_of(nd)->forward(b, nd, train, epoch, err) != 0 ||
         (amp_needs_round(b, node, false) && amp_round(b, nd->act, node, err) != 0) ||
         ct_cuda_debug_sync(b, "forward", err) != 0)
         return layer_err(b, node, err);
@@ -521,7 +516,7 @@ static int cuda_backward(ct_backend *bb, int node, bool accumulate, uint32_t epo
     if (check_node(b, node, err) != 0) return -1;
     if (!b->o.training) return ct_errorf(err, "cuda backend: backward on a forward-only plan");
     ct_cuda_node *nd = &b->nodes[node];
-    if (cuda_ops[nd->g->kind]->backward(b, nd, accumulate, epoch, err) != 0 ||
+    if (op_of(nd)->backward(b, nd, accumulate, epoch, err) != 0 ||
         gin_finish(b, node, err) != 0 || ct_cuda_debug_sync(b, "backward", err) != 0)
         return layer_err(b, node, err);
     return 0;
