@@ -32,7 +32,7 @@
 #include <sys/wait.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_bf16.h"
+#include "backend/cpu/loops/bf16.h"
 #include "common/cpu_isa.h"
 #include "device/device.h"
 #include "config/config.h"
@@ -172,7 +172,7 @@ static void test_round_random(void **state) {
 #endif
 }
 
-/* The CPU's bf16 array conversions (cpu_bf16.h) on the ISA the loops run here (the
+/* The CPU's bf16 array conversions (bf16.h) on the ISA the loops run here (the
  * sse41 leg of scripts/test-isa.sh runs the portable body): narrowing gives
  * ct_round_bf16's value for every non-NaN float (subnormals, overflow to inf, the
  * signed zeros), a NaN stays a NaN, even one whose payload lies in the low half;

@@ -23,13 +23,13 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_bf16.h"
-#include "backend/cpu/cpu_convwb_kernel.h"
+#include "backend/cpu/loops/bf16.h"
+#include "backend/cpu/loops/conv3x3_wgrad_bf16.h"
 #include "common/cpu_isa.h"
-#include "backend/cpu/cpu_bn_kernel.h"
-#include "backend/cpu/cpu_convw_kernel.h"
+#include "backend/cpu/loops/batchnorm.h"
+#include "backend/cpu/loops/conv_wgrad.h"
 #include "common/cpu_isa.h"
-#include "backend/cpu/cpu_pool_kernel.h"
+#include "backend/cpu/loops/pool.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
 #include "helpers.h"
@@ -70,7 +70,7 @@ static void check_forced(harness *h, int k, ct_cpu_loops mode) {
 
 /* Whether the AVX2 and portable bodies of a weight-gradient path give the same bits,
  * as their headers promise for every loop but the plain weight-gradient loops
- * (cpu_convw_kernel.h: "ctrain:avx2" and "ctrain:avx2:from-pool"), whose AVX2 body
+ * (conv_wgrad.h: "ctrain:avx2" and "ctrain:avx2:from-pool"), whose AVX2 body
  * uses fused multiply-adds. */
 static bool weights_same_bits(const char *weights_impl) {
     return strncmp(weights_impl, "ctrain:avx2", 11) != 0 || strstr(weights_impl, ":nonzero-dy");
@@ -151,7 +151,7 @@ static void all_paths(const ct_layer_cfg *layers, int nl, int C, int H, int W, i
     for (int m = 0; m < N_MODES; m++) parity_out_free(&out[m]);
 }
 
-/* ---- max pooling on ctrain's own loops (cpu_pool_kernel.c) --------------------------- */
+/* ---- max pooling on ctrain's own loops (pool.c) --------------------------- */
 
 static void test_maxpool_paths(void **state) {
     (void)state;
@@ -570,15 +570,15 @@ static void test_batchnorm_loops(void **state) {
 
 /* ---- ctrain's conv backward-weights loops ------------------------------------------ */
 
-/* ct_convw_bwd_weights (portable and, where the CPU has it, AVX2) against the double
+/* ct_conv_wgrad (portable and, where the CPU has it, AVX2) against the double
  * reference: x and dy random in the given channel-block layouts, with garbage in the
  * lanes past IC / OC; add = true starts from nonzero dw/db and must add to them. */
 static void convw_case(int N, int IC, int xb, int OC, int db_, int H, int K, int P, bool add,
                        int threads) {
     for (int portable = 0; portable < 2; portable++) {
-        ct_convw_geom q = {.n = N, .ic = IC, .oc = OC, .h = H, .w = H + 1, .k = K, .p = P,
+        ct_conv_wgrad_geom q = {.n = N, .ic = IC, .oc = OC, .h = H, .w = H + 1, .k = K, .p = P,
                            .x_block = xb, .dy_block = db_, .portable = portable};
-        assert_true(ct_convw_geom_ok(&q));
+        assert_true(ct_conv_wgrad_geom_ok(&q));
         int W = q.w, OH = H + 2 * P - K + 1, OW = W + 2 * P - K + 1;
         int xblocks = (IC + xb - 1) / xb, dblocks = (OC + db_ - 1) / db_;
         size_t xplane = (size_t)H * W, dplane = (size_t)OH * OW;
@@ -603,14 +603,14 @@ static void convw_case(int N, int IC, int xb, int OC, int db_, int H, int K, int
         float *dw = rand_f(nw, 1.0), *db = rand_f((size_t)OC, 1.0);
         for (size_t i = 0; add && i < nw; i++) dwr[i] += dw[i];
         for (int i = 0; add && i < OC; i++) dbr[i] += db[i];
-        float *part = malloc(ct_convw_part_floats(&q) * (size_t)threads * sizeof *part);
-        ct_convw_bwd_weights(&q, x, dy, dw, db, add, part, threads);
+        float *part = malloc(ct_conv_wgrad_part_floats(&q) * (size_t)threads * sizeof *part);
+        ct_conv_wgrad(&q, x, dy, dw, db, add, part, threads);
         char what[128];
-        snprintf(what, sizeof what, "convw %s dw (IC %d/%d, OC %d/%d, K %d, P %d)", ct_convw_isa(&q),
-                 IC, xb, OC, db_, K, P);
+        snprintf(what, sizeof what, "conv_wgrad %s dw (IC %d/%d, OC %d/%d, K %d, P %d)",
+                 ct_conv_wgrad_isa(&q), IC, xb, OC, db_, K, P);
         check_close(dw, dwr, nw, what);
-        snprintf(what, sizeof what, "convw %s db (IC %d/%d, OC %d/%d, K %d, P %d)", ct_convw_isa(&q),
-                 IC, xb, OC, db_, K, P);
+        snprintf(what, sizeof what, "conv_wgrad %s db (IC %d/%d, OC %d/%d, K %d, P %d)",
+                 ct_conv_wgrad_isa(&q), IC, xb, OC, db_, K, P);
         check_close(db, dbr, (size_t)OC, what);
         free(x), free(dy), free(xd), free(dyd), free(wd), free(dx), free(dwr), free(dbr);
         free(dw), free(db), free(part);
@@ -619,9 +619,9 @@ static void convw_case(int N, int IC, int xb, int OC, int db_, int H, int K, int
 
 static void test_convw_loops(void **state) {
     (void)state;
-    ct_convw_geom fast = {.n = 1, .ic = 8, .oc = 8, .h = 8, .w = 8, .k = 3, .p = 1,
+    ct_conv_wgrad_geom fast = {.n = 1, .ic = 8, .oc = 8, .h = 8, .w = 8, .k = 3, .p = 1,
                           .x_block = 8, .dy_block = 8};
-    printf("conv backward-weights loops: %s\n", ct_convw_isa(&fast));
+    printf("conv backward-weights loops: %s\n", ct_conv_wgrad_isa(&fast));
     convw_case(3, 1, 1, 32, 8, 28, 3, 1, false, 2);  /* the tutorial's conv1: nchw x, nChw8c dy */
     convw_case(2, 32, 8, 64, 8, 14, 3, 1, false, 2); /* the tutorial's conv2, nChw8c both */
     convw_case(5, 1, 1, 20, 8, 9, 3, 1, true, 2);    /* 4 pad lanes, accumulate, 5 images on 2 threads */
@@ -1166,15 +1166,15 @@ static void test_bf16_native_resnet(void) {
             /* ctrain's bf16 weight-gradient loops take the 3x3 convs with channels in
              * 16s, with the loops auto, where they run (AVX512-BF16) and oneDNN has no
              * AMX, and no other */
-            bool convwb = loop_modes[m] == CT_CPU_LOOPS_AUTO && ct_convwb_available() &&
-                          !ct_onednn_has_amx();
+            bool conv3x3_wgrad_bf16 = loop_modes[m] == CT_CPU_LOOPS_AUTO &&
+                                      ct_bf16_dots_available() && !ct_onednn_has_amx();
             for (int i = 0; i < h->g.n_nodes; i++) {
                 const ct_node *nd = &h->g.nodes[i];
                 const char *fi = impl(h, i, CT_PASS_FORWARD);
                 if (nd->kind == CT_LAYER_BATCHNORM2D && !strstr(fi, ":bf16"))
                     fail_msg("native bf16 resnet: batch norm %d on '%s'", i, fi);
                 if (nd->kind != CT_LAYER_CONV2D) continue;
-                bool takes = convwb && nd->cfg.kernel == 3 && nd->in.c % 16 == 0;
+                bool takes = conv3x3_wgrad_bf16 && nd->cfg.kernel == 3 && nd->in.c % 16 == 0;
                 const char *wi = impl(h, i, CT_PASS_BACKWARD_WEIGHTS);
                 if (takes != (strcmp(wi, "ctrain:avx512:bf16") == 0))
                     fail_msg("native bf16 resnet, loops %s: conv %d (%d -> %d, %dx%d) "
@@ -1375,7 +1375,7 @@ static void test_bf16_native(void **state) {
     const char *c1f = impl(h, 0, CT_PASS_FORWARD), *c1w = impl(h, 0, CT_PASS_BACKWARD_WEIGHTS);
     printf("native bf16: conv1 forward on %s, weights %s\n", c1f, c1w);
     if (strncmp(c1f, "ctrain:", 7) == 0) {
-        bool dots = ct_convwb_available();
+        bool dots = ct_bf16_dots_available();
         if (!strstr(c1f, ":conv+relu+maxpool:") || !strstr(c1f, ":bf16") ||
             (strncmp(c1f, "ctrain:avx512_bf16:", 19) == 0) != dots ||
             (strncmp(c1w, "ctrain:avx512_bf16:", 19) == 0) != dots)

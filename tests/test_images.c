@@ -17,7 +17,7 @@
 #include <zlib.h>
 
 #include "common/cpu_isa.h"
-#include "backend/cpu/cpu_pixel_kernel.h"
+#include "backend/cpu/loops/pixels.h"
 #include "data/images.h"
 #include "data/loader.h"
 #include "data/pixels.h"
@@ -503,7 +503,7 @@ static void test_fashion_mnist(void **state) {
     ct_dataset_free(&ds);
 }
 
-/* The CPU backend's pixel normalization (cpu_pixel_kernel.h): every body this CPU
+/* The CPU backend's pixel normalization (pixels.h): every body this CPU
  * runs gives ct_norm_pixel's bits, the table's, for all 256 values under several
  * means and deviations, at lengths that leave a tail and from an unaligned start;
  * a body the CPU lacks is named as skipped. */

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "common/cpu_isa.h"
-#include "backend/cpu/cpu_philox_kernel.h"
+#include "backend/cpu/loops/philox.h"
 #include "ops/elementwise.h"
 #include "ops/ref_ops.h"
 #include "helpers.h"
@@ -704,7 +704,7 @@ static void test_philox_known_answers(void **state) {
     }
 }
 
-/* The CPU backend's runs of Philox (cpu_philox_kernel.h), on every body this CPU
+/* The CPU backend's runs of Philox (philox.h), on every body this CPU
  * runs, give common/philox.h's words block by block: runs of 0 to 40 and 300
  * counters (vector widths and tails), a run whose low word wraps into the high one,
  * and keys and stream words with high bits set; a body the CPU lacks is named as

@@ -26,7 +26,7 @@ static bool cpu_has_avx2_fma(void) {
 #endif
 }
 
-/* The AVX-512 subsets the loops' AVX-512 bodies are compiled for (cpu_simd.h). */
+/* The AVX-512 subsets the loops' AVX-512 bodies are compiled for (simd.h). */
 static bool cpu_has_avx512(void) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     return cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") &&

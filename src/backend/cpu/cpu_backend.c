@@ -27,9 +27,9 @@
  * grads and optimizer state stay fp32 in both. amp_note says which one runs.
  */
 #include "backend/cpu/cpu_internal.h"
-#include "backend/cpu/cpu_bf16.h"
-#include "backend/cpu/cpu_pool_kernel.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/bf16.h"
+#include "backend/cpu/loops/pool.h"
+#include "backend/cpu/loops/simd.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
  * Evaluation runs oneDNN's forward inference with use_global_stats on the running
  * statistics (per row, so a partial batch is fine as it is).
  *
- * Training runs ctrain's loops over the first n rows (cpu_bn_kernel.h, AVX2 where the
+ * Training runs ctrain's loops over the first n rows (batchnorm.h, AVX2 where the
  * CPU has it, same bits as their portable C): the batch statistics (sum and sum of
  * squares) and the gradient sums of gamma and beta accumulate in double, and each
  * element is normalized in fp32, as in PyTorch. oneDNN 2.6's training primitives
@@ -40,7 +40,7 @@
  * per loaded batch (b->batch_serial): a forward a checkpointed span recomputes in
  * backward sees the same batch and leaves them alone.
  */
-#include "backend/cpu/cpu_bn_kernel.h"
+#include "backend/cpu/loops/batchnorm.h"
 #include "backend/cpu/cpu_internal.h"
 
 #include <stdio.h>
@@ -206,7 +206,7 @@ static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     return 0;
 }
 
-/* ---- training loops over the first n rows (cpu_bn_kernel.c) -------------------- */
+/* ---- training loops over the first n rows (batchnorm.c) -------------------- */
 
 static ct_bn_geom loops_geom(const ct_cpu *b, const ct_cpu_node *nd) {
     const ct_cpu_bn *bn = &nd->bn;

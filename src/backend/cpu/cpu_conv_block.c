@@ -3,8 +3,8 @@
  * the entries ct_cpu_conv_block_forward(_bf16) and
  * ct_cpu_conv_block_bwd_weights(_bf16).
  *
- * Its conv always runs ctrain's forward (cpu_convf_kernel.h) and backward-weights
- * (cpu_convw_kernel.h) loops, fused or not, so fusing changes no bits:
+ * Its conv always runs ctrain's forward (conv_fwd.h) and backward-weights
+ * (conv_wgrad.h) loops, fused or not, so fusing changes no bits:
  *  - unfused (fusion off): the conv stores its output in nChw8c, and the relu and
  *    the pool run as their own layers;
  *  - fused (CT_FUSE_CONV_RELU_POOL): one pass computes conv, relu and pool and writes
@@ -16,7 +16,7 @@
  * with fusion off (BENCHMARKS.md has the figures).
  * In native bf16, fused, the pass writes the pool's output in bf16; on AVX512-BF16
  * the forward and the weight gradient then compute in bf16 instead (the _bf16
- * entries: cpu_convfb_kernel.h, cpu_convpb_kernel.h: bf16 input and weights, fp32
+ * entries: conv_fwd_bf16.h, conv_wgrad_from_pool_bf16.h: bf16 input and weights, fp32
  * sums, as oneDNN's bf16 convolutions), unfused in fp32: there fusing changes the
  * rounding.
  *
@@ -39,33 +39,33 @@ static bool block_fused(const ct_cpu *b, const ct_cpu_node *nd) {
  * output in the channel block the next conv reads when fused, in bf16 when native
  * bf16 stores it so (the conv's own output then has no storage, its type is the
  * pool's). */
-static void block_geom(const ct_cpu *b, const ct_cpu_node *nd, ct_convf_geom *f) {
+static void block_geom(const ct_cpu *b, const ct_cpu_node *nd, ct_conv_fwd_geom *f) {
     const ct_node *g = nd->g;
     bool fused = block_fused(b, nd);
-    *f = (ct_convf_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
+    *f = (ct_conv_fwd_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                          .k = g->cfg.kernel, .p = g->cfg.padding,
                          .x_block = ct_cpu_md_channel_block(&ct_cpu_in((ct_cpu *)b, nd->i)->md),
                          .y_block = fused ? ct_cpu_block_out_block(b) : 8, .relu = fused,
                          .pool = fused, .portable = ct_cpu_loops_portable(b)};
-    if (!ct_convf_geom_ok(f)) f->y_block = 8;
+    if (!ct_conv_fwd_geom_ok(f)) f->y_block = 8;
     f->bf16_out = fused && ct_cpu_bf16_stores(b, nd->i);
-    if (!ct_convf_geom_ok(f)) f->bf16_out = false;
+    if (!ct_conv_fwd_geom_ok(f)) f->bf16_out = false;
 }
 
 /* Whether the loops take the block at all: its output in nChw8c with relu and pool
  * in the pass, and the weight gradient from the pool. */
 static bool fits_loops(const ct_cpu *b, const ct_cpu_node *nd, int *x_block) {
     const ct_node *g = nd->g;
-    ct_convf_geom f = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
+    ct_conv_fwd_geom f = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
                        .k = g->cfg.kernel, .p = g->cfg.padding,
                        .x_block = ct_cpu_md_channel_block(&ct_cpu_in((ct_cpu *)b, nd->i)->md),
                        .y_block = 8, .relu = true, .pool = true,
                        .portable = ct_cpu_loops_portable(b)};
     *x_block = f.x_block;
-    if (!ct_convf_geom_ok(&f)) return false;
-    ct_convw_geom q = {.n = b->N, .ic = f.ic, .oc = f.oc, .h = f.h, .w = f.w, .k = f.k,
+    if (!ct_conv_fwd_geom_ok(&f)) return false;
+    ct_conv_wgrad_geom q = {.n = b->N, .ic = f.ic, .oc = f.oc, .h = f.h, .w = f.w, .k = f.k,
                        .p = f.p, .x_block = f.x_block, .dy_block = 8};
-    return ct_convw_pooled_ok(&q);
+    return ct_conv_wgrad_from_pool_ok(&q);
 }
 
 static bool takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
@@ -83,16 +83,16 @@ static bool takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
 /* Fused with its pool's output in bf16 (native bf16): AVX512-BF16's pair dot
  * products, x and the weights rounded to bf16 as oneDNN's bf16 convolutions take
  * them, where the CPU has them and the loops are not forced portable. */
-static bool bf16_dots(const ct_cpu *b, const ct_cpu_node *nd, const ct_convf_geom *f) {
+static bool bf16_dots(const ct_cpu *b, const ct_cpu_node *nd, const ct_conv_fwd_geom *f) {
     return block_fused(b, nd) && f->bf16_out && !ct_cpu_loops_portable(b) &&
-           ct_convwb_available();
+           ct_bf16_dots_available();
 }
 
 static bool takes_bf16(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
     if (!takes(b, nd, why, n)) return false;
-    ct_convf_geom f;
+    ct_conv_fwd_geom f;
     block_geom(b, nd, &f);
-    if (bf16_dots(b, nd, &f) && ct_convfb_geom_ok(&f)) return true;
+    if (bf16_dots(b, nd, &f) && ct_conv_fwd_bf16_geom_ok(&f)) return true;
     snprintf(why, n, "not fused in bf16 on AVX512-BF16 within the bf16 loops' sizes");
     return false;
 }
@@ -107,13 +107,13 @@ static void drop_storage(ct_cpu *b, ct_cpu_tensor *t) {
 static int plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     const ct_node *g = nd->g;
     ct_cpu_wl *w = &nd->wl;
-    block_geom(b, nd, &w->convf);
+    block_geom(b, nd, &w->fwd_loops);
     dnnl_dims_t dims = {b->N, g->out.c, g->out.h, g->out.w};
     dnnl_dims_t wdims = {g->out.c, g->in.c, g->cfg.kernel, g->cfg.kernel};
     dnnl_memory_desc_t act, wmd;
     CT_DNNL(err, dnnl_memory_desc_init_by_tag(&act, 4, dims,
-                                              w->convf.bf16_out ? dnnl_bf16 : dnnl_f32,
-                                              ct_cpu_channel_block_tag(w->convf.y_block)));
+                                              w->fwd_loops.bf16_out ? dnnl_bf16 : dnnl_f32,
+                                              ct_cpu_channel_block_tag(w->fwd_loops.y_block)));
     if (ct_cpu_md_plain(&wmd, 4, wdims, err) != 0 || ct_cpu_wl_param_views(b, nd, &wmd, err) != 0 ||
         ct_cpu_add_act(b, nd, &act, false, false, err) != 0)
         return -1;
@@ -133,15 +133,15 @@ static int forward(ct_cpu *b, ct_cpu_node *nd, bool bf16, ct_err *err) {
     const ct_cpu_wl *w = &nd->wl;
     const float *x = ct_cpu_in(b, nd->i)->ptr;
     if (!block_fused(b, nd)) {
-        ct_convf_forward(&w->convf, x, w->w_plain.ptr, bias_of(nd), nd->act.ptr, NULL);
+        ct_conv_fwd(&w->fwd_loops, x, w->w_plain.ptr, bias_of(nd), nd->act.ptr, NULL);
         return 0;
     }
     ct_cpu_node *pool = &b->nodes[nd->i + 2];
     uint8_t *idx = b->o.training ? (uint8_t *)(void *)pool->ws.ptr : NULL;
     if (bf16)
-        ct_convfb_forward(&w->convf, x, w->w_plain.ptr, bias_of(nd), pool->act.ptr, idx);
+        ct_conv_fwd_bf16(&w->fwd_loops, x, w->w_plain.ptr, bias_of(nd), pool->act.ptr, idx);
     else
-        ct_convf_forward(&w->convf, x, w->w_plain.ptr, bias_of(nd), pool->act.ptr, idx);
+        ct_conv_fwd(&w->fwd_loops, x, w->w_plain.ptr, bias_of(nd), pool->act.ptr, idx);
     return 0;
 }
 
@@ -157,9 +157,10 @@ static int run_forward_bf16(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_pass_args *
 
 static const char *describe_forward(const ct_cpu *b, const ct_cpu_node *nd, char *buf, size_t n) {
     bool bf16 = nd->impl_of[CT_PASS_FORWARD] == &ct_cpu_conv_block_forward_bf16;
-    snprintf(buf, n, "ctrain:%s%s:nChw%dc%s", bf16 ? "avx512_bf16" : ct_convf_isa(&nd->wl.convf),
-             block_fused(b, nd) ? ":conv+relu+maxpool" : "", nd->wl.convf.y_block,
-             nd->wl.convf.bf16_out ? ":bf16" : "");
+    snprintf(buf, n, "ctrain:%s%s:nChw%dc%s",
+             bf16 ? "avx512_bf16" : ct_conv_fwd_isa(&nd->wl.fwd_loops),
+             block_fused(b, nd) ? ":conv+relu+maxpool" : "", nd->wl.fwd_loops.y_block,
+             nd->wl.fwd_loops.bf16_out ? ":bf16" : "");
     return buf;
 }
 
@@ -187,9 +188,9 @@ static bool wgrad_takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
 
 static bool wgrad_takes_bf16(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
     if (!forward_is_block(nd, why, n)) return false;
-    ct_convw_geom q;
-    if (bf16_dots(b, nd, &nd->wl.convf) && ct_cpu_conv_convw_geom(b, nd, &q) &&
-        ct_convpb_geom_ok(&q))
+    ct_conv_wgrad_geom q;
+    if (bf16_dots(b, nd, &nd->wl.fwd_loops) && ct_cpu_conv_convw_geom(b, nd, &q) &&
+        ct_conv_wgrad_from_pool_bf16_ok(&q))
         return true;
     snprintf(why, n, "not fused in bf16 on AVX512-BF16 within the bf16 loops' sizes");
     return false;
@@ -197,11 +198,14 @@ static bool wgrad_takes_bf16(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
 
 static int wgrad_plan_with(ct_cpu *b, ct_cpu_node *nd, bool bf16, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
-    if (!ct_cpu_conv_convw_geom(b, nd, &w->convw))
+    if (!ct_cpu_conv_convw_geom(b, nd, &w->wgrad_loops))
         return ct_errorf(err, "the conv-relu-maxpool block's backward-weights loops refuse its shape");
     if (bf16)
-        return ct_cpu_wl_plan_part(b, nd, ct_convpb_part_floats(&w->convw), "convpb_part", err);
-    return ct_cpu_wl_plan_part(b, nd, ct_convw_part_floats(&w->convw), "convw_part", err);
+        return ct_cpu_wl_plan_part(b, nd,
+                                   ct_conv_wgrad_from_pool_bf16_part_floats(&w->wgrad_loops),
+                                   "wgrad_from_pool_bf16_part", err);
+    return ct_cpu_wl_plan_part(b, nd, ct_conv_wgrad_part_floats(&w->wgrad_loops), "wgrad_part",
+                               err);
 }
 
 static int wgrad_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -218,24 +222,24 @@ static int wgrad_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 
 static int wgrad_run_with(ct_cpu *b, ct_cpu_node *nd, bool bf16, bool accumulate) {
     ct_cpu_wl *w = &nd->wl;
-    ct_convw_geom q = w->convw;
+    ct_conv_wgrad_geom q = w->wgrad_loops;
     q.n = b->n; /* rows of this batch */
     const float *x = ct_cpu_in(b, nd->i)->ptr;
     float *db = nd->g->bias >= 0 ? w->db_plain.ptr : NULL;
     if (!block_fused(b, nd)) {
-        ct_convw_bwd_weights(&q, x, nd->gact.ptr, w->dw_plain.ptr, db, accumulate, w->part.ptr,
+        ct_conv_wgrad(&q, x, nd->gact.ptr, w->dw_plain.ptr, db, accumulate, w->part.ptr,
                              w->part_threads);
         return 0;
     }
     const ct_cpu_node *pool = &b->nodes[nd->i + 2];
-    ct_convw_pooled pp = {.dy = pool->gact.ptr, .y = pool->act.ptr,
+    ct_conv_pool_dy pp = {.dy = pool->gact.ptr, .y = pool->act.ptr,
                           .idx = (const uint8_t *)(const void *)pool->ws.ptr,
-                          .bf16 = w->convf.bf16_out};
+                          .bf16 = w->fwd_loops.bf16_out};
     if (bf16)
-        ct_convpb_bwd_weights(&q, x, &pp, w->dw_plain.ptr, db, accumulate, w->part.ptr,
+        ct_conv_wgrad_from_pool_bf16(&q, x, &pp, w->dw_plain.ptr, db, accumulate, w->part.ptr,
                               w->part_threads);
     else
-        ct_convw_bwd_weights_pooled(&q, x, &pp, w->dw_plain.ptr, db, accumulate, w->part.ptr,
+        ct_conv_wgrad_from_pool(&q, x, &pp, w->dw_plain.ptr, db, accumulate, w->part.ptr,
                                     w->part_threads);
     return 0;
 }
@@ -252,8 +256,8 @@ static int wgrad_run_bf16(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_pass_args *a,
 
 static const char *describe_wgrad(const ct_cpu *b, const ct_cpu_node *nd, char *buf, size_t n) {
     bool bf16 = nd->impl_of[CT_PASS_BACKWARD_WEIGHTS] == &ct_cpu_conv_block_bwd_weights_bf16;
-    snprintf(buf, n, "ctrain:%s%s%s", bf16 ? "avx512_bf16" : ct_convw_isa(&nd->wl.convw),
-             block_fused(b, nd) ? ":from-pool" : "", nd->wl.convf.bf16_out ? ":bf16" : "");
+    snprintf(buf, n, "ctrain:%s%s%s", bf16 ? "avx512_bf16" : ct_conv_wgrad_isa(&nd->wl.wgrad_loops),
+             block_fused(b, nd) ? ":from-pool" : "", nd->wl.fwd_loops.bf16_out ? ":bf16" : "");
     return buf;
 }
 

@@ -2,7 +2,7 @@
  * post-op or not) whose output a relu and a 2x2 stride-2 max-pool on ctrain's loops
  * read next: the entries ct_cpu_conv_from_pool_bwd_data and _bwd_weights.
  *
- * Its dy has at most one nonzero per window and channel, and cpu_convpg_kernel.h's
+ * Its dy has at most one nonzero per window and channel, and conv_bwd_nonzero.h's
  * loops take the weight and input gradients over those only (a quarter of the dense
  * arithmetic or less; BENCHMARKS.md has the tutorial conv2's times). Fused
  * (CT_FUSE_CONV_BWD_FROM_POOL), they read the pool's gradient, output and argmax
@@ -68,15 +68,22 @@ static bool takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
     const ct_cpu_wl *w = &nd->wl;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     int xb = block_of(src), yb = block_of(&nd->act.md);
-    ct_convpg_geom q = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
-                        .k = g->cfg.kernel, .p = g->cfg.padding, .x_block = xb, .y_block = yb};
+    ct_conv_bwd_nonzero_geom q = {.n = b->N,
+                                  .ic = g->in.c,
+                                  .oc = g->out.c,
+                                  .h = g->in.h,
+                                  .w = g->in.w,
+                                  .k = g->cfg.kernel,
+                                  .p = g->cfg.padding,
+                                  .x_block = xb,
+                                  .y_block = yb};
     if (yb != 8 && yb != 16)
         snprintf(why, n, "oneDNN chose %s for the conv's output (the loops take nChw8c and "
                  "nChw16c)", block_name(&nd->act.md));
     else if (xb != 8 && xb != 16)
         snprintf(why, n, "oneDNN chose %s for the conv's input (the loops take nChw8c and "
                  "nChw16c)", block_name(src));
-    else if (!ct_convpg_geom_ok(&q))
+    else if (!ct_conv_bwd_nonzero_geom_ok(&q))
         snprintf(why, n, "outside the loops' sizes");
     else
         return true;
@@ -94,24 +101,32 @@ static int plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     if (dx_md.data_type != dnnl_bf16) dx_md.data_type = dnnl_f32;
     /* native bf16: x, and the conv's output (so the pool's) in bf16 as stored; the
      * weights rounded as the bf16 forward takes them */
-    w->convpg = (ct_convpg_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h,
-                                 .w = g->in.w, .k = g->cfg.kernel, .p = g->cfg.padding,
-                                 .x_block = block_of(src), .y_block = block_of(&nd->act.md),
-                                 .x_bf16 = src->data_type == dnnl_bf16,
-                                 .dx_bf16 = dx_md.data_type == dnnl_bf16,
-                                 .y_bf16 = nd->act.md.data_type == dnnl_bf16,
-                                 .w_bf16 = w->bf16, .portable = ct_cpu_loops_portable(b)};
-    dnnl_dim_t np = (dnnl_dim_t)ct_convpg_wpack_floats(&w->convpg);
+    w->bwd_nonzero = (ct_conv_bwd_nonzero_geom){.n = b->N,
+                                                .ic = g->in.c,
+                                                .oc = g->out.c,
+                                                .h = g->in.h,
+                                                .w = g->in.w,
+                                                .k = g->cfg.kernel,
+                                                .p = g->cfg.padding,
+                                                .x_block = block_of(src),
+                                                .y_block = block_of(&nd->act.md),
+                                                .x_bf16 = src->data_type == dnnl_bf16,
+                                                .dx_bf16 = dx_md.data_type == dnnl_bf16,
+                                                .y_bf16 = nd->act.md.data_type == dnnl_bf16,
+                                                .w_bf16 = w->bf16,
+                                                .portable = ct_cpu_loops_portable(b)};
+    dnnl_dim_t np = (dnnl_dim_t)ct_conv_bwd_nonzero_wpack_floats(&w->bwd_nonzero);
     if (ct_cpu_md_plain(&w->wpack.md, 1, &np, err) != 0 ||
-        ct_cpu_add_ws(b, &w->wpack, nd->i, "convpg_w", err) != 0 ||
-        ct_cpu_wl_plan_part(b, nd, ct_convpg_part_floats(&w->convpg), "convpg_part", err) != 0)
+        ct_cpu_add_ws(b, &w->wpack, nd->i, "bwd_nonzero_w", err) != 0 ||
+        ct_cpu_wl_plan_part(b, nd, ct_conv_bwd_nonzero_part_floats(&w->bwd_nonzero),
+                            "bwd_nonzero_part", err) != 0)
         return -1;
     if (fused(b, nd) && nd->gact.region >= 0) { /* read from the pool's */
         b->plan->regions[nd->gact.region].bytes = 0;
         nd->gact.region = -1;
     }
     if (gin && !ct_cpu_md_eq(&gin->md, &dx_md) &&
-        ct_cpu_xfer_plan(b, &w->dsrc, nd->i, "convpg_dx", &dx_md, &gin->md, false, err) != 0)
+        ct_cpu_xfer_plan(b, &w->dsrc, nd->i, "bwd_nonzero_dx", &dx_md, &gin->md, false, err) != 0)
         return -1;
     return 0;
 }
@@ -143,13 +158,13 @@ static int run(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_pass_args *a, ct_err *er
     const void *x = w->src.on ? w->src.t.ptr : ct_cpu_in(b, nd->i)->ptr;
     ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
     const ct_cpu_node *pool = &b->nodes[nd->i + 2];
-    ct_convpg_dy dy = {.dense = nd->gact.ptr};
+    ct_conv_bwd_nonzero_dy dy = {.dense = nd->gact.ptr};
     if (fused(b, nd))
-        dy = (ct_convpg_dy){.dy = pool->gact.ptr, .y = pool->act.ptr,
+        dy = (ct_conv_bwd_nonzero_dy){.dy = pool->gact.ptr, .y = pool->act.ptr,
                             .idx = (const uint8_t *)(const void *)pool->ws.ptr};
     /* all batch_size rows: the rows past this batch get their zero input gradient */
     void *dx = w->dsrc.on ? w->dsrc.t.ptr : gin ? gin->ptr : NULL;
-    ct_convpg_backward(&w->convpg, x, w->w_plain.ptr, &dy, dx, w->dw_plain.ptr,
+    ct_conv_bwd_nonzero(&w->bwd_nonzero, x, w->w_plain.ptr, &dy, dx, w->dw_plain.ptr,
                        nd->g->bias >= 0 ? w->db_plain.ptr : NULL, a->accumulate, w->wpack.ptr,
                        w->part.ptr, w->part_threads);
     return w->dsrc.on ? ct_cpu_exec(&b->c, &w->dsrc.r, err) : 0;
@@ -157,8 +172,8 @@ static int run(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_pass_args *a, ct_err *er
 
 static const char *describe(const ct_cpu *b, const ct_cpu_node *nd, char *buf, size_t n) {
     (void)b;
-    snprintf(buf, n, "ctrain:%s:nonzero-dy%s", ct_convpg_isa(&nd->wl.convpg),
-             nd->wl.convpg.w_bf16 ? ":bf16" : "");
+    snprintf(buf, n, "ctrain:%s:nonzero-dy%s", ct_conv_bwd_nonzero_isa(&nd->wl.bwd_nonzero),
+             nd->wl.bwd_nonzero.w_bf16 ? ":bf16" : "");
     return buf;
 }
 

@@ -70,9 +70,9 @@ extern const ct_cpu_pass_impl ct_cpu_conv_from_pool_bwd_data, ct_cpu_conv_from_p
 /* ---- weight gradient loops (cpu_conv_wgrad.c) ------------------------------------ */
 
 extern const ct_cpu_pass_impl ct_cpu_conv_wgrad_one_channel, ct_cpu_conv_wgrad_bf16;
-/* Whether ctrain's fp32 weight-gradient loops (cpu_convw_kernel.h) may run for the
+/* Whether ctrain's fp32 weight-gradient loops (conv_wgrad.h) may run for the
  * stride-1 conv at nd as far as the run options allow, filling q (any input
  * channels; not with train.cpu_loops off). */
-bool ct_cpu_conv_convw_geom(ct_cpu *b, const ct_cpu_node *nd, ct_convw_geom *q);
+bool ct_cpu_conv_convw_geom(ct_cpu *b, const ct_cpu_node *nd, ct_conv_wgrad_geom *q);
 
 #endif

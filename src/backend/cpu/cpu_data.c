@@ -12,12 +12,12 @@
  * table per channel, (p / 255 - mean[c]) / std[c], and for slot 0 the training
  * augmentation keyed by (seed, the order's epoch, sample index), so both paths
  * give the same bits. Without augmentation a plane is one call of
- * cpu_pixel_kernel.h, whose vector bodies compute the table's values (same bits)
+ * pixels.h, whose vector bodies compute the table's values (same bits)
  * instead of looking them up.
  */
 #include "backend/cpu/cpu_internal.h"
-#include "backend/cpu/cpu_pixel_kernel.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/pixels.h"
+#include "backend/cpu/loops/simd.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -14,7 +14,7 @@
  * order is PyTorch's flatten order.
  */
 #include "backend/cpu/cpu_internal.h"
-#include "backend/cpu/cpu_philox_kernel.h"
+#include "backend/cpu/loops/philox.h"
 
 #include <string.h>
 
@@ -94,7 +94,7 @@ static int no_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
  * j = r * numel(sample) + e. Each sample is whole blocks of 4 draws (elementwise.h):
  * block t of the batch draws counter blk0 + t, the multipliers of
  * ct_dropout_scale4, with the words of a chunk of blocks from one
- * cpu_philox_kernel.h run (vector bodies where ctrain's loops may use them). */
+ * philox.h run (vector bodies where ctrain's loops may use them). */
 enum { DROPOUT_CHUNK = 64 }; /* blocks of 4 draws per Philox run */
 
 static void apply_mask(const ct_cpu *b, const ct_cpu_node *nd, const dnnl_memory_desc_t *md,

@@ -37,12 +37,12 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_convf_kernel.h"
-#include "backend/cpu/cpu_convfb_kernel.h"
-#include "backend/cpu/cpu_convpb_kernel.h"
-#include "backend/cpu/cpu_convpg_kernel.h"
-#include "backend/cpu/cpu_convwb_kernel.h"
-#include "backend/cpu/cpu_convw_kernel.h"
+#include "backend/cpu/loops/conv_fwd.h"
+#include "backend/cpu/loops/conv_fwd_bf16.h"
+#include "backend/cpu/loops/conv_wgrad_from_pool_bf16.h"
+#include "backend/cpu/loops/conv_bwd_nonzero.h"
+#include "backend/cpu/loops/conv3x3_wgrad_bf16.h"
+#include "backend/cpu/loops/conv_wgrad.h"
 #include "backend/cpu/cpu_dnnl.h"
 #include "common/cpu_isa.h"
 
@@ -93,13 +93,14 @@ typedef struct ct_cpu_wl {
     bool bf16;
     bool store_bf16;
     dnnl_alg_kind_t conv_alg; /* convolutions: ct_cpu_conv_alg's, set before the descs */
-    /* The geometries of ctrain's conv loops, for the implementation that runs them
-     * (cpu_conv_impl.h): weight gradient (fp32 convw, bf16 convwb), the one-pass
-     * block's forward (convf) and the backward from the pool (convpg). */
-    ct_convw_geom convw;
-    ct_convwb_geom convwb;
-    ct_convf_geom convf;
-    ct_convpg_geom convpg;
+    /* The geometries of ctrain's conv loops (loops/), for the implementation that
+     * runs them (cpu_conv_impl.h): the weight gradient (loops/conv_wgrad.h; 3x3 bf16:
+     * loops/conv3x3_wgrad_bf16.h), the one-pass block's forward (loops/conv_fwd.h)
+     * and both gradients over dy's nonzeros (loops/conv_bwd_nonzero.h). */
+    ct_conv_wgrad_geom wgrad_loops;
+    ct_conv3x3_wgrad_bf16_geom wgrad3x3_bf16;
+    ct_conv_fwd_geom fwd_loops;
+    ct_conv_bwd_nonzero_geom bwd_nonzero;
     /* The loops' packed weights (backward from the pool), and per-thread partial sums
      * ("<name>.<loops>_part", part_threads of them; ct_cpu_wl_plan_part). */
     ct_cpu_tensor wpack;
@@ -128,7 +129,7 @@ typedef struct ct_cpu_bn {
     ct_cpu_xfer src_x, dsrc_x;
     int C;                         /* channels (2d) or features (1d) */
     long S;                        /* values per channel per row: H*W (1d: 1) */
-    ct_loops_isa isa;              /* of the training loops (cpu_bn_kernel.h) */
+    ct_loops_isa isa;              /* of the training loops (batchnorm.h) */
     uint64_t stats_batch;          /* the batch (b->batch_serial) whose statistics the
                                       running ones include; UINT64_MAX: none yet */
 } ct_cpu_bn;
@@ -293,7 +294,7 @@ bool ct_cpu_loops_portable(const ct_cpu *b);
  * the best the CPU runs under CTRAIN_MAX_CPU_ISA. */
 ct_loops_isa ct_cpu_loops_isa(const ct_cpu *b);
 /* Whether ctrain's convolution loops (the one-pass block's forward, the weight
- * gradients of cpu_convw_kernel.h) may run for a k x k kernel, else false with the
+ * gradients of conv_wgrad.h) may run for a k x k kernel, else false with the
  * reason: under auto only where their AVX2 bodies run (AVX2 under the cap, k = 3),
  * since oneDNN beats their portable C (BENCHMARKS.md); always with cpu_loops
  * portable (tests force them); never with off. The pooling loops and the backward

@@ -26,9 +26,9 @@
  * The mask loop is one plain C body compiled for AVX-512, AVX2 and portable C (the
  * same operations, so the same bits), the widest the CPU runs picked at run time.
  */
-#include "backend/cpu/cpu_bf16.h"
+#include "backend/cpu/loops/bf16.h"
 #include "backend/cpu/cpu_internal.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/simd.h"
 
 #include <omp.h>
 #include <stdint.h>

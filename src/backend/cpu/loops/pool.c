@@ -1,4 +1,4 @@
-/* cpu_pool_kernel.c: max-pooling forward and backward loops (see cpu_pool_kernel.h).
+/* pool.c: max-pooling forward and backward loops (see pool.h).
  *
  * One plane (an image's block of channels, [h][w][block]) is the unit of work; the
  * per-plane bodies are written once as always-inline functions of a constant block
@@ -19,16 +19,15 @@
  * and columns no window covers are zeroed. With overlapping windows it zeroes the
  * plane and accumulates in output order, as the reference does.
  */
-#include "backend/cpu/cpu_pool_kernel.h"
-#include "backend/cpu/cpu_bf16.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/pool.h"
+#include "backend/cpu/loops/bf16.h"
+#include "backend/cpu/loops/simd.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
 #define MAX_BLOCK 16
-#define INLINE static inline __attribute__((always_inline))
 
 ct_pool_isa ct_pool_best_isa(void) {
     return ct_cpu_has_avx2() ? CT_POOL_ISA_AVX2 : CT_POOL_ISA_PORTABLE;
@@ -54,39 +53,39 @@ bool ct_pool_geom_ok(const ct_pool_geom *g) {
  * exactly, and every value a body stores is one it loaded (or 0, -inf), so storing
  * it back as bf16 is exact too. */
 
-INLINE float ld(const void *p, size_t i, const bool H) {
+CT_INLINE float ld(const void *p, size_t i, const bool H) {
     return H ? ct_bf16_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
-INLINE void st(void *p, size_t i, float v, const bool H) {
+CT_INLINE void st(void *p, size_t i, float v, const bool H) {
     if (H)
         ((uint16_t *)p)[i] = (uint16_t)(ct_f32_bits(v) >> 16);
     else
         ((float *)p)[i] = v;
 }
 
-INLINE void zero(void *p, size_t i, size_t n, const bool H) {
+CT_INLINE void zero(void *p, size_t i, size_t n, const bool H) {
     memset((char *)p + i * (H ? 2 : 4), 0, n * (H ? 2 : 4));
 }
 
 /* ---- per-plane bodies ------------------------------------------------------------ */
 
 /* Kernel rows (or columns) [*lo, *hi) of output position o inside an input of n. */
-INLINE void clip(int o, int s, int p, int k, int n, int *lo, int *hi) {
+CT_INLINE void clip(int o, int s, int p, int k, int n, int *lo, int *hi) {
     int start = o * s - p;
     *lo = start < 0 ? -start : 0;
     *hi = n - start < k ? n - start : k;
 }
 
 /* Output pixel at element o (B lanes of y, idx) of a window that covers only padding. */
-INLINE void empty_window(void *y, uint8_t *idx, size_t o, const int B, const bool H) {
+CT_INLINE void empty_window(void *y, uint8_t *idx, size_t o, const int B, const bool H) {
     for (int l = 0; l < B; l++) st(y, o + (size_t)l, -INFINITY, H);
     if (idx)
         for (int l = 0; l < B; l++) idx[o + (size_t)l] = CT_POOL_NO_INDEX;
 }
 
 /* Output pixel (oh, ow), at element o of y and idx (idx may be NULL). */
-INLINE void fwd_window(const ct_pool_geom *g, const void *x, void *y, uint8_t *idx, size_t o,
+CT_INLINE void fwd_window(const ct_pool_geom *g, const void *x, void *y, uint8_t *idx, size_t o,
                        int oh, int ow, const int B, const bool H) {
     const int K = g->k, W = g->w;
     int ky0, ky1, kx0, kx1, h0 = oh * g->s - g->p, w0 = ow * g->s - g->p;
@@ -123,8 +122,8 @@ INLINE void fwd_window(const ct_pool_geom *g, const void *x, void *y, uint8_t *i
  * B-channel pixels), every cache line of them at once, before the windows read them
  * one by one: one demand miss after another left nChw16c planes (a line per pixel)
  * several times slower to pool than nChw8c ones (BENCHMARKS.md). write: for dx. */
-INLINE void prefetch_rows(const ct_pool_geom *g, const void *x, int oh, const int B, const bool H,
-                          const bool write) {
+CT_INLINE void prefetch_rows(const ct_pool_geom *g, const void *x, int oh, const int B,
+                             const bool H, const bool write) {
     int r0 = oh * g->s - g->p, r1 = r0 + g->k;
     r0 = r0 < 0 ? 0 : r0;
     r1 = r1 > g->h ? g->h : r1;
@@ -133,7 +132,7 @@ INLINE void prefetch_rows(const ct_pool_geom *g, const void *x, int oh, const in
         ct_prefetch_lines((const char *)x + (size_t)r0 * row, (size_t)(r1 - r0) * row, write);
 }
 
-INLINE void fwd_plane(const ct_pool_geom *g, const void *x, void *y, uint8_t *idx, const int B,
+CT_INLINE void fwd_plane(const ct_pool_geom *g, const void *x, void *y, uint8_t *idx, const int B,
                       const bool H) {
     for (int oh = 0; oh < g->oh; oh++) {
         prefetch_rows(g, x, oh, B, H, false);
@@ -143,14 +142,14 @@ INLINE void fwd_plane(const ct_pool_geom *g, const void *x, void *y, uint8_t *id
 }
 
 /* Zeroes columns [a, b) (clipped to [0, w)) of input row h. */
-INLINE void zero_cols(void *dx, int h, int a, int b, int w, const int B, const bool H) {
+CT_INLINE void zero_cols(void *dx, int h, int a, int b, int w, const int B, const bool H) {
     a = a < 0 ? 0 : a;
     b = b > w ? w : b;
     if (a < b) zero(dx, ((size_t)h * w + (size_t)a) * B, (size_t)(b - a) * B, H);
 }
 
 /* Zeroes the dx elements no window covers (stride >= kernel only). */
-INLINE void zero_uncovered(const ct_pool_geom *g, void *dx, const int B, const bool H) {
+CT_INLINE void zero_uncovered(const ct_pool_geom *g, void *dx, const int B, const bool H) {
     const int S = g->s, K = g->k, P = g->p, W = g->w;
     for (int h = 0; h < g->h; h++) {
         if ((h + P) / S >= g->oh || (h + P) % S >= K) {
@@ -167,7 +166,7 @@ INLINE void zero_uncovered(const ct_pool_geom *g, void *dx, const int B, const b
 /* dx of one window, whose dy and idx start at element o: each lane's dy added at its
  * argmax; assign: the window's pixels are zeroed first (windows do not overlap).
  * off[k]: pixel offset of kernel element k from the window's (0, 0). */
-INLINE void bwd_window(const ct_pool_geom *g, const void *dy, const uint8_t *idx, void *dx,
+CT_INLINE void bwd_window(const ct_pool_geom *g, const void *dy, const uint8_t *idx, void *dx,
                        size_t o, const int32_t *off, int oh, int ow, bool assign, const int B,
                        const bool H) {
     const int W = g->w;
@@ -185,7 +184,7 @@ INLINE void bwd_window(const ct_pool_geom *g, const void *dy, const uint8_t *idx
     }
 }
 
-INLINE void bwd_plane(const ct_pool_geom *g, const void *dy, const uint8_t *idx, void *dx,
+CT_INLINE void bwd_plane(const ct_pool_geom *g, const void *dy, const uint8_t *idx, void *dx,
                       const int B, const bool H) {
     bool direct = g->s >= g->k;
     int32_t off[CT_POOL_MAX_KERNEL * CT_POOL_MAX_KERNEL];

@@ -1,4 +1,4 @@
-/* cpu_bn_kernel.c: batch-norm training loops (see cpu_bn_kernel.h).
+/* batchnorm.c: batch-norm training loops (see batchnorm.h).
  *
  * The per-run bodies are written once as always-inline functions of a constant
  * block B (and a constant relu flag) and instantiated for B = 1, 8 and 16, on fp32
@@ -9,9 +9,9 @@
  * reordering any sum: both instances give the same bits. Blocked bf16 runs have
  * AVX-512 bodies written with intrinsics, in the same order of operations.
  */
-#include "backend/cpu/cpu_bn_kernel.h"
-#include "backend/cpu/cpu_bf16.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/batchnorm.h"
+#include "backend/cpu/loops/bf16.h"
+#include "backend/cpu/loops/simd.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -19,7 +19,6 @@
 #include <string.h>
 
 #define LANES 16
-#define INLINE static inline __attribute__((always_inline))
 
 ct_loops_isa ct_bn_best_isa(void) {
     return ct_cpu_has_avx512() ? CT_LOOPS_ISA_AVX512
@@ -29,7 +28,7 @@ ct_loops_isa ct_bn_best_isa(void) {
 
 /* ---- one run: S positions x B lanes, contiguous ---------------------------------- */
 
-INLINE void run_sums(const float *restrict x, long S, const int B, double *restrict sum,
+CT_INLINE void run_sums(const float *restrict x, long S, const int B, double *restrict sum,
                      double *restrict sq) {
     for (long s = 0; s < S; s++)
         for (int l = 0; l < B; l++) {
@@ -39,7 +38,7 @@ INLINE void run_sums(const float *restrict x, long S, const int B, double *restr
         }
 }
 
-INLINE void run_apply(const float *restrict x, float *restrict y, long S, const int B,
+CT_INLINE void run_apply(const float *restrict x, float *restrict y, long S, const int B,
                       const float *restrict mean, const float *restrict scale,
                       const float *restrict shift, const bool relu) {
     for (long s = 0; s < S; s++)
@@ -51,7 +50,7 @@ INLINE void run_apply(const float *restrict x, float *restrict y, long S, const 
 
 /* dy, or +0 where the fused relu's output y is not positive: a bit mask rather than a
  * choice, so the compiler vectorizes it instead of branching per lane. */
-INLINE float masked(float dy, float y, const bool relu) {
+CT_INLINE float masked(float dy, float y, const bool relu) {
     if (!relu) return dy;
     uint32_t bits;
     memcpy(&bits, &dy, sizeof bits);
@@ -61,7 +60,7 @@ INLINE float masked(float dy, float y, const bool relu) {
 }
 
 /* db += dy, dg += dy * xhat; dy masked by the fused relu's output y. */
-INLINE void run_grad_sums(const float *restrict x, const float *restrict dy,
+CT_INLINE void run_grad_sums(const float *restrict x, const float *restrict dy,
                           const float *restrict y, long S, const int B,
                           const double *restrict mean, const double *restrict rstd,
                           const bool relu, double *restrict db, double *restrict dg) {
@@ -73,7 +72,7 @@ INLINE void run_grad_sums(const float *restrict x, const float *restrict dy,
         }
 }
 
-INLINE void run_dx(const float *restrict x, const float *restrict dy, const float *restrict y,
+CT_INLINE void run_dx(const float *restrict x, const float *restrict dy, const float *restrict y,
                    float *restrict dx, long S, const int B, const float *restrict mean,
                    const float *restrict rstd, const float *restrict k,
                    const float *restrict dbm, const float *restrict dgm, const bool relu) {
@@ -90,8 +89,8 @@ INLINE void run_dx(const float *restrict x, const float *restrict dy, const floa
 
 /* Each body below runs the fp32 body on tiles of T = TILE / B positions in order, so
  * the sums see the same values in the same order; the tiles are widened and the
- * outputs narrowed with cpu_bf16.h's array conversions (exact / to nearest even). */
-INLINE void run_sums_h(const uint16_t *x, long S, const int B, double *sum, double *sq) {
+ * outputs narrowed with bf16.h's array conversions (exact / to nearest even). */
+CT_INLINE void run_sums_h(const uint16_t *x, long S, const int B, double *sum, double *sq) {
     CT_VEC_ALIGNED float xf[TILE];
     for (long s0 = 0, T = TILE / B; s0 < S; s0 += T) {
         long t = S - s0 < T ? S - s0 : T;
@@ -100,7 +99,7 @@ INLINE void run_sums_h(const uint16_t *x, long S, const int B, double *sum, doub
     }
 }
 
-INLINE void run_apply_h(const uint16_t *x, uint16_t *y, long S, const int B,
+CT_INLINE void run_apply_h(const uint16_t *x, uint16_t *y, long S, const int B,
                         const float *mean, const float *scale, const float *shift,
                         const bool relu) {
     CT_VEC_ALIGNED float xf[TILE], yf[TILE];
@@ -112,7 +111,7 @@ INLINE void run_apply_h(const uint16_t *x, uint16_t *y, long S, const int B,
     }
 }
 
-INLINE void run_grad_sums_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, long S,
+CT_INLINE void run_grad_sums_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, long S,
                             const int B, const double *mean, const double *rstd,
                             const bool relu, double *db, double *dg) {
     CT_VEC_ALIGNED float xf[TILE], dyf[TILE], yf[TILE];
@@ -125,7 +124,7 @@ INLINE void run_grad_sums_h(const uint16_t *x, const uint16_t *dy, const uint16_
     }
 }
 
-INLINE void run_dx_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, uint16_t *dx,
+CT_INLINE void run_dx_h(const uint16_t *x, const uint16_t *dy, const uint16_t *y, uint16_t *dx,
                      long S, const int B, const float *mean, const float *rstd,
                      const float *k, const float *dbm, const float *dgm, const bool relu) {
     CT_VEC_ALIGNED float xf[TILE], dyf[TILE], yf[TILE], dxf[TILE];
@@ -156,15 +155,15 @@ typedef struct group_pass {
 } group_pass;
 
 /* p advanced by o elements (bf16 with H, else fp32). */
-INLINE const void *at(const void *p, size_t o, const bool H) {
+CT_INLINE const void *at(const void *p, size_t o, const bool H) {
     return (const char *)p + o * (H ? sizeof(uint16_t) : sizeof(float));
 }
 
-INLINE void *at_w(void *p, size_t o, const bool H) {
+CT_INLINE void *at_w(void *p, size_t o, const bool H) {
     return (char *)p + o * (H ? sizeof(uint16_t) : sizeof(float));
 }
 
-INLINE void pass_sums(const group_pass *p, const int B, const bool H, double *sum, double *sq) {
+CT_INLINE void pass_sums(const group_pass *p, const int B, const bool H, double *sum, double *sq) {
     for (int r = 0; r < p->n; r++) {
         const void *x = at(p->x, (size_t)r * p->stride, H);
         if (H) run_sums_h(x, p->S, B, sum, sq);
@@ -172,7 +171,7 @@ INLINE void pass_sums(const group_pass *p, const int B, const bool H, double *su
     }
 }
 
-INLINE void pass_apply_r(const group_pass *p, const int B, const bool H, const bool relu) {
+CT_INLINE void pass_apply_r(const group_pass *p, const int B, const bool H, const bool relu) {
     for (int r = 0; r < p->n; r++) {
         size_t o = (size_t)r * p->stride;
         const void *x = at(p->x, o, H);
@@ -182,7 +181,7 @@ INLINE void pass_apply_r(const group_pass *p, const int B, const bool H, const b
     }
 }
 
-INLINE void pass_grad_sums_r(const group_pass *p, const int B, const bool H, const bool relu,
+CT_INLINE void pass_grad_sums_r(const group_pass *p, const int B, const bool H, const bool relu,
                              double *db, double *dg) {
     for (int r = 0; r < p->n; r++) {
         size_t o = (size_t)r * p->stride;
@@ -192,7 +191,7 @@ INLINE void pass_grad_sums_r(const group_pass *p, const int B, const bool H, con
     }
 }
 
-INLINE void pass_dx_r(const group_pass *p, const int B, const bool H, const bool relu) {
+CT_INLINE void pass_dx_r(const group_pass *p, const int B, const bool H, const bool relu) {
     for (int r = 0; r < p->n; r++) {
         size_t o = (size_t)r * p->stride;
         const void *x = at(p->x, o, H), *dy = at(p->dy, o, H), *y = at(p->y, o, H);
@@ -203,18 +202,18 @@ INLINE void pass_dx_r(const group_pass *p, const int B, const bool H, const bool
 }
 
 /* The relu flag as a constant in each body. */
-INLINE void pass_apply(const group_pass *p, const int B, const bool H) {
+CT_INLINE void pass_apply(const group_pass *p, const int B, const bool H) {
     if (p->relu) pass_apply_r(p, B, H, true);
     else pass_apply_r(p, B, H, false);
 }
 
-INLINE void pass_grad_sums(const group_pass *p, const int B, const bool H, double *db,
+CT_INLINE void pass_grad_sums(const group_pass *p, const int B, const bool H, double *db,
                            double *dg) {
     if (p->relu) pass_grad_sums_r(p, B, H, true, db, dg);
     else pass_grad_sums_r(p, B, H, false, db, dg);
 }
 
-INLINE void pass_dx(const group_pass *p, const int B, const bool H) {
+CT_INLINE void pass_dx(const group_pass *p, const int B, const bool H) {
     if (p->relu) pass_dx_r(p, B, H, true);
     else pass_dx_r(p, B, H, false);
 }
@@ -231,7 +230,7 @@ typedef struct group_fns {
 #if CT_SIMD_X86
 /* bf16 widened to floats (exact); the sums take them 8 lanes at a time to doubles, the
  * elementwise passes compute on 16 fp32 lanes; both in the portable body's order,
- * lane by lane (no fused multiply-adds: cpu_simd.h), so the bits are the portable
+ * lane by lane (no fused multiply-adds: simd.h), so the bits are the portable
  * body's. Sums stay in registers over a run, starting from the caller's values. The
  * 8-lane helpers serve a run's last 8 elements. */
 CT_INLINE_AVX512 __m256 widen8(const uint16_t *h) {

@@ -1,12 +1,12 @@
-/* cpu_bf16.h: fp32 <-> bf16 conversions of arrays for ctrain's own CPU loops.
+/* bf16.h: fp32 <-> bf16 conversions of arrays for ctrain's own CPU loops.
  *
  * bf16 values are uint16 bit patterns, the high half of a float's. Widening is
  * exact. Narrowing rounds to nearest even (elementwise.h ct_round_bf16's rule, on
  * subnormals too); a NaN stays a NaN (quiet). Both have an AVX2 body, picked at run
  * time under CTRAIN_MAX_CPU_ISA (common/cpu_isa.h), giving the portable body's bits.
  */
-#ifndef CT_CPU_BF16_H
-#define CT_CPU_BF16_H
+#ifndef CT_CPU_LOOPS_BF16_H
+#define CT_CPU_LOOPS_BF16_H
 
 #include <stddef.h>
 #include <stdint.h>

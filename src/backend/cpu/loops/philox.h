@@ -1,4 +1,4 @@
-/* cpu_philox_kernel.h: Philox4x32-10 over runs of consecutive counters, for the CPU
+/* philox.h: Philox4x32-10 over runs of consecutive counters, for the CPU
  * backend's dropout (cpu_eltwise.c).
  *
  * out[b][0..3] = ct_philox4x32_10((blk0 + b low, blk0 + b high, c2, c3), k0, k1)
@@ -6,8 +6,8 @@
  * counters at a time where the CPU has them (integer arithmetic only, so every body
  * gives the portable one's bits).
  */
-#ifndef CT_CPU_PHILOX_KERNEL_H
-#define CT_CPU_PHILOX_KERNEL_H
+#ifndef CT_CPU_LOOPS_PHILOX_H
+#define CT_CPU_LOOPS_PHILOX_H
 
 #include <stddef.h>
 #include <stdint.h>

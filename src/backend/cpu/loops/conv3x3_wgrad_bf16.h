@@ -1,4 +1,4 @@
-/* cpu_convwb_kernel.h: weight and bias gradients of 3x3 convolutions (padding 1,
+/* conv3x3_wgrad_bf16.h: weight and bias gradients of 3x3 convolutions (padding 1,
  * stride 1 or 2) in native bf16, on the pair dot products of AVX512-BF16
  * (vdpbf16ps), where oneDNN 2.6's bf16 backward-weights kernels run at about half
  * the rate of its bf16 forward (BENCHMARKS.md).
@@ -17,40 +17,41 @@
  * is of two bf16 values (exact in fp32) and every sum is in fp32, as in oneDNN's bf16
  * kernels; vdpbf16ps flushes subnormal inputs and results to zero. Threads take
  * contiguous shares of the image pairs, each summing into its partial buffer
- * (ct_convwb_part_floats floats, its scratch included), and the partials are added in
+ * (ct_conv3x3_wgrad_bf16_part_floats floats, its scratch included), and the partials are added in
  * thread order: the same thread count gives the same bits on every run. Allocates
- * nothing. Callers check ct_convwb_available() first: the loops run AVX512-BF16
+ * nothing. Callers check ct_bf16_dots_available() first: the loops run AVX512-BF16
  * instructions unchecked (a CPU without them faults), and a build for another
  * architecture has none (the call leaves the partials at zero).
  */
-#ifndef CT_CPU_CONVWB_KERNEL_H
-#define CT_CPU_CONVWB_KERNEL_H
+#ifndef CT_CPU_LOOPS_CONV3X3_WGRAD_BF16_H
+#define CT_CPU_LOOPS_CONV3X3_WGRAD_BF16_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct ct_convwb_geom {
+typedef struct ct_conv3x3_wgrad_bf16_geom {
     int n, ic, oc; /* images, input channels, output channels (multiples of 16) */
     int h, w;      /* input size */
     int stride;    /* 1 or 2 (kernel 3, padding 1) */
-} ct_convwb_geom;
+} ct_conv3x3_wgrad_bf16_geom;
 
 /* Whether this CPU runs the loops: AVX-512 with AVX512-BF16, under the
  * CTRAIN_MAX_CPU_ISA cap (cpu_isa.h). */
-bool ct_convwb_available(void);
+bool ct_bf16_dots_available(void);
 /* True when the loops take g (on a CPU where they run). */
-bool ct_convwb_geom_ok(const ct_convwb_geom *g);
+bool ct_conv3x3_wgrad_bf16_geom_ok(const ct_conv3x3_wgrad_bf16_geom *g);
 /* Floats of one thread's partial sums and scratch (a multiple of 16). */
-size_t ct_convwb_part_floats(const ct_convwb_geom *g);
+size_t ct_conv3x3_wgrad_bf16_part_floats(const ct_conv3x3_wgrad_bf16_geom *g);
 
 /* The partial sums of nt threads (part_floats apart), each dw [ceil(OC/16)][IC][9][16]
  * then db [OC] (lanes past OC ignored), added in thread order into dw [OC][IC][3][3]
- * and db (NULL: none); add: += instead of =. Shared with cpu_convpb_kernel.c. */
+ * and db (NULL: none); add: += instead of =. Shared with conv_wgrad_from_pool_bf16.c. */
 void ct_conv16_reduce(int oc, int ic, const float *part, size_t part_floats, int nt, float *dw,
                       float *db, bool add);
 
-void ct_convwb_bwd_weights(const ct_convwb_geom *g, const uint16_t *x, const uint16_t *dy,
-                           float *dw, float *db, bool add, float *part, int part_threads);
+void ct_conv3x3_wgrad_bf16(const ct_conv3x3_wgrad_bf16_geom *g, const uint16_t *x,
+                           const uint16_t *dy, float *dw, float *db, bool add, float *part,
+                           int part_threads);
 
 #endif

@@ -1,4 +1,4 @@
-/* cpu_bn_kernel.h: ctrain's own batch-norm training loops for the CPU backend.
+/* batchnorm.h: ctrain's own batch-norm training loops for the CPU backend.
  *
  * Tensors are fp32 (or bf16, below) [N, C, S] (S = H * W; 1 for [N, F]) stored as
  * groups of `block` channels: element (n, c, s) lives at ((n * groups + c / block) * S + s) * block
@@ -20,7 +20,7 @@
  * With `relu` the forward writes max(y, 0) and the backward masks dy where that
  * output is not positive (the relu after the batch norm, fused).
  *
- * With bf16, x, y, dy and dx hold bf16 (uint16 bit patterns, cpu_bf16.h): loads
+ * With bf16, x, y, dy and dx hold bf16 (uint16 bit patterns, bf16.h): loads
  * widen exactly and stores narrow the fp32 result to nearest even, so each output
  * is the fp32 loops' output over the widened inputs, rounded (and a relu mask reads
  * the stored bf16 y). Blocked bf16 tensors have AVX-512 bodies (16 values converted
@@ -40,8 +40,8 @@
  * order. The chunks do not depend on the thread count, so neither do the bits.
  * Scratch: part (ct_bn_part_doubles doubles); nothing is allocated.
  */
-#ifndef CT_CPU_BN_KERNEL_H
-#define CT_CPU_BN_KERNEL_H
+#ifndef CT_CPU_LOOPS_BATCHNORM_H
+#define CT_CPU_LOOPS_BATCHNORM_H
 
 #include <stdbool.h>
 

@@ -1,5 +1,5 @@
-/* cpu_convpg_kernel.c: conv backward from a max-pool's gradient (see
- * cpu_convpg_kernel.h).
+/* conv_bwd_nonzero.c: conv backward from a max-pool's gradient (see
+ * conv_bwd_nonzero.h).
  *
  * Per image: x (in blocks of 8 or 16 channels) is copied with its zero border into
  * padded planes of L channels xp [ceil(IC/L)][H + 2p][W + 2p][L] (L = 16 for the
@@ -20,61 +20,60 @@
  * the planes are filled and emptied and where the nonzeros are listed; the sweeps see
  * fp32 only.
  */
-#include "backend/cpu/cpu_convpg_kernel.h"
-#include "backend/cpu/cpu_bf16.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/conv_bwd_nonzero.h"
+#include "backend/cpu/loops/bf16.h"
+#include "backend/cpu/loops/simd.h"
 
 #include <omp.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
-#define KK_MAX (CT_CONVPG_MAX_KERNEL * CT_CONVPG_MAX_KERNEL)
+#define KK_MAX (CT_CONV_BWD_NONZERO_MAX_KERNEL * CT_CONV_BWD_NONZERO_MAX_KERNEL)
 
-static int out_h(const ct_convpg_geom *g) { return g->h + 2 * g->p - g->k + 1; }
-static int out_w(const ct_convpg_geom *g) { return g->w + 2 * g->p - g->k + 1; }
+static int out_h(const ct_conv_bwd_nonzero_geom *g) { return g->h + 2 * g->p - g->k + 1; }
+static int out_w(const ct_conv_bwd_nonzero_geom *g) { return g->w + 2 * g->p - g->k + 1; }
 static int blocks8(int c) { return (c + 7) / 8; }
 static int blocks(int c, int b) { return (c + b - 1) / b; }
-static size_t padded_plane(const ct_convpg_geom *g) {
+static size_t padded_plane(const ct_conv_bwd_nonzero_geom *g) {
     return (size_t)(g->h + 2 * g->p) * (size_t)(g->w + 2 * g->p);
 }
 
-bool ct_convpg_geom_ok(const ct_convpg_geom *g) {
+bool ct_conv_bwd_nonzero_geom_ok(const ct_conv_bwd_nonzero_geom *g) {
     return g->n >= 1 && g->ic >= 1 && g->oc >= 1 && g->h >= 1 && g->w >= 1 && g->k >= 1 &&
            (g->x_block == 8 || g->x_block == 16) && (g->y_block == 8 || g->y_block == 16) &&
-           g->k <= CT_CONVPG_MAX_KERNEL && g->p >= 0 && g->p < g->k && out_h(g) >= 2 &&
-           out_w(g) >= 2 && (long)out_h(g) * out_w(g) <= CT_CONVPG_MAX_PIXELS &&
-           (long)blocks8(g->ic) * 8 * (long)padded_plane(g) <= CT_CONVPG_MAX_PADDED;
+           g->k <= CT_CONV_BWD_NONZERO_MAX_KERNEL && g->p >= 0 && g->p < g->k && out_h(g) >= 2 &&
+           out_w(g) >= 2 && (long)out_h(g) * out_w(g) <= CT_CONV_BWD_NONZERO_MAX_PIXELS &&
+           (long)blocks8(g->ic) * 8 * (long)padded_plane(g) <= CT_CONV_BWD_NONZERO_MAX_PADDED;
 }
 
-size_t ct_convpg_wpack_floats(const ct_convpg_geom *g) {
+size_t ct_conv_bwd_nonzero_wpack_floats(const ct_conv_bwd_nonzero_geom *g) {
     return (size_t)g->oc * (size_t)(g->k * g->k) * (size_t)blocks8(g->ic) * 8;
 }
 
-size_t ct_convpg_part_floats(const ct_convpg_geom *g) {
-    return ct_convpg_wpack_floats(g) + (size_t)g->oc;
+size_t ct_conv_bwd_nonzero_part_floats(const ct_conv_bwd_nonzero_geom *g) {
+    return ct_conv_bwd_nonzero_wpack_floats(g) + (size_t)g->oc;
 }
 
-static bool use_avx2(const ct_convpg_geom *g) {
+static bool use_avx2(const ct_conv_bwd_nonzero_geom *g) {
     return !g->portable && g->k == 3 && ct_cpu_has_avx2();
 }
 
 /* Padded planes of 16 channels when they fit the scratch. */
-static bool use_avx512(const ct_convpg_geom *g) {
+static bool use_avx512(const ct_conv_bwd_nonzero_geom *g) {
     return !g->portable && !g->no_avx512 && g->k == 3 && ct_cpu_has_avx512() &&
-           (size_t)blocks(g->ic, 16) * 16 * padded_plane(g) <= CT_CONVPG_MAX_PADDED;
+           (size_t)blocks(g->ic, 16) * 16 * padded_plane(g) <= CT_CONV_BWD_NONZERO_MAX_PADDED;
 }
 
-const char *ct_convpg_isa(const ct_convpg_geom *g) {
+const char *ct_conv_bwd_nonzero_isa(const ct_conv_bwd_nonzero_geom *g) {
     return use_avx512(g) ? "avx512" : use_avx2(g) ? "avx2" : "portable";
 }
 
 /* Channels per padded plane: 16 for the AVX-512 body, else 8. */
-static int plane_lanes(const ct_convpg_geom *g) { return use_avx512(g) ? 16 : 8; }
+static int plane_lanes(const ct_conv_bwd_nonzero_geom *g) { return use_avx512(g) ? 16 : 8; }
 
 /* w [OC][IC][K*K] -> wq [OC][K*K][icp] (each rounded to bf16 with w_bf16). */
-static void pack(const ct_convpg_geom *g, const float *w, float *wq) {
+static void pack(const ct_conv_bwd_nonzero_geom *g, const float *w, float *wq) {
     int kk = g->k * g->k, icp = blocks8(g->ic) * 8;
-    memset(wq, 0, ct_convpg_wpack_floats(g) * sizeof *wq);
+    memset(wq, 0, ct_conv_bwd_nonzero_wpack_floats(g) * sizeof *wq);
     for (int k = 0; k < g->oc; k++)
         for (int c = 0; c < g->ic; c++)
             for (int t = 0; t < kk; t++) {
@@ -89,7 +88,7 @@ static size_t elem(bool bf16) { return bf16 ? sizeof(uint16_t) : sizeof(float); 
 
 /* Where the 8 channels from 8 * cb on of row r of an image [ceil(IC/X)][H][W][X]
  * start (X = x_block); the next pixel's are X floats further. */
-static size_t row_at(const ct_convpg_geom *g, int cb, int r) {
+static size_t row_at(const ct_conv_bwd_nonzero_geom *g, int cb, int r) {
     int xb = g->x_block, c = 8 * cb;
     return (((size_t)(c / xb) * (size_t)g->h + (size_t)r) * (size_t)g->w) * (size_t)xb +
            (size_t)(c % xb);
@@ -135,7 +134,7 @@ static void store_row(void *dst, size_t at, size_t to, const float *src, size_t 
 
 /* Where the 8 channels from 8 * cb on sit in padded planes of L channels
  * [ceil(IC/L)][H + 2p][W + 2p][L]: plane, then lane offset (a pixel is L floats). */
-static size_t plane_at(const ct_convpg_geom *g, int cb, int L, int r) {
+static size_t plane_at(const ct_conv_bwd_nonzero_geom *g, int cb, int L, int r) {
     int wp = g->w + 2 * g->p;
     return ((size_t)(8 * cb / L) * padded_plane(g) + (size_t)(r + g->p) * (size_t)wp +
             (size_t)g->p) * (size_t)L + (size_t)(8 * cb % L);
@@ -143,13 +142,14 @@ static size_t plane_at(const ct_convpg_geom *g, int cb, int L, int r) {
 
 /* Whether 8-channel block cb starts a 16-channel block of both x (X = 16) and the
  * planes (L = 16) whose second half is in the planes too: then a row is one copy. */
-static bool whole16(const ct_convpg_geom *g, int cb, int L) {
+static bool whole16(const ct_conv_bwd_nonzero_geom *g, int cb, int L) {
     return L == 16 && g->x_block == 16 && cb % 2 == 0 && cb + 1 < blocks8(g->ic);
 }
 
 /* Image x [ceil(IC/X)][H][W][X] (from element x[at] on) -> xp [ceil(IC/L)][H + 2p][W +
  * 2p][L], zero border (and zero lanes past the 8-channel blocks IC needs). */
-static void pad_image(const ct_convpg_geom *g, const void *x, size_t at, float *xp, int L) {
+static void pad_image(const ct_conv_bwd_nonzero_geom *g, const void *x, size_t at, float *xp,
+                      int L) {
     int icb = blocks8(g->ic);
     memset(xp, 0, (size_t)blocks(8 * icb, L) * (size_t)L * padded_plane(g) * sizeof *xp);
     for (int cb = 0; cb < icb; cb++) {
@@ -164,7 +164,8 @@ static void pad_image(const ct_convpg_geom *g, const void *x, size_t at, float *
 /* dxp's interior (planes of L channels) -> dx image [ceil(IC/X)][H][W][X] (from
  * element dx[at] on); with X = 16, the 8 lanes of a last block that no 8-channel
  * block of dxp covers get 0. */
-static void unpad_image(const ct_convpg_geom *g, const float *dxp, void *dx, size_t at, int L) {
+static void unpad_image(const ct_conv_bwd_nonzero_geom *g, const float *dxp, void *dx, size_t at,
+                        int L) {
     int icb = blocks8(g->ic);
     int halves = blocks(g->ic, g->x_block) * g->x_block / 8;
     size_t xb = (size_t)g->x_block, es = elem(g->dx_bf16);
@@ -184,7 +185,7 @@ static void unpad_image(const ct_convpg_geom *g, const float *dxp, void *dx, siz
 }
 
 /* Element j of a dy or y tensor: bf16 with H, else fp32. */
-INLINE float dy_at(const void *p, size_t j, const bool H) {
+CT_INLINE float dy_at(const void *p, size_t j, const bool H) {
     return H ? ct_bf16_float(((const uint16_t *)p)[j]) : ((const float *)p)[j];
 }
 
@@ -193,8 +194,9 @@ INLINE float dy_at(const void *p, size_t j, const bool H) {
  * > 0, dy != 0, idx <= 3), else 0, and O[j][l] the padded offset oy * wp + ox of its
  * output pixel (lanes past OC are listed too, and never read). H: dy and y hold
  * bf16. */
-INLINE void list_pooled_block_h(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int kb,
-                                float *G, int32_t *O, const int B, const bool H) {
+CT_INLINE void list_pooled_block_h(const ct_conv_bwd_nonzero_geom *g,
+                                   const ct_conv_bwd_nonzero_dy *s, int n, int kb, float *G,
+                                   int32_t *O, const int B, const bool H) {
     int ph = out_h(g) / 2, pw = out_w(g) / 2, wp = g->w + 2 * g->p;
     size_t base = ((size_t)n * (size_t)blocks(g->oc, B) + (size_t)kb) * (size_t)ph *
                   (size_t)pw * (size_t)B;
@@ -213,8 +215,9 @@ INLINE void list_pooled_block_h(const ct_convpg_geom *g, const ct_convpg_dy *s, 
         }
 }
 
-static void list_pooled_block_any(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int kb,
-                                  float *G, int32_t *O) {
+static void list_pooled_block_any(const ct_conv_bwd_nonzero_geom *g,
+                                  const ct_conv_bwd_nonzero_dy *s, int n, int kb, float *G,
+                                  int32_t *O) {
     if (g->y_block == 16)
         g->y_bf16 ? list_pooled_block_h(g, s, n, kb, G, O, 16, true)
                   : list_pooled_block_h(g, s, n, kb, G, O, 16, false);
@@ -232,9 +235,9 @@ CT_INLINE_AVX512 __m512 load16_dy(const void *p, size_t j, bool H) {
 }
 
 /* list_pooled_block_h for blocks of 16 in vectors of 16 lanes: the same selections. */
-CT_TARGET_AVX512 static void list_pooled_block_avx512(const ct_convpg_geom *g,
-                                                      const ct_convpg_dy *s, int n, int kb,
-                                                      float *G, int32_t *O) {
+CT_TARGET_AVX512 static void list_pooled_block_avx512(const ct_conv_bwd_nonzero_geom *g,
+                                                      const ct_conv_bwd_nonzero_dy *s, int n,
+                                                      int kb, float *G, int32_t *O) {
     int ph = out_h(g) / 2, pw = out_w(g) / 2, wp = g->w + 2 * g->p;
     bool H = g->y_bf16;
     size_t base = ((size_t)n * (size_t)blocks(g->oc, 16) + (size_t)kb) * (size_t)ph *
@@ -261,8 +264,8 @@ CT_TARGET_AVX512 static void list_pooled_block_avx512(const ct_convpg_geom *g,
 }
 #endif
 
-static void list_pooled_block(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int kb,
-                              float *G, int32_t *O) {
+static void list_pooled_block(const ct_conv_bwd_nonzero_geom *g, const ct_conv_bwd_nonzero_dy *s,
+                              int n, int kb, float *G, int32_t *O) {
 #if CT_SIMD_X86
     if (use_avx512(g) && g->y_block == 16) return list_pooled_block_avx512(g, s, n, kb, G, O);
 #endif
@@ -287,8 +290,8 @@ static int gather_lane(const float *G, const int32_t *O, int nm, int B, int l, f
 /* The nonzeros of channel k of image n from a dense dy, in the header's order: values
  * eg and the padded offsets oy * wp + ox of their output pixels eo. Returns their
  * count. H: dy holds bf16. */
-INLINE int list_dense_h(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k, float *eg,
-                        int32_t *eo, const bool H) {
+CT_INLINE int list_dense_h(const ct_conv_bwd_nonzero_geom *g, const ct_conv_bwd_nonzero_dy *s,
+                           int n, int k, float *eg, int32_t *eo, const bool H) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2, wp = g->w + 2 * g->p;
     size_t yb = (size_t)g->y_block;
     size_t plane_blk = (size_t)n * (size_t)blocks(g->oc, g->y_block) + (size_t)k / yb;
@@ -313,7 +316,8 @@ INLINE int list_dense_h(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, i
     return c;
 }
 
-static int list_dense(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int k, float *eg,
+static int list_dense(const ct_conv_bwd_nonzero_geom *g,
+                               const ct_conv_bwd_nonzero_dy *s, int n, int k, float *eg,
                       int32_t *eo) {
     return g->y_bf16 ? list_dense_h(g, s, n, k, eg, eo, true)
                      : list_dense_h(g, s, n, k, eg, eo, false);
@@ -321,7 +325,7 @@ static int list_dense(const ct_convpg_geom *g, const ct_convpg_dy *s, int n, int
 
 /* One output channel over one image: dW accumulators of one input block in acc
  * (from and back to pdw [K*K][icp]), dxp += g * w. */
-INLINE void channel(const ct_convpg_geom *g, const int K, const float *xp, float *dxp,
+CT_INLINE void channel(const ct_conv_bwd_nonzero_geom *g, const int K, const float *xp, float *dxp,
                     const float *wk, float *pdw, int ne, const float *eg, const int32_t *eo) {
     int kk = K * K, icb = blocks8(g->ic), icp = icb * 8, wp = g->w + 2 * g->p;
     size_t pl = padded_plane(g);
@@ -358,9 +362,9 @@ INLINE void channel(const ct_convpg_geom *g, const int K, const float *xp, float
 #if CT_SIMD_X86
 /* channel() for K = 3 with the nine dW accumulators in registers; the same
  * operations (a product, then a sum) in the same order. */
-CT_TARGET_AVX2 static void channel_k3_avx2(const ct_convpg_geom *g, const float *xp, float *dxp,
-                                           const float *wk, float *pdw, int ne, const float *eg,
-                                           const int32_t *eo) {
+CT_TARGET_AVX2 static void channel_k3_avx2(const ct_conv_bwd_nonzero_geom *g, const float *xp,
+                                           float *dxp, const float *wk, float *pdw, int ne,
+                                           const float *eg, const int32_t *eo) {
     int icb = blocks8(g->ic), icp = icb * 8, wp = g->w + 2 * g->p;
     size_t pl = padded_plane(g);
     for (int cb = 0; cb < icb; cb++) {
@@ -431,7 +435,7 @@ CT_INLINE_AVX512 void add_taps16(__m512 *a, __m512 gv, const float *xe, size_t r
  * one sweep over the nonzeros with the nine dW accumulators and the nine weight
  * vectors in registers. Each element sees the same operations in the same order as
  * in channel(). */
-CT_TARGET_AVX512 static void channel_k3_avx512(const ct_convpg_geom *g, const float *xp,
+CT_TARGET_AVX512 static void channel_k3_avx512(const ct_conv_bwd_nonzero_geom *g, const float *xp,
                                                float *dxp, const float *wk, float *pdw, int ne,
                                                const float *eg, const int32_t *eo) {
     int icp = blocks8(g->ic) * 8, wp = g->w + 2 * g->p;
@@ -463,16 +467,16 @@ CT_TARGET_AVX512 static void channel_k3_avx512(const ct_convpg_geom *g, const fl
 }
 #endif
 
-typedef void (*channel_fn)(const ct_convpg_geom *, const float *, float *, const float *, float *,
-                           int, const float *, const int32_t *);
+typedef void (*channel_fn)(const ct_conv_bwd_nonzero_geom *, const float *, float *, const float *,
+                           float *, int, const float *, const int32_t *);
 
-static void channel_any(const ct_convpg_geom *g, const float *xp, float *dxp, const float *wk,
-                        float *pdw, int ne, const float *eg, const int32_t *eo) {
+static void channel_any(const ct_conv_bwd_nonzero_geom *g, const float *xp, float *dxp,
+                        const float *wk, float *pdw, int ne, const float *eg, const int32_t *eo) {
     channel(g, g->k, xp, dxp, wk, pdw, ne, eg, eo);
 }
 
 /* The sweeps of channel k over its nne nonzeros (eg, eo) into part. */
-static void sweep(const ct_convpg_geom *g, channel_fn ch, const float *xp, float *dxp,
+static void sweep(const ct_conv_bwd_nonzero_geom *g, channel_fn ch, const float *xp, float *dxp,
                   const float *wq, int k, float *part, int ne, const float *eg,
                   const int32_t *eo) {
     size_t at = (size_t)k * (size_t)(g->k * g->k) * (size_t)(blocks8(g->ic) * 8);
@@ -480,11 +484,11 @@ static void sweep(const ct_convpg_geom *g, channel_fn ch, const float *xp, float
 }
 
 /* Image n: every output channel into part (dW [OC][K*K][icp], then dB [OC]). */
-static void image(const ct_convpg_geom *g, channel_fn ch, const float *xp, float *dxp,
-                  const float *wq, const ct_convpg_dy *s, int n, float *part) {
-    float eg[CT_CONVPG_MAX_PIXELS];
-    int32_t eo[CT_CONVPG_MAX_PIXELS];
-    float *pdb = part + ct_convpg_wpack_floats(g);
+static void image(const ct_conv_bwd_nonzero_geom *g, channel_fn ch, const float *xp, float *dxp,
+                  const float *wq, const ct_conv_bwd_nonzero_dy *s, int n, float *part) {
+    float eg[CT_CONV_BWD_NONZERO_MAX_PIXELS];
+    int32_t eo[CT_CONV_BWD_NONZERO_MAX_PIXELS];
+    float *pdb = part + ct_conv_bwd_nonzero_wpack_floats(g);
     if (s->dense) {
         for (int k = 0; k < g->oc; k++) {
             int ne = list_dense(g, s, n, k, eg, eo);
@@ -494,8 +498,8 @@ static void image(const ct_convpg_geom *g, channel_fn ch, const float *xp, float
         return;
     }
     int B = g->y_block, nm = (out_h(g) / 2) * (out_w(g) / 2);
-    float G[CT_CONVPG_MAX_PIXELS / 4 * 16];
-    int32_t O[CT_CONVPG_MAX_PIXELS / 4 * 16];
+    float G[CT_CONV_BWD_NONZERO_MAX_PIXELS / 4 * 16];
+    int32_t O[CT_CONV_BWD_NONZERO_MAX_PIXELS / 4 * 16];
     for (int kb = 0; kb * B < g->oc; kb++) {
         list_pooled_block(g, s, n, kb, G, O);
         int lanes = g->oc - kb * B < B ? g->oc - kb * B : B;
@@ -509,7 +513,7 @@ static void image(const ct_convpg_geom *g, channel_fn ch, const float *xp, float
     }
 }
 
-static channel_fn pick(const ct_convpg_geom *g) {
+static channel_fn pick(const ct_conv_bwd_nonzero_geom *g) {
 #if CT_SIMD_X86
     if (use_avx512(g)) return channel_k3_avx512;
     if (use_avx2(g)) return channel_k3_avx2;
@@ -518,9 +522,9 @@ static channel_fn pick(const ct_convpg_geom *g) {
 }
 
 /* The partials of nt threads into dw / db (thread order). */
-static void reduce(const ct_convpg_geom *g, const float *part, int nt, float *dw, float *db,
-                   bool add) {
-    size_t pf = ct_convpg_part_floats(g), wf = ct_convpg_wpack_floats(g);
+static void reduce(const ct_conv_bwd_nonzero_geom *g, const float *part, int nt, float *dw,
+                   float *db, bool add) {
+    size_t pf = ct_conv_bwd_nonzero_part_floats(g), wf = ct_conv_bwd_nonzero_wpack_floats(g);
     int kk = g->k * g->k, icp = blocks8(g->ic) * 8;
     for (int k = 0; k < g->oc; k++) {
         for (int c = 0; c < g->ic; c++)
@@ -538,12 +542,12 @@ static void reduce(const ct_convpg_geom *g, const float *part, int nt, float *dw
     }
 }
 
-void ct_convpg_backward(const ct_convpg_geom *g, const void *x, const float *w,
-                        const ct_convpg_dy *dy, void *dx, float *dw, float *db, bool add,
+void ct_conv_bwd_nonzero(const ct_conv_bwd_nonzero_geom *g, const void *x, const float *w,
+                        const ct_conv_bwd_nonzero_dy *dy, void *dx, float *dw, float *db, bool add,
                         float *wpack, float *part, int part_threads) {
     pack(g, w, wpack);
     channel_fn ch = pick(g);
-    size_t pf = ct_convpg_part_floats(g), pl = padded_plane(g);
+    size_t pf = ct_conv_bwd_nonzero_part_floats(g), pl = padded_plane(g);
     size_t img = (size_t)blocks(g->ic, g->x_block) * (size_t)g->x_block * (size_t)g->h *
                  (size_t)g->w;
     int threads = part_threads < 1 ? 1 : part_threads;
@@ -553,8 +557,8 @@ void ct_convpg_backward(const ct_convpg_geom *g, const void *x, const float *w,
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         float *mine = part + (size_t)t * pf;
-        CT_VEC_ALIGNED float xp[CT_CONVPG_MAX_PADDED];
-        CT_VEC_ALIGNED float dxp[CT_CONVPG_MAX_PADDED];
+        CT_VEC_ALIGNED float xp[CT_CONV_BWD_NONZERO_MAX_PADDED];
+        CT_VEC_ALIGNED float dxp[CT_CONV_BWD_NONZERO_MAX_PADDED];
         int L = plane_lanes(g);
         size_t padded = (size_t)blocks(blocks8(g->ic) * 8, L) * (size_t)L * pl;
         memset(mine, 0, pf * sizeof *mine);

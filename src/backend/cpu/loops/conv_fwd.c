@@ -1,5 +1,5 @@
-/* cpu_convf_kernel.c: forward of stride-1 convolutions with few input channels, with
- * an optional relu and 2x2 max-pool in the same pass (see cpu_convf_kernel.h).
+/* conv_fwd.c: forward of stride-1 convolutions with few input channels, with
+ * an optional relu and 2x2 max-pool in the same pass (see conv_fwd.h).
  *
  * The weights are first packed per group of 8 output channels, wq[group][ic][tap][8],
  * bias bq[group][8], over OC padded to whole blocks of y_block (lanes past OC zero, so
@@ -13,61 +13,61 @@
  * by lane with fmaf, so its bits equal the vector bodies'. A bf16 output is the
  * image's fp32 output narrowed from a buffer on the thread's stack.
  */
-#include "backend/cpu/cpu_convf_kernel.h"
-#include "backend/cpu/cpu_convw_kernel.h"
-#include "backend/cpu/cpu_simd.h"
-#include "backend/cpu/cpu_bf16.h"
+#include "backend/cpu/loops/conv_fwd.h"
+#include "backend/cpu/loops/conv_wgrad.h"
+#include "backend/cpu/loops/simd.h"
+#include "backend/cpu/loops/bf16.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
-int ct_convf_out_h(const ct_convf_geom *g) { return g->h + 2 * g->p - g->k + 1; }
-int ct_convf_out_w(const ct_convf_geom *g) { return g->w + 2 * g->p - g->k + 1; }
+int ct_conv_fwd_out_h(const ct_conv_fwd_geom *g) { return g->h + 2 * g->p - g->k + 1; }
+int ct_conv_fwd_out_w(const ct_conv_fwd_geom *g) { return g->w + 2 * g->p - g->k + 1; }
 /* Groups of 8 output channels computed: OC padded to whole blocks of y_block. */
-static int groups(const ct_convf_geom *g) {
+static int groups(const ct_conv_fwd_geom *g) {
     return (g->oc + g->y_block - 1) / g->y_block * (g->y_block / 8);
 }
 /* Floats from an image's output to group grp's lane 0 at pixel q, px pixels per
  * plane. */
-static size_t yoff(const ct_convf_geom *g, int grp, size_t px, size_t q) {
+static size_t yoff(const ct_conv_fwd_geom *g, int grp, size_t px, size_t q) {
     int per = g->y_block / 8;
     return ((size_t)(grp / per) * px + q) * (size_t)g->y_block + (size_t)(grp % per) * 8;
 }
-static int taps(const ct_convf_geom *g) { return g->ic * g->k * g->k; }
-static size_t plane(const ct_convf_geom *g) {
+static int taps(const ct_conv_fwd_geom *g) { return g->ic * g->k * g->k; }
+static size_t plane(const ct_conv_fwd_geom *g) {
     return (size_t)(g->h + 2 * g->p) * (size_t)(g->w + 2 * g->p);
 }
 
-bool ct_convf_geom_ok(const ct_convf_geom *g) {
+bool ct_conv_fwd_geom_ok(const ct_conv_fwd_geom *g) {
     if (g->n < 1 || g->ic < 1 || g->oc < 1 || g->h < 1 || g->w < 1 || g->k < 1 ||
-        g->k > CT_CONVW_MAX_KERNEL || g->p < 0 || g->p >= g->k)
+        g->k > CT_CONV_WGRAD_MAX_KERNEL || g->p < 0 || g->p >= g->k)
         return false;
     if (g->x_block != 1 && g->x_block != 8 && g->x_block != 16) return false;
     if (g->y_block != 8 && g->y_block != 16) return false;
-    if (ct_convf_out_h(g) < 1 || ct_convf_out_w(g) < 1) return false;
-    if (g->pool && (!g->relu || ct_convf_out_h(g) < 2 || ct_convf_out_w(g) < 2)) return false;
-    if (g->bf16_out && (!g->pool || (long)groups(g) * 8 * (ct_convf_out_h(g) / 2) *
-                                            (ct_convf_out_w(g) / 2) > CT_CONVF_MAX_BF16_OUT))
+    if (ct_conv_fwd_out_h(g) < 1 || ct_conv_fwd_out_w(g) < 1) return false;
+    if (g->pool && (!g->relu || ct_conv_fwd_out_h(g) < 2 || ct_conv_fwd_out_w(g) < 2)) return false;
+    if (g->bf16_out && (!g->pool || (long)groups(g) * 8 * (ct_conv_fwd_out_h(g) / 2) *
+                                            (ct_conv_fwd_out_w(g) / 2) > CT_CONV_FWD_MAX_BF16_OUT))
         return false;
-    return (long)g->ic * (long)plane(g) <= CT_CONVW_MAX_PADDED &&
-           (long)groups(g) * 8 * taps(g) <= CT_CONVF_MAX_WEIGHTS;
+    return (long)g->ic * (long)plane(g) <= CT_CONV_WGRAD_MAX_PADDED &&
+           (long)groups(g) * 8 * taps(g) <= CT_CONV_FWD_MAX_WEIGHTS;
 }
 
-static bool use_avx2(const ct_convf_geom *g) {
+static bool use_avx2(const ct_conv_fwd_geom *g) {
     return !g->portable && g->k == 3 && ct_cpu_has_avx2_fma();
 }
 
-static bool use_avx512(const ct_convf_geom *g) {
+static bool use_avx512(const ct_conv_fwd_geom *g) {
     return use_avx2(g) && !g->no_avx512 && ct_cpu_has_avx512();
 }
 
-const char *ct_convf_isa(const ct_convf_geom *g) {
+const char *ct_conv_fwd_isa(const ct_conv_fwd_geom *g) {
     return use_avx512(g) ? "avx512" : use_avx2(g) ? "avx2" : "portable";
 }
 
 /* w [OC][IC][K][K], b [OC] -> wq [group][ic * K * K][8], bq [group][8]. */
-static void pack(const ct_convf_geom *g, const float *w, const float *b, float *wq, float *bq) {
+static void pack(const ct_conv_fwd_geom *g, const float *w, const float *b, float *wq, float *bq) {
     int t = taps(g);
     memset(wq, 0, (size_t)groups(g) * 8 * (size_t)t * sizeof *wq);
     memset(bq, 0, (size_t)groups(g) * 8 * sizeof *bq);
@@ -82,7 +82,7 @@ static void pack(const ct_convf_geom *g, const float *w, const float *b, float *
 
 /* Lane l of pixel (y, x) (output coordinates = padded-input coordinates of the
  * window's corner) of the group whose weights are wg [taps][8]. */
-static float px_portable(const ct_convf_geom *g, const float *wg, float bias, const float *xp,
+static float px_portable(const ct_conv_fwd_geom *g, const float *wg, float bias, const float *xp,
                          int y, int x, int l) {
     int wp = g->w + 2 * g->p, k = g->k;
     size_t pl = plane(g);
@@ -98,9 +98,9 @@ static float px_portable(const ct_convf_geom *g, const float *wg, float bias, co
 
 static float relu1(float v) { return v > 0.0f ? v : 0.0f; }
 
-static void image_portable(const ct_convf_geom *g, const float *xp, const float *wq,
+static void image_portable(const ct_conv_fwd_geom *g, const float *xp, const float *wq,
                            const float *bq, float *yi, uint8_t *ii) {
-    int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g), t = taps(g);
+    int oh = ct_conv_fwd_out_h(g), ow = ct_conv_fwd_out_w(g), t = taps(g);
     int ph = oh / 2, pw = ow / 2;
     size_t B = (size_t)g->y_block;
     for (int grp = 0; grp < groups(g); grp++) {
@@ -203,9 +203,10 @@ CT_INLINE_AVX2_FMA void pool_store(__m256 v0, __m256 v1, __m256 v2, __m256 v3, f
 
 /* Pooled plane of one group (pixels y_block floats apart): two windows (a 2x4 block
  * of pixels) at a time. */
-CT_INLINE_AVX2_FMA void pooled_plane_k3(const ct_convf_geom *g, const float *xp, const float *wg,
+CT_INLINE_AVX2_FMA void pooled_plane_k3(const ct_conv_fwd_geom *g, const float *xp, const float *wg,
                                         __m256 bias, float *yg, uint8_t *ig) {
-    int ph = ct_convf_out_h(g) / 2, pw = ct_convf_out_w(g) / 2, wp = g->w + 2 * g->p, ic = g->ic;
+    int ph = ct_conv_fwd_out_h(g) / 2, pw = ct_conv_fwd_out_w(g) / 2, wp = g->w + 2 * g->p,
+        ic = g->ic;
     size_t pl = plane(g), B = (size_t)g->y_block;
     for (int py = 0; py < ph; py++) {
         int px = 0;
@@ -232,9 +233,9 @@ CT_INLINE_AVX2_FMA void store_px(float *at, __m256 v, bool relu) {
 
 /* Unpooled plane of one group (pixels y_block floats apart): 2x4 blocks, then the
  * last odd row and the columns past the last multiple of 4 pixel by pixel. */
-CT_INLINE_AVX2_FMA void dense_plane_k3(const ct_convf_geom *g, const float *xp, const float *wg,
+CT_INLINE_AVX2_FMA void dense_plane_k3(const ct_conv_fwd_geom *g, const float *xp, const float *wg,
                                        __m256 bias, float *yg) {
-    int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g), wp = g->w + 2 * g->p, ic = g->ic;
+    int oh = ct_conv_fwd_out_h(g), ow = ct_conv_fwd_out_w(g), wp = g->w + 2 * g->p, ic = g->ic;
     size_t pl = plane(g), B = (size_t)g->y_block;
     bool relu = g->relu;
     int y = 0;
@@ -260,10 +261,10 @@ CT_INLINE_AVX2_FMA void dense_plane_k3(const ct_convf_geom *g, const float *xp, 
                      px_k3(wg, bias, xp, pl, wp, ic, y, x), relu);
 }
 
-CT_TARGET_AVX2_FMA static void image_avx2_k3(const ct_convf_geom *g, const float *xp,
+CT_TARGET_AVX2_FMA static void image_avx2_k3(const ct_conv_fwd_geom *g, const float *xp,
                                              const float *wq, const float *bq, float *yi,
                                              uint8_t *ii) {
-    int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g);
+    int oh = ct_conv_fwd_out_h(g), ow = ct_conv_fwd_out_w(g);
     size_t px = g->pool ? (size_t)(oh / 2) * (size_t)(ow / 2) : (size_t)oh * (size_t)ow;
     for (int grp = 0; grp < groups(g); grp++) {
         const float *wg = wq + (size_t)grp * (size_t)g->ic * 72;
@@ -333,9 +334,10 @@ CT_INLINE_AVX512 void pool_store16(__m512 v0, __m512 v1, __m512 v2, __m512 v3, p
     if (o.ihi) _mm_storel_epi64((__m128i *)(void *)(o.ihi + at), _mm_unpackhi_epi64(bytes, bytes));
 }
 
-CT_INLINE_AVX512 void pooled_plane16_k3(const ct_convf_geom *g, const float *xp, const float *wg,
+CT_INLINE_AVX512 void pooled_plane16_k3(const ct_conv_fwd_geom *g, const float *xp, const float *wg,
                                         __m512 bias, pair_out o) {
-    int ph = ct_convf_out_h(g) / 2, pw = ct_convf_out_w(g) / 2, wp = g->w + 2 * g->p, ic = g->ic;
+    int ph = ct_conv_fwd_out_h(g) / 2, pw = ct_conv_fwd_out_w(g) / 2, wp = g->w + 2 * g->p,
+        ic = g->ic;
     size_t pl = plane(g), B = (size_t)g->y_block;
     for (int py = 0; py < ph; py++) {
         int px = 0;
@@ -361,9 +363,9 @@ CT_INLINE_AVX512 void store16_px(pair_out o, size_t at, __m512 v, bool relu) {
     ct_store16_halves(o.lo + at, o.hi ? o.hi + at : NULL, relu ? ct_relu16(v) : v);
 }
 
-CT_INLINE_AVX512 void dense_plane16_k3(const ct_convf_geom *g, const float *xp, const float *wg,
+CT_INLINE_AVX512 void dense_plane16_k3(const ct_conv_fwd_geom *g, const float *xp, const float *wg,
                                        __m512 bias, pair_out o) {
-    int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g), wp = g->w + 2 * g->p, ic = g->ic;
+    int oh = ct_conv_fwd_out_h(g), ow = ct_conv_fwd_out_w(g), wp = g->w + 2 * g->p, ic = g->ic;
     size_t pl = plane(g), B = (size_t)g->y_block;
     bool relu = g->relu;
     int y = 0;
@@ -390,10 +392,10 @@ CT_INLINE_AVX512 void dense_plane16_k3(const ct_convf_geom *g, const float *xp, 
 }
 
 /* wq16 [pair][ic][9][16], bq16 [pair][16]: wq's groups 2p and 2p + 1 side by side. */
-CT_TARGET_AVX512 static void image_avx512_k3(const ct_convf_geom *g, const float *xp,
+CT_TARGET_AVX512 static void image_avx512_k3(const ct_conv_fwd_geom *g, const float *xp,
                                              const float *wq16, const float *bq16, float *yi,
                                              uint8_t *ii) {
-    int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g), G = groups(g);
+    int oh = ct_conv_fwd_out_h(g), ow = ct_conv_fwd_out_w(g), G = groups(g);
     size_t px = g->pool ? (size_t)(oh / 2) * (size_t)(ow / 2) : (size_t)oh * (size_t)ow;
     for (int pr = 0; pr < (G + 1) / 2; pr++) {
         const float *wg = wq16 + (size_t)pr * (size_t)g->ic * 144;
@@ -411,7 +413,7 @@ CT_TARGET_AVX512 static void image_avx512_k3(const ct_convf_geom *g, const float
 #endif
 
 /* wq [group][t][8], bq [group][8] -> wq16 [pair][t][16], bq16 [pair][16]. */
-static void pack_pairs(const ct_convf_geom *g, const float *wq, const float *bq, float *wq16,
+static void pack_pairs(const ct_conv_fwd_geom *g, const float *wq, const float *bq, float *wq16,
                        float *bq16) {
     int t = taps(g), G = groups(g);
     for (int pr = 0; pr < (G + 1) / 2; pr++)
@@ -424,17 +426,17 @@ static void pack_pairs(const ct_convf_geom *g, const float *wq, const float *bq,
         }
 }
 
-void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, const float *b,
+void ct_conv_fwd(const ct_conv_fwd_geom *g, const float *x, const float *w, const float *b,
                       void *y, uint8_t *idx) {
-    CT_VEC_ALIGNED float wq[CT_CONVF_MAX_WEIGHTS];
-    CT_VEC_ALIGNED float bq[CT_CONVF_MAX_WEIGHTS / 8 + 8];
+    CT_VEC_ALIGNED float wq[CT_CONV_FWD_MAX_WEIGHTS];
+    CT_VEC_ALIGNED float bq[CT_CONV_FWD_MAX_WEIGHTS / 8 + 8];
     pack(g, w, b, wq, bq);
     bool avx512 = use_avx512(g), avx2 = use_avx2(g);
     /* a last pair may have a padding group: at most 8 more lanes per tap */
-    CT_VEC_ALIGNED float wq16[2 * CT_CONVF_MAX_WEIGHTS];
-    CT_VEC_ALIGNED float bq16[CT_CONVF_MAX_WEIGHTS / 8 + 16];
+    CT_VEC_ALIGNED float wq16[2 * CT_CONV_FWD_MAX_WEIGHTS];
+    CT_VEC_ALIGNED float bq16[CT_CONV_FWD_MAX_WEIGHTS / 8 + 16];
     if (avx512) pack_pairs(g, wq, bq, wq16, bq16);
-    int oh = ct_convf_out_h(g), ow = ct_convf_out_w(g);
+    int oh = ct_conv_fwd_out_h(g), ow = ct_conv_fwd_out_w(g);
     size_t out_px = g->pool ? (size_t)(oh / 2) * (size_t)(ow / 2) : (size_t)oh * (size_t)ow;
     size_t img_y = (size_t)groups(g) * 8 * out_px;
     size_t img_x = (size_t)((g->ic + g->x_block - 1) / g->x_block) * (size_t)g->x_block *
@@ -442,9 +444,9 @@ void ct_convf_forward(const ct_convf_geom *g, const float *x, const float *w, co
     (void)avx2, (void)avx512;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < g->n; n++) {
-        CT_VEC_ALIGNED float xp[CT_CONVW_MAX_PADDED];
+        CT_VEC_ALIGNED float xp[CT_CONV_WGRAD_MAX_PADDED];
         ct_conv_pad_image(g->ic, g->h, g->w, g->p, g->x_block, x + (size_t)n * img_x, xp);
-        CT_VEC_ALIGNED float ybuf[CT_CONVF_MAX_BF16_OUT];
+        CT_VEC_ALIGNED float ybuf[CT_CONV_FWD_MAX_BF16_OUT];
         float *yi = g->bf16_out ? ybuf : (float *)y + (size_t)n * img_y;
         uint8_t *ii = idx && g->pool ? idx + (size_t)n * img_y : NULL;
 #if CT_SIMD_X86

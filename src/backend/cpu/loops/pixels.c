@@ -1,6 +1,6 @@
-/* cpu_pixel_kernel.c: pixel normalization bodies (see cpu_pixel_kernel.h). */
-#include "backend/cpu/cpu_pixel_kernel.h"
-#include "backend/cpu/cpu_simd.h"
+/* pixels.c: pixel normalization bodies (see pixels.h). */
+#include "backend/cpu/loops/pixels.h"
+#include "backend/cpu/loops/simd.h"
 
 #if CT_SIMD_X86
 /* 8 pixels at a time; the tail through the table. */

@@ -1,4 +1,4 @@
-/* cpu_pool_kernel.h: ctrain's own max-pooling loops for the CPU backend.
+/* pool.h: ctrain's own max-pooling loops for the CPU backend.
  *
  * Tensors are fp32, or bf16 with ct_pool_geom.bf16 (x, y, dy and dx alike; bf16 only
  * with stride >= kernel, where dx needs no sums), [N, C, H, W] stored as planes of
@@ -17,8 +17,8 @@
  * write zeros into the channel lanes past C in the last block of each image. They
  * run OpenMP over the N * c_blocks planes and allocate nothing.
  */
-#ifndef CT_CPU_POOL_KERNEL_H
-#define CT_CPU_POOL_KERNEL_H
+#ifndef CT_CPU_LOOPS_POOL_H
+#define CT_CPU_LOOPS_POOL_H
 
 #include <stdbool.h>
 #include <stdint.h>

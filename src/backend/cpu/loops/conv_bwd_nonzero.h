@@ -1,5 +1,5 @@
-/* cpu_convpg_kernel.h: backward of a stride-1 convolution whose output goes through
- * a relu and a 2x2 stride-2 max-pool, from the pool's gradient ("pg"). The conv's
+/* conv_bwd_nonzero.h: backward of a stride-1 convolution whose output goes through
+ * a relu and a 2x2 stride-2 max-pool, from the pool's gradient. The conv's
  * dy is then nonzero at most once per 2x2 window and channel (at the window's
  * argmax, where the pool's output is positive), so the weight gradient and the
  * input gradient are sums over those nonzeros only: a quarter of the dense
@@ -24,7 +24,7 @@
  * (PyTorch's OIHW); db [OC] or NULL; add: dw/db += instead of =.
  *
  * bf16 (native mixed precision): x, dx, and dy with y may each hold bf16 instead
- * (uint16 bit patterns, cpu_bf16.h), and the weights may be rounded to bf16 first.
+ * (uint16 bit patterns, bf16.h), and the weights may be rounded to bf16 first.
  * bf16 values are widened exactly where they are read and dx is rounded to nearest
  * even where it is written, so the result is the fp32 loops' over the widened
  * values, rounded. With all four, that is bf16 operands and fp32 sums (a product of
@@ -32,20 +32,20 @@
  * are separate roundings (no fused multiply-add), so the AVX-512, AVX2 and portable
  * loops give the same bits. Threads take contiguous shares of the images, each summing
  * into its partial buffer; the partials are added in thread order. Scratch:
- * wpack (ct_convpg_wpack_floats), part (ct_convpg_part_floats per thread).
+ * wpack (ct_conv_bwd_nonzero_wpack_floats), part (ct_conv_bwd_nonzero_part_floats per thread).
  */
-#ifndef CT_CPU_CONVPG_KERNEL_H
-#define CT_CPU_CONVPG_KERNEL_H
+#ifndef CT_CPU_LOOPS_CONV_BWD_NONZERO_H
+#define CT_CPU_LOOPS_CONV_BWD_NONZERO_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define CT_CONVPG_MAX_KERNEL 7
-#define CT_CONVPG_MAX_PADDED 16384 /* ceil(IC/8) * 8 * (H + 2p) * (W + 2p) floats */
-#define CT_CONVPG_MAX_PIXELS 4096  /* OH * OW */
+#define CT_CONV_BWD_NONZERO_MAX_KERNEL 7
+#define CT_CONV_BWD_NONZERO_MAX_PADDED 16384 /* ceil(IC/8) * 8 * (H + 2p) * (W + 2p) floats */
+#define CT_CONV_BWD_NONZERO_MAX_PIXELS 4096  /* OH * OW */
 
-typedef struct ct_convpg_geom {
+typedef struct ct_conv_bwd_nonzero_geom {
     int n, ic, oc;  /* images, input channels, output channels */
     int h, w, k, p; /* input size, square kernel, zero padding (stride 1) */
     int x_block;    /* channel block of x and dx: 8 or 16 */
@@ -56,24 +56,24 @@ typedef struct ct_convpg_geom {
     bool w_bf16;    /* the weights are rounded to bf16 before use */
     bool portable;  /* force the portable loops (tests) */
     bool no_avx512; /* force the AVX2 loops where AVX-512 would run (tests) */
-} ct_convpg_geom;
+} ct_conv_bwd_nonzero_geom;
 
 /* fp32, or bf16 with y_bf16. */
-typedef struct ct_convpg_dy {
+typedef struct ct_conv_bwd_nonzero_dy {
     const void *dense;      /* the conv's dy, or NULL: */
     const void *dy, *y;     /* the pool's gradient and output */
     const uint8_t *idx;     /* the pool's argmax, 0..3 */
-} ct_convpg_dy;
+} ct_conv_bwd_nonzero_dy;
 
-bool ct_convpg_geom_ok(const ct_convpg_geom *g);
-size_t ct_convpg_wpack_floats(const ct_convpg_geom *g);
-size_t ct_convpg_part_floats(const ct_convpg_geom *g);
-/* "avx512", "avx2" or "portable": the loops ct_convpg_backward runs for g. */
-const char *ct_convpg_isa(const ct_convpg_geom *g);
+bool ct_conv_bwd_nonzero_geom_ok(const ct_conv_bwd_nonzero_geom *g);
+size_t ct_conv_bwd_nonzero_wpack_floats(const ct_conv_bwd_nonzero_geom *g);
+size_t ct_conv_bwd_nonzero_part_floats(const ct_conv_bwd_nonzero_geom *g);
+/* "avx512", "avx2" or "portable": the loops ct_conv_bwd_nonzero runs for g. */
+const char *ct_conv_bwd_nonzero_isa(const ct_conv_bwd_nonzero_geom *g);
 
 /* x, dx: fp32, or bf16 with x_bf16 / dx_bf16. */
-void ct_convpg_backward(const ct_convpg_geom *g, const void *x, const float *w,
-                        const ct_convpg_dy *dy, void *dx, float *dw, float *db, bool add,
+void ct_conv_bwd_nonzero(const ct_conv_bwd_nonzero_geom *g, const void *x, const float *w,
+                        const ct_conv_bwd_nonzero_dy *dy, void *dx, float *dw, float *db, bool add,
                         float *wpack, float *part, int part_threads);
 
 #endif

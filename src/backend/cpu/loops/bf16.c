@@ -1,6 +1,6 @@
-/* cpu_bf16.c: fp32 <-> bf16 array conversions (see cpu_bf16.h). */
-#include "backend/cpu/cpu_bf16.h"
-#include "backend/cpu/cpu_simd.h"
+/* bf16.c: fp32 <-> bf16 array conversions (see bf16.h). */
+#include "backend/cpu/loops/bf16.h"
+#include "backend/cpu/loops/simd.h"
 
 #if CT_SIMD_X86
 /* 8 at a time: u + 0x7FFF + (bit 16 of u), shifted down (ct_round_bits_rne), NaNs

@@ -1,4 +1,4 @@
-/* cpu_simd.h: what ctrain's own CPU loops share to run AVX2 and AVX-512 bodies
+/* simd.h: what ctrain's own CPU loops share to run AVX2 and AVX-512 bodies
  * picked at run time, so that the build needs no -march flag: whether the compiler
  * can emit them (CT_SIMD_X86), their target attributes, the run-time checks (the
  * CPU's ISA under the CTRAIN_MAX_CPU_ISA cap, cpu_isa.h), and small helpers.
@@ -8,8 +8,8 @@
  * (The build is ISO C, so -ffp-contract=off: the compiler never fuses a product and
  * a sum on its own, which loops that must give their portable twin's bits rely on.)
  */
-#ifndef CT_CPU_SIMD_H
-#define CT_CPU_SIMD_H
+#ifndef CT_CPU_LOOPS_SIMD_H
+#define CT_CPU_LOOPS_SIMD_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,6 +22,10 @@
  * would split every other 32-byte access across two cache lines. */
 #define CT_VEC_ALIGNED _Alignas(64)
 
+/* A helper every body inlines (the loops' generic bodies are instantiated per ISA by
+ * macro, so their helpers must inline into each target's body). */
+#define CT_INLINE static inline __attribute__((always_inline))
+
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define CT_SIMD_X86 1
 #include <immintrin.h>
@@ -32,8 +36,8 @@
 #define CT_AVX512_FEATURES "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"
 #define CT_TARGET_AVX512 __attribute__((target(CT_AVX512_FEATURES)))
 #define CT_INLINE_AVX512 static inline __attribute__((always_inline, target(CT_AVX512_FEATURES)))
-/* The AVX-512 subsets with AVX512-BF16 (vdpbf16ps): callers check ct_convwb_available()
- * (cpu_convwb_kernel.h). */
+/* The AVX-512 subsets with AVX512-BF16 (vdpbf16ps): callers check ct_bf16_dots_available()
+ * (conv3x3_wgrad_bf16.h). */
 #define CT_TARGET_AVX512_BF16 __attribute__((target(CT_AVX512_FEATURES ",avx512bf16")))
 #define CT_INLINE_AVX512_BF16                                                              \
     static inline __attribute__((always_inline, target(CT_AVX512_FEATURES ",avx512bf16")))

@@ -1,4 +1,4 @@
-/* cpu_pixel_kernel.h: one channel plane of uint8 pixels into normalized floats, for
+/* pixels.h: one channel plane of uint8 pixels into normalized floats, for
  * the CPU backend's batch loads (cpu_data.c).
  *
  * dst[i] = ((float)src[i] / 255 - mean) / std, i < n: data/pixels.h's ct_norm_pixel,
@@ -7,8 +7,8 @@
  * subtraction per lane (IEEE single precision, no fused operations), which gives
  * the same bits and runs without the table's dependent loads.
  */
-#ifndef CT_CPU_PIXEL_KERNEL_H
-#define CT_CPU_PIXEL_KERNEL_H
+#ifndef CT_CPU_LOOPS_PIXELS_H
+#define CT_CPU_LOOPS_PIXELS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* cpu_convfb_kernel.c: the block's one-pass forward in native bf16 on AVX512-BF16 (see
- * cpu_convfb_kernel.h).
+/* conv_fwd_bf16.c: the block's one-pass forward in native bf16 on AVX512-BF16 (see
+ * conv_fwd_bf16.h).
  *
  * The weights are packed once per call as five words per input channel, tap pair and
  * output channel, WP [OC/16][IC][5][16] (bf16 pairs; lanes past OC zero), the bias as
@@ -10,22 +10,22 @@
  * words per pixel against the ten weight vectors, then relu, the window maxima and
  * their bf16 rounding straight into the pool's planes.
  */
-#include "backend/cpu/cpu_convfb_kernel.h"
-#include "backend/cpu/cpu_bf16.h"
-#include "backend/cpu/cpu_convw_kernel.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/conv_fwd_bf16.h"
+#include "backend/cpu/loops/bf16.h"
+#include "backend/cpu/loops/conv_wgrad.h"
+#include "backend/cpu/loops/simd.h"
 
 #include <string.h>
 
 #define PAIRS 5 /* tap pairs per input channel */
 
-static int blocks16(const ct_convf_geom *g) { return (g->oc + 15) / 16; }
-static size_t row(const ct_convf_geom *g) { return (size_t)(g->w + 2 * g->p); }
-static size_t plane(const ct_convf_geom *g) { return (size_t)(g->h + 2 * g->p) * row(g); }
+static int blocks16(const ct_conv_fwd_geom *g) { return (g->oc + 15) / 16; }
+static size_t row(const ct_conv_fwd_geom *g) { return (size_t)(g->w + 2 * g->p); }
+static size_t plane(const ct_conv_fwd_geom *g) { return (size_t)(g->h + 2 * g->p) * row(g); }
 
-bool ct_convfb_geom_ok(const ct_convf_geom *g) {
-    return g->k == 3 && g->relu && g->pool && g->bf16_out && ct_convf_geom_ok(g) &&
-           (long)blocks16(g) * 16 * g->ic * PAIRS <= CT_CONVF_MAX_WEIGHTS;
+bool ct_conv_fwd_bf16_geom_ok(const ct_conv_fwd_geom *g) {
+    return g->k == 3 && g->relu && g->pool && g->bf16_out && ct_conv_fwd_geom_ok(g) &&
+           (long)blocks16(g) * 16 * g->ic * PAIRS <= CT_CONV_FWD_MAX_WEIGHTS;
 }
 
 #if CT_SIMD_X86
@@ -35,7 +35,8 @@ static uint32_t word(float lo, float hi) {
 
 /* w [OC][IC][3][3], b -> WP, BP: pairs (0,0)+(0,1), (1,0)+(1,1), (2,0)+(2,1),
  * (0,2)+(1,2), (2,2)+0 in (row, column) of the kernel, in that order. */
-static void pack(const ct_convf_geom *g, const float *w, const float *b, uint32_t *wp, float *bp) {
+static void pack(const ct_conv_fwd_geom *g, const float *w, const float *b, uint32_t *wp,
+                 float *bp) {
     memset(wp, 0, (size_t)blocks16(g) * 16 * (size_t)g->ic * PAIRS * sizeof *wp);
     memset(bp, 0, (size_t)blocks16(g) * 16 * sizeof *bp);
     for (int o = 0; o < g->oc; o++) {
@@ -54,7 +55,7 @@ static void pack(const ct_convf_geom *g, const float *w, const float *b, uint32_
 }
 
 /* XV from XB: word (r, c) = XB(r, c) low, XB(r + 1, c) high. */
-static void fill_xv(const ct_convf_geom *g, const uint16_t *xb, uint32_t *xv) {
+static void fill_xv(const ct_conv_fwd_geom *g, const uint16_t *xb, uint32_t *xv) {
     size_t n = (size_t)(g->h + 2 * g->p - 1) * row(g);
     for (int c = 0; c < g->ic; c++) {
         const uint16_t *s = xb + (size_t)c * plane(g);
@@ -93,9 +94,10 @@ CT_INLINE_AVX512_BF16 void pool_store(__m512 v0, __m512 v1, __m512 v2, __m512 v3
 }
 
 /* Windows (py, px) .. (py, px + COLS / 2 - 1) of output blocks ob0 .. ob0 + OB - 1. */
-CT_INLINE_AVX512_BF16 void windows(const ct_convf_geom *g, const uint16_t *xb, const uint32_t *xv,
-                         const uint32_t *wp, const float *bp, int ob0, const int OB, int py,
-                         int px, const int COLS, const out16 *o, size_t at) {
+CT_INLINE_AVX512_BF16 void windows(const ct_conv_fwd_geom *g, const uint16_t *xb,
+                                   const uint32_t *xv, const uint32_t *wp, const float *bp, int ob0,
+                                   const int OB, int py, int px, const int COLS, const out16 *o,
+                                   size_t at) {
     size_t rw = row(g), pl = plane(g), vpl = (size_t)(g->h + 2 * g->p - 1) * rw;
     size_t wstride = (size_t)g->ic * PAIRS * 16; /* words from one block's WP to the next */
     int oy = 2 * py, ox = 2 * px;
@@ -133,7 +135,7 @@ CT_INLINE_AVX512_BF16 void windows(const ct_convf_geom *g, const uint16_t *xb, c
 }
 
 /* Block ob's outputs in image planes y / ii (pool pixels pp per plane). */
-static out16 out_of(const ct_convf_geom *g, uint16_t *y, uint8_t *ii, size_t pp, int ob) {
+static out16 out_of(const ct_conv_fwd_geom *g, uint16_t *y, uint8_t *ii, size_t pp, int ob) {
     int B = g->y_block, nb = (g->oc + B - 1) / B;
     int lo = B == 16 ? ob : 2 * ob;
     size_t off_lo = (size_t)lo * pp * (size_t)B;
@@ -143,10 +145,10 @@ static out16 out_of(const ct_convf_geom *g, uint16_t *y, uint8_t *ii, size_t pp,
                    .ihi = ii && hi ? ii + off_hi : NULL};
 }
 
-CT_INLINE_AVX512_BF16 void group(const ct_convf_geom *g, const uint16_t *xb,
+CT_INLINE_AVX512_BF16 void group(const ct_conv_fwd_geom *g, const uint16_t *xb,
                                  const uint32_t *xv, const uint32_t *wp, const float *bp,
                                  uint16_t *y, uint8_t *ii, int ob0, const int OB) {
-    int ph = ct_convf_out_h(g) / 2, pw = ct_convf_out_w(g) / 2;
+    int ph = ct_conv_fwd_out_h(g) / 2, pw = ct_conv_fwd_out_w(g) / 2;
     size_t pp = (size_t)ph * (size_t)pw, B = (size_t)g->y_block;
     out16 o[2];
     for (int b = 0; b < OB; b++) o[b] = out_of(g, y, ii, pp, ob0 + b);
@@ -158,7 +160,7 @@ CT_INLINE_AVX512_BF16 void group(const ct_convf_geom *g, const uint16_t *xb,
         }
 }
 
-CT_TARGET_AVX512_BF16 static void image(const ct_convf_geom *g, const uint16_t *xb,
+CT_TARGET_AVX512_BF16 static void image(const ct_conv_fwd_geom *g, const uint16_t *xb,
                                         const uint32_t *xv, const uint32_t *wp, const float *bp,
                                         uint16_t *y, uint8_t *ii) {
     int ob = 0, nb = blocks16(g);
@@ -167,21 +169,21 @@ CT_TARGET_AVX512_BF16 static void image(const ct_convf_geom *g, const uint16_t *
 }
 #endif
 
-void ct_convfb_forward(const ct_convf_geom *g, const float *x, const float *w, const float *b,
+void ct_conv_fwd_bf16(const ct_conv_fwd_geom *g, const float *x, const float *w, const float *b,
                        void *y, uint8_t *idx) {
 #if CT_SIMD_X86
-    CT_VEC_ALIGNED uint32_t wp[CT_CONVF_MAX_WEIGHTS];
-    CT_VEC_ALIGNED float bp[CT_CONVF_MAX_WEIGHTS / 8 + 16];
+    CT_VEC_ALIGNED uint32_t wp[CT_CONV_FWD_MAX_WEIGHTS];
+    CT_VEC_ALIGNED float bp[CT_CONV_FWD_MAX_WEIGHTS / 8 + 16];
     pack(g, w, b, wp, bp);
     int B = g->y_block;
-    size_t img_y = (size_t)((g->oc + B - 1) / B) * (size_t)B * (size_t)(ct_convf_out_h(g) / 2) *
-                   (size_t)(ct_convf_out_w(g) / 2);
+    size_t img_y = (size_t)((g->oc + B - 1) / B) * (size_t)B * (size_t)(ct_conv_fwd_out_h(g) / 2) *
+                   (size_t)(ct_conv_fwd_out_w(g) / 2);
     size_t img_x = (size_t)((g->ic + g->x_block - 1) / g->x_block) * (size_t)g->x_block *
                    (size_t)g->h * (size_t)g->w;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < g->n; n++) {
-        CT_VEC_ALIGNED uint16_t xb[CT_CONVW_MAX_PADDED];
-        CT_VEC_ALIGNED uint32_t xv[CT_CONVW_MAX_PADDED];
+        CT_VEC_ALIGNED uint16_t xb[CT_CONV_WGRAD_MAX_PADDED];
+        CT_VEC_ALIGNED uint32_t xv[CT_CONV_WGRAD_MAX_PADDED];
         ct_conv_pad_image_bf16(g->ic, g->h, g->w, g->p, g->x_block, x + (size_t)n * img_x, xb);
         fill_xv(g, xb, xv);
         image(g, xb, xv, wp, bp, (uint16_t *)y + (size_t)n * img_y,

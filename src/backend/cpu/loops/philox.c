@@ -1,12 +1,12 @@
-/* cpu_philox_kernel.c: Philox4x32-10 bodies (see cpu_philox_kernel.h).
+/* philox.c: Philox4x32-10 bodies (see philox.h).
  *
  * The vector bodies keep the four words of L counters in four vectors (lane i:
  * counter blk0 + i) and run the rounds of common/philox.h on them: each 32 x 32 ->
  * 64-bit product as two unsigned multiplies of the even and the odd lanes, whose
  * halves are blended back into the lanes' high and low words.
  */
-#include "backend/cpu/cpu_philox_kernel.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/philox.h"
+#include "backend/cpu/loops/simd.h"
 
 #include "common/philox.h"
 

@@ -1,5 +1,5 @@
-/* cpu_convw_kernel.c: weight gradients of stride-1 convolutions (see
- * cpu_convw_kernel.h).
+/* conv_wgrad.c: weight gradients of stride-1 convolutions (see
+ * conv_wgrad.h).
  *
  * Per image: the image is copied with its zero border into padded per-channel
  * planes (so no bounds tests remain); then for every group of 8 output channels and
@@ -14,48 +14,48 @@
  * bits; the portable body does the same sums in C for any layout and K. Partial sums:
  * dw part[((group * IC + ic) * K*K + tap) * 8 + lane], db part[groups * 8 * IC*K*K + oc].
  */
-#include "backend/cpu/cpu_convw_kernel.h"
-#include "backend/cpu/cpu_simd.h"
-#include "backend/cpu/cpu_bf16.h"
+#include "backend/cpu/loops/conv_wgrad.h"
+#include "backend/cpu/loops/simd.h"
+#include "backend/cpu/loops/bf16.h"
 
 #include <omp.h>
 #include <string.h>
 
-static int out_h(const ct_convw_geom *g) { return g->h + 2 * g->p - g->k + 1; }
-static int out_w(const ct_convw_geom *g) { return g->w + 2 * g->p - g->k + 1; }
-static int groups(const ct_convw_geom *g) { return (g->oc + 7) / 8; }
+static int out_h(const ct_conv_wgrad_geom *g) { return g->h + 2 * g->p - g->k + 1; }
+static int out_w(const ct_conv_wgrad_geom *g) { return g->w + 2 * g->p - g->k + 1; }
+static int groups(const ct_conv_wgrad_geom *g) { return (g->oc + 7) / 8; }
 static int blocks(int c, int block) { return (c + block - 1) / block; }
-static int plane(const ct_convw_geom *g) { return (g->h + 2 * g->p) * (g->w + 2 * g->p); }
+static int plane(const ct_conv_wgrad_geom *g) { return (g->h + 2 * g->p) * (g->w + 2 * g->p); }
 static bool block_ok(int b) { return b == 1 || b == 8 || b == 16; }
 
-bool ct_convw_geom_ok(const ct_convw_geom *g) {
+bool ct_conv_wgrad_geom_ok(const ct_conv_wgrad_geom *g) {
     return g->n >= 1 && g->ic >= 1 && g->oc >= 1 && g->h >= 1 && g->w >= 1 && g->k >= 1 &&
-           g->k <= CT_CONVW_MAX_KERNEL && g->p >= 0 && g->p < g->k && out_h(g) >= 1 &&
+           g->k <= CT_CONV_WGRAD_MAX_KERNEL && g->p >= 0 && g->p < g->k && out_h(g) >= 1 &&
            out_w(g) >= 1 && block_ok(g->x_block) && block_ok(g->dy_block) &&
-           (long)g->ic * plane(g) <= CT_CONVW_MAX_PADDED;
+           (long)g->ic * plane(g) <= CT_CONV_WGRAD_MAX_PADDED;
 }
 
-size_t ct_convw_part_floats(const ct_convw_geom *g) {
+size_t ct_conv_wgrad_part_floats(const ct_conv_wgrad_geom *g) {
     return (size_t)groups(g) * 8 * ((size_t)g->ic * (size_t)(g->k * g->k) + 1);
 }
 
-static bool use_avx2(const ct_convw_geom *g) {
+static bool use_avx2(const ct_conv_wgrad_geom *g) {
     return !g->portable && g->k == 3 && g->dy_block >= 8 && ct_cpu_has_avx2_fma();
 }
 
-/* (a 16-lane tile of the conv's output within CT_CONVW_MAX_TILE) */
-static bool use_avx512(const ct_convw_geom *g) {
+/* (a 16-lane tile of the conv's output within CT_CONV_WGRAD_MAX_TILE) */
+static bool use_avx512(const ct_conv_wgrad_geom *g) {
     return use_avx2(g) && !g->no_avx512 && ct_cpu_has_avx512() &&
-           (long)out_h(g) * out_w(g) * 16 <= CT_CONVW_MAX_TILE;
+           (long)out_h(g) * out_w(g) * 16 <= CT_CONV_WGRAD_MAX_TILE;
 }
 
-const char *ct_convw_isa(const ct_convw_geom *g) {
+const char *ct_conv_wgrad_isa(const ct_conv_wgrad_geom *g) {
     return use_avx512(g) ? "avx512" : use_avx2(g) ? "avx2" : "portable";
 }
 
 typedef enum body { BODY_PORTABLE, BODY_AVX2, BODY_AVX512 } body;
 
-static body body_of(const ct_convw_geom *g) {
+static body body_of(const ct_conv_wgrad_geom *g) {
     return use_avx512(g) ? BODY_AVX512 : use_avx2(g) ? BODY_AVX2 : BODY_PORTABLE;
 }
 
@@ -93,13 +93,13 @@ void ct_conv_pad_image_bf16(int ic, int h, int w, int p, int x_block, const floa
     pad_planes(ic, h, w, p, x_block, x, xb, true);
 }
 
-static void pad_image(const ct_convw_geom *g, const float *x, float *xp) {
+static void pad_image(const ct_conv_wgrad_geom *g, const float *x, float *xp) {
     ct_conv_pad_image(g->ic, g->h, g->w, g->p, g->x_block, x, xp);
 }
 
 /* One group of 8 output channels over one image, any K: lane l's dy is at dl[l]
  * (NULL past OC), consecutive pixels ds floats apart. */
-static void group_portable(const ct_convw_geom *g, const float *xp, const float *const dl[8],
+static void group_portable(const ct_conv_wgrad_geom *g, const float *xp, const float *const dl[8],
                            size_t ds, int grp, float *part) {
     int kk = g->k * g->k, oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p;
     size_t pl = (size_t)plane(g);
@@ -127,7 +127,7 @@ static void group_portable(const ct_convw_geom *g, const float *xp, const float 
 /* K = 3, one group of 8 output channels over one image: dy's 8 lanes of a pixel
  * are contiguous from d0, consecutive pixels ds floats apart. Per input channel,
  * one sweep over the output pixels with 9 accumulators in registers. */
-CT_TARGET_AVX2_FMA static void group_avx2_k3(const ct_convw_geom *g, const float *xp,
+CT_TARGET_AVX2_FMA static void group_avx2_k3(const ct_conv_wgrad_geom *g, const float *xp,
                                              const float *d0, size_t ds, int grp, float *part) {
     int oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p;
     size_t dplane = (size_t)oh * (size_t)ow, pl = (size_t)plane(g);
@@ -179,7 +179,7 @@ CT_TARGET_AVX2_FMA static void group_avx2_k3(const ct_convw_geom *g, const float
 /* group_avx2_k3 for groups 2 * pr (dy lanes at dlo) and 2 * pr + 1 (at dhi; NULL:
  * zeros) at once; without hi, group 2 * pr + 1 is padding past OC and its partial
  * sums are neither read nor written. */
-CT_TARGET_AVX512 static void pair_avx512_k3(const ct_convw_geom *g, const float *xp,
+CT_TARGET_AVX512 static void pair_avx512_k3(const ct_conv_wgrad_geom *g, const float *xp,
                                             const float *dlo, const float *dhi, size_t ds,
                                             int pr, bool hi, float *part) {
     int oh = out_h(g), ow = out_w(g), wp = g->w + 2 * g->p;
@@ -219,7 +219,7 @@ CT_TARGET_AVX512 static void pair_avx512_k3(const ct_convw_geom *g, const float 
 
 /* One group's dy of one image as the sweeps read it: from d0 with pixel stride ds
  * (group_avx2_k3), or lane by lane (group_portable). */
-static void run_group(const ct_convw_geom *g, body bd, const float *xp, const float *d0,
+static void run_group(const ct_conv_wgrad_geom *g, body bd, const float *xp, const float *d0,
                       size_t ds, int grp, float *part) {
 #if CT_SIMD_X86
     if (bd != BODY_PORTABLE) {
@@ -234,13 +234,13 @@ static void run_group(const ct_convw_geom *g, body bd, const float *xp, const fl
 }
 
 /* Floats from an image's dy to group grp's lane 0 (dy_block 8 or 16). */
-static size_t group_off(const ct_convw_geom *g, int grp, size_t dplane) {
+static size_t group_off(const ct_conv_wgrad_geom *g, int grp, size_t dplane) {
     int per = g->dy_block / 8;
     return (size_t)(grp / per) * dplane * (size_t)g->dy_block + (size_t)(grp % per) * 8;
 }
 
 /* Image dyi in its own layout: groups of 8 channels inside blocks of dy_block. */
-static void image_dense(const ct_convw_geom *g, body bd, const float *xp, const float *dyi,
+static void image_dense(const ct_conv_wgrad_geom *g, body bd, const float *xp, const float *dyi,
                         float *part) {
     int B = g->dy_block, G = groups(g);
     size_t dplane = (size_t)out_h(g) * (size_t)out_w(g);
@@ -278,8 +278,8 @@ typedef struct pooled_view {
 
 /* Block blk (dy_block channels) of image n's pool planes, its lane 0; bf16 planes
  * are widened into dyw and yw (a block plane each). */
-static pooled_view block_view(const ct_convw_geom *g, const ct_convw_pooled *pp, int n, int blk,
-                              float *dyw, float *yw) {
+static pooled_view block_view(const ct_conv_wgrad_geom *g, const ct_conv_pool_dy *pp, int n,
+                              int blk, float *dyw, float *yw) {
     size_t B = (size_t)g->dy_block, bplane = (size_t)(out_h(g) / 2) * (size_t)(out_w(g) / 2) * B;
     size_t o = ((size_t)n * (size_t)blocks(g->oc, g->dy_block) + (size_t)blk) * bplane;
     pooled_view v = {.idx = pp->idx + o, .S = B};
@@ -300,7 +300,7 @@ static pooled_view lanes_from(pooled_view v, size_t lane) {
 
 /* tile [OH][OW][8] = the conv's dy of one group of one image, rebuilt from its pooled
  * planes. */
-static void expand_pooled(const ct_convw_geom *g, const pooled_view *v, float *tile) {
+static void expand_pooled(const ct_conv_wgrad_geom *g, const pooled_view *v, float *tile) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2;
     memset(tile, 0, (size_t)oh * (size_t)ow * 8 * sizeof *tile);
     for (int py = 0; py < ph; py++)
@@ -318,7 +318,7 @@ static void expand_pooled(const ct_convw_geom *g, const pooled_view *v, float *t
 #if CT_SIMD_X86
 /* expand_pooled with 8 lanes at a time: each window pixel gets dy where its position
  * is the argmax and y > 0, else +0 (as max-pool backward writes it). */
-CT_TARGET_AVX2_FMA static void expand_pooled_avx2(const ct_convw_geom *g, const pooled_view *v,
+CT_TARGET_AVX2_FMA static void expand_pooled_avx2(const ct_conv_wgrad_geom *g, const pooled_view *v,
                                                   float *tile) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2;
     __m256 zero = _mm256_setzero_ps();
@@ -348,7 +348,7 @@ CT_TARGET_AVX2_FMA static void expand_pooled_avx2(const ct_convw_geom *g, const 
 
 /* expand_pooled_avx2 for two groups into a tile [OH][OW][16]: lo's lanes 0-7, hi's
  * 8-15 (hi NULL: zeros). */
-CT_TARGET_AVX512 static void expand_pooled16(const ct_convw_geom *g, const pooled_view *lo,
+CT_TARGET_AVX512 static void expand_pooled16(const ct_conv_wgrad_geom *g, const pooled_view *lo,
                                              const pooled_view *hi, float *tile) {
     int oh = out_h(g), ow = out_w(g), ph = oh / 2, pw = ow / 2;
     __m512 zero = _mm512_setzero_ps();
@@ -380,12 +380,12 @@ CT_TARGET_AVX512 static void expand_pooled16(const ct_convw_geom *g, const poole
 
 /* Image n rebuilt from the pool's planes through a tile: group by group, or pair by
  * pair on the AVX-512 body (bf16 planes widened first, a block at a time). */
-static void image_pooled(const ct_convw_geom *g, body bd, const float *xp,
-                         const ct_convw_pooled *pp, int n, float *tile, float *part) {
+static void image_pooled(const ct_conv_wgrad_geom *g, body bd, const float *xp,
+                         const ct_conv_pool_dy *pp, int n, float *tile, float *part) {
     int B = g->dy_block, G = groups(g), per = B / 8;
     /* a block plane is at most half a tile of 8 lanes (OH * OW * 8 / 4 pixels * 16) */
-    CT_VEC_ALIGNED float dyw[CT_CONVW_MAX_TILE / 2];
-    CT_VEC_ALIGNED float yw[CT_CONVW_MAX_TILE / 2];
+    CT_VEC_ALIGNED float dyw[CT_CONV_WGRAD_MAX_TILE / 2];
+    CT_VEC_ALIGNED float yw[CT_CONV_WGRAD_MAX_TILE / 2];
 #if CT_SIMD_X86
     if (bd == BODY_AVX512) {
         for (int pr = 0; pr < (G + 1) / 2; pr++) {
@@ -397,8 +397,8 @@ static void image_pooled(const ct_convw_geom *g, body bd, const float *xp,
             } else { /* two blocks of 8, each in half of the buffers */
                 lo = block_view(g, pp, n, 2 * pr, dyw, yw);
                 if (has_hi)
-                    hi = block_view(g, pp, n, 2 * pr + 1, dyw + CT_CONVW_MAX_TILE / 4,
-                                    yw + CT_CONVW_MAX_TILE / 4);
+                    hi = block_view(g, pp, n, 2 * pr + 1, dyw + CT_CONV_WGRAD_MAX_TILE / 4,
+                                    yw + CT_CONV_WGRAD_MAX_TILE / 4);
             }
             expand_pooled16(g, &lo, has_hi ? &hi : NULL, tile);
             pair_avx512_k3(g, xp, tile, tile + 8, 16, pr, has_hi, part);
@@ -422,9 +422,9 @@ static void image_pooled(const ct_convw_geom *g, body bd, const float *xp,
 }
 
 /* The partials of nt threads into dw / db (thread order). */
-static void reduce(const ct_convw_geom *g, const float *part, int nt, float *dw, float *db,
+static void reduce(const ct_conv_wgrad_geom *g, const float *part, int nt, float *dw, float *db,
                    bool add) {
-    size_t pf = ct_convw_part_floats(g);
+    size_t pf = ct_conv_wgrad_part_floats(g);
     int kk = g->k * g->k;
     for (int c = 0; c < g->oc; c++) {
         for (int i = 0; i < g->ic; i++)
@@ -445,10 +445,10 @@ static void reduce(const ct_convw_geom *g, const float *part, int nt, float *dw,
 }
 
 /* dy dense (pp NULL) or rebuilt from a pool's planes (pp). */
-static void bwd_weights(const ct_convw_geom *g, const float *x, const float *dy,
-                        const ct_convw_pooled *pp, float *dw, float *db, bool add, float *part,
+static void bwd_weights(const ct_conv_wgrad_geom *g, const float *x, const float *dy,
+                        const ct_conv_pool_dy *pp, float *dw, float *db, bool add, float *part,
                         int part_threads) {
-    size_t pf = ct_convw_part_floats(g);
+    size_t pf = ct_conv_wgrad_part_floats(g);
     size_t img_x = (size_t)blocks(g->ic, g->x_block) * (size_t)g->x_block * (size_t)g->h * (size_t)g->w;
     size_t img_dy = (size_t)blocks(g->oc, g->dy_block) * (size_t)g->dy_block * (size_t)out_h(g) *
                     (size_t)out_w(g);
@@ -460,8 +460,8 @@ static void bwd_weights(const ct_convw_geom *g, const float *x, const float *dy,
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         float *mine = part + (size_t)t * pf;
-        CT_VEC_ALIGNED float xp[CT_CONVW_MAX_PADDED];
-        CT_VEC_ALIGNED float tile[pp ? CT_CONVW_MAX_TILE : 1];
+        CT_VEC_ALIGNED float xp[CT_CONV_WGRAD_MAX_PADDED];
+        CT_VEC_ALIGNED float tile[pp ? CT_CONV_WGRAD_MAX_TILE : 1];
         memset(mine, 0, pf * sizeof *mine);
         for (int n = (int)((long)g->n * t / nt); n < (int)((long)g->n * (t + 1) / nt); n++) {
             pad_image(g, x + (size_t)n * img_x, xp);
@@ -475,18 +475,18 @@ static void bwd_weights(const ct_convw_geom *g, const float *x, const float *dy,
     reduce(g, part, used, dw, db, add);
 }
 
-void ct_convw_bwd_weights(const ct_convw_geom *g, const float *x, const float *dy, float *dw,
+void ct_conv_wgrad(const ct_conv_wgrad_geom *g, const float *x, const float *dy, float *dw,
                           float *db, bool add, float *part, int part_threads) {
     bwd_weights(g, x, dy, NULL, dw, db, add, part, part_threads);
 }
 
-bool ct_convw_pooled_ok(const ct_convw_geom *g) {
-    return ct_convw_geom_ok(g) && g->dy_block >= 8 && out_h(g) >= 2 && out_w(g) >= 2 &&
-           (long)out_h(g) * out_w(g) * 8 <= CT_CONVW_MAX_TILE;
+bool ct_conv_wgrad_from_pool_ok(const ct_conv_wgrad_geom *g) {
+    return ct_conv_wgrad_geom_ok(g) && g->dy_block >= 8 && out_h(g) >= 2 && out_w(g) >= 2 &&
+           (long)out_h(g) * out_w(g) * 8 <= CT_CONV_WGRAD_MAX_TILE;
 }
 
-void ct_convw_bwd_weights_pooled(const ct_convw_geom *g, const float *x,
-                                 const ct_convw_pooled *pooled, float *dw, float *db, bool add,
+void ct_conv_wgrad_from_pool(const ct_conv_wgrad_geom *g, const float *x,
+                                 const ct_conv_pool_dy *pooled, float *dw, float *db, bool add,
                                  float *part, int part_threads) {
     bwd_weights(g, x, NULL, pooled, dw, db, add, part, part_threads);
 }

@@ -1,5 +1,5 @@
-/* cpu_convpb_kernel.c: bf16 weight gradients of a conv -> relu -> max-pool block from
- * the pool's gradient, on AVX512-BF16 (see cpu_convpb_kernel.h).
+/* conv_wgrad_from_pool_bf16.c: bf16 weight gradients of a conv -> relu -> max-pool block from
+ * the pool's gradient, on AVX512-BF16 (see conv_wgrad_from_pool_bf16.h).
  *
  * Per image: x is padded (zero border) and rounded into bf16 planes XB [IC][H + 2p][W +
  * 2p]; the pool's planes become G2 [OC/16][window][2][16 words], the top row's and
@@ -10,42 +10,43 @@
  * three taps), each serving the top row's taps of that kernel row and the bottom
  * row's of the one above.
  */
-#include "backend/cpu/cpu_convpb_kernel.h"
-#include "backend/cpu/cpu_convwb_kernel.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/conv_wgrad_from_pool_bf16.h"
+#include "backend/cpu/loops/conv3x3_wgrad_bf16.h"
+#include "backend/cpu/loops/simd.h"
 
 #include <omp.h>
 #include <string.h>
 
 #define MAX_SCRATCH_FLOATS (1u << 20) /* XB + G2 of one thread: 4 MiB */
 
-static int out_h(const ct_convw_geom *g) { return g->h + 2 * g->p - 2; }
-static int out_w(const ct_convw_geom *g) { return g->w + 2 * g->p - 2; }
+static int out_h(const ct_conv_wgrad_geom *g) { return g->h + 2 * g->p - 2; }
+static int out_w(const ct_conv_wgrad_geom *g) { return g->w + 2 * g->p - 2; }
 static int blocks(int c, int b) { return (c + b - 1) / b; }
 static size_t up16(size_t f) { return (f + 15) / 16 * 16; }
-static size_t windows(const ct_convw_geom *g) {
+static size_t windows(const ct_conv_wgrad_geom *g) {
     return (size_t)(out_h(g) / 2) * (size_t)(out_w(g) / 2);
 }
-static size_t plane(const ct_convw_geom *g) {
+static size_t plane(const ct_conv_wgrad_geom *g) {
     return (size_t)(g->h + 2 * g->p) * (size_t)(g->w + 2 * g->p);
 }
 /* Floats of a partial's dw [OC/16][IC][9][16] and db [OC/16][16], and of XB and G2. */
-static size_t dw_floats(const ct_convw_geom *g) {
+static size_t dw_floats(const ct_conv_wgrad_geom *g) {
     return (size_t)blocks(g->oc, 16) * (size_t)g->ic * 9 * 16;
 }
-static size_t db_floats(const ct_convw_geom *g) { return (size_t)blocks(g->oc, 16) * 16; }
-static size_t xb_floats(const ct_convw_geom *g) {
+static size_t db_floats(const ct_conv_wgrad_geom *g) { return (size_t)blocks(g->oc, 16) * 16; }
+static size_t xb_floats(const ct_conv_wgrad_geom *g) {
     return up16(((size_t)g->ic * plane(g) + 1) / 2);
 }
-static size_t g2_floats(const ct_convw_geom *g) {
+static size_t g2_floats(const ct_conv_wgrad_geom *g) {
     return (size_t)blocks(g->oc, 16) * windows(g) * 32;
 }
 
-bool ct_convpb_geom_ok(const ct_convw_geom *g) {
-    return g->k == 3 && ct_convw_pooled_ok(g) && xb_floats(g) + g2_floats(g) <= MAX_SCRATCH_FLOATS;
+bool ct_conv_wgrad_from_pool_bf16_ok(const ct_conv_wgrad_geom *g) {
+    return g->k == 3 && ct_conv_wgrad_from_pool_ok(g) &&
+           xb_floats(g) + g2_floats(g) <= MAX_SCRATCH_FLOATS;
 }
 
-size_t ct_convpb_part_floats(const ct_convw_geom *g) {
+size_t ct_conv_wgrad_from_pool_bf16_part_floats(const ct_conv_wgrad_geom *g) {
     return dw_floats(g) + db_floats(g) + xb_floats(g) + g2_floats(g);
 }
 
@@ -63,7 +64,7 @@ CT_INLINE_AVX512_BF16 __m128i halves16_u8(const uint8_t *lo, const uint8_t *hi) 
 }
 
 /* G2 of image n from the pool's planes, and db[oc] += its dy where taken. */
-CT_TARGET_AVX512_BF16 static void fill_g2(const ct_convw_geom *g, const ct_convw_pooled *pp,
+CT_TARGET_AVX512_BF16 static void fill_g2(const ct_conv_wgrad_geom *g, const ct_conv_pool_dy *pp,
                                           int n, uint32_t *g2, float *db) {
     int B = g->dy_block, nb = blocks(g->oc, B);
     size_t nw = windows(g), img = (size_t)nb * nw * (size_t)B;
@@ -108,8 +109,8 @@ CT_TARGET_AVX512_BF16 static void fill_g2(const ct_convw_geom *g, const ct_convw
 
 /* Input channel ic, output blocks ob0 .. ob0 + OB - 1 over one image's windows: the
  * 9 * OB accumulators from and back to the partial dw [OC/16][IC][9][16]. */
-CT_INLINE_AVX512_BF16 void group(const ct_convw_geom *g, const uint16_t *xb, const uint32_t *g2,
-                                 float *dw, int ob0, int ic, const int OB) {
+CT_INLINE_AVX512_BF16 void group(const ct_conv_wgrad_geom *g, const uint16_t *xb,
+                                 const uint32_t *g2, float *dw, int ob0, int ic, const int OB) {
     int ph = out_h(g) / 2, pw = out_w(g) / 2;
     size_t nw = windows(g), wp = (size_t)(g->w + 2 * g->p), icn = (size_t)g->ic;
     __m512 a[2][9];
@@ -145,7 +146,7 @@ CT_INLINE_AVX512_BF16 void group(const ct_convw_geom *g, const uint16_t *xb, con
         for (int t = 0; t < 9; t++) _mm512_storeu_ps(at[b] + (size_t)t * 16, a[b][t]);
 }
 
-CT_TARGET_AVX512_BF16 static void image_sums(const ct_convw_geom *g, const uint16_t *xb,
+CT_TARGET_AVX512_BF16 static void image_sums(const ct_conv_wgrad_geom *g, const uint16_t *xb,
                                              const uint32_t *g2, float *dw) {
     int nb = blocks(g->oc, 16);
     for (int ic = 0; ic < g->ic; ic++) {
@@ -156,9 +157,10 @@ CT_TARGET_AVX512_BF16 static void image_sums(const ct_convw_geom *g, const uint1
 }
 #endif
 
-void ct_convpb_bwd_weights(const ct_convw_geom *g, const float *x, const ct_convw_pooled *pooled,
-                           float *dw, float *db, bool add, float *part, int part_threads) {
-    size_t pf = ct_convpb_part_floats(g), sums = dw_floats(g) + db_floats(g);
+void ct_conv_wgrad_from_pool_bf16(const ct_conv_wgrad_geom *g, const float *x,
+                                  const ct_conv_pool_dy *pooled, float *dw, float *db, bool add,
+                                  float *part, int part_threads) {
+    size_t pf = ct_conv_wgrad_from_pool_bf16_part_floats(g), sums = dw_floats(g) + db_floats(g);
     size_t img = (size_t)blocks(g->ic, g->x_block) * (size_t)g->x_block * (size_t)g->h *
                  (size_t)g->w;
     int threads = part_threads < 1 ? 1 : part_threads, used = 1;

@@ -1,5 +1,5 @@
-/* cpu_convwb_kernel.c: bf16 weight gradients of 3x3 convolutions on AVX512-BF16 (see
- * cpu_convwb_kernel.h).
+/* conv3x3_wgrad_bf16.c: bf16 weight gradients of 3x3 convolutions on AVX512-BF16 (see
+ * conv3x3_wgrad_bf16.h).
  *
  * Per pair of images (a, b): x is copied into padded pair planes X2[H + 2][W + 2][IC]
  * of 32-bit words (x_a in the low half, x_b in the high half, zero border), and dy into
@@ -9,27 +9,31 @@
  * block and, per tap, one broadcast X2 word, each vdpbf16ps adding dy_a * x_a + dy_b *
  * x_b to 16 output channels at once. The bias sums the widened dy_a + dy_b per pixel.
  */
-#include "backend/cpu/cpu_convwb_kernel.h"
-#include "backend/cpu/cpu_simd.h"
+#include "backend/cpu/loops/conv3x3_wgrad_bf16.h"
+#include "backend/cpu/loops/simd.h"
 
 #include <omp.h>
 #include <string.h>
 
 #define MAX_SCRATCH_FLOATS (1u << 20) /* X2 + DY2 of one thread: 4 MiB */
 
-static int out_h(const ct_convwb_geom *g) { return (g->h - 1) / g->stride + 1; }
-static int out_w(const ct_convwb_geom *g) { return (g->w - 1) / g->stride + 1; }
+static int out_h(const ct_conv3x3_wgrad_bf16_geom *g) { return (g->h - 1) / g->stride + 1; }
+static int out_w(const ct_conv3x3_wgrad_bf16_geom *g) { return (g->w - 1) / g->stride + 1; }
 static size_t up16(size_t f) { return (f + 15) / 16 * 16; }
-static size_t pixels(const ct_convwb_geom *g) { return (size_t)out_h(g) * (size_t)out_w(g); }
+static size_t pixels(const ct_conv3x3_wgrad_bf16_geom *g) {
+    return (size_t)out_h(g) * (size_t)out_w(g);
+}
 /* Words of X2 and DY2. */
-static size_t x2_words(const ct_convwb_geom *g) {
+static size_t x2_words(const ct_conv3x3_wgrad_bf16_geom *g) {
     return (size_t)(g->h + 2) * (size_t)(g->w + 2) * (size_t)g->ic;
 }
-static size_t dy2_words(const ct_convwb_geom *g) { return (size_t)g->oc * pixels(g); }
+static size_t dy2_words(const ct_conv3x3_wgrad_bf16_geom *g) { return (size_t)g->oc * pixels(g); }
 /* Floats of a partial's dw [OC/16][IC][9][16] and db [OC] parts. */
-static size_t dw_floats(const ct_convwb_geom *g) { return (size_t)g->oc * (size_t)g->ic * 9; }
+static size_t dw_floats(const ct_conv3x3_wgrad_bf16_geom *g) {
+    return (size_t)g->oc * (size_t)g->ic * 9;
+}
 
-bool ct_convwb_available(void) {
+bool ct_bf16_dots_available(void) {
 #if CT_SIMD_X86
     return ct_cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
 #else
@@ -37,13 +41,13 @@ bool ct_convwb_available(void) {
 #endif
 }
 
-bool ct_convwb_geom_ok(const ct_convwb_geom *g) {
+bool ct_conv3x3_wgrad_bf16_geom_ok(const ct_conv3x3_wgrad_bf16_geom *g) {
     return g->n >= 1 && g->ic >= 16 && g->ic % 16 == 0 && g->oc >= 16 && g->oc % 16 == 0 &&
            g->h >= 1 && g->w >= 1 && (g->stride == 1 || g->stride == 2) &&
            up16(x2_words(g)) + up16(dy2_words(g)) <= MAX_SCRATCH_FLOATS;
 }
 
-size_t ct_convwb_part_floats(const ct_convwb_geom *g) {
+size_t ct_conv3x3_wgrad_bf16_part_floats(const ct_conv3x3_wgrad_bf16_geom *g) {
     return up16(dw_floats(g)) + up16((size_t)g->oc) + up16(x2_words(g)) + up16(dy2_words(g));
 }
 
@@ -57,7 +61,7 @@ CT_INLINE_AVX512_BF16 __m512i pair16(const uint16_t *a, const uint16_t *b) {
 }
 
 /* X2 of images xa, xb (xb NULL: a zero image). */
-CT_TARGET_AVX512_BF16 static void fill_x2(const ct_convwb_geom *g, const uint16_t *xa,
+CT_TARGET_AVX512_BF16 static void fill_x2(const ct_conv3x3_wgrad_bf16_geom *g, const uint16_t *xa,
                                           const uint16_t *xb, uint32_t *x2) {
     size_t ic = (size_t)g->ic, row = (size_t)(g->w + 2) * ic;
     memset(x2, 0, row * sizeof *x2);
@@ -77,7 +81,7 @@ CT_TARGET_AVX512_BF16 static void fill_x2(const ct_convwb_geom *g, const uint16_
 }
 
 /* DY2 of images da, db (db NULL: a zero image), and dbias[oc] += dy_a + dy_b. */
-CT_TARGET_AVX512_BF16 static void fill_dy2(const ct_convwb_geom *g, const uint16_t *da,
+CT_TARGET_AVX512_BF16 static void fill_dy2(const ct_conv3x3_wgrad_bf16_geom *g, const uint16_t *da,
                                            const uint16_t *db, uint32_t *dy2, float *dbias) {
     size_t np = pixels(g);
     for (int ob = 0; ob < g->oc / 16; ob++) {
@@ -96,7 +100,7 @@ CT_TARGET_AVX512_BF16 static void fill_dy2(const ct_convwb_geom *g, const uint16
 
 /* Input channel ic, output blocks ob0 .. ob0 + OB - 1 over one pair's pixels: the
  * 9 * OB accumulators from and back to the partial dw [OC/16][IC][9][16]. */
-CT_INLINE_AVX512_BF16 void group(const ct_convwb_geom *g, const uint32_t *x2,
+CT_INLINE_AVX512_BF16 void group(const ct_conv3x3_wgrad_bf16_geom *g, const uint32_t *x2,
                                  const uint32_t *dy2, float *dw, int ob0, int ic, const int OB) {
     int oh = out_h(g), ow = out_w(g), s = g->stride;
     size_t np = pixels(g), icn = (size_t)g->ic, r1 = (size_t)(g->w + 2) * icn;
@@ -121,7 +125,7 @@ CT_INLINE_AVX512_BF16 void group(const ct_convwb_geom *g, const uint32_t *x2,
             _mm512_storeu_ps(dw + (((size_t)(ob0 + b) * icn + (size_t)ic) * 9 + (size_t)t) * 16, a[b][t]);
 }
 
-CT_TARGET_AVX512_BF16 static void pair_sums(const ct_convwb_geom *g, const uint32_t *x2,
+CT_TARGET_AVX512_BF16 static void pair_sums(const ct_conv3x3_wgrad_bf16_geom *g, const uint32_t *x2,
                                             const uint32_t *dy2, float *dw) {
     int blocks = g->oc / 16;
     for (int ic = 0; ic < g->ic; ic++) {
@@ -153,9 +157,10 @@ void ct_conv16_reduce(int oc, int ic, const float *part, size_t part_floats, int
     }
 }
 
-void ct_convwb_bwd_weights(const ct_convwb_geom *g, const uint16_t *x, const uint16_t *dy,
-                           float *dw, float *db, bool add, float *part, int part_threads) {
-    size_t pf = ct_convwb_part_floats(g), dwf = up16(dw_floats(g));
+void ct_conv3x3_wgrad_bf16(const ct_conv3x3_wgrad_bf16_geom *g, const uint16_t *x,
+                           const uint16_t *dy, float *dw, float *db, bool add, float *part,
+                           int part_threads) {
+    size_t pf = ct_conv3x3_wgrad_bf16_part_floats(g), dwf = up16(dw_floats(g));
     size_t ximg = (size_t)g->ic * (size_t)g->h * (size_t)g->w, dimg = (size_t)g->oc * pixels(g);
     int pairs = (g->n + 1) / 2, threads = part_threads < 1 ? 1 : part_threads, used = 1;
     if (threads > pairs) threads = pairs;
