@@ -45,7 +45,7 @@ static void build_features(ct_jw *w) {
 
 /* The CUDA libraries' versions for a run on CUDA (device "cuda..."), else null and
  * why. A CPU run does not load them: mapping libctrain-cuda.so and the CUDA
- * libraries behind it would add much to its peak RSS (BENCHMARKS.md). */
+ * libraries behind it would add much to its peak RSS (benchmark-history.md). */
 static void cuda_versions(ct_jw *w, const char *device) {
 #ifdef CT_HAVE_CUDA
     char why[256];

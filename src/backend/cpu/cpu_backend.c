@@ -113,7 +113,7 @@ static void cpu_destroy(ct_backend *bb);
 /* Fusion: the output of a conv/linear whose relu runs as its post-op and has its
  * backward done by the max-pool after it (from the pool's own output) is read by
  * nobody in backward, so the gradient of that output (which the relu passes on in
- * place) can live in the output's storage (BENCHMARKS.md: memory on the CPU).
+ * place) can live in the output's storage (benchmark-history.md: memory on the CPU).
  * Checkpointed spans do not interfere: the output's storage is
  * recomputed (or read by a recomputed pool) only for a span holding the pool too,
  * and a span is recomputed at its last layer's backward, which comes before the

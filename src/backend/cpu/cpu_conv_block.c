@@ -13,7 +13,7 @@
  *    pool's forward and backward to the conv, and the conv's backward rebuilds its
  *    dy from the pool's gradient, output and argmax.
  * The unfused own forward is slower than oneDNN's (its output store) but runs only
- * with fusion off (BENCHMARKS.md has the figures).
+ * with fusion off (benchmark-history.md has the figures).
  * In native bf16, fused, the pass writes the pool's output in bf16; on AVX512-BF16
  * the forward and the weight gradient then compute in bf16 instead (the _bf16
  * entries: conv_fwd_bf16.h, conv_wgrad_from_pool_bf16.h: bf16 input and weights, fp32

@@ -73,7 +73,7 @@ static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gs
  * plain); 2 asks for src and diff_dst in nhwc (acdb), which gives the jit kernel
  * for a C = 1 input without padding it to 8 channels (a C = 1 nchw src is the same
  * memory, so only diff_dst is reordered; faster than variant 3 even with that
- * reorder, BENCHMARKS.md); 3 lets oneDNN choose all three; 4 is all plain (the gemm
+ * reorder, benchmark-history.md); 3 lets oneDNN choose all three; 4 is all plain (the gemm
  * kernels; conv_bwd_w_first below may start there). */
 static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *src,
                       const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err) {
@@ -115,7 +115,7 @@ static bool tap_in_padding(int in, int out, int k, int s, int p) {
  * variants 0-3 give it) computes wrong weight gradients, from memory it never wrote,
  * when a kernel row or column lies wholly in the padding (maps of width 1 at stride 2
  * or more, of width 2 at stride 3, in a scan of widths and heights 1 to 9:
- * BENCHMARKS.md). Its fp32 kernels and its gemm kernel (the all-plain variant) are
+ * benchmark-history.md). Its fp32 kernels and its gemm kernel (the all-plain variant) are
  * right there, so such a bf16 convolution takes the plain variant. */
 static int conv_bwd_w_first(const ct_cpu_node *nd) {
     if (ct_cpu_wl_compute_type(nd) != dnnl_bf16) return 0;

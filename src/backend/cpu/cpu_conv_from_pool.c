@@ -4,7 +4,7 @@
  *
  * Its dy has at most one nonzero per window and channel, and conv_bwd_nonzero.h's
  * loops take the weight and input gradients over those only (a quarter of the dense
- * arithmetic or less; BENCHMARKS.md has the tutorial conv2's times). Fused
+ * arithmetic or less; benchmark-history.md has the tutorial conv2's times). Fused
  * (CT_FUSE_CONV_BWD_FROM_POOL), they read the pool's gradient, output and argmax
  * (the pool's and relu's backward then do nothing and the conv's gact has no
  * storage); unfused, the conv's dense gact, in the same order: the same bits. Needs

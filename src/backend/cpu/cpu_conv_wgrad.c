@@ -12,7 +12,7 @@
 /* ctrain's loops take the weight gradient of a stride-1 conv with one input channel
  * whose diff_dst is in nchw / nChw8c / nChw16c (conv_wgrad.h): for a first conv
  * on AVX2 they beat oneDNN with its reorder. With more input channels they only
- * match oneDNN, so oneDNN keeps those (BENCHMARKS.md); and only where their AVX2
+ * match oneDNN, so oneDNN keeps those (benchmark-history.md); and only where their AVX2
  * body runs (ct_cpu_conv_loops_take). train.cpu_loops off keeps oneDNN's for all,
  * for side-by-side measurements. */
 bool ct_cpu_conv_convw_geom(ct_cpu *b, const ct_cpu_node *nd, ct_conv_wgrad_geom *q) {
@@ -78,7 +78,7 @@ const ct_cpu_pass_impl ct_cpu_conv_wgrad_one_channel = {
  * (padding 1, stride 1 or 2, channels in multiples of 16) whose oneDNN
  * backward-weights would read bf16 nChw16c src and diff_dst (conv3x3_wgrad_bf16.h),
  * where oneDNN 2.6's bf16 backward-weights is slow on CPUs without AMX
- * (BENCHMARKS.md); the loops read the copies oneDNN's layouts give (wl.wsrc /
+ * (benchmark-history.md); the loops read the copies oneDNN's layouts give (wl.wsrc /
  * wl.wddst when those differ from the forward's), so asking whether they take the
  * conv plans oneDNN's layouts. Where oneDNN has AMX it keeps the pass, as it does
  * with train.cpu_loops off or portable. */

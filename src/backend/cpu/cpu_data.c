@@ -6,7 +6,7 @@
  * dataset_order copies an epoch's sample order into the plan's "data.order.<slot>"
  * region, and load_batch_range gathers and normalizes the rows of a batch straight
  * into batch.x with OpenMP, on the step's own threads: on a machine whose cores the
- * step already keeps busy this beats a prefetching thread (BENCHMARKS.md). Each row
+ * step already keeps busy this beats a prefetching thread (benchmark-history.md). Each row
  * prefetches the next row's pixels.
  * Pixels become floats through data/pixels.h, as in the host loader: a 256-entry
  * table per channel, (p / 255 - mean[c]) / std[c], and for slot 0 the training

@@ -284,7 +284,7 @@ int ct_cpu_block_out_block(const ct_cpu *b);
  * a kernel and judges the work large enough: 3x3 stride 1 on AVX-512; summary shows
  * it as jit_wino_*), else dnnl_convolution_direct (bf16 has no Winograd). With fewer
  * channels oneDNN still takes Winograd, where it is slower than direct (measured in
- * BENCHMARKS.md). The weight gradient stays direct. */
+ * benchmark-history.md). The weight gradient stays direct. */
 #define CT_CPU_WINOGRAD_MIN_CHANNELS 32
 dnnl_alg_kind_t ct_cpu_conv_alg(const ct_cpu *b, const ct_cpu_node *nd);
 /* ctrain's own loops: whether any may run, and whether in their portable bodies. */
@@ -296,7 +296,7 @@ ct_loops_isa ct_cpu_loops_isa(const ct_cpu *b);
 /* Whether ctrain's convolution loops (the one-pass block's forward, the weight
  * gradients of conv_wgrad.h) may run for a k x k kernel, else false with the
  * reason: under auto only where their AVX2 bodies run (AVX2 under the cap, k = 3),
- * since oneDNN beats their portable C (BENCHMARKS.md); always with cpu_loops
+ * since oneDNN beats their portable C (benchmark-history.md); always with cpu_loops
  * portable (tests force them); never with off. The pooling loops and the backward
  * from the pool win in portable C too and need only ct_cpu_loops_on. */
 bool ct_cpu_conv_loops_take(const ct_cpu *b, int k, char *why, size_t n);

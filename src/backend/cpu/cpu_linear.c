@@ -13,7 +13,7 @@
  * dy enter the matmuls in bf16 (the weights and dy converted by a reorder, src where
  * the input is not bf16 already), accumulating in fp32; dst, dW and db stay fp32.
  * oneDNN's matmul runs its brgemm kernels on AVX-512 CPUs where its inner product
- * runs gemm (slower there: BENCHMARKS.md); elsewhere both run the same gemm.
+ * runs gemm (slower there: benchmark-history.md); elsewhere both run the same gemm.
  */
 #include "backend/cpu/cpu_internal.h"
 

@@ -8,7 +8,7 @@
  * Max pooling over plain nchw, nChw8c or nChw16c input (what the convolutions pick
  * on AVX2 / AVX-512) with K <= CT_POOL_MAX_KERNEL runs ctrain's own loops
  * (pool.c; unless train.cpu_loops is off), several times faster than
- * oneDNN 2.6's pooling on nChw8c (BENCHMARKS.md; and oneDNN has only its reference
+ * oneDNN 2.6's pooling on nChw8c (benchmark-history.md; and oneDNN has only its reference
  * kernel for nChw16c on AVX2 machines): dst takes the
  * src layout, diff_src is written straight into gact[i-1] (same layout), and the
  * argmax workspace "<name>.ws" holds one uint8 per output element. Such a node

@@ -27,7 +27,7 @@
  * at a time, the sums' double arithmetic on 8 lanes per register, the elementwise
  * fp32 arithmetic on 16); the others widen tiles of a run into fp32 buffers for the
  * fp32 bodies. fp32 tensors run the AVX2 bodies on AVX-512 CPUs (an AVX-512 build of
- * them gained little: BENCHMARKS.md).
+ * them gained little: benchmark-history.md).
  *
  * Padded lanes of x and dy must be finite (oneDNN keeps them zero); they get y = 0
  * and dx = 0 (scale, shift, mean and gradient factors are 0 there). Rows

@@ -1,7 +1,7 @@
 /* conv3x3_wgrad_bf16.h: weight and bias gradients of 3x3 convolutions (padding 1,
  * stride 1 or 2) in native bf16, on the pair dot products of AVX512-BF16
  * (vdpbf16ps), where oneDNN 2.6's bf16 backward-weights kernels run at about half
- * the rate of its bf16 forward (BENCHMARKS.md).
+ * the rate of its bf16 forward (benchmark-history.md).
  *
  *   dw[oc][ic][kh][kw] = sum over n, oh, ow of dy(n, oc, oh, ow) * x(n, ic, oh*s + kh - 1, ow*s + kw - 1)
  *   db[oc]             = sum over n, oh, ow of dy(n, oc, oh, ow)

@@ -1,7 +1,7 @@
 /* conv_wgrad.h: ctrain's own weight and bias gradients for stride-1
  * convolutions with 3x3 (AVX2) or any small square kernel (portable), where
  * oneDNN 2.6 on AVX2 is slow for a first conv with one input channel (after a
- * reorder of diff_dst; BENCHMARKS.md). Any number of input channels is handled
+ * reorder of diff_dst; benchmark-history.md). Any number of input channels is handled
  * (tests cover it); with many, the AVX2 loops only match oneDNN. The AVX2 body uses
  * fused multiply-adds, the portable one does not: they agree within rounding, not
  * bit for bit.

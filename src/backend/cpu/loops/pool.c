@@ -121,7 +121,7 @@ CT_INLINE void fwd_window(const ct_pool_geom *g, const void *x, void *y, uint8_t
 /* Asks for the input rows of output row oh's windows (clipped to the plane x of
  * B-channel pixels), every cache line of them at once, before the windows read them
  * one by one: one demand miss after another left nChw16c planes (a line per pixel)
- * several times slower to pool than nChw8c ones (BENCHMARKS.md). write: for dx. */
+ * several times slower to pool than nChw8c ones (benchmark-history.md). write: for dx. */
 CT_INLINE void prefetch_rows(const ct_pool_geom *g, const void *x, int oh, const int B,
                              const bool H, const bool write) {
     int r0 = oh * g->s - g->p, r1 = r0 + g->k;

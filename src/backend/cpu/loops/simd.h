@@ -133,7 +133,7 @@ CT_INLINE_AVX512_BF16 __m512bh ct_bf16_pair_bcast(const uint16_t *p) {
 #endif
 
 /* Asks for every 64-byte line of the bytes at p at once (for writing: write), so that
- * their misses overlap instead of coming one after another (BENCHMARKS.md). */
+ * their misses overlap instead of coming one after another (benchmark-history.md). */
 static inline void ct_prefetch_lines(const void *p, size_t bytes, bool write) {
     const char *c = (const char *)p;
     for (size_t o = 0; o < bytes; o += 64) {
