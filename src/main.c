@@ -127,7 +127,7 @@ static void usage(FILE *f) {
                "memory, I/O, non-finite loss); 2 a usage error (the command line: unknown\n"
                "command or option, missing or invalid option value); 130, 143, 129: fit\n"
                "stopped by SIGINT (Ctrl-C), SIGTERM or SIGHUP after saving a checkpoint.\n");
-    fprintf(f, "\nSee `man ctrain` and README.md for the config reference.\n");
+    fprintf(f, "\nSee `man ctrain` for the config reference and `ctrain help keys` for every key.\n");
 }
 
 static const ct_command *find(const char *name) {

@@ -693,7 +693,7 @@ void parity_test_relu(void **state) {
     free(x), parity_out_free(&o);
     close_h(h);
     /* NaN maps to 0, with no gradient, as oneDNN's relu does (PyTorch's keeps the
-     * NaN; the README says so): the reference's rule, on every backend. */
+     * NaN; the man page says so): the reference's rule, on every backend. */
     ct_layer_cfg d[] = {dropout(0.0), L(CT_LAYER_RELU)};
     h = open_h(2, 5, 5, d, 2, 3);
     float *xn = rand_f(3 * 50, 1.0);

@@ -971,9 +971,9 @@ static double summary_activations(const char *config, const char *mode) {
     return bytes;
 }
 
-/* README: in native bf16, configs/resnet-fashion.yaml stores every activation but the
- * logits (its linear layer's output and gradient, 2 x 128 x 10 fp32) in bf16, so its
- * activation region is half fp32's but for those. */
+/* The man page (CONFIG, mixed precision): in native bf16, configs/resnet-fashion.yaml
+ * stores every activation but the logits (its linear layer's output and gradient,
+ * 2 x 128 x 10 fp32) in bf16, so its activation region is half fp32's but for those. */
 static void test_resnet_activations_halved(void **state) {
     (void)state;
     ct_test_mkdtemp(dir, sizeof dir);

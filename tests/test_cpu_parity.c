@@ -178,7 +178,7 @@ static void test_maxpool_paths(void **state) {
 
 /* NaN propagation through max pooling (parity_harness.h) on ctrain's loops, AVX2
  * (where the CPU has it) and portable. With train.cpu_loops off max pooling is
- * oneDNN's, which drops a NaN (the README says so); that mode is not checked. */
+ * oneDNN's, which drops a NaN (the man page says so); that mode is not checked. */
 static void test_maxpool_nan(void **state) {
     for (int m = 0; m < 2; m++) {
         parity_cpu_loops = loop_modes[m];

@@ -113,7 +113,7 @@ static int does_not_fit(const ct_model *m, size_t limit, ct_err *err) {
     return CT_EXIT_ERROR;
 }
 
-/* The whole summary as one JSON object (README "summary --json"). */
+/* The whole summary as one JSON object (man/ctrain.1, summary --json). */
 /* On the CPU: how train.amp bf16 runs here, "native" (the CPU has bf16 instructions
  * and train.cpu_bf16 is not emulated) or "emulated" (where native is required and the
  * CPU has none, a bf16 run is refused instead); NULL on other devices. fp16 is always

@@ -6,7 +6,7 @@
  * fails with "file:line:col: error: ..." (and "did you mean 'x'?" for near-miss
  * keys). Nothing here allocates device memory or touches data files.
  *
- * YAML layout (see README.md "Config reference"):
+ * YAML layout (man/ctrain.1, CONFIG; `ctrain help keys`):
  *   name: cnn
  *   model:
  *     input: [1, 28, 28]            # C, H, W of one sample
