@@ -26,6 +26,7 @@ loss and accuracy as JSON.
 Only for comparison runs; needs Debian's python3-torch and python3-yaml.
 """
 import argparse
+import glob
 import gzip
 import json
 import os
@@ -48,6 +49,25 @@ def read_idx(path):
     ndim = data[3]
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
     return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def resolve_glob(pattern, config_path):
+    """The files a data path or pattern names, sorted, tried as ctrain does: as given,
+    then from the config's directory and its parent."""
+    base = os.path.dirname(os.path.abspath(config_path))
+    for cand in (pattern, os.path.join(base, pattern), os.path.join(base, "..", pattern)):
+        found = sorted(glob.glob(cand))
+        if found:
+            return found
+    sys.exit(f"reference_pytorch.py: no file matches {pattern}")
+
+
+def read_cifar10(paths):
+    """CIFAR-10 binary records (1 label byte, 3072 pixel bytes: R, G, B planes of
+    32x32): uint8 images [N, 3, 32, 32] and labels [N]."""
+    raw = np.concatenate([np.fromfile(p, np.uint8) for p in paths])
+    rec = raw.reshape(-1, 3073)
+    return rec[:, 1:].reshape(-1, 3, 32, 32), rec[:, 0].astype(np.int64)
 
 
 def resolve(path, config_path):
@@ -189,8 +209,11 @@ def read_safetensors(path):
 def load_raw(cfg, config_path, which):
     """uint8 images [N, C, H, W] and int64 labels of an IDX split."""
     d = cfg["data"]
+    if d.get("format", "idx") == "cifar10":
+        x, y = read_cifar10(resolve_glob(d[f"{which}_images"], config_path))
+        return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y)
     if d.get("format", "idx") != "idx":
-        sys.exit("reference_pytorch.py: only data.format idx is supported")
+        sys.exit("reference_pytorch.py: data.format must be idx or cifar10")
     x = read_idx(resolve(d[f"{which}_images"], config_path))
     y = read_idx(resolve(d[f"{which}_labels"], config_path)).astype(np.int64)
     c, h, w = cfg["model"]["input"]

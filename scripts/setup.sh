@@ -79,11 +79,12 @@ if $tests; then
   # the plot test renders its SVG. Open MPI: the multi-process cases (and
   # mpirun-launched data parallelism). clang with its sanitizer and libFuzzer
   # runtimes and OpenMP: scripts/fuzz.sh. dataset-fashion-mnist: test_images_fashion
-  # reads Debian's copy.
+  # reads Debian's copy. libopenblas0-pthread: PyTorch's optimized BLAS, without which
+  # scripts/bench-vs-pytorch refuses to compare.
   install_missing yes libcmocka-dev
   install_missing no man-db bsdextrautils zsh librsvg2-bin python3-torch python3-yaml \
     python3-numpy libopenmpi-dev openmpi-bin clang libclang-rt-dev libomp-dev \
-    dataset-fashion-mnist
+    dataset-fashion-mnist libopenblas0-pthread
   # onnxruntime (PyPI, in .venv-onnx): tests/test_onnx.py runs the exported models.
   venv_package .venv-onnx onnxruntime onnxruntime "test_onnx skips"
 fi

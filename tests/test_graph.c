@@ -7,6 +7,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 
 #include "graph/fusion.h"
@@ -173,6 +174,60 @@ static void test_residual_checkpointed_block(void **state) {
     assert_int_equal(g.n_spans, 1);
     assert_int_equal(g.spans[0].first, 1);
     assert_int_equal(g.spans[0].last, 4);
+}
+
+/* Every config in configs/ loads and builds, and names itself after its file (the
+ * benchmark models among them: scripts/bench-vs-pytorch --users). */
+static void test_shipped_configs_build(void **state) {
+    (void)state;
+    DIR *d = opendir("configs");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".yaml") != 0) continue;
+        char path[512], name[256];
+        snprintf(path, sizeof path, "configs/%s", e->d_name);
+        snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
+        ct_config cfg;
+        ct_graph g;
+        ct_err err = {{0}};
+        if (ct_config_load(path, &cfg, &err) || ct_graph_build(&cfg, &g, &err))
+            fail_msg("%s: %s", path, err.msg);
+        assert_string_equal(cfg.name, name);
+        assert_true(g.n_param_floats > 0);
+        ct_config_free(&cfg);
+        n++;
+    }
+    closedir(d);
+    assert_true(n >= 7); /* cnn, mlp, cifar10, resnet-fashion and the three below */
+}
+
+/* ResNet-20 as He et al. give it for CIFAR-10: 19 convolutions and one linear layer,
+ * nine residual blocks (two with a projection), 64 x 8 x 8 before the pooling. */
+static void test_resnet20_config(void **state) {
+    (void)state;
+    ct_config cfg;
+    ct_graph g;
+    ct_err err = {{0}};
+    if (ct_config_load("configs/resnet20-cifar.yaml", &cfg, &err) ||
+        ct_graph_build(&cfg, &g, &err))
+        fail_msg("%s", err.msg);
+    int adds = 0, convs = 0, linears = 0;
+    for (int i = 0; i < g.n_nodes; i++) {
+        adds += g.nodes[i].kind == CT_LAYER_RESIDUAL;
+        convs += g.nodes[i].kind == CT_LAYER_CONV2D && g.nodes[i].cfg.kernel == 3;
+        linears += g.nodes[i].kind == CT_LAYER_LINEAR;
+    }
+    assert_int_equal(adds, 9);
+    assert_int_equal(convs, 19);
+    assert_int_equal(linears, 1);
+    char b[32];
+    int pool = g.n_nodes - 3;
+    assert_int_equal(g.nodes[pool].kind, CT_LAYER_GLOBAL_AVGPOOL);
+    assert_string_equal(ct_shape_str(g.nodes[pool].in, b, sizeof b), "64x8x8");
+    ct_config_free(&cfg);
 }
 
 /* The shipped residual config: four blocks (two with a projection shortcut), batch
@@ -537,6 +592,8 @@ int main(void) {
         cmocka_unit_test(test_too_large_shapes),
         cmocka_unit_test(test_plan_alignment_and_totals),
         cmocka_unit_test(test_plan_full),
+        cmocka_unit_test(test_shipped_configs_build),
+        cmocka_unit_test(test_resnet20_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
