@@ -564,6 +564,10 @@ static void test_json_quiet_verbose(void **state) {
     json_t *ev = json_loads(r.out, JSON_REJECT_DUPLICATES, &e);
     assert_true(json_is_object(ev));
     assert_int_equal((int)num(ev, "samples"), 100);
+    /* the evaluation loop's time and the throughput it makes */
+    double secs = num(ev, "seconds");
+    assert_true(secs > 0.0 && secs < 60.0);
+    assert_true(fabs(num(ev, "images_per_s") * secs - 100.0) < 1e-6);
     long long sum = 0, diag = 0;
     json_t *conf = json_object_get(ev, "confusion");
     assert_int_equal(json_array_size(conf), 10);

@@ -1,5 +1,8 @@
 /* cmd_eval.c: `ctrain eval --checkpoint FILE [--data IMAGES LABELS]`: rebuilds the
- * model from the checkpoint alone (its embedded config) and evaluates it. */
+ * model from the checkpoint alone (its embedded config) and evaluates it, and says
+ * how fast: the seconds of the evaluation loop (batches, forward passes, metrics;
+ * not reading the checkpoint and the data, nor building the model) and the images
+ * per second they make. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 #include "train/datasets.h"
 #include "train/evaluate.h"
 #include "train/model.h"
+#include "train/progress.h"
 
 typedef struct eval_args {
     const char *checkpoint, *images, *labels;
@@ -26,8 +30,10 @@ static int config_from_checkpoint(const ct_checkpoint *ck, const eval_args *a, c
     return ct_apply_overrides("eval", cfg, &a->ov, err) == CT_EXIT_OK ? 0 : -1;
 }
 
-static void print_report(const ct_metrics *m, int K, const char *data_path) {
-    printf("Evaluated %lld samples from %s\n", m->samples, data_path);
+static void print_report(const ct_metrics *m, int K, const char *data_path, double seconds,
+                         const char *device) {
+    printf("Evaluated %lld samples from %s in %.2f s (%.0f images/s on %s)\n", m->samples,
+           data_path, seconds, (double)m->samples / seconds, device);
     printf("Loss: %.4f  Accuracy: %.4f (%lld/%lld)\n", m->loss_sum / (double)m->samples,
            (double)m->correct / (double)m->samples, m->correct, m->samples);
     printf("\nPer-class accuracy:\n");
@@ -50,13 +56,15 @@ static void print_report(const ct_metrics *m, int K, const char *data_path) {
 
 /* The report as one JSON object: totals, per class, the confusion matrix. */
 static int print_json(const ct_metrics *m, int K, const char *checkpoint, const char *images,
-                      const char *device, ct_err *err) {
+                      const char *device, double seconds, ct_err *err) {
     ct_jw w;
     ct_jw_init(&w);
     ct_jw_str(&w, "checkpoint", checkpoint);
     ct_jw_str(&w, "data", images);
     ct_jw_str(&w, "device", device);
     ct_jw_int(&w, "samples", m->samples);
+    ct_jw_num(&w, "seconds", seconds);
+    ct_jw_num(&w, "images_per_s", (double)m->samples / seconds);
     ct_jw_num(&w, "loss", m->loss_sum / (double)m->samples);
     ct_jw_num(&w, "acc", (double)m->correct / (double)m->samples);
     ct_jw_int(&w, "correct", m->correct);
@@ -108,11 +116,14 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     int K = cfg.data.num_classes;
     conf = calloc((size_t)K * K, sizeof *conf);
     ct_metrics met = {.confusion = conf};
-    if (!conf || ct_evaluate(&bt, &met, err) != 0) goto out;
+    if (!conf) goto out;
+    double t0 = ct_now();
+    if (ct_evaluate(&bt, &met, err) != 0) goto out;
+    double seconds = ct_now() - t0;
     if (a->json)
-        rc = print_json(&met, K, a->checkpoint, images, m->device.name, err);
+        rc = print_json(&met, K, a->checkpoint, images, m->device.name, seconds, err);
     else {
-        print_report(&met, K, images);
+        print_report(&met, K, images, seconds, m->device.name);
         rc = 0;
     }
 out:
