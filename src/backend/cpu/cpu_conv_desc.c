@@ -35,14 +35,24 @@ static int md_for(dnnl_memory_desc_t *md, int variant, int nd, const dnnl_dim_t 
     return variant == 0 ? ct_cpu_md_any(md, nd, dims, err) : ct_cpu_md_plain(md, nd, dims, err);
 }
 
+/* Variants 0 and 1 as md_for; variant 2 (CT_CPU_CONV_FWD_BLOCKED) asks for dst in
+ * the channel block oneDNN's convolutions read on this machine (nChw16c where oneDNN
+ * runs AVX-512, else nChw8c) and lets oneDNN choose src and weights. */
 static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
                     const dnnl_memory_desc_t *src_in, ct_cpu_wdesc *d, ct_err *err) {
     conv_geom q;
     geom(nd, src_in->dims[0], &q);
     dnnl_memory_desc_t src, w, b, dst;
-    if (md_for(&src, v, 4, q.src, err) || md_for(&w, v, 4, q.w, err) ||
-        ct_cpu_md_plain(&b, 1, q.b, err) || md_for(&dst, v, 4, q.dst, err))
+    int mv = v == CT_CPU_CONV_FWD_BLOCKED ? 0 : v;
+    if (md_for(&src, mv, 4, q.src, err) || md_for(&w, mv, 4, q.w, err) ||
+        ct_cpu_md_plain(&b, 1, q.b, err) || md_for(&dst, mv, 4, q.dst, err))
         return -1;
+    if (v == CT_CPU_CONV_FWD_BLOCKED) {
+        dnnl_dims_t dims = {q.dst[0], q.dst[1], q.dst[2], q.dst[3]};
+        int block = ct_onednn_has_avx512() ? 16 : 8;
+        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dst, 4, dims, dnnl_f32,
+                                                  ct_cpu_channel_block_tag(block)));
+    }
     dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
     src = ct_cpu_md_typed(&src, ct);
     w = ct_cpu_md_typed(&w, ct);

@@ -41,6 +41,9 @@ typedef struct ct_cpu_wl_descs {
 } ct_cpu_wl_descs;
 
 extern const ct_cpu_wl_descs ct_cpu_conv_descs;
+/* The fwd variant with dst in oneDNN's channel block, beyond n_variants: a
+ * forward-only plan asks for it first (cpu_conv_onednn.c). */
+#define CT_CPU_CONV_FWD_BLOCKED 2
 
 /* ---- oneDNN (cpu_conv_onednn.c) -------------------------------------------------- */
 

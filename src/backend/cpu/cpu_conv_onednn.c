@@ -42,21 +42,30 @@ static int fwd_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     w->conv_alg = ct_cpu_conv_alg(b, nd);
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
     dnnl_prop_kind_t prop = b->o.training ? dnnl_forward_training : dnnl_forward_inference;
+    /* Candidates: oneDNN's choice, then plain. A forward-only plan asks first for dst in
+     * oneDNN's channel block: for inference oneDNN would follow a plain input (the
+     * batch) with plain outputs, and every layer after it would run on plain layouts
+     * (its slow batch norm among them). */
+    int order[3] = {0, 1, 2}, n_cand = dd->n_variants;
+    if (!b->o.training) {
+        order[0] = CT_CPU_CONV_FWD_BLOCKED, order[1] = 0, order[2] = 1;
+        n_cand = dd->n_variants + 1;
+    }
     ct_cpu_wdesc d[4];
-    for (int v = 0; v < dd->n_variants; v++)
-        if (dd->fwd(nd, prop, v, &in->md, &d[v], err) != 0) return -1;
+    for (int k = 0; k < n_cand; k++)
+        if (dd->fwd(nd, prop, order[k], &in->md, &d[k], err) != 0) return -1;
     /* Fusion: a relu right after this layer runs as the forward's post-op, when
      * oneDNN takes it. */
     bool post_op = false;
     if (ct_cpu_fused(b, CT_FUSE_RELU_POST_OP, nd->i)) {
-        post_op = ct_cpu_pick_attr(&b->c, &w->fwd, d, dd->n_variants, sizeof d[0], NULL,
+        post_op = ct_cpu_pick_attr(&b->c, &w->fwd, d, n_cand, sizeof d[0], NULL,
                                    b->c.attr_relu, "convolution forward", err) == 0;
         if (!post_op) {
             ct_cpu_decline(b, CT_FUSE_RELU_POST_OP, nd->i, "oneDNN: %s", err->msg);
             err->msg[0] = 0;
         }
     }
-    if (!post_op && pick(b, &w->fwd, d, dd->n_variants, NULL, "forward", err) != 0) return -1;
+    if (!post_op && pick(b, &w->fwd, d, n_cand, NULL, "forward", err) != 0) return -1;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     if (!ct_cpu_md_eq(src, &in->md) &&
         ct_cpu_xfer_plan(b, &w->src, nd->i, "src", src, &in->md, true, err) != 0)
