@@ -21,7 +21,9 @@ final summary line, for scripts/bench-vs-pytorch.
 
 --eval-checkpoint loads a ctrain checkpoint (safetensors) into the model with
 load_state_dict(strict=True), the optimizer's tensors aside, and prints the test
-loss and accuracy as JSON.
+loss and accuracy as JSON, and the seconds and images/s of that evaluation under
+torch.inference_mode() in batches of train.batch_size, after one warm-up batch (the
+time ctrain eval reports: no loading, no model building).
 
 Only for comparison runs; needs Debian's python3-torch and python3-yaml.
 """
@@ -296,10 +298,11 @@ def lr_at(cfg, epochs, epoch, step, steps):
     return base
 
 
-def evaluate(net, x, y, batch, bf16, smoothing):
+def evaluate(net, x, y, batch, bf16, smoothing, inference=False):
     net.eval()
     loss_sum, correct = 0.0, 0
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    grad_off = torch.inference_mode() if inference else torch.no_grad()
+    with grad_off, torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         for i in range(0, len(x), batch):
             out = net(x[i:i + batch]).float()
             loss_sum += nn.functional.cross_entropy(out, y[i:i + batch], reduction="sum",
@@ -313,11 +316,17 @@ def eval_checkpoint(cfg, config_path, path):
     params = {k: v for k, v in read_safetensors(path).items() if not k.startswith("optimizer.")}
     net.load_state_dict(params, strict=True)
     x, y = load_split(cfg, config_path, "test")
-    smoothing = (cfg.get("train", {}) or {}).get("label_smoothing", 0.0)
-    loss, acc = evaluate(net, x, y, 256, False, smoothing)
+    train = cfg.get("train", {}) or {}
+    smoothing = train.get("label_smoothing", 0.0)
+    batch = train.get("batch_size", 64)
+    evaluate(net, x[:batch], y[:batch], batch, False, smoothing, True)  # warm-up: one batch
+    t0 = time.perf_counter()
+    loss, acc = evaluate(net, x, y, batch, False, smoothing, True)
+    seconds = time.perf_counter() - t0
     print(json.dumps({"checkpoint": path, "strict": True, "test_loss": round(loss, 4),
                       "test_acc": round(acc, 4), "correct": round(acc * len(y)),
-                      "samples": len(y)}), flush=True)
+                      "samples": len(y), "seconds": seconds,
+                      "images_per_s": len(y) / seconds}), flush=True)
 
 
 def main():
