@@ -174,6 +174,8 @@ static int create_nodes(ct_cpu *b, ct_err *err) {
         nd->g = &b->g->nodes[i];
         nd->i = i;
         nd->ws.region = -1;
+        if (!op_of(nd)) /* a layer kind added without its row here */
+            return ct_errorf(err, "no op for layer kind %s", ct_op(nd->g->kind)->name);
         if (create_gin_parts(b, nd, err) != 0 || op_of(nd)->create(b, nd, err) != 0)
             return layer_err(b, i, err);
     }

@@ -253,6 +253,8 @@ static int create_nodes(ct_cuda *b, ct_err *err) {
         nd->g = &b->g->nodes[i];
         nd->i = i;
         nd->own = ct_cuda_takes_own(b, nd->g);
+        if (!op_of(nd)) /* a layer kind added without its row here */
+            return ct_errorf(err, "no op for layer kind %s", ct_op(nd->g->kind)->name);
         if (add_act_regions(b, nd, err) != 0 || op_of(nd)->create(b, nd, err) != 0)
             return layer_err(b, i, err);
     }
