@@ -134,8 +134,16 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     unsigned ss = dnnl_use_scale | dnnl_use_shift;
     dnnl_batch_normalization_desc_t d;
     if (ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i)) ss |= dnnl_fuse_norm_relu;
-    CT_DNNL(err, dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_inference, md, eps,
-                                                            ss | dnnl_use_global_stats));
+    /* Features [N, F] are [N, F, 1, 1] with channels last, the same bytes: oneDNN's
+     * jit kernel for nhwc evaluates them, where plain [N, F] gets its generic one. */
+    bn->inf_nhwc = g->in.flat;
+    if (bn->inf_nhwc) {
+        dnnl_dims_t d4 = {b->N, bn->C, 1, 1};
+        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&bn->inf_md, 4, d4, md->data_type, dnnl_acdb));
+    }
+    CT_DNNL(err, dnnl_batch_normalization_forward_desc_init(
+                     &d, dnnl_forward_inference, bn->inf_nhwc ? &bn->inf_md : md, eps,
+                     ss | dnnl_use_global_stats));
     if (ct_cpu_pick(&b->c, &bn->fwd_inf, &d, 1, sizeof d, NULL, "batch norm inference", err) != 0)
         return -1;
     bn->dscale.region = bn->dgamma.region = bn->dbeta.region = bn->part.region = -1;
@@ -196,9 +204,15 @@ static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     bn->num_batches = (int64_t *)((char *)b->buffers +
                                   b->g->buffers[nd->g->buffer + CT_BN_NUM_BATCHES].offset);
     bn->stats_batch = UINT64_MAX; /* none yet: the first training forward updates */
-    dnnl_memory_t in = bn->src.mem;
+    dnnl_memory_t in = bn->src.mem, out = nd->act.mem;
+    if (bn->inf_nhwc) {
+        if (ct_cpu_mem(&b->c, &bn->inf_md, bn->src.ptr, &bn->inf_src, err) != 0 ||
+            ct_cpu_mem(&b->c, &bn->inf_md, nd->act.ptr, &bn->inf_dst, err) != 0)
+            return -1;
+        in = bn->inf_src, out = bn->inf_dst;
+    }
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SRC, in);
-    ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_DST, nd->act.mem);
+    ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_DST, out);
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SCALE, bn->gamma.mem);
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_SHIFT, bn->beta.mem);
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_MEAN, bn->rmean.mem);

@@ -132,6 +132,10 @@ typedef struct ct_cpu_bn {
     ct_loops_isa isa;              /* of the training loops (batchnorm.h) */
     uint64_t stats_batch;          /* the batch (b->batch_serial) whose statistics the
                                       running ones include; UINT64_MAX: none yet */
+    bool inf_nhwc;                 /* 1d: evaluation sees [N, F] as [N, F, 1, 1] in nhwc
+                                      (the same bytes), inf_md, through inf_src/inf_dst */
+    dnnl_memory_desc_t inf_md;
+    dnnl_memory_t inf_src, inf_dst;
 } ct_cpu_bn;
 
 typedef struct ct_cpu_node {
