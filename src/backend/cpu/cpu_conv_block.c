@@ -39,14 +39,25 @@ static bool block_fused(const ct_cpu *b, const ct_cpu_node *nd) {
  * output in the channel block the next conv reads when fused, in bf16 when native
  * bf16 stores it so (the conv's own output then has no storage, its type is the
  * pool's). */
-static void block_geom(const ct_cpu *b, const ct_cpu_node *nd, ct_conv_fwd_geom *f) {
+/* The loops' geometry for the conv at nd with the relu and pool in the pass or not,
+ * its output in y_block channels, fp32. */
+static ct_conv_fwd_geom base_geom(const ct_cpu *b, const ct_cpu_node *nd, bool fused,
+                                  int y_block) {
     const ct_node *g = nd->g;
+    return (ct_conv_fwd_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h,
+                              .w = g->in.w, .k = g->cfg.kernel, .p = g->cfg.padding,
+                              .x_block = ct_cpu_md_channel_block(&ct_cpu_in((ct_cpu *)b, nd->i)->md),
+                              .y_block = y_block, .relu = fused, .pool = fused,
+                              .portable = ct_cpu_loops_portable(b)};
+}
+
+/* The loops' geometry for the conv at nd as the block would run it: the pool's
+ * output in the channel block the next conv reads when fused, in bf16 when native
+ * bf16 stores it so (the conv's own output then has no storage, its type is the
+ * pool's). */
+static void block_geom(const ct_cpu *b, const ct_cpu_node *nd, ct_conv_fwd_geom *f) {
     bool fused = block_fused(b, nd);
-    *f = (ct_conv_fwd_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
-                         .k = g->cfg.kernel, .p = g->cfg.padding,
-                         .x_block = ct_cpu_md_channel_block(&ct_cpu_in((ct_cpu *)b, nd->i)->md),
-                         .y_block = fused ? ct_cpu_block_out_block(b) : 8, .relu = fused,
-                         .pool = fused, .portable = ct_cpu_loops_portable(b)};
+    *f = base_geom(b, nd, fused, fused ? ct_cpu_block_out_block(b) : 8);
     if (!ct_conv_fwd_geom_ok(f)) f->y_block = 8;
     f->bf16_out = fused && ct_cpu_bf16_stores(b, nd->i);
     if (!ct_conv_fwd_geom_ok(f)) f->bf16_out = false;
@@ -55,16 +66,11 @@ static void block_geom(const ct_cpu *b, const ct_cpu_node *nd, ct_conv_fwd_geom 
 /* Whether the loops take the block at all: its output in nChw8c with relu and pool
  * in the pass, and the weight gradient from the pool. */
 static bool fits_loops(const ct_cpu *b, const ct_cpu_node *nd, int *x_block) {
-    const ct_node *g = nd->g;
-    ct_conv_fwd_geom f = {.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
-                       .k = g->cfg.kernel, .p = g->cfg.padding,
-                       .x_block = ct_cpu_md_channel_block(&ct_cpu_in((ct_cpu *)b, nd->i)->md),
-                       .y_block = 8, .relu = true, .pool = true,
-                       .portable = ct_cpu_loops_portable(b)};
+    ct_conv_fwd_geom f = base_geom(b, nd, true, 8);
     *x_block = f.x_block;
     if (!ct_conv_fwd_geom_ok(&f)) return false;
     ct_conv_wgrad_geom q = {.n = b->N, .ic = f.ic, .oc = f.oc, .h = f.h, .w = f.w, .k = f.k,
-                       .p = f.p, .x_block = f.x_block, .dy_block = 8};
+                            .p = f.p, .x_block = f.x_block, .dy_block = 8};
     return ct_conv_wgrad_from_pool_ok(&q);
 }
 

@@ -49,8 +49,18 @@ static const char *block_name(const dnnl_memory_desc_t *md) {
     }
 }
 
-static bool takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
+/* The loops' shape for the conv at nd on oneDNN's forward layouts (block 0: a layout
+ * they do not take); the element types are plan()'s. */
+static ct_conv_bwd_nonzero_geom shape_geom(const ct_cpu *b, const ct_cpu_node *nd) {
     const ct_node *g = nd->g;
+    return (ct_conv_bwd_nonzero_geom){
+        .n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h, .w = g->in.w,
+        .k = g->cfg.kernel, .p = g->cfg.padding,
+        .x_block = block_of(ct_cpu_pd_md(&nd->wl.fwd, dnnl_query_src_md)),
+        .y_block = block_of(&nd->act.md)};
+}
+
+static bool takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
     if (ct_fusion_find(&b->fusion, CT_FUSE_CONV_BWD_FROM_POOL, nd->i) < 0) {
         snprintf(why, n, "not a conv followed by a relu and a 2x2 max-pool, or no backward");
         return false;
@@ -67,16 +77,8 @@ static bool takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
     }
     const ct_cpu_wl *w = &nd->wl;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
-    int xb = block_of(src), yb = block_of(&nd->act.md);
-    ct_conv_bwd_nonzero_geom q = {.n = b->N,
-                                  .ic = g->in.c,
-                                  .oc = g->out.c,
-                                  .h = g->in.h,
-                                  .w = g->in.w,
-                                  .k = g->cfg.kernel,
-                                  .p = g->cfg.padding,
-                                  .x_block = xb,
-                                  .y_block = yb};
+    ct_conv_bwd_nonzero_geom q = shape_geom(b, nd);
+    int xb = q.x_block, yb = q.y_block;
     if (yb != 8 && yb != 16)
         snprintf(why, n, "oneDNN chose %s for the conv's output (the loops take nChw8c and "
                  "nChw16c)", block_name(&nd->act.md));
@@ -91,7 +93,6 @@ static bool takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
 }
 
 static int plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    const ct_node *g = nd->g;
     ct_cpu_wl *w = &nd->wl;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     /* dx comes out in the src's layout, in the input gradient's type; another input
@@ -101,20 +102,12 @@ static int plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     if (dx_md.data_type != dnnl_bf16) dx_md.data_type = dnnl_f32;
     /* native bf16: x, and the conv's output (so the pool's) in bf16 as stored; the
      * weights rounded as the bf16 forward takes them */
-    w->bwd_nonzero = (ct_conv_bwd_nonzero_geom){.n = b->N,
-                                                .ic = g->in.c,
-                                                .oc = g->out.c,
-                                                .h = g->in.h,
-                                                .w = g->in.w,
-                                                .k = g->cfg.kernel,
-                                                .p = g->cfg.padding,
-                                                .x_block = block_of(src),
-                                                .y_block = block_of(&nd->act.md),
-                                                .x_bf16 = src->data_type == dnnl_bf16,
-                                                .dx_bf16 = dx_md.data_type == dnnl_bf16,
-                                                .y_bf16 = nd->act.md.data_type == dnnl_bf16,
-                                                .w_bf16 = w->bf16,
-                                                .portable = ct_cpu_loops_portable(b)};
+    w->bwd_nonzero = shape_geom(b, nd);
+    w->bwd_nonzero.x_bf16 = src->data_type == dnnl_bf16;
+    w->bwd_nonzero.dx_bf16 = dx_md.data_type == dnnl_bf16;
+    w->bwd_nonzero.y_bf16 = nd->act.md.data_type == dnnl_bf16;
+    w->bwd_nonzero.w_bf16 = w->bf16;
+    w->bwd_nonzero.portable = ct_cpu_loops_portable(b);
     dnnl_dim_t np = (dnnl_dim_t)ct_conv_bwd_nonzero_wpack_floats(&w->bwd_nonzero);
     if (ct_cpu_md_plain(&w->wpack.md, 1, &np, err) != 0 ||
         ct_cpu_add_ws(b, &w->wpack, nd->i, "bwd_nonzero_w", err) != 0 ||

@@ -82,6 +82,12 @@ const ct_cpu_pass_impl ct_cpu_conv_wgrad_one_channel = {
  * wl.wddst when those differ from the forward's), so asking whether they take the
  * conv plans oneDNN's layouts. Where oneDNN has AMX it keeps the pass, as it does
  * with train.cpu_loops off or portable. */
+static ct_conv3x3_wgrad_bf16_geom wgrad_bf16_geom(const ct_cpu *b, const ct_cpu_node *nd) {
+    const ct_node *g = nd->g;
+    return (ct_conv3x3_wgrad_bf16_geom){.n = b->N, .ic = g->in.c, .oc = g->out.c, .h = g->in.h,
+                                        .w = g->in.w, .stride = g->cfg.stride};
+}
+
 static bool bf16_takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
     const ct_node *g = nd->g;
     if (!nd->wl.bf16 || g->cfg.kernel != 3 || g->cfg.padding != 1 || !ct_cpu_loops_on(b) ||
@@ -96,12 +102,7 @@ static bool bf16_takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
     }
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&nd->wl.bwd_w, dnnl_query_src_md);
     const dnnl_memory_desc_t *ddst = ct_cpu_pd_md(&nd->wl.bwd_w, dnnl_query_diff_dst_md);
-    ct_conv3x3_wgrad_bf16_geom q = {.n = b->N,
-                                    .ic = g->in.c,
-                                    .oc = g->out.c,
-                                    .h = g->in.h,
-                                    .w = g->in.w,
-                                    .stride = g->cfg.stride};
+    ct_conv3x3_wgrad_bf16_geom q = wgrad_bf16_geom(b, nd);
     if (ct_cpu_md_channel_block_of(src, dnnl_bf16) == 16 &&
         ct_cpu_md_channel_block_of(ddst, dnnl_bf16) == 16 && ct_conv3x3_wgrad_bf16_geom_ok(&q))
         return true;
@@ -110,14 +111,8 @@ static bool bf16_takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
 }
 
 static int bf16_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
-    const ct_node *g = nd->g;
     ct_cpu_wl *w = &nd->wl;
-    w->wgrad3x3_bf16 = (ct_conv3x3_wgrad_bf16_geom){.n = b->N,
-                                                    .ic = g->in.c,
-                                                    .oc = g->out.c,
-                                                    .h = g->in.h,
-                                                    .w = g->in.w,
-                                                    .stride = g->cfg.stride};
+    w->wgrad3x3_bf16 = wgrad_bf16_geom(b, nd);
     return ct_cpu_wl_plan_part(b, nd, ct_conv3x3_wgrad_bf16_part_floats(&w->wgrad3x3_bf16),
                                "wgrad3x3_bf16_part", err);
 }
