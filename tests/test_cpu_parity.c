@@ -801,10 +801,30 @@ static bool allow_all(const ct_graph *g, ct_fusion_kind kind, int first, const v
     return true;
 }
 
+/* How far a folded plan's outputs may be from the unfolded plan's, relative to the
+ * largest |output|: the folded weights round once where the layers round twice. */
+static const double fold_tol = 1e-5;
+
+static void check_folded(const float *folded, const float *unfolded, size_t n, const char *what) {
+    double scale = 0, worst = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!isfinite(folded[k]) || !isfinite(unfolded[k]))
+            fail_msg("%s: output %zu is %g folded, %g unfolded", what, k, folded[k], unfolded[k]);
+        scale = fmax(scale, fabs(unfolded[k]));
+    }
+    for (size_t k = 0; k < n; k++) worst = fmax(worst, fabs((double)folded[k] - unfolded[k]));
+    printf("  %s: folded vs unfolded, largest difference %.2e of the largest output %.3g\n",
+           what, worst / (scale > 0 ? scale : 1), scale);
+    if (!(worst <= fold_tol * scale))
+        fail_msg("%s: folded output %.3g from the unfolded plan's (scale %.3g, bound %.0e)", what,
+                 worst, scale, fold_tol);
+}
+
 /* A batch norm fused with the relu after it (CT_FUSE_BN_RELU) gives the reference's
  * results in training (the whole graph, full and partial batches: the loops relu
- * their output and mask dy by it), and in evaluation (oneDNN's fused inference) the
- * same bits as the unfused plan. */
+ * their output and mask dy by it). In evaluation the convs' batch norms are folded
+ * instead (test_batchnorm_fold), and the linear layer's keeps its relu (oneDNN's
+ * fused inference), within fold_tol of the unfused plan. */
 static void test_batchnorm_relu_fusion(void **state) {
     (void)state;
     ct_layer_cfg a[] = {conv(8, 3, 1, 1, false), L(CT_LAYER_BATCHNORM2D), L(CT_LAYER_RELU),
@@ -829,7 +849,10 @@ static void test_batchnorm_relu_fusion(void **state) {
     for (int f = 0; f < 2; f++) {
         parity_fuse = f == 1;
         h = open_opt(3, 8, 8, a, n, 6, false, CT_OPT_SGD, 0);
-        assert_int_equal(ct_fusion_active(h->vt->fusion_plan(h->b), CT_FUSE_BN_RELU, 4), f == 1);
+        p = h->vt->fusion_plan(h->b);
+        assert_int_equal(ct_fusion_active(p, CT_FUSE_CONV_BN_FOLD, 3), f == 1);
+        assert_false(ct_fusion_active(p, CT_FUSE_BN_RELU, 4)); /* inside the fold */
+        assert_int_equal(ct_fusion_active(p, CT_FUSE_BN_RELU, 8), f == 1);
         parity_seed(5);
         float *x = rand_f(6 * 3 * 8 * 8, 1.0), *w = rand_params(&h->g);
         int32_t lab[6] = {0};
@@ -841,8 +864,131 @@ static void test_batchnorm_relu_fusion(void **state) {
         free(x), free(w);
         close_h(h);
     }
-    assert_memory_equal(out[0], out[1], out_n * sizeof(float));
+    check_folded(out[1], out[0], out_n, "batch norm + relu, evaluation");
     free(out[0]), free(out[1]);
+    parity_fuse = fuse_was;
+}
+
+/* ---- batch norm folded into the conv (CT_FUSE_CONV_BN_FOLD) ----------------------- */
+
+/* New running statistics (mean in [-0.6, 0.6), variance in [0.2, 3)) in every batch
+ * norm of h, from urand's sequence. */
+static void random_stats(harness *h) {
+    const ct_graph *g = &h->g;
+    char *buf = malloc(g->n_buffer_bytes + 8);
+    OK(h->vt->buffers_to_host(h->b, buf, E));
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].buffer < 0) continue;
+        const ct_buffer_info *bi = &g->buffers[g->nodes[i].buffer];
+        float *m = (float *)(buf + bi[CT_BN_RUNNING_MEAN].offset);
+        float *v = (float *)(buf + bi[CT_BN_RUNNING_VAR].offset);
+        for (size_t c = 0; c < bi[CT_BN_RUNNING_MEAN].count; c++)
+            m[c] = (float)(0.6 * urand()), v[c] = (float)(1.6 + 1.4 * urand());
+    }
+    OK(h->vt->buffers_from_host(h->b, buf, E));
+    free(buf);
+}
+
+/* The evaluation forward of n rows x into out (the last node's output). */
+static void eval_forward(harness *h, const float *x, int n, float *out) {
+    int32_t lab[8] = {0};
+    OK(h->vt->load_batch(h->b, x, lab, n, 0, E));
+    for (int i = 0; i < h->g.n_nodes; i++) OK(h->vt->forward(h->b, i, false, 0, E));
+    OK(h->vt->tensor_to_host(h->b, h->g.n_nodes - 1, false, out, E));
+}
+
+enum { FOLD_NET = 22 };
+
+/* Every conv followed by a batch norm: with and without bias, strided, a 1x1
+ * projection shortcut, in a residual body, followed by silu, gelu, leaky_relu, tanh,
+ * relu, nothing (the add reads it), and a sigmoid (layer 19: declined). */
+static void fold_net(ct_layer_cfg l[FOLD_NET]) {
+    ct_layer_cfg R = L(CT_LAYER_RESIDUAL), bn = L(CT_LAYER_BATCHNORM2D);
+    const ct_layer_cfg net[FOLD_NET] = {
+        conv(8, 3, 1, 1, false), bn, L(CT_LAYER_SILU),
+        body(conv(8, 3, 1, 1, true)), body(bn), body(L(CT_LAYER_GELU)),
+        body(conv(8, 3, 1, 1, false)), body(bn), R, L(CT_LAYER_RELU),
+        body(conv(12, 3, 2, 1, false)), body(bn), body(leaky_relu(0.1)),
+        body(conv(12, 3, 1, 1, true)), body(bn), body(L(CT_LAYER_TANH)),
+        shortcut(conv(12, 1, 2, 0, false)), shortcut(bn), R,
+        conv(16, 3, 1, 1, true), bn, L(CT_LAYER_SIGMOID)};
+    memcpy(l, net, sizeof net);
+}
+
+/* Evaluation plans fold each conv's batch norm into its weights and bias and run the
+ * activation after it as the conv's post-op: the group's other layers name the conv
+ * as their forward and keep no storage of their own. The outputs match the double
+ * reference (full and partial batches) and the unfolded plan within fold_tol, also
+ * after the running statistics alone change (the folded weights follow them). A
+ * sigmoid after the batch norm, train.amp and training plans decline the fold. */
+static void test_batchnorm_fold(void **state) {
+    (void)state;
+    ct_layer_cfg l[FOLD_NET + 2];
+    fold_net(l);
+    l[FOLD_NET] = L(CT_LAYER_FLATTEN), l[FOLD_NET + 1] = linear(5, true);
+    int n = FOLD_NET + 2;
+    bool fuse_was = parity_fuse;
+    harness *h[2];
+    for (int f = 0; f < 2; f++) {
+        parity_fuse = f == 1;
+        h[f] = open_opt(3, 8, 8, l, n, 6, false, CT_OPT_SGD, 0);
+    }
+    const ct_graph *g = &h[1]->g;
+    const ct_fusion_plan *p = plan_of(h[1]);
+    int folds = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].kind != CT_LAYER_CONV2D) continue;
+        const ct_fusion_group *gr = group(h[1], CT_FUSE_CONV_BN_FOLD, i);
+        bool sigmoid = g->nodes[gr->last].kind == CT_LAYER_SIGMOID;
+        printf("  conv %s: %s%s\n", ct_node_label(&g->nodes[i]),
+               gr->fused ? "folded" : "not folded: ", gr->why_not);
+        assert_int_equal(gr->fused, !sigmoid);
+        assert_false(ct_fusion_active(plan_of(h[0]), CT_FUSE_CONV_BN_FOLD, i));
+        if (sigmoid) {
+            assert_non_null(strstr(gr->why_not, "sigmoid"));
+            continue;
+        }
+        folds++;
+        for (int j = i + 1; j <= gr->last; j++) {
+            assert_int_equal(p->fwd_by[j], i);
+            char want[64];
+            snprintf(want, sizeof want, "fused into layer %s", ct_node_label(&g->nodes[i]));
+            assert_string_equal(impl(h[1], j, CT_PASS_FORWARD), want);
+        }
+        assert_int_equal(gr->last, i + (g->nodes[i + 2].kind == CT_LAYER_RESIDUAL ? 1 : 2));
+    }
+    assert_int_equal(folds, 6);
+    parity_graph_eval(h[1], 6, "batch norms folded");
+    parity_graph_eval(h[1], 4, "batch norms folded, partial batch");
+
+    parity_seed(3);
+    float *w = rand_params(g), *x = rand_f(6 * 3 * 8 * 8, 1.0);
+    size_t out_n = 6 * 5;
+    float *out[2] = {malloc(out_n * sizeof(float)), malloc(out_n * sizeof(float))};
+    for (int round = 0; round < 2; round++) {
+        for (int f = 0; f < 2; f++) {
+            if (round == 0) OK(h[f]->vt->params_from_host(h[f]->b, w, E));
+            parity_seed(40 + round); /* the same statistics for both plans */
+            random_stats(h[f]);
+            eval_forward(h[f], x, 6, out[f]);
+        }
+        check_folded(out[1], out[0], out_n,
+                     round == 0 ? "fold net" : "fold net, new running statistics only");
+    }
+    free(w), free(x), free(out[0]), free(out[1]);
+    close_h(h[0]), close_h(h[1]);
+
+    /* declined under train.amp, absent from training plans */
+    parity_fuse = true;
+    parity_amp = CT_AMP_BF16;
+    harness *ha = open_opt(3, 8, 8, l, n, 6, false, CT_OPT_SGD, 0);
+    parity_amp = CT_AMP_OFF;
+    assert_false(group(ha, CT_FUSE_CONV_BN_FOLD, 0)->fused);
+    assert_non_null(strstr(group(ha, CT_FUSE_CONV_BN_FOLD, 0)->why_not, "train.amp"));
+    close_h(ha);
+    harness *ht = open_as_built(3, 8, 8, l, n, 6);
+    assert_int_equal(ct_fusion_find(plan_of(ht), CT_FUSE_CONV_BN_FOLD, 0), -1);
+    close_h(ht);
     parity_fuse = fuse_was;
 }
 
@@ -1589,6 +1735,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_convw_loops),
         cmocka_unit_test(test_fusion_plan),
         cmocka_unit_test(test_batchnorm_relu_fusion),
+        cmocka_unit_test(test_batchnorm_fold),
         cmocka_unit_test(test_add_relu_fusion),
         cmocka_unit_test(test_batchnorm_loops),
         cmocka_unit_test(test_fusion_same_bits),

@@ -69,7 +69,8 @@ typedef struct ct_run_opts {
     uint64_t seed;      /* dropout stream key (the same on every rank) */
     bool sync_debug;    /* synchronize and check after every call (CUDA) */
     /* May fuse neighbouring layers (graph/fusion.h; the backend's fusion_plan says
-     * which it did and why not). Fused steps give the same values, but a fused
+     * which it did and why not). Fused steps give the same values (a batch norm
+     * folded into a conv for evaluation: to rounding, graph/fusion.h), but a fused
      * layer's act / gact hold the later layer's result as soon as the earlier one
      * ran, or are not stored: per-layer tests leave it off. */
     bool fuse;

@@ -10,6 +10,7 @@ static const char *const kind_names[CT_FUSION_KIND_COUNT] = {
     [CT_FUSE_CONV_BWD_FROM_POOL] = "conv backward from the pool's gradient",
     [CT_FUSE_RELU_POST_OP] = "relu as post-op",
     [CT_FUSE_RELU_BWD_IN_POOL] = "relu backward in the max-pool's",
+    [CT_FUSE_CONV_BN_FOLD] = "batch norm folded into the conv",
     [CT_FUSE_BN_RELU] = "relu inside the batch norm",
     [CT_FUSE_ADD_RELU] = "relu inside the add",
 };
@@ -22,6 +23,12 @@ const char *ct_fusion_kind_name(ct_fusion_kind kind) {
 
 static bool is_kind(const ct_graph *g, int i, ct_layer_kind k) {
     return i >= 0 && i < g->n_nodes && g->nodes[i].kind == k;
+}
+
+/* A relu or one of ops/act.h's activations. */
+static bool is_activation(const ct_graph *g, int i) {
+    return i >= 0 && i < g->n_nodes &&
+           (g->nodes[i].kind == CT_LAYER_RELU || ct_op(g->nodes[i].kind)->act != CT_ACT_NONE);
 }
 
 static bool is_pool2(const ct_graph *g, int i) {
@@ -46,6 +53,11 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
                        is_kind(g, i + 1, CT_LAYER_MAXPOOL2D) && ct_graph_chain(g, i)
                    ? i + 1
                    : -1;
+    case CT_FUSE_CONV_BN_FOLD:
+        if (training || !is_kind(g, i, CT_LAYER_CONV2D) || !is_kind(g, i + 1, CT_LAYER_BATCHNORM2D) ||
+            !ct_graph_chain(g, i))
+            return -1;
+        return is_activation(g, i + 2) && ct_graph_chain(g, i + 1) ? i + 2 : i + 1;
     case CT_FUSE_BN_RELU:
         return (is_kind(g, i, CT_LAYER_BATCHNORM2D) || is_kind(g, i, CT_LAYER_BATCHNORM1D)) &&
                        relu_next
@@ -61,8 +73,9 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
 /* Whether the group changes its nodes' forward and/or backward. */
 static void touches(const ct_fusion_group *gr, bool *fwd, bool *bwd) {
     *fwd = gr->kind == CT_FUSE_CONV_RELU_POOL || gr->kind == CT_FUSE_RELU_POST_OP ||
-           gr->kind == CT_FUSE_BN_RELU || gr->kind == CT_FUSE_ADD_RELU;
-    *bwd = gr->kind != CT_FUSE_RELU_POST_OP;
+           gr->kind == CT_FUSE_CONV_BN_FOLD || gr->kind == CT_FUSE_BN_RELU ||
+           gr->kind == CT_FUSE_ADD_RELU;
+    *bwd = gr->kind != CT_FUSE_RELU_POST_OP && gr->kind != CT_FUSE_CONV_BN_FOLD;
 }
 
 /* Recomputes fwd_by / bwd_by and subsumed_by from the fused groups, earlier kinds
@@ -174,12 +187,14 @@ static void group_range(const ct_graph *g, const ct_fusion_group *gr, char *rang
 
 void ct_fusion_print(const ct_fusion_plan *p, const ct_graph *g, FILE *f) {
     char range[2 * CT_NODE_NAME_MAX + 2], layers[96];
-    int width = 7; /* the range column fits the longest range shown */
+    int width = 7, lwidth = 22; /* the columns fit the longest range and layer list shown */
     for (int gi = 0; gi < p->n; gi++) {
         const ct_fusion_group *gr = &p->groups[gi];
         if (gr->fused && gr->subsumed_by >= 0) continue;
         group_range(g, gr, range, sizeof range);
         if ((int)strlen(range) > width) width = (int)strlen(range);
+        ct_fusion_group_layers(p, g, gi, layers, sizeof layers);
+        if ((int)strlen(layers) > lwidth) lwidth = (int)strlen(layers);
     }
     int shown = 0;
     for (int gi = 0; gi < p->n; gi++) {
@@ -187,7 +202,7 @@ void ct_fusion_print(const ct_fusion_plan *p, const ct_graph *g, FILE *f) {
         if (gr->fused && gr->subsumed_by >= 0) continue;
         group_range(g, gr, range, sizeof range);
         ct_fusion_group_layers(p, g, gi, layers, sizeof layers);
-        fprintf(f, "  %-*s %-22s %-39s %s%s\n", width, range, layers,
+        fprintf(f, "  %-*s %-*s %-39s %s%s\n", width, range, lwidth, layers,
                 ct_fusion_kind_name(gr->kind), gr->fused ? "fused" : "not fused: ",
                 gr->fused ? "" : gr->why_not);
         shown++;

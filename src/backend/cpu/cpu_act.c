@@ -7,7 +7,8 @@
  *   sigmoid     dnnl_eltwise_logistic
  *   leaky_relu  dnnl_eltwise_relu, alpha = slope
  *
- * Layout: act in its producer's layout (act[i-1]'s desc), like relu. Aliasing:
+ * Layout: act in its producer's layout (act[i-1]'s desc), like relu. A conv's
+ * post-op (CT_FUSE_CONV_BN_FOLD, forward-only plans) aliases its input. Otherwise:
  * every backward here reads the node's INPUT (src), so the output never aliases
  * the input (its own "<name>.out" region): nothing writes act[i-1] after this
  * forward, while a later in-place relu or dropout may change this node's output
@@ -26,15 +27,15 @@
 
 #include <string.h>
 
-/* The eltwise algorithm and its alpha for node nd's activation (ops/act.h). */
-static dnnl_alg_kind_t act_alg(const ct_cpu_node *nd, float *alpha) {
+dnnl_alg_kind_t ct_cpu_act_alg(const ct_node *g, float *alpha) {
     *alpha = 0.0f;
-    switch (ct_op(nd->g->kind)->act) {
+    switch (ct_op(g->kind)->act) {
     case CT_ACT_GELU: return dnnl_eltwise_gelu_erf;
     case CT_ACT_SILU: *alpha = 1.0f; return dnnl_eltwise_swish;
     case CT_ACT_TANH: return dnnl_eltwise_tanh;
     case CT_ACT_SIGMOID: return dnnl_eltwise_logistic;
-    default: *alpha = (float)nd->g->cfg.slope; return dnnl_eltwise_relu;
+    case CT_ACT_LEAKY_RELU: *alpha = (float)g->cfg.slope; return dnnl_eltwise_relu;
+    default: return dnnl_eltwise_relu; /* relu */
     }
 }
 
@@ -57,10 +58,12 @@ static void own_loop(const ct_cpu_node *nd, const dnnl_memory_desc_t *md, const 
 
 static int act_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     const dnnl_memory_desc_t *md = &ct_cpu_in(b, nd->i)->md;
+    if (ct_cpu_forward_by_other(b, nd->i)) /* a conv's post-op (cpu_bn_fold.c): in place */
+        return ct_cpu_add_act(b, nd, md, true, false, err);
     bool gin = ct_cpu_has_gin(b, nd->i);
     if (ct_cpu_add_act(b, nd, md, false, gin, err) != 0) return -1;
     float alpha;
-    dnnl_alg_kind_t alg = act_alg(nd, &alpha);
+    dnnl_alg_kind_t alg = ct_cpu_act_alg(nd->g, &alpha);
     dnnl_prop_kind_t prop = b->o.training ? dnnl_forward_training : dnnl_forward_inference;
     dnnl_eltwise_desc_t d;
     CT_DNNL(err, dnnl_eltwise_forward_desc_init(&d, prop, alg, md, alpha, 0.0f));
@@ -77,6 +80,7 @@ static int act_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 
 static int act_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     (void)err;
+    if (ct_cpu_forward_by_other(b, nd->i)) return 0;
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
     ct_cpu_arg(&nd->fwd, DNNL_ARG_SRC, in->mem);
     ct_cpu_arg(&nd->fwd, DNNL_ARG_DST, nd->act.mem);

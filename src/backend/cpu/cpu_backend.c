@@ -568,6 +568,7 @@ static int cpu_buffers_from_host(ct_backend *bb, const void *src, ct_err *err) {
     (void)err;
     ct_cpu *b = as_cpu(bb);
     if (b->g->n_buffer_bytes) memcpy(b->buffers, src, b->g->n_buffer_bytes);
+    mark_weights_dirty(b); /* weights with a batch norm folded in read the buffers */
     return 0;
 }
 

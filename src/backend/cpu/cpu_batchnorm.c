@@ -11,7 +11,11 @@
  * in plain [N, F] ("bn_dsrc") and reordered into gact[i-1].
  *
  * Evaluation runs oneDNN's forward inference with use_global_stats on the running
- * statistics (per row, so a partial batch is fine as it is).
+ * statistics (per row, so a partial batch is fine as it is). On a blocked layout whose
+ * last channel block is partial, oneDNN 2.6's AVX2 kernel leaves NaN in the padding
+ * lanes of that block (whatever the input's padding and the statistics hold), which
+ * a convolution reading the output then spreads over every output channel (its zero
+ * weights for those lanes times NaN): the padding is zeroed after it.
  *
  * Training runs ctrain's loops over the first n rows (batchnorm.h, AVX2 where the
  * CPU has it, same bits as their portable C): the batch statistics (sum and sum of
@@ -27,6 +31,9 @@
  * keep adding nothing for them. They walk plain [N, C, S] and nChw8c/16c blocks run
  * by run (a row's positions x the block's lanes are contiguous); a batch norm whose
  * input has any other layout works in a plain copy (reorders in and out).
+ *
+ * Folded into the conv before it (CT_FUSE_CONV_BN_FOLD, evaluation plans): the node
+ * only aliases the conv's output, which the folded conv writes (cpu_bn_fold.c).
  *
  * Fused with the relu after it (CT_FUSE_BN_RELU, graph/fusion.h): the forward loop
  * writes max(y, 0) and evaluation's primitive has dnnl_fuse_norm_relu; the backward
@@ -44,6 +51,7 @@
 #include "backend/cpu/cpu_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* The batch norm's desc as [N][G][S][B]: B = 1 plain (also [N, F]; G = C), 8 or 16
  * for nChw8c / nChw16c (G = ceil(C / B), the last group's missing channels zero
@@ -101,6 +109,8 @@ static int plan_src(ct_cpu *b, ct_cpu_node *nd, const dnnl_memory_desc_t *md, ct
 static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_bn *bn = &nd->bn;
     const ct_node *g = nd->g;
+    if (ct_cpu_forward_by_other(b, nd->i)) /* folded into the conv before (cpu_bn_fold.c) */
+        return ct_cpu_add_act(b, nd, &ct_cpu_in(b, nd->i)->md, true, false, err);
     bn->C = g->in.c;
     bn->isa = ct_cpu_loops_portable(b) ? CT_LOOPS_ISA_PORTABLE : ct_bn_best_isa();
     bn->S = g->in.flat ? 1 : (long)g->in.h * g->in.w;
@@ -130,6 +140,8 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         view(&bn->rmean, bn->C, b->r_buffers, buf[CT_BN_RUNNING_MEAN].offset, err) != 0 ||
         view(&bn->rvar, bn->C, b->r_buffers, buf[CT_BN_RUNNING_VAR].offset, err) != 0)
         return -1;
+    int block = layout_block(md);
+    bn->zero_pad_block = block > 1 && bn->C % block != 0 ? block : 0;
     float eps = (float)g->cfg.eps;
     unsigned ss = dnnl_use_scale | dnnl_use_shift;
     dnnl_batch_normalization_desc_t d;
@@ -196,6 +208,7 @@ static int bind_src(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 
 static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_bn *bn = &nd->bn;
+    if (ct_cpu_forward_by_other(b, nd->i)) return 0;
     ct_cpu_tensor *ts[] = {&bn->mean, &bn->var, &bn->gamma, &bn->beta, &bn->rmean,
                            &bn->rvar, &bn->dscale, &bn->dgamma, &bn->dbeta, &bn->part};
     for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
@@ -218,6 +231,19 @@ static int bn_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_MEAN, bn->rmean.mem);
     ct_cpu_arg(&bn->fwd_inf, DNNL_ARG_VARIANCE, bn->rvar.mem);
     return 0;
+}
+
+/* Zeroes the padding lanes of the last channel block of x ([N][G][S][B] elements of
+ * `size` bytes, C % B != 0). */
+static void zero_padding(const ct_bn_geom *q, void *x, size_t size) {
+    long G = (q->C + q->block - 1) / q->block, used = q->C - (G - 1) * q->block;
+    long rows = (long)q->N * q->S;
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) {
+        long n = r / q->S, s = r % q->S;
+        size_t lane0 = (((size_t)n * G + (size_t)(G - 1)) * (size_t)q->S + (size_t)s) * q->block;
+        memset((char *)x + (lane0 + (size_t)used) * size, 0, (size_t)(q->block - used) * size);
+    }
 }
 
 /* ---- training loops over the first n rows (batchnorm.c) -------------------- */
@@ -248,7 +274,14 @@ static int bn_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step, ct_
     (void)step;
     ct_cpu_bn *bn = &nd->bn;
     if (bn->src_x.on && ct_cpu_exec(&b->c, &bn->src_x.r, err) != 0) return -1;
-    if (!train) return ct_cpu_exec(&b->c, &bn->fwd_inf, err);
+    if (!train) {
+        if (ct_cpu_exec(&b->c, &bn->fwd_inf, err) != 0) return -1;
+        if (bn->zero_pad_block) {
+            ct_bn_geom q = {.N = b->N, .C = bn->C, .block = bn->zero_pad_block, .S = bn->S};
+            zero_padding(&q, nd->act.ptr, nd->act.md.data_type == dnnl_bf16 ? 2 : 4);
+        }
+        return 0;
+    }
     if (!b->o.training)
         return ct_errorf(err, "a training forward needs a training plan (batch statistics)");
     long count = (long)b->n * bn->S;

@@ -27,6 +27,7 @@ static const ct_cpu_pass_impl *const bwd_weights_impls[] = {
 static int conv_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     w->dw.region = w->db.region = w->part.region = w->wpack.region = -1;
+    w->w_fold.region = w->b_fold.region = -1;
     if (ct_cpu_pass_choose(b, nd, CT_PASS_FORWARD, forward_impls, err) != 0) return -1;
     if (!b->o.training) return 0;
     if (ct_cpu_has_gin(b, nd->i) &&

@@ -57,8 +57,9 @@ static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
     src = ct_cpu_md_typed(&src, ct);
     w = ct_cpu_md_typed(&w, ct);
     if (nd->wl.store_bf16) dst = ct_cpu_md_typed(&dst, dnnl_bf16);
+    bool bias = nd->g->bias >= 0 || nd->wl.fold;
     CT_DNNL(err, dnnl_convolution_forward_desc_init(&d->conv, prop, nd->wl.conv_alg,
-                                                    &src, &w, nd->g->bias >= 0 ? &b : NULL,
+                                                    &src, &w, bias ? &b : NULL,
                                                     &dst, q.strides, q.pad_l, q.pad_r));
     return 0;
 }

@@ -34,44 +34,69 @@ static bool fwd_takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
     return true;
 }
 
+/* Candidate descs into d (most wanted first), their count into *n: oneDNN's choice,
+ * then plain. A forward-only plan asks first for dst in oneDNN's channel block: for
+ * inference oneDNN would follow a plain input (the batch) with plain outputs, and
+ * every layer after it would run on plain layouts (its slow batch norm among them). */
+static int fwd_candidates(ct_cpu *b, ct_cpu_node *nd, ct_cpu_wdesc d[4], int *n, ct_err *err) {
+    const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
+    dnnl_prop_kind_t prop = b->o.training ? dnnl_forward_training : dnnl_forward_inference;
+    int order[3] = {0, 1, 2};
+    *n = dd->n_variants;
+    if (!b->o.training) {
+        order[0] = CT_CPU_CONV_FWD_BLOCKED, order[1] = 0, order[2] = 1;
+        *n = dd->n_variants + 1;
+    }
+    for (int k = 0; k < *n; k++)
+        if (dd->fwd(nd, prop, order[k], &in->md, &d[k], err) != 0) return -1;
+    return 0;
+}
+
+/* Fusion: a batch norm folded in (its activation the post-op), or a relu right after
+ * this layer as the post-op, when oneDNN takes it; 1 when neither (w->fwd unpicked). */
+static int pick_fused(ct_cpu *b, ct_cpu_node *nd, ct_cpu_wdesc d[4], int *n, ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    if (w->fold) {
+        const_dnnl_primitive_attr_t attr;
+        if (ct_cpu_bn_fold_attr(b, nd, &attr, err) != 0) return -1;
+        int r = ct_cpu_pick_attr_no_ref(&b->c, &w->fwd, d, *n, sizeof d[0], NULL, attr, err);
+        if (r <= 0) return r;
+        ct_cpu_decline(b, CT_FUSE_CONV_BN_FOLD, nd->i,
+                       "oneDNN has only its reference kernel for the conv with the activation "
+                       "as post-op");
+        w->fold = false; /* the candidates again, without the folded bias */
+        return fwd_candidates(b, nd, d, n, err) != 0 ? -1 : 1;
+    }
+    if (!ct_cpu_fused(b, CT_FUSE_RELU_POST_OP, nd->i)) return 1;
+    if (ct_cpu_pick_attr(&b->c, &w->fwd, d, *n, sizeof d[0], NULL, b->c.attr_relu,
+                         "convolution forward", err) == 0)
+        return 0;
+    ct_cpu_decline(b, CT_FUSE_RELU_POST_OP, nd->i, "oneDNN: %s", err->msg);
+    err->msg[0] = 0;
+    return 1;
+}
+
 static int fwd_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     w->fwd_dirty = w->bwd_dirty = true;
     w->bf16 = b->bf16_native;
     w->store_bf16 = ct_cpu_bf16_stores(b, nd->i);
     w->conv_alg = ct_cpu_conv_alg(b, nd);
+    w->fold = ct_cpu_fused(b, CT_FUSE_CONV_BN_FOLD, nd->i);
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
-    dnnl_prop_kind_t prop = b->o.training ? dnnl_forward_training : dnnl_forward_inference;
-    /* Candidates: oneDNN's choice, then plain. A forward-only plan asks first for dst in
-     * oneDNN's channel block: for inference oneDNN would follow a plain input (the
-     * batch) with plain outputs, and every layer after it would run on plain layouts
-     * (its slow batch norm among them). */
-    int order[3] = {0, 1, 2}, n_cand = dd->n_variants;
-    if (!b->o.training) {
-        order[0] = CT_CPU_CONV_FWD_BLOCKED, order[1] = 0, order[2] = 1;
-        n_cand = dd->n_variants + 1;
-    }
     ct_cpu_wdesc d[4];
-    for (int k = 0; k < n_cand; k++)
-        if (dd->fwd(nd, prop, order[k], &in->md, &d[k], err) != 0) return -1;
-    /* Fusion: a relu right after this layer runs as the forward's post-op, when
-     * oneDNN takes it. */
-    bool post_op = false;
-    if (ct_cpu_fused(b, CT_FUSE_RELU_POST_OP, nd->i)) {
-        post_op = ct_cpu_pick_attr(&b->c, &w->fwd, d, n_cand, sizeof d[0], NULL,
-                                   b->c.attr_relu, "convolution forward", err) == 0;
-        if (!post_op) {
-            ct_cpu_decline(b, CT_FUSE_RELU_POST_OP, nd->i, "oneDNN: %s", err->msg);
-            err->msg[0] = 0;
-        }
-    }
-    if (!post_op && pick(b, &w->fwd, d, n_cand, NULL, "forward", err) != 0) return -1;
+    int n_cand, r;
+    if (fwd_candidates(b, nd, d, &n_cand, err) != 0 || (r = pick_fused(b, nd, d, &n_cand, err)) < 0)
+        return -1;
+    if (r == 1 && pick(b, &w->fwd, d, n_cand, NULL, "forward", err) != 0) return -1;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
     if (!ct_cpu_md_eq(src, &in->md) &&
         ct_cpu_xfer_plan(b, &w->src, nd->i, "src", src, &in->md, true, err) != 0)
         return -1;
     const dnnl_memory_desc_t *wmd = ct_cpu_pd_md(&w->fwd, dnnl_query_weights_md);
-    if (ct_cpu_wl_param_views(b, nd, wmd, err) != 0) return -1;
+    if (ct_cpu_wl_param_views(b, nd, wmd, err) != 0 || ct_cpu_bn_fold_plan(b, nd, err) != 0)
+        return -1;
+    /* the weights (params or w_fold, both plain) into the forward's layout */
     if (!ct_cpu_md_eq(wmd, &w->w_plain.md) &&
         ct_cpu_xfer_plan(b, &w->w_fwd, nd->i, "w_fwd", wmd, &w->w_plain.md, true, err) != 0)
         return -1;
@@ -84,18 +109,24 @@ static dnnl_memory_t fwd_src(ct_cpu *b, ct_cpu_node *nd) {
     return nd->wl.src.on ? nd->wl.src.t.mem : ct_cpu_in(b, nd->i)->mem;
 }
 
+/* The plain weights the forward reads or reorders: the params, or w_fold. */
+static ct_cpu_tensor *plain_weights(ct_cpu_wl *w) { return w->fold ? &w->w_fold : &w->w_plain; }
+
 static dnnl_memory_t fwd_weights(ct_cpu_wl *w) {
-    return w->w_fwd.on ? w->w_fwd.t.mem : w->w_plain.mem;
+    return w->w_fwd.on ? w->w_fwd.t.mem : plain_weights(w)->mem;
 }
 
 static int fwd_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
-    if (ct_cpu_xfer_bind(b, &w->src, ct_cpu_in(b, nd->i), err) != 0 ||
-        ct_cpu_xfer_bind(b, &w->w_fwd, &w->w_plain, err) != 0)
+    if (ct_cpu_bind_tensor(b, &w->w_fold, err) != 0 ||
+        ct_cpu_bind_tensor(b, &w->b_fold, err) != 0 ||
+        ct_cpu_xfer_bind(b, &w->src, ct_cpu_in(b, nd->i), err) != 0 ||
+        ct_cpu_xfer_bind(b, &w->w_fwd, plain_weights(w), err) != 0)
         return -1;
     ct_cpu_arg(&w->fwd, DNNL_ARG_SRC, fwd_src(b, nd));
     ct_cpu_arg(&w->fwd, DNNL_ARG_WEIGHTS, fwd_weights(w));
-    if (nd->g->bias >= 0) ct_cpu_arg(&w->fwd, DNNL_ARG_BIAS, w->b_plain.mem);
+    if (w->fold) ct_cpu_arg(&w->fwd, DNNL_ARG_BIAS, w->b_fold.mem);
+    else if (nd->g->bias >= 0) ct_cpu_arg(&w->fwd, DNNL_ARG_BIAS, w->b_plain.mem);
     ct_cpu_arg(&w->fwd, DNNL_ARG_DST, nd->act.mem);
     return 0;
 }
@@ -103,6 +134,7 @@ static int fwd_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 static int fwd_run(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_pass_args *a, ct_err *err) {
     (void)a;
     ct_cpu_wl *w = &nd->wl;
+    if (w->fold && w->fwd_dirty) ct_cpu_bn_fold_compute(b, nd);
     if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0) return -1;
     if (w->src.on && ct_cpu_exec(&b->c, &w->src.r, err) != 0) return -1;
     return ct_cpu_exec(&b->c, &w->fwd, err);

@@ -49,6 +49,7 @@ void ct_cpu_ctx_destroy(ct_cpu_ctx *c) {
     if (c->attr) dnnl_primitive_attr_destroy(c->attr);
     if (c->attr_sum) dnnl_primitive_attr_destroy(c->attr_sum);
     if (c->attr_relu) dnnl_primitive_attr_destroy(c->attr_relu);
+    for (int i = 0; i < c->n_eltwise_attrs; i++) dnnl_primitive_attr_destroy(c->attr_eltwise[i]);
     if (c->stream) dnnl_stream_destroy(c->stream);
     if (c->eng) dnnl_engine_destroy(c->eng);
     memset(c, 0, sizeof *c);
@@ -197,6 +198,51 @@ int ct_cpu_pick_attr(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n, si
                          dnnl_status2str(last));
     *p = keep;
     return register_prim(c, p, err);
+}
+
+int ct_cpu_pick_attr_no_ref(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n,
+                            size_t stride, const_dnnl_primitive_desc_t hint,
+                            const_dnnl_primitive_attr_t attr, ct_err *err) {
+    for (int k = 0; k < n; k++) {
+        ct_cpu_prim t = {0};
+        const void *d = (const char *)descs + (size_t)k * stride;
+        if (dnnl_primitive_desc_create(&t.pd, d, attr, c->eng, hint) != dnnl_success) continue;
+        if (is_ref(&t)) {
+            dnnl_primitive_desc_destroy(t.pd);
+            continue;
+        }
+        *p = t;
+        return register_prim(c, p, err);
+    }
+    return 1;
+}
+
+int ct_cpu_attr_eltwise(ct_cpu_ctx *c, dnnl_alg_kind_t alg, float alpha,
+                        const_dnnl_primitive_attr_t *out, ct_err *err) {
+    for (int i = 0; i < c->n_eltwise_attrs; i++)
+        if (c->eltwise_alg[i] == alg && c->eltwise_alpha[i] == alpha) {
+            *out = c->attr_eltwise[i];
+            return 0;
+        }
+    if (c->n_eltwise_attrs >= CT_CPU_MAX_ELTWISE_ATTRS)
+        return ct_errorf(err, "more than %d kinds of eltwise post-op", CT_CPU_MAX_ELTWISE_ATTRS);
+    dnnl_primitive_attr_t a;
+    CT_DNNL(err, dnnl_primitive_attr_create(&a));
+    dnnl_post_ops_t po = NULL;
+    dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(a, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success) st = dnnl_post_ops_create(&po);
+    if (st == dnnl_success) st = dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, 0.0f);
+    if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(a, po);
+    if (po) dnnl_post_ops_destroy(po);
+    if (st != dnnl_success) {
+        dnnl_primitive_attr_destroy(a);
+        return ct_cpu_dnnl_fail(err, "dnnl_post_ops_append_eltwise", st);
+    }
+    c->attr_eltwise[c->n_eltwise_attrs] = a;
+    c->eltwise_alg[c->n_eltwise_attrs] = alg;
+    c->eltwise_alpha[c->n_eltwise_attrs++] = alpha;
+    *out = a;
+    return 0;
 }
 
 int ct_cpu_reorder_pd(ct_cpu_ctx *c, ct_cpu_prim *p, const dnnl_memory_desc_t *src_md,

@@ -38,6 +38,7 @@
 int ct_cpu_dnnl_fail(ct_err *err, const char *call, dnnl_status_t st);
 
 #define CT_CPU_MAX_ARGS 12
+#define CT_CPU_MAX_ELTWISE_ATTRS 16
 #define CT_CPU_MAX_PRIMS (16 * CT_MAX_LAYERS + 16)
 #define CT_CPU_MAX_MEMS (24 * CT_MAX_LAYERS + 16)
 
@@ -56,6 +57,12 @@ typedef struct ct_cpu_ctx {
     dnnl_primitive_attr_t attr;     /* scratchpad_mode user */
     dnnl_primitive_attr_t attr_sum; /* scratchpad_mode user + sum post-op (dst += src) */
     dnnl_primitive_attr_t attr_relu; /* scratchpad_mode user + relu post-op (dst = max(dst, 0)) */
+    /* scratchpad_mode user + one eltwise post-op, per (algorithm, alpha) asked for
+     * (ct_cpu_attr_eltwise) */
+    dnnl_primitive_attr_t attr_eltwise[CT_CPU_MAX_ELTWISE_ATTRS];
+    dnnl_alg_kind_t eltwise_alg[CT_CPU_MAX_ELTWISE_ATTRS];
+    float eltwise_alpha[CT_CPU_MAX_ELTWISE_ATTRS];
+    int n_eltwise_attrs;
     ct_cpu_prim *prims[CT_CPU_MAX_PRIMS]; /* every pd created, for bind and destroy */
     int n_prims;
     dnnl_memory_t mems[CT_CPU_MAX_MEMS];  /* every memory object, for destroy */
@@ -108,6 +115,17 @@ int ct_cpu_pick(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n, size_t 
 int ct_cpu_pick_attr(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n, size_t stride,
                      const_dnnl_primitive_desc_t hint, const_dnnl_primitive_attr_t attr,
                      const char *what, ct_err *err);
+/* The same, but only a kernel other than oneDNN's reference one will do: 0 with p
+ * picked and registered, 1 when every candidate that exists with these attributes
+ * resolves to "ref" or none exists (nothing registered; the caller does without the
+ * attributes); -1 when registering fails. */
+int ct_cpu_pick_attr_no_ref(ct_cpu_ctx *c, ct_cpu_prim *p, const void *descs, int n,
+                            size_t stride, const_dnnl_primitive_desc_t hint,
+                            const_dnnl_primitive_attr_t attr, ct_err *err);
+/* Primitive attributes with scratchpad_mode user and one eltwise post-op (dst =
+ * alg(dst; alpha, beta 0)), made once per (alg, alpha) and owned by the context. */
+int ct_cpu_attr_eltwise(ct_cpu_ctx *c, dnnl_alg_kind_t alg, float alpha,
+                        const_dnnl_primitive_attr_t *out, ct_err *err);
 /* Reorder src_md -> dst_md (with sum: dst += src). Registers p. */
 int ct_cpu_reorder_pd(ct_cpu_ctx *c, ct_cpu_prim *p, const dnnl_memory_desc_t *src_md,
                       const dnnl_memory_desc_t *dst_md, bool sum, ct_err *err);

@@ -93,6 +93,11 @@ typedef struct ct_cpu_wl {
     bool bf16;
     bool store_bf16;
     dnnl_alg_kind_t conv_alg; /* convolutions: ct_cpu_conv_alg's, set before the descs */
+    /* Convolutions: the batch norm after it is folded in (cpu_bn_fold.c): the forward
+     * has a bias and reads w_fold [O, C, K, K] and b_fold [O] (plain fp32 workspaces)
+     * instead of the params. */
+    bool fold;
+    ct_cpu_tensor w_fold, b_fold;
     /* The geometries of ctrain's conv loops (loops/), for the implementation that
      * runs them (cpu_conv_impl.h): the weight gradient (loops/conv_wgrad.h; 3x3 bf16:
      * loops/conv3x3_wgrad_bf16.h), the one-pass block's forward (loops/conv_fwd.h)
@@ -132,6 +137,9 @@ typedef struct ct_cpu_bn {
     ct_loops_isa isa;              /* of the training loops (batchnorm.h) */
     uint64_t stats_batch;          /* the batch (b->batch_serial) whose statistics the
                                       running ones include; UINT64_MAX: none yet */
+    int zero_pad_block;            /* evaluation on a blocked layout whose last channel
+                                      block is partial: its block (8 or 16), whose padding
+                                      lanes are zeroed after oneDNN's primitive; else 0 */
     bool inf_nhwc;                 /* 1d: evaluation sees [N, F] as [N, F, 1, 1] in nhwc
                                       (the same bytes), inf_md, through inf_src/inf_dst */
     dnnl_memory_desc_t inf_md;
@@ -311,6 +319,25 @@ bool ct_cpu_conv_loops_take(const ct_cpu *b, int k, char *why, size_t n);
  * from the pool's gradient (CT_FUSE_CONV_BWD_FROM_POOL; cpu_conv_from_pool.c). */
 bool ct_cpu_block_graph_ok(const ct_cpu *b, int i, char *why, size_t n);
 bool ct_cpu_pool_grad_graph_ok(const ct_cpu *b, int i, char *why, size_t n);
+
+/* Whether another node runs node i's forward (a fusion group's head, fusion.h):
+ * node i then only gives its output a desc, aliasing its input's storage where the
+ * group writes it there. */
+bool ct_cpu_forward_by_other(const ct_cpu *b, int i);
+
+/* ---- batch norm folded into a conv (cpu_bn_fold.c) ------------------------------- */
+
+/* With wl.fold set (the conv heads an active CT_FUSE_CONV_BN_FOLD group): plans the
+ * w_fold and b_fold workspaces. */
+int ct_cpu_bn_fold_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
+/* The forward's attributes: c->attr, or an eltwise post-op for the activation that
+ * ends the group. */
+int ct_cpu_bn_fold_attr(ct_cpu *b, const ct_cpu_node *nd, const_dnnl_primitive_attr_t *attr,
+                        ct_err *err);
+/* w_fold and b_fold from the params and the batch norm's running statistics. */
+void ct_cpu_bn_fold_compute(ct_cpu *b, ct_cpu_node *nd);
+/* The eltwise algorithm and alpha of node g, a relu or one of ops/act.h's (cpu_act.c). */
+dnnl_alg_kind_t ct_cpu_act_alg(const ct_node *g, float *alpha);
 
 /* ---- batches (cpu_data.c) -------------------------------------------------------- */
 

@@ -16,6 +16,11 @@
  *  - relu inside a residual add: oneDNN's post-op forward, ctrain's loop backward,
  *    so not with the loops off; the add's create declines it when oneDNN refuses
  *    the post-op (cpu_residual.c).
+ *  - batch norm folded into the conv before it (forward-only plans): here, fp32
+ *    only (weights folded and then rounded to bf16 would move `ctrain eval` away
+ *    from the evaluation fit runs on its training plan) and not before a sigmoid
+ *    (sigmoid(0) != 0 would spoil a blocked output's zero padding); the conv's create
+ *    declines it when oneDNN refuses the activation as a post-op (cpu_bn_fold.c).
  */
 #include "backend/cpu/cpu_internal.h"
 #include "common/cpu_isa.h"
@@ -147,7 +152,6 @@ bool ct_cpu_pool_grad_graph_ok(const ct_cpu *b, int i, char *why, size_t n) {
 
 bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, const void *ctx,
                          char *why, size_t n) {
-    (void)g;
     const ct_cpu *b = ctx;
     switch (kind) {
     case CT_FUSE_CONV_RELU_POOL: return ct_cpu_block_graph_ok(b, first, why, n);
@@ -157,6 +161,17 @@ bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, cons
         if (ct_cpu_loops_on(b)) return true;
         snprintf(why, n, "train.cpu_loops off: oneDNN's max-pool cannot do the relu's backward");
         return false;
+    case CT_FUSE_CONV_BN_FOLD:
+        if (b->o.amp != CT_AMP_OFF)
+            snprintf(why, n, "train.amp %s (folded weights would round apart from fit's "
+                             "evaluation)", ct_amp_mode_name(b->o.amp));
+        else if (ct_graph_chain(g, first + 1) &&
+                 ct_op(g->nodes[first + 2].kind)->act == CT_ACT_SIGMOID)
+            snprintf(why, n, "a sigmoid after it (sigmoid(0) != 0 would fill a blocked "
+                             "output's padding)");
+        else
+            return true;
+        return false;
     case CT_FUSE_BN_RELU: return true; /* training: ctrain's loops; evaluation: oneDNN's flag */
     case CT_FUSE_ADD_RELU: /* oneDNN's post-op (the add's create confirms it), own mask loop */
         if (ct_cpu_loops_on(b)) return true;
@@ -165,6 +180,8 @@ bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, cons
     default: snprintf(why, n, "not a kind the CPU backend knows"); return false;
     }
 }
+
+bool ct_cpu_forward_by_other(const ct_cpu *b, int i) { return b->fusion.fwd_by[i] != i; }
 
 bool ct_cpu_fused(const ct_cpu *b, ct_fusion_kind kind, int first) {
     return ct_fusion_active(&b->fusion, kind, first);
