@@ -897,30 +897,59 @@ static void eval_forward(harness *h, const float *x, int n, float *out) {
     OK(h->vt->tensor_to_host(h->b, h->g.n_nodes - 1, false, out, E));
 }
 
-enum { FOLD_NET = 22 };
+/* Every output the fused plan f keeps (all but those of a fold's or an add's group
+ * before its last layer, whose storage holds the group's result) against the unfused
+ * plan u's, n rows, within fold_tol of each output's scale. */
+static void check_fused_outputs(harness *f, harness *u, int n) {
+    const ct_graph *g = &f->g;
+    const ct_fusion_plan *p = plan_of(f);
+    bool inside[CT_MAX_LAYERS] = {false};
+    for (int gi = 0; gi < p->n; gi++) {
+        const ct_fusion_group *gr = &p->groups[gi];
+        bool eval_kind = gr->kind == CT_FUSE_CONV_BN_FOLD || gr->kind == CT_FUSE_ADD_ACT;
+        if (eval_kind && ct_fusion_active(p, gr->kind, gr->first))
+            for (int j = gr->first; j < gr->last; j++) inside[j] = true;
+    }
+    for (int j = 0; j < g->n_nodes; j++) {
+        if (inside[j] || g->nodes[j].kind == CT_LAYER_FLATTEN) continue;
+        size_t m = (size_t)n * row_numel(g->nodes[j].out);
+        float *a = malloc(m * sizeof *a), *b = malloc(m * sizeof *b);
+        OK(f->vt->tensor_to_host(f->b, j, false, a, E));
+        OK(u->vt->tensor_to_host(u->b, j, false, b, E));
+        char what[64];
+        snprintf(what, sizeof what, "output of layer %s", ct_node_label(&g->nodes[j]));
+        check_folded(a, b, m, what);
+        free(a), free(b);
+    }
+}
+
+enum { FOLD_NET = 23 };
 
 /* Every conv followed by a batch norm: with and without bias, strided, a 1x1
  * projection shortcut, in a residual body, followed by silu, gelu, leaky_relu, tanh,
- * relu, nothing (the add reads it), and a sigmoid (layer 19: declined). */
+ * nothing (the add reads it), and a sigmoid (layer 20: declined; relu in
+ * test_batchnorm_relu_fusion); the adds followed by a gelu (8: inside the add) and a
+ * sigmoid (18: declined). */
 static void fold_net(ct_layer_cfg l[FOLD_NET]) {
     ct_layer_cfg R = L(CT_LAYER_RESIDUAL), bn = L(CT_LAYER_BATCHNORM2D);
     const ct_layer_cfg net[FOLD_NET] = {
         conv(8, 3, 1, 1, false), bn, L(CT_LAYER_SILU),
         body(conv(8, 3, 1, 1, true)), body(bn), body(L(CT_LAYER_GELU)),
-        body(conv(8, 3, 1, 1, false)), body(bn), R, L(CT_LAYER_RELU),
+        body(conv(8, 3, 1, 1, false)), body(bn), R, L(CT_LAYER_GELU),
         body(conv(12, 3, 2, 1, false)), body(bn), body(leaky_relu(0.1)),
         body(conv(12, 3, 1, 1, true)), body(bn), body(L(CT_LAYER_TANH)),
-        shortcut(conv(12, 1, 2, 0, false)), shortcut(bn), R,
+        shortcut(conv(12, 1, 2, 0, false)), shortcut(bn), R, L(CT_LAYER_SIGMOID),
         conv(16, 3, 1, 1, true), bn, L(CT_LAYER_SIGMOID)};
     memcpy(l, net, sizeof net);
 }
 
 /* Evaluation plans fold each conv's batch norm into its weights and bias and run the
- * activation after it as the conv's post-op: the group's other layers name the conv
- * as their forward and keep no storage of their own. The outputs match the double
- * reference (full and partial batches) and the unfolded plan within fold_tol, also
- * after the running statistics alone change (the folded weights follow them). A
- * sigmoid after the batch norm, train.amp and training plans decline the fold. */
+ * activation after it as the conv's post-op, and an activation after a residual add
+ * as the add's post-op: the group's other layers name its head as their forward.
+ * The outputs match the double reference (full and partial batches) and the unfused
+ * plan within fold_tol, also after the running statistics alone change (the folded
+ * weights follow them). A sigmoid after the batch norm or the add, train.amp and
+ * training plans decline the fold. */
 static void test_batchnorm_fold(void **state) {
     (void)state;
     ct_layer_cfg l[FOLD_NET + 2];
@@ -956,8 +985,16 @@ static void test_batchnorm_fold(void **state) {
             assert_string_equal(impl(h[1], j, CT_PASS_FORWARD), want);
         }
         assert_int_equal(gr->last, i + (g->nodes[i + 2].kind == CT_LAYER_RESIDUAL ? 1 : 2));
+        if (gr->last == i + 2) assert_int_equal(p->fwd_by[i + 2], i);
     }
     assert_int_equal(folds, 6);
+    /* the adds: gelu inside, sigmoid declined */
+    assert_true(ct_fusion_active(p, CT_FUSE_ADD_ACT, 8));
+    assert_false(ct_fusion_active(plan_of(h[0]), CT_FUSE_ADD_ACT, 8));
+    assert_int_equal(p->fwd_by[9], 8);
+    assert_string_equal(impl(h[1], 9, CT_PASS_FORWARD), "fused into layer 3");
+    assert_false(group(h[1], CT_FUSE_ADD_ACT, 18)->fused);
+    assert_non_null(strstr(group(h[1], CT_FUSE_ADD_ACT, 18)->why_not, "sigmoid"));
     parity_graph_eval(h[1], 6, "batch norms folded");
     parity_graph_eval(h[1], 4, "batch norms folded, partial batch");
 
@@ -972,6 +1009,7 @@ static void test_batchnorm_fold(void **state) {
             random_stats(h[f]);
             eval_forward(h[f], x, 6, out[f]);
         }
+        check_fused_outputs(h[1], h[0], 6);
         check_folded(out[1], out[0], out_n,
                      round == 0 ? "fold net" : "fold net, new running statistics only");
     }

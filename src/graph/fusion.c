@@ -13,6 +13,7 @@ static const char *const kind_names[CT_FUSION_KIND_COUNT] = {
     [CT_FUSE_CONV_BN_FOLD] = "batch norm folded into the conv",
     [CT_FUSE_BN_RELU] = "relu inside the batch norm",
     [CT_FUSE_ADD_RELU] = "relu inside the add",
+    [CT_FUSE_ADD_ACT] = "activation inside the add",
 };
 
 const char *ct_fusion_kind_name(ct_fusion_kind kind) {
@@ -64,6 +65,11 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
                    ? i + 1
                    : -1;
     case CT_FUSE_ADD_RELU: return is_kind(g, i, CT_LAYER_RESIDUAL) && relu_next ? i + 1 : -1;
+    case CT_FUSE_ADD_ACT:
+        return !training && is_kind(g, i, CT_LAYER_RESIDUAL) && i + 1 < g->n_nodes &&
+                       ct_op(g->nodes[i + 1].kind)->act != CT_ACT_NONE && ct_graph_chain(g, i)
+                   ? i + 1
+                   : -1;
     default: return -1;
     }
 }
@@ -74,8 +80,9 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
 static void touches(const ct_fusion_group *gr, bool *fwd, bool *bwd) {
     *fwd = gr->kind == CT_FUSE_CONV_RELU_POOL || gr->kind == CT_FUSE_RELU_POST_OP ||
            gr->kind == CT_FUSE_CONV_BN_FOLD || gr->kind == CT_FUSE_BN_RELU ||
-           gr->kind == CT_FUSE_ADD_RELU;
-    *bwd = gr->kind != CT_FUSE_RELU_POST_OP && gr->kind != CT_FUSE_CONV_BN_FOLD;
+           gr->kind == CT_FUSE_ADD_RELU || gr->kind == CT_FUSE_ADD_ACT;
+    *bwd = gr->kind != CT_FUSE_RELU_POST_OP && gr->kind != CT_FUSE_CONV_BN_FOLD &&
+           gr->kind != CT_FUSE_ADD_ACT;
 }
 
 /* Recomputes fwd_by / bwd_by and subsumed_by from the fused groups, earlier kinds

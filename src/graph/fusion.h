@@ -61,6 +61,9 @@ typedef enum ct_fusion_kind {
      * masks dy by that output as it hands it to both inputs. Claims: forward and
      * backward of i+1. */
     CT_FUSE_ADD_RELU,
+    /* residual i (its add), an activation of ops/act.h i+1, in forward-only plans:
+     * the add writes act(a + b) (the add's post-op). Claims: forward of i+1. */
+    CT_FUSE_ADD_ACT,
     CT_FUSION_KIND_COUNT
 } ct_fusion_kind;
 

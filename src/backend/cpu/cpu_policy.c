@@ -16,6 +16,9 @@
  *  - relu inside a residual add: oneDNN's post-op forward, ctrain's loop backward,
  *    so not with the loops off; the add's create declines it when oneDNN refuses
  *    the post-op (cpu_residual.c).
+ *  - another activation inside a residual add (forward-only plans): oneDNN's
+ *    post-op, not a sigmoid (as below); the add's create declines it when oneDNN
+ *    has only its reference kernel with it (cpu_residual.c).
  *  - batch norm folded into the conv before it (forward-only plans): here, fp32
  *    only (weights folded and then rounded to bf16 would move `ctrain eval` away
  *    from the evaluation fit runs on its training plan) and not before a sigmoid
@@ -171,6 +174,10 @@ bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, cons
                              "output's padding)");
         else
             return true;
+        return false;
+    case CT_FUSE_ADD_ACT: /* oneDNN's post-op; the add's create confirms it */
+        if (ct_op(g->nodes[first + 1].kind)->act != CT_ACT_SIGMOID) return true;
+        snprintf(why, n, "a sigmoid (sigmoid(0) != 0 would fill a blocked output's padding)");
         return false;
     case CT_FUSE_BN_RELU: return true; /* training: ctrain's loops; evaluation: oneDNN's flag */
     case CT_FUSE_ADD_RELU: /* oneDNN's post-op (the add's create confirms it), own mask loop */

@@ -18,6 +18,9 @@
  * gradient whose layout is the add's; when one is in another layout, the loop masks
  * gact in place and the copies run as above.
  *
+ * In forward-only plans another activation after the add (CT_FUSE_ADD_ACT) is the
+ * add's eltwise post-op in the same way, and has no backward to do.
+ *
  * Native bf16: the add's output (and gradient) is bf16 where ct_cpu_bf16_stores says
  * so; P then has that type, an input of the other type is converted into it like an
  * input of another layout, the copies into the inputs' gradients convert back, and
@@ -63,6 +66,19 @@ static int residual_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     dnnl_binary_desc_t d;
     CT_DNNL(err, dnnl_binary_desc_init(&d, dnnl_binary_add, &P, &P, &P));
     bool post_op = false;
+    if (ct_cpu_fused(b, CT_FUSE_ADD_ACT, nd->i)) {
+        float alpha;
+        dnnl_alg_kind_t alg = ct_cpu_act_alg(&b->g->nodes[nd->i + 1], &alpha);
+        const_dnnl_primitive_attr_t attr;
+        int r;
+        if (ct_cpu_attr_eltwise(&b->c, alg, alpha, &attr, err) != 0 ||
+            (r = ct_cpu_pick_attr_no_ref(&b->c, &nd->fwd, &d, 1, sizeof d, NULL, attr, err)) < 0)
+            return -1;
+        post_op = r == 0;
+        if (!post_op)
+            ct_cpu_decline(b, CT_FUSE_ADD_ACT, nd->i,
+                           "oneDNN has only its reference kernel for the add with it");
+    }
     if (ct_cpu_fused(b, CT_FUSE_ADD_RELU, nd->i)) {
         post_op = ct_cpu_pick_attr(&b->c, &nd->fwd, &d, 1, sizeof d, NULL, b->c.attr_relu,
                                    "residual add + relu", err) == 0;
