@@ -3,8 +3,10 @@
 # that is to change no results (a move, a rename, a new seam).
 #
 #   scripts/same-weights.sh OLD_CTRAIN NEW_CTRAIN [WORKDIR]
+#   CONFIGS="mlp-wide odd-widths" scripts/same-weights.sh ...   other configs
 #
-# Trains configs/cnn.yaml, configs/mlp.yaml and configs/resnet-fashion.yaml for two
+# Trains configs/cnn.yaml, configs/mlp.yaml and configs/resnet-fashion.yaml (or the
+# MNIST / Fashion-MNIST configs CONFIGS names, by file name without .yaml) for two
 # epochs on the first 5000 training and 1000 test images of MNIST / Fashion-MNIST
 # (resnet-fashion holds 500 of them out for validation) with each binary, once per
 # instruction-set leg of scripts/test-isa.sh (native, avx512, avx2, sse41), and on
@@ -16,7 +18,7 @@
 # Fashion-MNIST under /usr/share/datasets/fashion-mnist (Debian's
 # dataset-fashion-mnist).
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n 2,17p "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,19p "$0"; exit 2; }
 old=$(realpath "$1"); new=$(realpath "$2")
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${3:-$(mktemp -d)}
@@ -72,7 +74,7 @@ data_keys() {
 
 runs=()
 for leg in "native||" "avx512|AVX512_CORE|" "avx2|AVX2|avx2" "sse41|SSE41|sse41"; do
-  for cfg in cnn mlp resnet-fashion; do
+  for cfg in ${CONFIGS:-cnn mlp resnet-fashion}; do
     runs+=("$leg|$cfg|off")
     [ "${leg%%|*}" = native ] && [ "$cfg" != mlp ] && runs+=("$leg|$cfg|bf16")
   done
@@ -84,7 +86,8 @@ for r in "${runs[@]}"; do
   vars=(OMP_NUM_THREADS=2)
   [ -n "$dnnl" ] && vars+=("ONEDNN_MAX_CPU_ISA=$dnnl")
   [ -n "$own" ] && vars+=("CTRAIN_MAX_CPU_ISA=$own")
-  set=mnist; [ "$cfg" = resnet-fashion ] && set=fashion
+  set=mnist
+  grep -q 'fashion' "$root/configs/$cfg.yaml" && set=fashion
   sums=()
   for bin in "$old" "$new"; do
     out=$work/run-$leg-$cfg-$amp-$(basename "$(dirname "$bin")")-$([ "$bin" = "$old" ] && echo old || echo new)

@@ -1102,8 +1102,8 @@ void parity_test_batchnorm(void **state) {
     assert_int_equal(tracked, 2);
     close_h(h);
 
-    /* batchnorm1d after a linear layer, full and partial; a batch norm as node 0
-     * (no input gradient to give) */
+    /* batchnorm1d after a linear layer, full and partial (more widths at the end); a
+     * batch norm as node 0 (no input gradient to give) */
     ct_layer_cfg b[] = {L(CT_LAYER_FLATTEN), linear(7, true), L(CT_LAYER_BATCHNORM1D)};
     h = open_h(1, 3, 3, b, 3, 5);
     o = parity_n(h, 2, 5, true), parity_out_free(&o);
@@ -1159,6 +1159,18 @@ void parity_test_batchnorm(void **state) {
         close_h(h);
     }
     parity_accumulate = true;
+
+    /* batchnorm1d on 24 and 48 features (a CPU may walk [N, F] 8 or 16 features at a
+     * time), full and partial batches of 3 rows or more (2 rows give an input gradient
+     * of exactly 0 that rounding leaves at the size of eps * rstd) */
+    for (int width = 24; width <= 48; width += 24) {
+        ct_layer_cfg w[] = {L(CT_LAYER_FLATTEN), linear(width, true), L(CT_LAYER_BATCHNORM1D)};
+        h = open_h(1, 3, 3, w, 3, 5);
+        o = parity_n(h, 2, 5, true), parity_out_free(&o);
+        o = parity_n(h, 2, 3, true), parity_out_free(&o);
+        o = parity_n(h, 2, 5, false), parity_out_free(&o);
+        close_h(h);
+    }
 }
 
 /* One update per loaded batch: a second training forward of the same batch (what a

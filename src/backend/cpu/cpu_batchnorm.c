@@ -62,6 +62,17 @@ static int layout_block(const dnnl_memory_desc_t *md) {
     return blk == 8 || blk == 16 ? blk : 0;
 }
 
+/* The training loops' lanes per group for a tensor of desc md with S positions per
+ * channel: the layout's block, but a plain one with S = 1 ([N, F]) and F a multiple
+ * of 16 (or 8) is the same memory as F / 16 groups of 16 lanes, which the loops walk
+ * a row's 16 features at a time instead of one feature down all the rows (the same
+ * sums in the same order, so the same bits). */
+static int loops_block(const dnnl_memory_desc_t *md, int C, long S) {
+    int block = layout_block(md);
+    if (block != 1 || S != 1) return block;
+    return C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : 1;
+}
+
 static int plain_c(dnnl_memory_desc_t *md, int C, ct_err *err) {
     dnnl_dim_t d = C;
     return ct_cpu_md_plain(md, 1, &d, err);
@@ -161,7 +172,7 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     bn->dscale.region = bn->dgamma.region = bn->dbeta.region = bn->part.region = -1;
     if (!b->o.training) return 0;
     /* the training loops' scratch (doubles, as twice as many floats) */
-    ct_bn_geom pq = {.C = bn->C, .block = layout_block(md)};
+    ct_bn_geom pq = {.C = bn->C, .block = loops_block(md, bn->C, bn->S)};
     dnnl_dim_t part = (dnnl_dim_t)(2 * ct_bn_part_doubles(&pq));
     if (ct_cpu_md_plain(&bn->part.md, 1, &part, err) != 0 ||
         ct_cpu_add_ws(b, &bn->part, nd->i, "bn_part", err) != 0)
@@ -250,7 +261,8 @@ static void zero_padding(const ct_bn_geom *q, void *x, size_t size) {
 
 static ct_bn_geom loops_geom(const ct_cpu *b, const ct_cpu_node *nd) {
     const ct_cpu_bn *bn = &nd->bn;
-    return (ct_bn_geom){.n = b->n, .N = b->N, .C = bn->C, .block = layout_block(&nd->act.md),
+    return (ct_bn_geom){.n = b->n, .N = b->N, .C = bn->C,
+                        .block = loops_block(&nd->act.md, bn->C, bn->S),
                         .S = bn->S, .eps = nd->g->cfg.eps,
                         .relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i),
                         .bf16 = nd->act.md.data_type == dnnl_bf16, .isa = bn->isa};
