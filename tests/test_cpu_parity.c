@@ -1184,6 +1184,25 @@ static void test_fusion_plan(void **state) {
     /* a forward-only plan has no backward-only candidates */
     ct_fusion_plan_build(&h->g, true, false, allow_all, NULL, p);
     assert_int_equal(p->n, 5);
+    close_h(h);
+
+    /* An add's relu group held by the relu-in-the-pool group comes back when that one
+     * is declined before the add is planned, and stays declined after. */
+    ct_layer_cfg r[] = {conv(8, 3, 1, 1, true), body(conv(8, 3, 1, 1, true)),
+                        L(CT_LAYER_RESIDUAL), L(CT_LAYER_RELU), pool(CT_LAYER_MAXPOOL2D, 2, 2, 0),
+                        L(CT_LAYER_FLATTEN), linear(10, true)};
+    h = open_opt(1, 8, 8, r, 7, 2, true, CT_OPT_SGD, 0);
+    for (int planned = 0; planned <= 4; planned += 4) {
+        ct_fusion_plan_build(&h->g, true, true, allow_all, NULL, p);
+        int add = ct_fusion_find(p, CT_FUSE_ADD_RELU, 2);
+        int pool = ct_fusion_find(p, CT_FUSE_RELU_BWD_IN_POOL, 3);
+        assert_int_equal(p->groups[add].subsumed_by, pool);
+        p->planned = planned;
+        ct_fusion_decline(p, pool, "pool on oneDNN");
+        assert_int_equal(ct_fusion_active(p, CT_FUSE_ADD_RELU, 2), planned == 0);
+        assert_int_equal(p->fwd_by[3], planned == 0 ? 2 : 3);
+        if (planned) assert_non_null(strstr(p->groups[add].why_not, "after layer 2 was planned"));
+    }
     free(p);
     close_h(h);
 }

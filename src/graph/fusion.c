@@ -164,12 +164,30 @@ bool ct_fusion_active(const ct_fusion_plan *p, ct_fusion_kind kind, int first) {
 void ct_fusion_decline(ct_fusion_plan *p, int group, const char *fmt, ...) {
     if (group < 0 || group >= p->n) return;
     ct_fusion_group *gr = &p->groups[group];
+    int held_by[CT_FUSION_MAX_GROUPS];
+    for (int gi = 0; gi < p->n; gi++)
+        held_by[gi] = p->groups[gi].fused ? p->groups[gi].subsumed_by : -1;
     gr->fused = false;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(gr->why_not, sizeof gr->why_not, fmt, ap);
     va_end(ap);
     resolve(p);
+    /* groups brought back over nodes already planned without them stay declined */
+    for (bool again = true; again;) {
+        again = false;
+        for (int gi = 0; gi < p->n; gi++) {
+            ct_fusion_group *g2 = &p->groups[gi];
+            if (!g2->fused || g2->subsumed_by >= 0 || held_by[gi] < 0 || g2->first >= p->planned)
+                continue;
+            g2->fused = false;
+            snprintf(g2->why_not, sizeof g2->why_not,
+                     "\"%s\" held its layers and was declined after layer %d was planned",
+                     ct_fusion_kind_name(p->groups[held_by[gi]].kind), g2->first);
+            again = true;
+        }
+        if (again) resolve(p);
+    }
 }
 
 /* ---- printing --------------------------------------------------------------------- */

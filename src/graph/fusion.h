@@ -84,6 +84,11 @@ typedef struct ct_fusion_plan {
     int n_nodes;
     int fwd_by[CT_MAX_LAYERS];   /* node that runs node i's forward (i when not fused) */
     int bwd_by[CT_MAX_LAYERS];   /* node that runs node i's backward */
+    /* Nodes [0, planned) are planned: the backend's create sets it as it goes (0 after
+     * the graph pass). A decline that would make a subsumed group active again
+     * declines that group too when its first node is below it, since that node was
+     * planned without the group's work. */
+    int planned;
 } ct_fusion_plan;
 
 /* The backend's own conditions for fusing the group of `kind` that starts at node
@@ -104,7 +109,9 @@ int ct_fusion_find(const ct_fusion_plan *p, ct_fusion_kind kind, int first);
 /* Whether that group is fused and not subsumed (its head does the work). */
 bool ct_fusion_active(const ct_fusion_plan *p, ct_fusion_kind kind, int first);
 /* The backend's create cannot run group `group` after all: declines it with the
- * reason (printf format) and recomputes the roles. */
+ * reason (printf format) and recomputes the roles. A group this brings back whose
+ * first node is below p->planned is declined as well ("... after its layer was
+ * planned"). */
 void ct_fusion_decline(ct_fusion_plan *p, int group, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -176,9 +176,11 @@ static int create_nodes(ct_cpu *b, ct_err *err) {
         nd->ws.region = -1;
         if (!op_of(nd)) /* a layer kind added without its row here */
             return ct_errorf(err, "no op for layer kind %s", ct_op(nd->g->kind)->name);
+        b->fusion.planned = i; /* a later decline cannot hand nodes before i new work */
         if (create_gin_parts(b, nd, err) != 0 || op_of(nd)->create(b, nd, err) != 0)
             return layer_err(b, i, err);
     }
+    b->fusion.planned = b->g->n_nodes;
     grads_in_dead_outputs(b);
     return 0;
 }
