@@ -869,6 +869,56 @@ static void test_batchnorm_relu_fusion(void **state) {
     parity_fuse = fuse_was;
 }
 
+/* ---- channels-last narrow convolutions ------------------------------------------- */
+
+/* Convolutions with fewer input and output channels than oneDNN's channel block here
+ * (16 where it runs AVX-512) and output channels a multiple of 8 run channels-last in
+ * fp32: the batch norm after an 8-channel conv then walks nhwc; one after 12 or 16
+ * output channels, and any under train.amp, keeps the blocked layout. The net (a
+ * residual block of 8 channels, a strided 8 -> 12 conv) matches the reference in
+ * training, full and partial batches, and in evaluation. Where oneDNN runs AVX2 (its
+ * block is 8) nothing is channels-last, which the test says. */
+static void test_channels_last_narrow(void **state) {
+    (void)state;
+    ct_layer_cfg R = L(CT_LAYER_RESIDUAL), bn = L(CT_LAYER_BATCHNORM2D);
+    const ct_layer_cfg l[] = {
+        conv(8, 3, 1, 1, false), bn, L(CT_LAYER_SILU),
+        body(conv(8, 3, 1, 1, false)), body(bn), body(L(CT_LAYER_RELU)),
+        body(conv(8, 3, 1, 1, false)), body(bn), R, L(CT_LAYER_RELU),
+        conv(12, 3, 2, 1, false), bn, L(CT_LAYER_GELU),
+        conv(16, 3, 1, 1, false), bn, L(CT_LAYER_RELU),
+        L(CT_LAYER_FLATTEN), linear(5, true)};
+    int n = (int)(sizeof l / sizeof *l);
+    const int bns[] = {1, 4, 7, 11, 14}, narrow[] = {1, 1, 1, 0, 0};
+    bool avx512 = ct_onednn_has_avx512(), fuse_was = parity_fuse;
+    if (!avx512) printf("  oneDNN runs no AVX-512 here: no conv is narrower than its block of 8\n");
+    for (int f = 0; f < 2; f++) {
+        parity_fuse = f == 1;
+        harness *h = open_as_built(3, 10, 10, l, n, 6);
+        for (int k = 0; k < 5; k++) {
+            const char *name = impl(h, bns[k], CT_PASS_BACKWARD_DATA);
+            if (f == 0) printf("  batch norm %d: %s\n", bns[k], name);
+            assert_int_equal(strstr(name, ":nhwc") != NULL, avx512 && narrow[k]);
+        }
+        parity_graph(h, 6, f ? "channels-last, fused" : "channels-last");
+        parity_graph(h, 4, f ? "channels-last, fused, partial batch" : "channels-last, partial");
+        close_h(h);
+    }
+    parity_fuse = true;
+    harness *h = open_opt(3, 10, 10, l, n, 6, false, CT_OPT_SGD, 0);
+    parity_graph_eval(h, 6, "channels-last, evaluation");
+    close_h(h);
+    parity_amp = CT_AMP_BF16;
+    parity_cpu_bf16 = CT_CPU_BF16_EMULATED;
+    h = open_as_built(3, 10, 10, l, n, 6);
+    for (int k = 0; k < 5; k++)
+        assert_null(strstr(impl(h, bns[k], CT_PASS_BACKWARD_DATA), ":nhwc"));
+    close_h(h);
+    parity_amp = CT_AMP_OFF;
+    parity_cpu_bf16 = CT_CPU_BF16_AUTO;
+    parity_fuse = fuse_was;
+}
+
 /* ---- batch norm folded into the conv (CT_FUSE_CONV_BN_FOLD) ----------------------- */
 
 /* New running statistics (mean in [-0.6, 0.6), variance in [0.2, 3)) in every batch
@@ -1793,6 +1843,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_fusion_plan),
         cmocka_unit_test(test_batchnorm_relu_fusion),
         cmocka_unit_test(test_batchnorm_fold),
+        cmocka_unit_test(test_channels_last_narrow),
         cmocka_unit_test(test_add_relu_fusion),
         cmocka_unit_test(test_batchnorm_loops),
         cmocka_unit_test(test_fusion_same_bits),

@@ -62,13 +62,25 @@ static int layout_block(const dnnl_memory_desc_t *md) {
     return blk == 8 || blk == 16 ? blk : 0;
 }
 
+/* Whether md is channels-last (nhwc, 4-D) with C a multiple of 8: the loops take it
+ * as [N * H * W, C] (below). */
+static bool rows_of_channels(const dnnl_memory_desc_t *md, int C) {
+    dnnl_memory_desc_t want;
+    return md->ndims == 4 && C % 8 == 0 &&
+           dnnl_memory_desc_init_by_tag(&want, 4, md->dims, md->data_type, dnnl_acdb) ==
+               dnnl_success &&
+           ct_cpu_md_eq(&want, md);
+}
+
 /* The training loops' lanes per group for a tensor of desc md with S positions per
  * channel: the layout's block, but a plain one with S = 1 ([N, F]) and F a multiple
  * of 16 (or 8) is the same memory as F / 16 groups of 16 lanes, which the loops walk
  * a row's 16 features at a time instead of one feature down all the rows (the same
- * sums in the same order, so the same bits). */
+ * sums in the same order, so the same bits); so is channels-last, seen as
+ * [N * S, C] with S = 1 (loops_geom). */
 static int loops_block(const dnnl_memory_desc_t *md, int C, long S) {
     int block = layout_block(md);
+    if (rows_of_channels(md, C)) return C % 16 == 0 ? 16 : 8;
     if (block != 1 || S != 1) return block;
     return C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : 1;
 }
@@ -132,7 +144,8 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         if (ct_cpu_md_plain(&flat_md, 2, dims, err) != 0) return -1;
         flat_md = ct_cpu_md_typed(&flat_md, md->data_type);
         md = &flat_md;
-    } else if (layout_block(md) == 0) { /* the loops take plain and nChw8c/16c only */
+    } else if (layout_block(md) == 0 && !rows_of_channels(md, bn->C)) {
+        /* the loops take plain, nChw8c/16c and channels-last with C % 8 == 0 only */
         if (ct_cpu_md_plain(&flat_md, md->ndims, md->dims, err) != 0) return -1;
         flat_md = ct_cpu_md_typed(&flat_md, md->data_type);
         md = &flat_md;
@@ -259,11 +272,14 @@ static void zero_padding(const ct_bn_geom *q, void *x, size_t size) {
 
 /* ---- training loops over the first n rows (batchnorm.c) -------------------- */
 
+/* Channels-last is [N * S, C]: row r of the loops is position r % S of sample
+ * r / S, so rows [n * S, N * S) are the stale samples'. */
 static ct_bn_geom loops_geom(const ct_cpu *b, const ct_cpu_node *nd) {
     const ct_cpu_bn *bn = &nd->bn;
-    return (ct_bn_geom){.n = b->n, .N = b->N, .C = bn->C,
+    long rows = rows_of_channels(&nd->act.md, bn->C) ? bn->S : 1;
+    return (ct_bn_geom){.n = (int)(b->n * rows), .N = (int)(b->N * rows), .C = bn->C,
                         .block = loops_block(&nd->act.md, bn->C, bn->S),
-                        .S = bn->S, .eps = nd->g->cfg.eps,
+                        .S = bn->S / rows, .eps = nd->g->cfg.eps,
                         .relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i),
                         .bf16 = nd->act.md.data_type == dnnl_bf16, .isa = bn->isa};
 }
@@ -337,7 +353,10 @@ static const char *bn_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, 
     int block = layout_block(&nd->act.md);
     ct_bn_geom q = loops_geom(b, nd);
     snprintf(buf, n, "ctrain:%s:%s%s", ct_loops_isa_name(ct_bn_body_isa(&q)),
-             block == 1 ? "plain" : block == 8 ? "nChw8c" : "nChw16c",
+             rows_of_channels(&nd->act.md, nd->bn.C) ? "nhwc"
+             : block == 1                         ? "plain"
+             : block == 8                         ? "nChw8c"
+                                                  : "nChw16c",
              nd->act.md.data_type == dnnl_bf16 ? ":bf16" : "");
     return buf;
 }

@@ -37,13 +37,14 @@ static int md_for(dnnl_memory_desc_t *md, int variant, int nd, const dnnl_dim_t 
 
 /* Variants 0 and 1 as md_for; variant 2 (CT_CPU_CONV_FWD_BLOCKED) asks for dst in
  * the channel block oneDNN's convolutions read on this machine (nChw16c where oneDNN
- * runs AVX-512, else nChw8c) and lets oneDNN choose src and weights. */
+ * runs AVX-512, else nChw8c) and lets oneDNN choose src and weights; variant 3
+ * (CT_CPU_CONV_CHANNELS_LAST) asks for src and dst in nhwc. */
 static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
                     const dnnl_memory_desc_t *src_in, ct_cpu_wdesc *d, ct_err *err) {
     conv_geom q;
     geom(nd, src_in->dims[0], &q);
     dnnl_memory_desc_t src, w, b, dst;
-    int mv = v == CT_CPU_CONV_FWD_BLOCKED ? 0 : v;
+    int mv = v >= CT_CPU_CONV_FWD_BLOCKED ? 0 : v;
     if (md_for(&src, mv, 4, q.src, err) || md_for(&w, mv, 4, q.w, err) ||
         ct_cpu_md_plain(&b, 1, q.b, err) || md_for(&dst, mv, 4, q.dst, err))
         return -1;
@@ -52,6 +53,11 @@ static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
         int block = ct_onednn_has_avx512() ? 16 : 8;
         CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dst, 4, dims, dnnl_f32,
                                                   ct_cpu_channel_block_tag(block)));
+    } else if (v == CT_CPU_CONV_CHANNELS_LAST) {
+        dnnl_dims_t sd = {q.src[0], q.src[1], q.src[2], q.src[3]};
+        dnnl_dims_t dd = {q.dst[0], q.dst[1], q.dst[2], q.dst[3]};
+        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_acdb));
+        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_acdb));
     }
     dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
     src = ct_cpu_md_typed(&src, ct);
@@ -64,12 +70,19 @@ static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
     return 0;
 }
 
+/* Variants 0 and 1 as md_for; CT_CPU_CONV_CHANNELS_LAST: diff_src nhwc, weights
+ * chosen by oneDNN. */
 static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gsrc_in,
                       const dnnl_memory_desc_t *dst, ct_cpu_wdesc *d, ct_err *err) {
     conv_geom q;
     geom(nd, gsrc_in->dims[0], &q);
     dnnl_memory_desc_t dsrc, w;
-    if (md_for(&dsrc, v, 4, q.src, err) || md_for(&w, v, 4, q.w, err)) return -1;
+    int mv = v == CT_CPU_CONV_CHANNELS_LAST ? 0 : v;
+    if (md_for(&dsrc, mv, 4, q.src, err) || md_for(&w, mv, 4, q.w, err)) return -1;
+    if (v == CT_CPU_CONV_CHANNELS_LAST) {
+        dnnl_dims_t sd = {q.src[0], q.src[1], q.src[2], q.src[3]};
+        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dsrc, 4, sd, dnnl_f32, dnnl_acdb));
+    }
     dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
     w = ct_cpu_md_typed(&w, ct);
     dnnl_memory_desc_t ddst = ct_cpu_md_typed(dst, ct);

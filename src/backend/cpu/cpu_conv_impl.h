@@ -44,6 +44,9 @@ extern const ct_cpu_wl_descs ct_cpu_conv_descs;
 /* The fwd variant with dst in oneDNN's channel block, beyond n_variants: a
  * forward-only plan asks for it first (cpu_conv_onednn.c). */
 #define CT_CPU_CONV_FWD_BLOCKED 2
+/* The fwd and bwd_d variant with the activations (src, dst; diff_src) in nhwc: a
+ * narrow conv asks for it first (ct_cpu_conv_channels_last). */
+#define CT_CPU_CONV_CHANNELS_LAST 3
 
 /* ---- oneDNN (cpu_conv_onednn.c) -------------------------------------------------- */
 

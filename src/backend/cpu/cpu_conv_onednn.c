@@ -41,13 +41,12 @@ static bool fwd_takes(ct_cpu *b, ct_cpu_node *nd, char *why, size_t n) {
 static int fwd_candidates(ct_cpu *b, ct_cpu_node *nd, ct_cpu_wdesc d[4], int *n, ct_err *err) {
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
     dnnl_prop_kind_t prop = b->o.training ? dnnl_forward_training : dnnl_forward_inference;
-    int order[3] = {0, 1, 2};
-    *n = dd->n_variants;
-    if (!b->o.training) {
-        order[0] = CT_CPU_CONV_FWD_BLOCKED, order[1] = 0, order[2] = 1;
-        *n = dd->n_variants + 1;
-    }
-    for (int k = 0; k < *n; k++)
+    int order[4], k = 0;
+    if (ct_cpu_conv_channels_last(b, nd)) order[k++] = CT_CPU_CONV_CHANNELS_LAST;
+    if (!b->o.training) order[k++] = CT_CPU_CONV_FWD_BLOCKED;
+    order[k++] = 0, order[k++] = 1;
+    *n = k;
+    for (k = 0; k < *n; k++)
         if (dd->fwd(nd, prop, order[k], &in->md, &d[k], err) != 0) return -1;
     return 0;
 }
@@ -90,6 +89,10 @@ static int fwd_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         return -1;
     if (r == 1 && pick(b, &w->fwd, d, n_cand, NULL, "forward", err) != 0) return -1;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
+    dnnl_memory_desc_t nhwc;
+    w->channels_last = dnnl_memory_desc_init_by_tag(&nhwc, 4, src->dims, src->data_type,
+                                                    dnnl_acdb) == dnnl_success &&
+                       ct_cpu_md_eq(&nhwc, src) && ct_cpu_conv_channels_last(b, nd);
     if (!ct_cpu_md_eq(src, &in->md) &&
         ct_cpu_xfer_plan(b, &w->src, nd->i, "src", src, &in->md, true, err) != 0)
         return -1;
@@ -153,18 +156,22 @@ const ct_cpu_pass_impl ct_cpu_conv_onednn_forward = {
 
 /* Candidates: each variant with diff_dst in the forward's dst layout, then each
  * with a plain diff_dst (gact reordered into it), for ISAs where oneDNN has only its
- * reference kernel for the blocked one (SSE4.1: its gemm kernels take plain). */
+ * reference kernel for the blocked one (SSE4.1: its gemm kernels take plain); a
+ * channels-last forward asks for an nhwc diff_src first. */
 static int bwd_data_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     const ct_cpu_tensor *gin = ct_cpu_gin(b, nd->i);
-    ct_cpu_wdesc d[8];
+    ct_cpu_wdesc d[9];
     dnnl_memory_desc_t plain_dst;
     if (ct_cpu_md_plain(&plain_dst, nd->act.md.ndims, nd->act.md.dims, err) != 0) return -1;
-    int n = dd->n_variants;
-    for (int v = 0; v < 2 * n; v++)
-        if (dd->bwd_d(nd, v % n, &gin->md, v < n ? &nd->act.md : &plain_dst, &d[v], err) != 0)
+    int n = dd->n_variants, k = 0;
+    if (w->channels_last &&
+        dd->bwd_d(nd, CT_CPU_CONV_CHANNELS_LAST, &gin->md, &nd->act.md, &d[k++], err) != 0)
+        return -1;
+    for (int v = 0; v < 2 * n; v++, k++)
+        if (dd->bwd_d(nd, v % n, &gin->md, v < n ? &nd->act.md : &plain_dst, &d[k], err) != 0)
             return -1;
-    if (pick(b, &w->bwd_d, d, 2 * n, w->fwd.pd, "backward data", err) != 0) return -1;
+    if (pick(b, &w->bwd_d, d, k, w->fwd.pd, "backward data", err) != 0) return -1;
     const dnnl_memory_desc_t *ddst = ct_cpu_pd_md(&w->bwd_d, dnnl_query_diff_dst_md);
     if (!ct_cpu_md_eq(ddst, &nd->act.md) &&
         ct_cpu_xfer_plan(b, &w->dddst, nd->i, "bwd_d_ddst", ddst, &nd->act.md, true, err) != 0)

@@ -98,6 +98,9 @@ typedef struct ct_cpu_wl {
      * instead of the params. */
     bool fold;
     ct_cpu_tensor w_fold, b_fold;
+    /* Convolutions: the forward runs channels-last (ct_cpu_conv_channels_last, and
+     * oneDNN took it); backward data then asks for an nhwc diff_src first. */
+    bool channels_last;
     /* The geometries of ctrain's conv loops (loops/), for the implementation that
      * runs them (cpu_conv_impl.h): the weight gradient (loops/conv_wgrad.h; 3x3 bf16:
      * loops/conv3x3_wgrad_bf16.h), the one-pass block's forward (loops/conv_fwd.h)
@@ -298,6 +301,14 @@ int ct_cpu_block_out_block(const ct_cpu *b);
  * channels oneDNN still takes Winograd, where it is slower than direct (measured in
  * benchmark-history.md). The weight gradient stays direct. */
 #define CT_CPU_WINOGRAD_MIN_CHANNELS 32
+/* Whether the conv at nd asks oneDNN for its activations channels-last (nhwc) first:
+ * fp32 (train.amp off), fewer input and output channels than oneDNN's channel block on this machine
+ * (16 where it runs AVX-512; on AVX2 nothing is narrower than its block of 8), and
+ * output channels a multiple of 8 (ctrain's batch-norm loops take such an nhwc
+ * tensor, cpu_batchnorm.c). oneDNN pads a narrow conv's channels to the block in
+ * the blocked layouts, and its nhwc kernels do not (scripts/bench-conv-layouts,
+ * benchmark-history.md). */
+bool ct_cpu_conv_channels_last(const ct_cpu *b, const ct_cpu_node *nd);
 dnnl_alg_kind_t ct_cpu_conv_alg(const ct_cpu *b, const ct_cpu_node *nd);
 /* ctrain's own loops: whether any may run, and whether in their portable bodies. */
 bool ct_cpu_loops_on(const ct_cpu *b);
