@@ -62,11 +62,11 @@ static int layout_block(const dnnl_memory_desc_t *md) {
     return blk == 8 || blk == 16 ? blk : 0;
 }
 
-/* Whether md is channels-last (nhwc, 4-D) with C a multiple of 8: the loops take it
+/* Whether md is channels-last (nhwc, 4-D) with C a multiple of 4: the loops take it
  * as [N * H * W, C] (below). */
 static bool rows_of_channels(const dnnl_memory_desc_t *md, int C) {
     dnnl_memory_desc_t want;
-    return md->ndims == 4 && C % 8 == 0 &&
+    return md->ndims == 4 && C % 4 == 0 &&
            dnnl_memory_desc_init_by_tag(&want, 4, md->dims, md->data_type, dnnl_acdb) ==
                dnnl_success &&
            ct_cpu_md_eq(&want, md);
@@ -80,7 +80,7 @@ static bool rows_of_channels(const dnnl_memory_desc_t *md, int C) {
  * [N * S, C] with S = 1 (loops_geom). */
 static int loops_block(const dnnl_memory_desc_t *md, int C, long S) {
     int block = layout_block(md);
-    if (rows_of_channels(md, C)) return C % 16 == 0 ? 16 : 8;
+    if (rows_of_channels(md, C)) return C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : 4;
     if (block != 1 || S != 1) return block;
     return C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : 1;
 }
@@ -145,7 +145,7 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         flat_md = ct_cpu_md_typed(&flat_md, md->data_type);
         md = &flat_md;
     } else if (layout_block(md) == 0 && !rows_of_channels(md, bn->C)) {
-        /* the loops take plain, nChw8c/16c and channels-last with C % 8 == 0 only */
+        /* the loops take plain, nChw8c/16c and channels-last with C % 4 == 0 only */
         if (ct_cpu_md_plain(&flat_md, md->ndims, md->dims, err) != 0) return -1;
         flat_md = ct_cpu_md_typed(&flat_md, md->data_type);
         md = &flat_md;

@@ -303,9 +303,9 @@ int ct_cpu_block_out_block(const ct_cpu *b);
 #define CT_CPU_WINOGRAD_MIN_CHANNELS 32
 /* Whether the conv at nd asks oneDNN for its activations channels-last (nhwc) first:
  * fp32 (train.amp off), fewer input and output channels than oneDNN's channel block on this machine
- * (16 where it runs AVX-512; on AVX2 nothing is narrower than its block of 8), and
- * output channels a multiple of 8 (ctrain's batch-norm loops take such an nhwc
- * tensor, cpu_batchnorm.c). oneDNN pads a narrow conv's channels to the block in
+ * (16 where it runs AVX-512; on AVX2 the block is 8), and output channels a
+ * multiple of 4 (ctrain's batch-norm loops take such an nhwc tensor,
+ * cpu_batchnorm.c). oneDNN pads a narrow conv's channels to the block in
  * the blocked layouts, and its nhwc kernels do not (scripts/bench-conv-layouts,
  * benchmark-history.md). */
 bool ct_cpu_conv_channels_last(const ct_cpu *b, const ct_cpu_node *nd);

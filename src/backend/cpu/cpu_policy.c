@@ -98,7 +98,7 @@ dnnl_alg_kind_t ct_cpu_conv_alg(const ct_cpu *b, const ct_cpu_node *nd) {
 bool ct_cpu_conv_channels_last(const ct_cpu *b, const ct_cpu_node *nd) {
     int block = ct_onednn_has_avx512() ? 16 : 8;
     const ct_node *g = nd->g;
-    return b->o.amp == CT_AMP_OFF && g->in.c < block && g->out.c < block && g->out.c % 8 == 0;
+    return b->o.amp == CT_AMP_OFF && g->in.c < block && g->out.c < block && g->out.c % 4 == 0;
 }
 
 bool ct_cpu_loops_on(const ct_cpu *b) { return b->o.cpu_loops != CT_CPU_LOOPS_OFF; }

@@ -437,16 +437,19 @@ CT_INLINE_AVX512 void pass_x512(const group_pass *p, const int B, const int what
     static ATTR void dx_##NAME(const group_pass *p) { pass_dx(p, B, H); }                  \
     static const group_fns fns_##NAME = {sums_##NAME, apply_##NAME, grad_sums_##NAME, dx_##NAME};
 
-/* Per ISA: [block 1, 8, 16][fp32, bf16]. */
+/* Per ISA: [block 1, 4, 8, 16][fp32, bf16]. */
 #define ISA_INSTANCES(SUFFIX, ATTR)                                                        \
     INSTANCES(1##SUFFIX, ATTR, 1, false)                                                   \
+    INSTANCES(4##SUFFIX, ATTR, 4, false)                                                   \
     INSTANCES(8##SUFFIX, ATTR, 8, false)                                                   \
     INSTANCES(16##SUFFIX, ATTR, 16, false)                                                 \
     INSTANCES(1h##SUFFIX, ATTR, 1, true)                                                   \
+    INSTANCES(4h##SUFFIX, ATTR, 4, true)                                                   \
     INSTANCES(8h##SUFFIX, ATTR, 8, true)                                                   \
     INSTANCES(16h##SUFFIX, ATTR, 16, true)                                                 \
-    static const group_fns *const table##SUFFIX[3][2] = {                                  \
+    static const group_fns *const table##SUFFIX[4][2] = {                                  \
         {&fns_1##SUFFIX, &fns_1h##SUFFIX},                                                 \
+        {&fns_4##SUFFIX, &fns_4h##SUFFIX},                                                 \
         {&fns_8##SUFFIX, &fns_8h##SUFFIX},                                                 \
         {&fns_16##SUFFIX, &fns_16h##SUFFIX}};
 
@@ -460,12 +463,12 @@ X512_INSTANCES(16)
 #endif
 
 ct_loops_isa ct_bn_body_isa(const ct_bn_geom *g) {
-    if (g->isa >= CT_LOOPS_ISA_AVX512 && g->bf16 && g->block > 1) return CT_LOOPS_ISA_AVX512;
+    if (g->isa >= CT_LOOPS_ISA_AVX512 && g->bf16 && g->block >= 8) return CT_LOOPS_ISA_AVX512;
     return g->isa >= CT_LOOPS_ISA_AVX2 ? CT_LOOPS_ISA_AVX2 : CT_LOOPS_ISA_PORTABLE;
 }
 
 static const group_fns *pick(const ct_bn_geom *g) {
-    int b = g->block == 16 ? 2 : g->block == 8 ? 1 : 0;
+    int b = g->block == 16 ? 3 : g->block == 8 ? 2 : g->block == 4 ? 1 : 0;
     switch (ct_bn_body_isa(g)) {
 #if CT_SIMD_X86
     case CT_LOOPS_ISA_AVX512: return g->block == 16 ? &fns_x512_16 : &fns_x512_8;

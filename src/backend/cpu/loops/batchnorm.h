@@ -3,7 +3,8 @@
  * Tensors are fp32 (or bf16, below) [N, C, S] (S = H * W; 1 for [N, F]) stored as
  * groups of `block` channels: element (n, c, s) lives at ((n * groups + c / block) * S + s) * block
  * + c % block, groups = ceil(C / block). block 8 / 16 is oneDNN's nChw8c / nChw16c
- * (lanes past C are padding), block 1 is plain [N, C, S]. One row's S positions x
+ * (lanes past C are padding), block 1 is plain [N, C, S]; block 4 serves [M, C]
+ * rows with C a multiple of 4 (channels-last, cpu_batchnorm.c). One row's S positions x
  * block lanes of a group (a "run") are contiguous.
  *
  * Semantics are ref_norm.c's (PyTorch's training mode) over the first n rows: the
@@ -53,7 +54,7 @@
 
 typedef struct ct_bn_geom {
     int n, N;     /* rows used, rows stored (1 <= n <= N) */
-    int C, block; /* channels; lanes per group: 1, 8 or 16 */
+    int C, block; /* channels; lanes per group: 1, 4, 8 or 16 */
     long S;       /* positions per channel of a row (>= 1); n * S >= 2 */
     double eps;
     bool relu;        /* the relu after is fused */
@@ -63,7 +64,7 @@ typedef struct ct_bn_geom {
 
 /* The best ISA the loops may use here: the CPU's under the cap. */
 ct_loops_isa ct_bn_best_isa(void);
-/* The ISA of the bodies that run for g (AVX-512 only for blocked bf16 tensors). */
+/* The ISA of the bodies that run for g (AVX-512 only for bf16 in blocks of 8 or 16). */
 ct_loops_isa ct_bn_body_isa(const ct_bn_geom *g);
 /* Doubles of the scratch both passes take (reads C and block only). */
 size_t ct_bn_part_doubles(const ct_bn_geom *g);
