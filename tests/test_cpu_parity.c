@@ -822,9 +822,9 @@ static void check_folded(const float *folded, const float *unfolded, size_t n, c
 
 /* A batch norm fused with the relu after it (CT_FUSE_BN_RELU) gives the reference's
  * results in training (the whole graph, full and partial batches: the loops relu
- * their output and mask dy by it). In evaluation the convs' batch norms are folded
- * instead (test_batchnorm_fold), and the linear layer's keeps its relu (oneDNN's
- * fused inference), within fold_tol of the unfused plan. */
+ * their output and mask dy by it). In evaluation the batch norms are folded into
+ * the conv and linear layers before them instead, the relus their post-ops
+ * (test_batchnorm_fold), within fold_tol of the unfused plan. */
 static void test_batchnorm_relu_fusion(void **state) {
     (void)state;
     ct_layer_cfg a[] = {conv(8, 3, 1, 1, false), L(CT_LAYER_BATCHNORM2D), L(CT_LAYER_RELU),
@@ -850,9 +850,10 @@ static void test_batchnorm_relu_fusion(void **state) {
         parity_fuse = f == 1;
         h = open_opt(3, 8, 8, a, n, 6, false, CT_OPT_SGD, 0);
         p = h->vt->fusion_plan(h->b);
-        assert_int_equal(ct_fusion_active(p, CT_FUSE_CONV_BN_FOLD, 3), f == 1);
-        assert_false(ct_fusion_active(p, CT_FUSE_BN_RELU, 4)); /* inside the fold */
-        assert_int_equal(ct_fusion_active(p, CT_FUSE_BN_RELU, 8), f == 1);
+        assert_int_equal(ct_fusion_active(p, CT_FUSE_BN_FOLD, 3), f == 1);
+        assert_int_equal(ct_fusion_active(p, CT_FUSE_BN_FOLD, 7), f == 1);
+        assert_false(ct_fusion_active(p, CT_FUSE_BN_RELU, 4)); /* inside the folds */
+        assert_false(ct_fusion_active(p, CT_FUSE_BN_RELU, 8));
         parity_seed(5);
         float *x = rand_f(6 * 3 * 8 * 8, 1.0), *w = rand_params(&h->g);
         int32_t lab[6] = {0};
@@ -920,7 +921,7 @@ static void test_channels_last_narrow(void **state) {
     parity_fuse = fuse_was;
 }
 
-/* ---- batch norm folded into the conv (CT_FUSE_CONV_BN_FOLD) ----------------------- */
+/* ---- batch norm folded into the conv (CT_FUSE_BN_FOLD) ----------------------- */
 
 /* New running statistics (mean in [-0.6, 0.6), variance in [0.2, 3)) in every batch
  * norm of h, from urand's sequence. */
@@ -957,7 +958,7 @@ static void check_fused_outputs(harness *f, harness *u, int n) {
     bool inside[CT_MAX_LAYERS] = {false};
     for (int gi = 0; gi < p->n; gi++) {
         const ct_fusion_group *gr = &p->groups[gi];
-        bool eval_kind = gr->kind == CT_FUSE_CONV_BN_FOLD || gr->kind == CT_FUSE_ADD_ACT;
+        bool eval_kind = gr->kind == CT_FUSE_BN_FOLD || gr->kind == CT_FUSE_ADD_ACT;
         if (eval_kind && ct_fusion_active(p, gr->kind, gr->first))
             for (int j = gr->first; j < gr->last; j++) inside[j] = true;
     }
@@ -994,8 +995,8 @@ static void fold_net(ct_layer_cfg l[FOLD_NET]) {
     memcpy(l, net, sizeof net);
 }
 
-/* Evaluation plans fold each conv's batch norm into its weights and bias and run the
- * activation after it as the conv's post-op, and an activation after a residual add
+/* Evaluation plans fold each conv's or linear layer's batch norm into its weights and
+ * bias and run the activation after it as the layer's post-op, and an activation after a residual add
  * as the add's post-op: the group's other layers name its head as their forward.
  * The outputs match the double reference (full and partial batches) and the unfused
  * plan within fold_tol, also after the running statistics alone change (the folded
@@ -1003,10 +1004,12 @@ static void fold_net(ct_layer_cfg l[FOLD_NET]) {
  * training plans decline the fold. */
 static void test_batchnorm_fold(void **state) {
     (void)state;
-    ct_layer_cfg l[FOLD_NET + 2];
+    ct_layer_cfg l[FOLD_NET + 5];
     fold_net(l);
-    l[FOLD_NET] = L(CT_LAYER_FLATTEN), l[FOLD_NET + 1] = linear(5, true);
-    int n = FOLD_NET + 2;
+    l[FOLD_NET] = L(CT_LAYER_FLATTEN), l[FOLD_NET + 1] = linear(16, false);
+    l[FOLD_NET + 2] = L(CT_LAYER_BATCHNORM1D), l[FOLD_NET + 3] = L(CT_LAYER_GELU);
+    l[FOLD_NET + 4] = linear(5, true);
+    int n = FOLD_NET + 5;
     bool fuse_was = parity_fuse;
     harness *h[2];
     for (int f = 0; f < 2; f++) {
@@ -1017,13 +1020,15 @@ static void test_batchnorm_fold(void **state) {
     const ct_fusion_plan *p = plan_of(h[1]);
     int folds = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].kind != CT_LAYER_CONV2D) continue;
-        const ct_fusion_group *gr = group(h[1], CT_FUSE_CONV_BN_FOLD, i);
+        bool linear_bn = g->nodes[i].kind == CT_LAYER_LINEAR && i + 1 < g->n_nodes &&
+                         g->nodes[i + 1].kind == CT_LAYER_BATCHNORM1D;
+        if (g->nodes[i].kind != CT_LAYER_CONV2D && !linear_bn) continue;
+        const ct_fusion_group *gr = group(h[1], CT_FUSE_BN_FOLD, i);
         bool sigmoid = g->nodes[gr->last].kind == CT_LAYER_SIGMOID;
-        printf("  conv %s: %s%s\n", ct_node_label(&g->nodes[i]),
+        printf("  %s %s: %s%s\n", linear_bn ? "linear" : "conv", ct_node_label(&g->nodes[i]),
                gr->fused ? "folded" : "not folded: ", gr->why_not);
         assert_int_equal(gr->fused, !sigmoid);
-        assert_false(ct_fusion_active(plan_of(h[0]), CT_FUSE_CONV_BN_FOLD, i));
+        assert_false(ct_fusion_active(plan_of(h[0]), CT_FUSE_BN_FOLD, i));
         if (sigmoid) {
             assert_non_null(strstr(gr->why_not, "sigmoid"));
             continue;
@@ -1038,7 +1043,7 @@ static void test_batchnorm_fold(void **state) {
         assert_int_equal(gr->last, i + (g->nodes[i + 2].kind == CT_LAYER_RESIDUAL ? 1 : 2));
         if (gr->last == i + 2) assert_int_equal(p->fwd_by[i + 2], i);
     }
-    assert_int_equal(folds, 6);
+    assert_int_equal(folds, 7);
     /* the adds: gelu inside, sigmoid declined */
     assert_true(ct_fusion_active(p, CT_FUSE_ADD_ACT, 8));
     assert_false(ct_fusion_active(plan_of(h[0]), CT_FUSE_ADD_ACT, 8));
@@ -1072,11 +1077,11 @@ static void test_batchnorm_fold(void **state) {
     parity_amp = CT_AMP_BF16;
     harness *ha = open_opt(3, 8, 8, l, n, 6, false, CT_OPT_SGD, 0);
     parity_amp = CT_AMP_OFF;
-    assert_false(group(ha, CT_FUSE_CONV_BN_FOLD, 0)->fused);
-    assert_non_null(strstr(group(ha, CT_FUSE_CONV_BN_FOLD, 0)->why_not, "train.amp"));
+    assert_false(group(ha, CT_FUSE_BN_FOLD, 0)->fused);
+    assert_non_null(strstr(group(ha, CT_FUSE_BN_FOLD, 0)->why_not, "train.amp"));
     close_h(ha);
     harness *ht = open_as_built(3, 8, 8, l, n, 6);
-    assert_int_equal(ct_fusion_find(plan_of(ht), CT_FUSE_CONV_BN_FOLD, 0), -1);
+    assert_int_equal(ct_fusion_find(plan_of(ht), CT_FUSE_BN_FOLD, 0), -1);
     close_h(ht);
     parity_fuse = fuse_was;
 }

@@ -10,7 +10,7 @@ static const char *const kind_names[CT_FUSION_KIND_COUNT] = {
     [CT_FUSE_CONV_BWD_FROM_POOL] = "conv backward from the pool's gradient",
     [CT_FUSE_RELU_POST_OP] = "relu as post-op",
     [CT_FUSE_RELU_BWD_IN_POOL] = "relu backward in the max-pool's",
-    [CT_FUSE_CONV_BN_FOLD] = "batch norm folded into the conv",
+    [CT_FUSE_BN_FOLD] = "batch norm folded into the layer",
     [CT_FUSE_BN_RELU] = "relu inside the batch norm",
     [CT_FUSE_ADD_RELU] = "relu inside the add",
     [CT_FUSE_ADD_ACT] = "activation inside the add",
@@ -54,9 +54,10 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
                        is_kind(g, i + 1, CT_LAYER_MAXPOOL2D) && ct_graph_chain(g, i)
                    ? i + 1
                    : -1;
-    case CT_FUSE_CONV_BN_FOLD:
-        if (training || !is_kind(g, i, CT_LAYER_CONV2D) || !is_kind(g, i + 1, CT_LAYER_BATCHNORM2D) ||
-            !ct_graph_chain(g, i))
+    case CT_FUSE_BN_FOLD:
+        if (training || !ct_graph_chain(g, i) ||
+            !((is_kind(g, i, CT_LAYER_CONV2D) && is_kind(g, i + 1, CT_LAYER_BATCHNORM2D)) ||
+              (is_kind(g, i, CT_LAYER_LINEAR) && is_kind(g, i + 1, CT_LAYER_BATCHNORM1D))))
             return -1;
         return is_activation(g, i + 2) && ct_graph_chain(g, i + 1) ? i + 2 : i + 1;
     case CT_FUSE_BN_RELU:
@@ -79,9 +80,9 @@ static int pattern_last(const ct_graph *g, ct_fusion_kind kind, int i, bool trai
 /* Whether the group changes its nodes' forward and/or backward. */
 static void touches(const ct_fusion_group *gr, bool *fwd, bool *bwd) {
     *fwd = gr->kind == CT_FUSE_CONV_RELU_POOL || gr->kind == CT_FUSE_RELU_POST_OP ||
-           gr->kind == CT_FUSE_CONV_BN_FOLD || gr->kind == CT_FUSE_BN_RELU ||
+           gr->kind == CT_FUSE_BN_FOLD || gr->kind == CT_FUSE_BN_RELU ||
            gr->kind == CT_FUSE_ADD_RELU || gr->kind == CT_FUSE_ADD_ACT;
-    *bwd = gr->kind != CT_FUSE_RELU_POST_OP && gr->kind != CT_FUSE_CONV_BN_FOLD &&
+    *bwd = gr->kind != CT_FUSE_RELU_POST_OP && gr->kind != CT_FUSE_BN_FOLD &&
            gr->kind != CT_FUSE_ADD_ACT;
 }
 

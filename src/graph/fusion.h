@@ -15,7 +15,7 @@
  * is a chain (graph.h ct_graph_chain): each of its nodes after the first reads the
  * one before it only and is that node's only reader, so no branch of a residual
  * block sees a fused-away output. The one exception to "the same bits" is
- * CT_FUSE_CONV_BN_FOLD, which changes the arithmetic (folded weights): its outputs
+ * CT_FUSE_BN_FOLD, which changes the arithmetic (folded weights): its outputs
  * agree with the unfolded layers' to rounding (within 1e-5 of their scale).
  *
  * Groups overlap. In the order of the kinds below, an active group claims the
@@ -47,11 +47,12 @@ typedef enum ct_fusion_kind {
      * dy where its output is not positive, which is the relu's backward. Claims:
      * backward of i. */
     CT_FUSE_RELU_BWD_IN_POOL,
-    /* conv2d i, batchnorm2d i+1, and an activation i+2 (relu or any of ops/act.h)
-     * when one follows, in forward-only plans: the batch norm's affine map on its
-     * running statistics is folded into the conv's weights and bias, and the
-     * activation runs as the conv's post-op. Claims: forward of i+1 (and i+2). */
-    CT_FUSE_CONV_BN_FOLD,
+    /* conv2d i and batchnorm2d i+1, or linear i and batchnorm1d i+1, and an
+     * activation i+2 (relu or any of ops/act.h) when one follows, in forward-only
+     * plans: the batch norm's affine map on its running statistics is folded into the
+     * layer's weights and bias, and the activation runs as the layer's post-op.
+     * Claims: forward of i+1 (and i+2). */
+    CT_FUSE_BN_FOLD,
     /* batchnorm2d / batchnorm1d i, relu i+1: the relu runs inside the batch norm's
      * forward (its output is relu'd as it is written) and backward (dy is masked by
      * that output before the batch norm's sums). Claims: forward and backward of

@@ -8,7 +8,7 @@
  *   leaky_relu  dnnl_eltwise_relu, alpha = slope
  *
  * Layout: act in its producer's layout (act[i-1]'s desc), like relu. A conv's
- * post-op (CT_FUSE_CONV_BN_FOLD, forward-only plans) aliases its input. Otherwise:
+ * post-op (CT_FUSE_BN_FOLD, forward-only plans) aliases its input. Otherwise:
  * every backward here reads the node's INPUT (src), so the output never aliases
  * the input (its own "<name>.out" region): nothing writes act[i-1] after this
  * forward, while a later in-place relu or dropout may change this node's output

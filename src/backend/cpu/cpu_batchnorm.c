@@ -32,7 +32,7 @@
  * by run (a row's positions x the block's lanes are contiguous); a batch norm whose
  * input has any other layout works in a plain copy (reorders in and out).
  *
- * Folded into the conv before it (CT_FUSE_CONV_BN_FOLD, evaluation plans): the node
+ * Folded into the conv before it (CT_FUSE_BN_FOLD, evaluation plans): the node
  * only aliases the conv's output, which the folded conv writes (cpu_bn_fold.c).
  *
  * Fused with the relu after it (CT_FUSE_BN_RELU, graph/fusion.h): the forward loop

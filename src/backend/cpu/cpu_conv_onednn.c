@@ -60,7 +60,7 @@ static int pick_fused(ct_cpu *b, ct_cpu_node *nd, ct_cpu_wdesc d[4], int *n, ct_
         if (ct_cpu_bn_fold_attr(b, nd, &attr, err) != 0) return -1;
         int r = ct_cpu_pick_attr_no_ref(&b->c, &w->fwd, d, *n, sizeof d[0], NULL, attr, err);
         if (r <= 0) return r;
-        ct_cpu_decline(b, CT_FUSE_CONV_BN_FOLD, nd->i,
+        ct_cpu_decline(b, CT_FUSE_BN_FOLD, nd->i,
                        "oneDNN has only its reference kernel for the conv with the activation "
                        "as post-op");
         w->fold = false; /* the candidates again, without the folded bias */
@@ -81,7 +81,7 @@ static int fwd_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     w->bf16 = b->bf16_native;
     w->store_bf16 = ct_cpu_bf16_stores(b, nd->i);
     w->conv_alg = ct_cpu_conv_alg(b, nd);
-    w->fold = ct_cpu_fused(b, CT_FUSE_CONV_BN_FOLD, nd->i);
+    w->fold = ct_cpu_fused(b, CT_FUSE_BN_FOLD, nd->i);
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
     ct_cpu_wdesc d[4];
     int n_cand, r;

@@ -93,8 +93,8 @@ typedef struct ct_cpu_wl {
     bool bf16;
     bool store_bf16;
     dnnl_alg_kind_t conv_alg; /* convolutions: ct_cpu_conv_alg's, set before the descs */
-    /* Convolutions: the batch norm after it is folded in (cpu_bn_fold.c): the forward
-     * has a bias and reads w_fold [O, C, K, K] and b_fold [O] (plain fp32 workspaces)
+    /* The batch norm after it is folded in (cpu_bn_fold.c): the forward has a bias
+     * and reads w_fold (the weights' dims) and b_fold [O] (plain fp32 workspaces)
      * instead of the params. */
     bool fold;
     ct_cpu_tensor w_fold, b_fold;
@@ -336,10 +336,10 @@ bool ct_cpu_pool_grad_graph_ok(const ct_cpu *b, int i, char *why, size_t n);
  * group writes it there. */
 bool ct_cpu_forward_by_other(const ct_cpu *b, int i);
 
-/* ---- batch norm folded into a conv (cpu_bn_fold.c) ------------------------------- */
+/* ---- batch norm folded into a conv or linear layer (cpu_bn_fold.c) ------------------------------- */
 
-/* With wl.fold set (the conv heads an active CT_FUSE_CONV_BN_FOLD group): plans the
- * w_fold and b_fold workspaces. */
+/* With wl.fold set (the conv or linear layer heads an active CT_FUSE_BN_FOLD group)
+ * and its param views made: plans the w_fold and b_fold workspaces. */
 int ct_cpu_bn_fold_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 /* The forward's attributes: c->attr, or an eltwise post-op for the activation that
  * ends the group. */

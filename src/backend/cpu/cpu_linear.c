@@ -6,7 +6,9 @@
  * the flat params and the weight gradient written straight into the flat grads
  * (PyTorch's layout); dst [N, O] plain. Three matmuls whose operands are plain
  * arrays or transposed views of them, so nothing else is reordered:
- *   forward           dst[N,O]  = src[N,I] x W^T[I,O] + bias   (relu as post-op when fused)
+ *   forward           dst[N,O]  = src[N,I] x W^T[I,O] + bias   (relu as post-op when fused;
+ *                     a batchnorm1d after it folded into W and bias in evaluation plans,
+ *                     cpu_bn_fold.c)
  *   backward weights  dW[O,I]   = dy^T[O,N] x src[N,I]         (dW += with accumulation)
  *   backward data     dsrc[N,I] = dy[N,O] x W[O,I]             (in dsrc's type)
  * and db[O] = the sum of dy's rows, in row order. Native bf16 (wl.bf16): src, W and
@@ -71,8 +73,25 @@ static int create_fwd(ct_cpu *b, ct_cpu_node *nd, dnnl_dim_t N, dnnl_dim_t I, dn
         md2(&bias, one, O, dnnl_f32, false, err) != 0 ||
         md2(&dst, N, O, dnnl_f32, false, err) != 0)
         return -1;
-    const dnnl_memory_desc_t *bmd = nd->g->bias >= 0 ? &bias : NULL;
+    w->fold = ct_cpu_fused(b, CT_FUSE_BN_FOLD, nd->i);
+    const dnnl_memory_desc_t *bmd = nd->g->bias >= 0 || w->fold ? &bias : NULL;
     bool post_op = false;
+    if (w->fold) { /* a batch norm folded in, its activation the post-op */
+        const_dnnl_primitive_attr_t attr;
+        dnnl_matmul_desc_t d;
+        CT_DNNL(err, dnnl_matmul_desc_init(&d, &src2, &wt, bmd, &dst));
+        int r;
+        if (ct_cpu_bn_fold_attr(b, nd, &attr, err) != 0 ||
+            (r = ct_cpu_pick_attr_no_ref(&b->c, &w->fwd, &d, 1, sizeof d, NULL, attr, err)) < 0)
+            return -1;
+        post_op = r == 0;
+        if (!post_op) {
+            ct_cpu_decline(b, CT_FUSE_BN_FOLD, nd->i, "oneDNN has only its reference kernel "
+                                                      "for the matmul with the activation");
+            w->fold = false;
+            bmd = nd->g->bias >= 0 ? &bias : NULL;
+        }
+    }
     if (ct_cpu_fused(b, CT_FUSE_RELU_POST_OP, nd->i)) {
         post_op = matmul_pd(b, &w->fwd, &src2, &wt, bmd, &dst, b->c.attr_relu,
                             "matmul forward", err) == 0;
@@ -84,6 +103,7 @@ static int create_fwd(ct_cpu *b, ct_cpu_node *nd, dnnl_dim_t N, dnnl_dim_t I, dn
     if (!post_op && matmul_pd(b, &w->fwd, &src2, &wt, bmd, &dst, b->c.attr, "matmul forward",
                               err) != 0)
         return -1;
+    if (ct_cpu_bn_fold_plan(b, nd, err) != 0) return -1;
     return ct_cpu_add_act(b, nd, &dst, false, false, err);
 }
 
@@ -134,6 +154,7 @@ static int linear_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     w->fwd_dirty = w->bwd_dirty = true;
     w->bf16 = b->bf16_native;
     w->dw.region = w->db.region = w->part.region = w->wpack.region = -1;
+    w->w_fold.region = w->b_fold.region = -1;
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
     dnnl_dim_t N = in->md.dims[0], I = row_features(&in->md), O = nd->g->out.c;
     if (create_fwd(b, nd, N, I, O, err) != 0) return -1;
@@ -151,20 +172,24 @@ static int view(ct_cpu *b, const ct_cpu_tensor *t, const dnnl_memory_desc_t *md,
 static int linear_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
-    if (ct_cpu_wl_bind_views(b, w, err) != 0 || ct_cpu_xfer_bind(b, &w->src, in, err) != 0 ||
-        ct_cpu_xfer_bind(b, &w->w_fwd, &w->w_plain, err) != 0)
+    const ct_cpu_tensor *plain_w = w->fold ? &w->w_fold : &w->w_plain;
+    if (ct_cpu_wl_bind_views(b, w, err) != 0 || ct_cpu_bind_tensor(b, &w->w_fold, err) != 0 ||
+        ct_cpu_bind_tensor(b, &w->b_fold, err) != 0 ||
+        ct_cpu_xfer_bind(b, &w->src, in, err) != 0 ||
+        ct_cpu_xfer_bind(b, &w->w_fwd, plain_w, err) != 0)
         return -1;
     dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
     dnnl_dim_t N = in->md.dims[0], I = row_features(&in->md), O = nd->g->out.c;
     const ct_cpu_tensor *src = w->src.on ? &w->src.t : in;
-    const ct_cpu_tensor *wts = w->w_fwd.on ? &w->w_fwd.t : &w->w_plain;
+    const ct_cpu_tensor *wts = w->w_fwd.on ? &w->w_fwd.t : plain_w;
+    const ct_cpu_tensor *bias_t = w->fold ? &w->b_fold : nd->g->bias >= 0 ? &w->b_plain : NULL;
     dnnl_memory_desc_t src2, wt, wm, bias;
     dnnl_memory_t m_src, m_wt, m_w, m_bias = NULL;
     if (md2(&src2, N, I, ct, false, err) != 0 || md2(&wt, I, O, ct, true, err) != 0 ||
         md2(&wm, O, I, ct, false, err) != 0 || md2(&bias, 1, O, dnnl_f32, false, err) != 0 ||
         view(b, src, &src2, &m_src, err) != 0 || view(b, wts, &wt, &m_wt, err) != 0 ||
         view(b, wts, &wm, &m_w, err) != 0 ||
-        (nd->g->bias >= 0 && view(b, &w->b_plain, &bias, &m_bias, err) != 0))
+        (bias_t && view(b, bias_t, &bias, &m_bias, err) != 0))
         return -1;
     ct_cpu_arg(&w->fwd, DNNL_ARG_SRC, m_src);
     ct_cpu_arg(&w->fwd, DNNL_ARG_WEIGHTS, m_wt);
@@ -202,6 +227,7 @@ static int linear_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step,
     (void)train;
     (void)step;
     ct_cpu_wl *w = &nd->wl;
+    if (w->fold && w->fwd_dirty) ct_cpu_bn_fold_compute(b, nd);
     if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0) return -1;
     if (w->src.on && ct_cpu_exec(&b->c, &w->src.r, err) != 0) return -1;
     return ct_cpu_exec(&b->c, &w->fwd, err);

@@ -19,11 +19,12 @@
  *  - another activation inside a residual add (forward-only plans): oneDNN's
  *    post-op, not a sigmoid (as below); the add's create declines it when oneDNN
  *    has only its reference kernel with it (cpu_residual.c).
- *  - batch norm folded into the conv before it (forward-only plans): here, fp32
- *    only (weights folded and then rounded to bf16 would move `ctrain eval` away
- *    from the evaluation fit runs on its training plan) and not before a sigmoid
- *    (sigmoid(0) != 0 would spoil a blocked output's zero padding); the conv's create
- *    declines it when oneDNN refuses the activation as a post-op (cpu_bn_fold.c).
+ *  - batch norm folded into the conv or linear layer before it (forward-only plans):
+ *    here, fp32 only (weights folded and then rounded to bf16 would move `ctrain
+ *    eval` away from the evaluation fit runs on its training plan) and not before a
+ *    sigmoid (sigmoid(0) != 0 would spoil a blocked output's zero padding); the
+ *    layer's create declines it when oneDNN has only its reference kernel with the
+ *    activation as post-op (cpu_bn_fold.c).
  */
 #include "backend/cpu/cpu_internal.h"
 #include "common/cpu_isa.h"
@@ -170,7 +171,7 @@ bool ct_cpu_fusion_check(const ct_graph *g, ct_fusion_kind kind, int first, cons
         if (ct_cpu_loops_on(b)) return true;
         snprintf(why, n, "train.cpu_loops off: oneDNN's max-pool cannot do the relu's backward");
         return false;
-    case CT_FUSE_CONV_BN_FOLD:
+    case CT_FUSE_BN_FOLD:
         if (b->o.amp != CT_AMP_OFF)
             snprintf(why, n, "train.amp %s (folded weights would round apart from fit's "
                              "evaluation)", ct_amp_mode_name(b->o.amp));
