@@ -509,6 +509,23 @@ void parity_graph_steps(harness *h, int n, int steps, const char *what) {
     free(p), free(lab), free(y), free(yr), free(grads), free(dp);
 }
 
+void parity_random_stats(harness *h, double mean, double var_mid, double var_half) {
+    const ct_graph *g = &h->g;
+    if (g->n_buffer_bytes == 0) return;
+    char *buf = malloc(g->n_buffer_bytes + 8);
+    OK(h->vt->buffers_to_host(h->b, buf, E));
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].buffer < 0) continue;
+        const ct_buffer_info *bi = &g->buffers[g->nodes[i].buffer];
+        float *m = (float *)(buf + bi[CT_BN_RUNNING_MEAN].offset);
+        float *v = (float *)(buf + bi[CT_BN_RUNNING_VAR].offset);
+        for (size_t c = 0; c < bi[CT_BN_RUNNING_MEAN].count; c++)
+            m[c] = (float)(mean * urand()), v[c] = (float)(var_mid + var_half * urand());
+    }
+    OK(h->vt->buffers_from_host(h->b, buf, E));
+    free(buf);
+}
+
 void parity_graph_eval(harness *h, int n, const char *what) {
     const ct_graph *g = &h->g;
     int last = g->n_nodes - 1;
@@ -516,20 +533,7 @@ void parity_graph_eval(harness *h, int n, const char *what) {
     float *x = rand_f((size_t)n * x_row, 1.0), *p = rand_params(g);
     int32_t *lab = calloc((size_t)n, sizeof *lab);
     OK(h->vt->params_from_host(h->b, p, E));
-    if (g->n_buffer_bytes > 0) {
-        char *buf = malloc(g->n_buffer_bytes + 8);
-        OK(h->vt->buffers_to_host(h->b, buf, E));
-        for (int i = 0; i <= last; i++) {
-            if (g->nodes[i].buffer < 0) continue;
-            const ct_buffer_info *bi = &g->buffers[g->nodes[i].buffer];
-            float *m = (float *)(buf + bi[CT_BN_RUNNING_MEAN].offset);
-            float *v = (float *)(buf + bi[CT_BN_RUNNING_VAR].offset);
-            for (size_t c = 0; c < bi[CT_BN_RUNNING_MEAN].count; c++)
-                m[c] = (float)(0.3 * urand()), v[c] = (float)(1.0 + 0.5 * urand());
-        }
-        OK(h->vt->buffers_from_host(h->b, buf, E));
-        free(buf);
-    }
+    parity_random_stats(h, 0.3, 1.0, 0.5);
     OK(h->vt->load_batch(h->b, x, lab, n, FIRST_POS, E));
     for (int i = 0; i <= last; i++) OK(h->vt->forward(h->b, i, false, STEP, E));
     float *y = malloc((size_t)n * out_row * sizeof *y);

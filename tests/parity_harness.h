@@ -140,6 +140,9 @@ void parity_graph(harness *h, int n, const char *what);
  * after the first (as train.grad_accum_steps does): the gradients against the sum
  * of the reference's, the output against the last batch's. */
 void parity_graph_steps(harness *h, int n, int steps, const char *what);
+/* New running statistics in every batch norm of h (buffers_from_host), from urand's
+ * sequence: means mean * urand(), variances var_mid + var_half * urand(). */
+void parity_random_stats(harness *h, double mean, double var_mid, double var_half);
 /* The whole graph's evaluation forward (train = false) on n random rows, with random
  * running statistics in every batch norm (buffers_from_host), against the reference
  * walked over the DAG (batch norms on those statistics, dropout the identity).

@@ -923,24 +923,6 @@ static void test_channels_last_narrow(void **state) {
 
 /* ---- batch norm folded into the conv (CT_FUSE_BN_FOLD) ----------------------- */
 
-/* New running statistics (mean in [-0.6, 0.6), variance in [0.2, 3)) in every batch
- * norm of h, from urand's sequence. */
-static void random_stats(harness *h) {
-    const ct_graph *g = &h->g;
-    char *buf = malloc(g->n_buffer_bytes + 8);
-    OK(h->vt->buffers_to_host(h->b, buf, E));
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].buffer < 0) continue;
-        const ct_buffer_info *bi = &g->buffers[g->nodes[i].buffer];
-        float *m = (float *)(buf + bi[CT_BN_RUNNING_MEAN].offset);
-        float *v = (float *)(buf + bi[CT_BN_RUNNING_VAR].offset);
-        for (size_t c = 0; c < bi[CT_BN_RUNNING_MEAN].count; c++)
-            m[c] = (float)(0.6 * urand()), v[c] = (float)(1.6 + 1.4 * urand());
-    }
-    OK(h->vt->buffers_from_host(h->b, buf, E));
-    free(buf);
-}
-
 /* The evaluation forward of n rows x into out (the last node's output). */
 static void eval_forward(harness *h, const float *x, int n, float *out) {
     int32_t lab[8] = {0};
@@ -1062,7 +1044,7 @@ static void test_batchnorm_fold(void **state) {
         for (int f = 0; f < 2; f++) {
             if (round == 0) OK(h[f]->vt->params_from_host(h[f]->b, w, E));
             parity_seed(40 + round); /* the same statistics for both plans */
-            random_stats(h[f]);
+            parity_random_stats(h[f], 0.6, 1.6, 1.4); /* variances in [0.2, 3) */
             eval_forward(h[f], x, 6, out[f]);
         }
         check_fused_outputs(h[1], h[0], 6);

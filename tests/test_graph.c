@@ -204,16 +204,20 @@ static void test_shipped_configs_build(void **state) {
     assert_true(n >= 7); /* cnn, mlp, cifar10, resnet-fashion and the three below */
 }
 
+/* Loads the config at path (relative to the source root) and builds its graph, or
+ * fails the test with the error. */
+static void load_graph(const char *path, ct_config *cfg, ct_graph *g) {
+    ct_err err = {{0}};
+    if (ct_config_load(path, cfg, &err) || ct_graph_build(cfg, g, &err)) fail_msg("%s", err.msg);
+}
+
 /* ResNet-20 as He et al. give it for CIFAR-10: 19 convolutions and one linear layer,
  * nine residual blocks (two with a projection), 64 x 8 x 8 before the pooling. */
 static void test_resnet20_config(void **state) {
     (void)state;
     ct_config cfg;
     ct_graph g;
-    ct_err err = {{0}};
-    if (ct_config_load("configs/resnet20-cifar.yaml", &cfg, &err) ||
-        ct_graph_build(&cfg, &g, &err))
-        fail_msg("%s", err.msg);
+    load_graph("configs/resnet20-cifar.yaml", &cfg, &g);
     int adds = 0, convs = 0, linears = 0;
     for (int i = 0; i < g.n_nodes; i++) {
         adds += g.nodes[i].kind == CT_LAYER_RESIDUAL;
@@ -236,10 +240,7 @@ static void test_resnet_fashion_config(void **state) {
     (void)state;
     ct_config cfg;
     ct_graph g;
-    ct_err err = {{0}};
-    if (ct_config_load("configs/resnet-fashion.yaml", &cfg, &err) ||
-        ct_graph_build(&cfg, &g, &err))
-        fail_msg("%s", err.msg);
+    load_graph("configs/resnet-fashion.yaml", &cfg, &g);
     int adds = 0;
     for (int i = 0; i < g.n_nodes; i++) adds += g.nodes[i].kind == CT_LAYER_RESIDUAL;
     assert_int_equal(adds, 4);

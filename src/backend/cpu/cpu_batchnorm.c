@@ -65,11 +65,7 @@ static int layout_block(const dnnl_memory_desc_t *md) {
 /* Whether md is channels-last (nhwc, 4-D) with C a multiple of 4: the loops take it
  * as [N * H * W, C] (below). */
 static bool rows_of_channels(const dnnl_memory_desc_t *md, int C) {
-    dnnl_memory_desc_t want;
-    return md->ndims == 4 && C % 4 == 0 &&
-           dnnl_memory_desc_init_by_tag(&want, 4, md->dims, md->data_type, dnnl_acdb) ==
-               dnnl_success &&
-           ct_cpu_md_eq(&want, md);
+    return C % 4 == 0 && ct_cpu_md_is_nhwc(md);
 }
 
 /* The training loops' lanes per group for a tensor of desc md with S positions per
@@ -166,6 +162,8 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
         return -1;
     int block = layout_block(md);
     bn->zero_pad_block = block > 1 && bn->C % block != 0 ? block : 0;
+    bn->loops_block = loops_block(md, bn->C, bn->S);
+    bn->rows_per_sample = rows_of_channels(md, bn->C) ? bn->S : 1;
     float eps = (float)g->cfg.eps;
     unsigned ss = dnnl_use_scale | dnnl_use_shift;
     dnnl_batch_normalization_desc_t d;
@@ -185,7 +183,7 @@ static int bn_create(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     bn->dscale.region = bn->dgamma.region = bn->dbeta.region = bn->part.region = -1;
     if (!b->o.training) return 0;
     /* the training loops' scratch (doubles, as twice as many floats) */
-    ct_bn_geom pq = {.C = bn->C, .block = loops_block(md, bn->C, bn->S)};
+    ct_bn_geom pq = {.C = bn->C, .block = bn->loops_block};
     dnnl_dim_t part = (dnnl_dim_t)(2 * ct_bn_part_doubles(&pq));
     if (ct_cpu_md_plain(&bn->part.md, 1, &part, err) != 0 ||
         ct_cpu_add_ws(b, &bn->part, nd->i, "bn_part", err) != 0)
@@ -276,10 +274,9 @@ static void zero_padding(const ct_bn_geom *q, void *x, size_t size) {
  * r / S, so rows [n * S, N * S) are the stale samples'. */
 static ct_bn_geom loops_geom(const ct_cpu *b, const ct_cpu_node *nd) {
     const ct_cpu_bn *bn = &nd->bn;
-    long rows = rows_of_channels(&nd->act.md, bn->C) ? bn->S : 1;
+    long rows = bn->rows_per_sample;
     return (ct_bn_geom){.n = (int)(b->n * rows), .N = (int)(b->N * rows), .C = bn->C,
-                        .block = loops_block(&nd->act.md, bn->C, bn->S),
-                        .S = bn->S / rows, .eps = nd->g->cfg.eps,
+                        .block = bn->loops_block, .S = bn->S / rows, .eps = nd->g->cfg.eps,
                         .relu = ct_cpu_fused(b, CT_FUSE_BN_RELU, nd->i),
                         .bf16 = nd->act.md.data_type == dnnl_bf16, .isa = bn->isa};
 }
@@ -351,12 +348,12 @@ static const char *bn_impl(ct_cpu *b, const ct_cpu_node *nd, ct_impl_pass pass, 
     if (!b->o.training) return buf;
     if (pass == CT_PASS_BACKWARD_DATA && !ct_cpu_has_gin(b, nd->i)) return buf;
     int block = layout_block(&nd->act.md);
+    const char *layout = nd->bn.rows_per_sample > 1 ? "nhwc"
+                         : block == 1               ? "plain"
+                         : block == 8               ? "nChw8c"
+                                                    : "nChw16c";
     ct_bn_geom q = loops_geom(b, nd);
-    snprintf(buf, n, "ctrain:%s:%s%s", ct_loops_isa_name(ct_bn_body_isa(&q)),
-             rows_of_channels(&nd->act.md, nd->bn.C) ? "nhwc"
-             : block == 1                         ? "plain"
-             : block == 8                         ? "nChw8c"
-                                                  : "nChw16c",
+    snprintf(buf, n, "ctrain:%s:%s%s", ct_loops_isa_name(ct_bn_body_isa(&q)), layout,
              nd->act.md.data_type == dnnl_bf16 ? ":bf16" : "");
     return buf;
 }

@@ -29,6 +29,14 @@ static void geom(const ct_cpu_node *nd, dnnl_dim_t n, conv_geom *q) {
     q->pad_r[1] = (dnnl_dim_t)(g->out.w - 1) * s + k - g->in.w - p;
 }
 
+/* An f32 md of 4 dims in the layout of tag. */
+static int tagged(dnnl_memory_desc_t *md, const dnnl_dim_t *dims, dnnl_format_tag_t tag,
+                  ct_err *err) {
+    dnnl_dims_t d = {dims[0], dims[1], dims[2], dims[3]}; /* the API reads DNNL_MAX_NDIMS */
+    CT_DNNL(err, dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, tag));
+    return 0;
+}
+
 /* md for dims: variant 0 lets oneDNN choose, variant 1 is plain. */
 static int md_for(dnnl_memory_desc_t *md, int variant, int nd, const dnnl_dim_t *dims,
                   ct_err *err) {
@@ -48,17 +56,12 @@ static int conv_fwd(const ct_cpu_node *nd, dnnl_prop_kind_t prop, int v,
     if (md_for(&src, mv, 4, q.src, err) || md_for(&w, mv, 4, q.w, err) ||
         ct_cpu_md_plain(&b, 1, q.b, err) || md_for(&dst, mv, 4, q.dst, err))
         return -1;
-    if (v == CT_CPU_CONV_FWD_BLOCKED) {
-        dnnl_dims_t dims = {q.dst[0], q.dst[1], q.dst[2], q.dst[3]};
-        int block = ct_onednn_has_avx512() ? 16 : 8;
-        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dst, 4, dims, dnnl_f32,
-                                                  ct_cpu_channel_block_tag(block)));
-    } else if (v == CT_CPU_CONV_CHANNELS_LAST) {
-        dnnl_dims_t sd = {q.src[0], q.src[1], q.src[2], q.src[3]};
-        dnnl_dims_t dd = {q.dst[0], q.dst[1], q.dst[2], q.dst[3]};
-        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_acdb));
-        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_acdb));
-    }
+    int block = ct_onednn_has_avx512() ? 16 : 8;
+    if (v == CT_CPU_CONV_FWD_BLOCKED && tagged(&dst, q.dst, ct_cpu_channel_block_tag(block), err))
+        return -1;
+    if (v == CT_CPU_CONV_CHANNELS_LAST &&
+        (tagged(&src, q.src, dnnl_acdb, err) || tagged(&dst, q.dst, dnnl_acdb, err)))
+        return -1;
     dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
     src = ct_cpu_md_typed(&src, ct);
     w = ct_cpu_md_typed(&w, ct);
@@ -79,10 +82,7 @@ static int conv_bwd_d(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *gs
     dnnl_memory_desc_t dsrc, w;
     int mv = v == CT_CPU_CONV_CHANNELS_LAST ? 0 : v;
     if (md_for(&dsrc, mv, 4, q.src, err) || md_for(&w, mv, 4, q.w, err)) return -1;
-    if (v == CT_CPU_CONV_CHANNELS_LAST) {
-        dnnl_dims_t sd = {q.src[0], q.src[1], q.src[2], q.src[3]};
-        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dsrc, 4, sd, dnnl_f32, dnnl_acdb));
-    }
+    if (v == CT_CPU_CONV_CHANNELS_LAST && tagged(&dsrc, q.src, dnnl_acdb, err)) return -1;
     dnnl_data_type_t ct = ct_cpu_wl_compute_type(nd);
     w = ct_cpu_md_typed(&w, ct);
     dnnl_memory_desc_t ddst = ct_cpu_md_typed(dst, ct);
@@ -105,10 +105,7 @@ static int conv_bwd_w(const ct_cpu_node *nd, int v, const dnnl_memory_desc_t *sr
     geom(nd, src->dims[0], &q);
     dnnl_memory_desc_t s = *src, dd = *dst, dw, db;
     if (v == 2) {
-        dnnl_dims_t dims = {q.dst[0], q.dst[1], q.dst[2], q.dst[3]};
-        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&dd, 4, dims, dnnl_f32, dnnl_acdb));
-        dnnl_dims_t sdims = {q.src[0], q.src[1], q.src[2], q.src[3]};
-        CT_DNNL(err, dnnl_memory_desc_init_by_tag(&s, 4, sdims, dnnl_f32, dnnl_acdb));
+        if (tagged(&dd, q.dst, dnnl_acdb, err) || tagged(&s, q.src, dnnl_acdb, err)) return -1;
     } else if (v >= 3 &&
                (md_for(&s, v - 3, 4, q.src, err) || md_for(&dd, v - 3, 4, q.dst, err))) {
         return -1;

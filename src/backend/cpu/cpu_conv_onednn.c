@@ -85,14 +85,12 @@ static int fwd_plan(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
     ct_cpu_wdesc d[4];
     int n_cand, r;
-    if (fwd_candidates(b, nd, d, &n_cand, err) != 0 || (r = pick_fused(b, nd, d, &n_cand, err)) < 0)
+    if (fwd_candidates(b, nd, d, &n_cand, err) != 0 ||
+        (r = pick_fused(b, nd, d, &n_cand, err)) < 0)
         return -1;
     if (r == 1 && pick(b, &w->fwd, d, n_cand, NULL, "forward", err) != 0) return -1;
     const dnnl_memory_desc_t *src = ct_cpu_pd_md(&w->fwd, dnnl_query_src_md);
-    dnnl_memory_desc_t nhwc;
-    w->channels_last = dnnl_memory_desc_init_by_tag(&nhwc, 4, src->dims, src->data_type,
-                                                    dnnl_acdb) == dnnl_success &&
-                       ct_cpu_md_eq(&nhwc, src) && ct_cpu_conv_channels_last(b, nd);
+    w->channels_last = ct_cpu_md_is_nhwc(src) && ct_cpu_conv_channels_last(b, nd);
     if (!ct_cpu_md_eq(src, &in->md) &&
         ct_cpu_xfer_plan(b, &w->src, nd->i, "src", src, &in->md, true, err) != 0)
         return -1;
@@ -112,11 +110,8 @@ static dnnl_memory_t fwd_src(ct_cpu *b, ct_cpu_node *nd) {
     return nd->wl.src.on ? nd->wl.src.t.mem : ct_cpu_in(b, nd->i)->mem;
 }
 
-/* The plain weights the forward reads or reorders: the params, or w_fold. */
-static ct_cpu_tensor *plain_weights(ct_cpu_wl *w) { return w->fold ? &w->w_fold : &w->w_plain; }
-
 static dnnl_memory_t fwd_weights(ct_cpu_wl *w) {
-    return w->w_fwd.on ? w->w_fwd.t.mem : plain_weights(w)->mem;
+    return w->w_fwd.on ? w->w_fwd.t.mem : ct_cpu_wl_plain_weights(w)->mem;
 }
 
 static int fwd_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
@@ -124,12 +119,12 @@ static int fwd_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     if (ct_cpu_bind_tensor(b, &w->w_fold, err) != 0 ||
         ct_cpu_bind_tensor(b, &w->b_fold, err) != 0 ||
         ct_cpu_xfer_bind(b, &w->src, ct_cpu_in(b, nd->i), err) != 0 ||
-        ct_cpu_xfer_bind(b, &w->w_fwd, plain_weights(w), err) != 0)
+        ct_cpu_xfer_bind(b, &w->w_fwd, ct_cpu_wl_plain_weights(w), err) != 0)
         return -1;
     ct_cpu_arg(&w->fwd, DNNL_ARG_SRC, fwd_src(b, nd));
     ct_cpu_arg(&w->fwd, DNNL_ARG_WEIGHTS, fwd_weights(w));
-    if (w->fold) ct_cpu_arg(&w->fwd, DNNL_ARG_BIAS, w->b_fold.mem);
-    else if (nd->g->bias >= 0) ct_cpu_arg(&w->fwd, DNNL_ARG_BIAS, w->b_plain.mem);
+    const ct_cpu_tensor *bias = ct_cpu_wl_bias(nd);
+    if (bias) ct_cpu_arg(&w->fwd, DNNL_ARG_BIAS, bias->mem);
     ct_cpu_arg(&w->fwd, DNNL_ARG_DST, nd->act.mem);
     return 0;
 }
@@ -137,8 +132,7 @@ static int fwd_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
 static int fwd_run(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_pass_args *a, ct_err *err) {
     (void)a;
     ct_cpu_wl *w = &nd->wl;
-    if (w->fold && w->fwd_dirty) ct_cpu_bn_fold_compute(b, nd);
-    if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0) return -1;
+    if (ct_cpu_wl_refresh_fwd_weights(b, nd, err) != 0) return -1;
     if (w->src.on && ct_cpu_exec(&b->c, &w->src.r, err) != 0) return -1;
     return ct_cpu_exec(&b->c, &w->fwd, err);
 }
@@ -208,7 +202,7 @@ static int bwd_data_run(ct_cpu *b, ct_cpu_node *nd, const ct_cpu_pass_args *a, c
     (void)a;
     ct_cpu_wl *w = &nd->wl;
     if (w->w_bwd_shares_fwd) {
-        if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0) return -1;
+        if (ct_cpu_wl_refresh_fwd_weights(b, nd, err) != 0) return -1;
     } else if (w->w_bwd.on && w->bwd_dirty) {
         if (ct_cpu_exec(&b->c, &w->w_bwd.r, err) != 0) return -1;
     }

@@ -28,14 +28,7 @@ int ct_cpu_ctx_init(ct_cpu_ctx *c, ct_err *err) {
     if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(c->attr_sum, po);
     dnnl_post_ops_destroy(po);
     if (st != dnnl_success) return ct_cpu_dnnl_fail(err, "dnnl_post_ops_append_sum", st);
-    CT_DNNL(err, dnnl_primitive_attr_create(&c->attr_relu));
-    CT_DNNL(err, dnnl_primitive_attr_set_scratchpad_mode(c->attr_relu, dnnl_scratchpad_mode_user));
-    CT_DNNL(err, dnnl_post_ops_create(&po));
-    st = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
-    if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(c->attr_relu, po);
-    dnnl_post_ops_destroy(po);
-    if (st != dnnl_success) return ct_cpu_dnnl_fail(err, "dnnl_post_ops_append_eltwise", st);
-    return 0;
+    return ct_cpu_attr_eltwise(c, dnnl_eltwise_relu, 0.0f, &c->attr_relu, err);
 }
 
 void ct_cpu_ctx_destroy(ct_cpu_ctx *c) {
@@ -48,7 +41,6 @@ void ct_cpu_ctx_destroy(ct_cpu_ctx *c) {
     for (int i = 0; i < c->n_mems; i++) dnnl_memory_destroy(c->mems[i]);
     if (c->attr) dnnl_primitive_attr_destroy(c->attr);
     if (c->attr_sum) dnnl_primitive_attr_destroy(c->attr_sum);
-    if (c->attr_relu) dnnl_primitive_attr_destroy(c->attr_relu);
     for (int i = 0; i < c->n_eltwise_attrs; i++) dnnl_primitive_attr_destroy(c->attr_eltwise[i]);
     if (c->stream) dnnl_stream_destroy(c->stream);
     if (c->eng) dnnl_engine_destroy(c->eng);
@@ -289,6 +281,14 @@ int ct_cpu_md_channel_block_of(const dnnl_memory_desc_t *md, dnnl_data_type_t dt
             return hand_layouts[t].block;
     }
     return 0;
+}
+
+bool ct_cpu_md_is_nhwc(const dnnl_memory_desc_t *md) {
+    dnnl_memory_desc_t want;
+    return md->ndims == 4 &&
+           dnnl_memory_desc_init_by_tag(&want, 4, md->dims, md->data_type, dnnl_acdb) ==
+               dnnl_success &&
+           ct_cpu_md_eq(&want, md);
 }
 
 dnnl_memory_desc_t ct_cpu_md_typed(const dnnl_memory_desc_t *md, dnnl_data_type_t dt) {

@@ -56,7 +56,8 @@ typedef struct ct_cpu_ctx {
     dnnl_stream_t stream;
     dnnl_primitive_attr_t attr;     /* scratchpad_mode user */
     dnnl_primitive_attr_t attr_sum; /* scratchpad_mode user + sum post-op (dst += src) */
-    dnnl_primitive_attr_t attr_relu; /* scratchpad_mode user + relu post-op (dst = max(dst, 0)) */
+    /* scratchpad_mode user + relu post-op (dst = max(dst, 0)): attr_eltwise's */
+    const_dnnl_primitive_attr_t attr_relu;
     /* scratchpad_mode user + one eltwise post-op, per (algorithm, alpha) asked for
      * (ct_cpu_attr_eltwise) */
     dnnl_primitive_attr_t attr_eltwise[CT_CPU_MAX_ELTWISE_ATTRS];
@@ -92,6 +93,8 @@ size_t ct_cpu_md_numel(const dnnl_memory_desc_t *md);
 int ct_cpu_md_channel_block(const dnnl_memory_desc_t *md);
 /* The same for a 4-D md of element type dt (0 for any other type). */
 int ct_cpu_md_channel_block_of(const dnnl_memory_desc_t *md, dnnl_data_type_t dt);
+/* Whether md is 4-D channels-last (nhwc, acdb) of its own element type. */
+bool ct_cpu_md_is_nhwc(const dnnl_memory_desc_t *md);
 /* The format tag of such a block (1: nchw). */
 dnnl_format_tag_t ct_cpu_channel_block_tag(int block);
 /* md with its element type set to dt (same dims and layout, strides in elements). */

@@ -140,6 +140,9 @@ typedef struct ct_cpu_bn {
     ct_loops_isa isa;              /* of the training loops (batchnorm.h) */
     uint64_t stats_batch;          /* the batch (b->batch_serial) whose statistics the
                                       running ones include; UINT64_MAX: none yet */
+    int loops_block;               /* lanes per group of the training loops (batchnorm.h) */
+    long rows_per_sample;          /* S for channels-last, whose [N, S, C] the loops take
+                                      as N * S rows of C lanes (loops_geom); else 1 */
     int zero_pad_block;            /* evaluation on a blocked layout whose last channel
                                       block is partial: its block (8 or 16), whose padding
                                       lanes are zeroed after oneDNN's primitive; else 0 */
@@ -384,7 +387,13 @@ int ct_cpu_wl_plan_part(ct_cpu *b, ct_cpu_node *nd, size_t floats, const char *n
                         ct_err *err);
 /* Binds the views and the dw/db scratch. */
 int ct_cpu_wl_bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
-/* Converts the params into w_fwd's layout when they changed since (fwd_dirty). */
-int ct_cpu_wl_refresh_fwd_weights(ct_cpu *b, ct_cpu_wl *w, ct_err *err);
+/* The plain weights the forward reads or reorders into w_fwd (the params' view, or
+ * w_fold with a batch norm folded in), and its bias (b_fold, the params' view, or
+ * NULL for none). */
+const ct_cpu_tensor *ct_cpu_wl_plain_weights(const ct_cpu_wl *w);
+const ct_cpu_tensor *ct_cpu_wl_bias(const ct_cpu_node *nd);
+/* After the params (or the buffers) changed (fwd_dirty): recomputes the folded
+ * weights (wl.fold) and converts the plain weights into w_fwd's layout. */
+int ct_cpu_wl_refresh_fwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err);
 
 #endif

@@ -172,7 +172,7 @@ static int view(ct_cpu *b, const ct_cpu_tensor *t, const dnnl_memory_desc_t *md,
 static int linear_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     ct_cpu_wl *w = &nd->wl;
     const ct_cpu_tensor *in = ct_cpu_in(b, nd->i);
-    const ct_cpu_tensor *plain_w = w->fold ? &w->w_fold : &w->w_plain;
+    const ct_cpu_tensor *plain_w = ct_cpu_wl_plain_weights(w);
     if (ct_cpu_wl_bind_views(b, w, err) != 0 || ct_cpu_bind_tensor(b, &w->w_fold, err) != 0 ||
         ct_cpu_bind_tensor(b, &w->b_fold, err) != 0 ||
         ct_cpu_xfer_bind(b, &w->src, in, err) != 0 ||
@@ -182,7 +182,7 @@ static int linear_bind(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
     dnnl_dim_t N = in->md.dims[0], I = row_features(&in->md), O = nd->g->out.c;
     const ct_cpu_tensor *src = w->src.on ? &w->src.t : in;
     const ct_cpu_tensor *wts = w->w_fwd.on ? &w->w_fwd.t : plain_w;
-    const ct_cpu_tensor *bias_t = w->fold ? &w->b_fold : nd->g->bias >= 0 ? &w->b_plain : NULL;
+    const ct_cpu_tensor *bias_t = ct_cpu_wl_bias(nd);
     dnnl_memory_desc_t src2, wt, wm, bias;
     dnnl_memory_t m_src, m_wt, m_w, m_bias = NULL;
     if (md2(&src2, N, I, ct, false, err) != 0 || md2(&wt, I, O, ct, true, err) != 0 ||
@@ -227,8 +227,7 @@ static int linear_forward(ct_cpu *b, ct_cpu_node *nd, bool train, uint32_t step,
     (void)train;
     (void)step;
     ct_cpu_wl *w = &nd->wl;
-    if (w->fold && w->fwd_dirty) ct_cpu_bn_fold_compute(b, nd);
-    if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0) return -1;
+    if (ct_cpu_wl_refresh_fwd_weights(b, nd, err) != 0) return -1;
     if (w->src.on && ct_cpu_exec(&b->c, &w->src.r, err) != 0) return -1;
     return ct_cpu_exec(&b->c, &w->fwd, err);
 }
@@ -259,7 +258,7 @@ static int linear_backward(ct_cpu *b, ct_cpu_node *nd, bool accumulate, uint32_t
         bias_grad(nd->gact.ptr, (int)nd->act.md.dims[0], (int)nd->act.md.dims[1],
                   w->db_plain.ptr, accumulate);
     if (!ct_cpu_has_gin(b, nd->i)) return 0;
-    if (ct_cpu_wl_refresh_fwd_weights(b, w, err) != 0 || ct_cpu_exec(&b->c, &w->bwd_d, err) != 0)
+    if (ct_cpu_wl_refresh_fwd_weights(b, nd, err) != 0 || ct_cpu_exec(&b->c, &w->bwd_d, err) != 0)
         return -1;
     return w->dsrc.on ? ct_cpu_exec(&b->c, &w->dsrc.r, err) : 0;
 }

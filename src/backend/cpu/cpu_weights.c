@@ -46,8 +46,19 @@ int ct_cpu_wl_bind_views(ct_cpu *b, ct_cpu_wl *w, ct_err *err) {
     return 0;
 }
 
-int ct_cpu_wl_refresh_fwd_weights(ct_cpu *b, ct_cpu_wl *w, ct_err *err) {
-    if (w->w_fwd.on && w->fwd_dirty && ct_cpu_exec(&b->c, &w->w_fwd.r, err) != 0) return -1;
+const ct_cpu_tensor *ct_cpu_wl_plain_weights(const ct_cpu_wl *w) {
+    return w->fold ? &w->w_fold : &w->w_plain;
+}
+
+const ct_cpu_tensor *ct_cpu_wl_bias(const ct_cpu_node *nd) {
+    return nd->wl.fold ? &nd->wl.b_fold : nd->g->bias >= 0 ? &nd->wl.b_plain : NULL;
+}
+
+int ct_cpu_wl_refresh_fwd_weights(ct_cpu *b, ct_cpu_node *nd, ct_err *err) {
+    ct_cpu_wl *w = &nd->wl;
+    if (!w->fwd_dirty) return 0;
+    if (w->fold) ct_cpu_bn_fold_compute(b, nd);
+    if (w->w_fwd.on && ct_cpu_exec(&b->c, &w->w_fwd.r, err) != 0) return -1;
     w->fwd_dirty = false;
     return 0;
 }
