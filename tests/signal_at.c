@@ -6,8 +6,9 @@
  * process would (the signal goes to whichever thread takes it), and then makes the
  * call. POINT is "exec" (dnnl_primitive_execute: every oneDNN call of the training and
  * evaluation loops), "fsync" (of a checkpoint's temporary file, model.bin.tmp-*),
- * "rename" (onto model.bin): the checkpoint writer's commit, or "open" (of a gzip data
- * file, *.gz: start-up, before the first batch).
+ * "rename" (onto model.bin): the checkpoint writer's commit, "manifest" (a rename onto
+ * manifest.json: the run's start, and its end after the loop has stopped), or "open"
+ * (of a gzip data file, *.gz: start-up, before the first batch).
  *
  * So that where a signal lands does not depend on thread scheduling, the calling
  * thread waits after kill() until the signal has had its effect: for the first signal
@@ -16,7 +17,9 @@
  * gives up after 30 s, so a process that does not react goes on (and fails its test)
  * rather than hanging.
  * "SIG:POINT:N+" sends the signal a second time right after the first is recorded,
- * as GNU timeout does, and gives the process 50 ms to take it.
+ * as GNU timeout does, and gives the process 50 ms to take it; "SIG:POINT:N~" sends
+ * only such a copy of an earlier rule's signal, late (no wait for an effect but the
+ * 50 ms), as a preempted timeout would.
  * CT_SIGNAL_RANK=R: only the MPI rank R (OMPI_COMM_WORLD_RANK) sends.
  * CT_SIGNAL_COUNT=FILE: the calls of each point are written there at exit
  * ("exec N\nfsync N\nrename N\n"), for picking N. */
@@ -35,13 +38,14 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-enum { POINT_EXEC, POINT_FSYNC, POINT_RENAME, POINT_OPEN, N_POINTS, MAX_RULES = 8 };
-static const char *const point_names[N_POINTS] = {"exec", "fsync", "rename", "open"};
+enum { POINT_EXEC, POINT_FSYNC, POINT_RENAME, POINT_MANIFEST, POINT_OPEN, N_POINTS, MAX_RULES = 8 };
+static const char *const point_names[N_POINTS] = {"exec", "fsync", "rename", "manifest", "open"};
 
 typedef struct rule {
     int sig, point;
     long n;
     bool twice; /* "SIG:POINT:N+": the signal again right after the first is recorded */
+    bool echo;  /* "SIG:POINT:N~": only the copy */
 } rule;
 
 static rule rules[MAX_RULES];
@@ -69,10 +73,10 @@ static void read_rules(void) {
         char sig[8], point[16];
         long n;
         if (sscanf(tok, "%7[A-Z]:%15[a-z]:%ld", sig, point, &n) != 3) continue;
-        bool twice = tok[strlen(tok) - 1] == '+';
+        char last = tok[strlen(tok) - 1];
         for (int p = 0; p < N_POINTS; p++)
             if (!strcmp(point, point_names[p]) && sig_of(sig))
-                rules[n_rules++] = (rule){sig_of(sig), p, n, twice};
+                rules[n_rules++] = (rule){sig_of(sig), p, n, last == '+', last == '~'};
     }
 }
 
@@ -111,8 +115,8 @@ static void at(int point) {
     long k = atomic_fetch_add(&calls[point], 1) + 1;
     for (int r = 0; r < n_rules; r++)
         if (rules[r].point == point && rules[r].n == k) {
-            send(rules[r].sig);
-            if (rules[r].twice) send_echo(rules[r].sig);
+            if (!rules[r].echo) send(rules[r].sig);
+            if (rules[r].twice || rules[r].echo) send_echo(rules[r].sig);
         }
 }
 
@@ -151,6 +155,7 @@ int rename(const char *from, const char *to) {
     static int (*real)(const char *, const char *);
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "rename");
     if (ends_with(to, "/model.bin")) at(POINT_RENAME);
+    if (ends_with(to, "/manifest.json")) at(POINT_MANIFEST);
     return real(from, to);
 }
 

@@ -13,7 +13,7 @@
  *    behind, and a resumed one leaving its run as it was;
  *  - `timeout -s TERM` and `-s INT` (which send the signal twice: to the process, then
  *    to its group) stop 10 runs each with a saved checkpoint and an "interrupted"
- *    manifest;
+ *    manifest, also when the copy comes as the stopped run writes its manifest;
  *  - `test_signals mpi` (its own meson test, a SKIP without MPI): a signal to rank 0
  *    of `mpirun -np 2` stops both ranks at the same step, and the resumed job ends
  *    with the uninterrupted job's weights.
@@ -432,6 +432,16 @@ static void test_signal_during_startup_leaves_nothing(void **state) {
 
 /* ---- GNU timeout, which signals the process and then its group ------------------------ */
 
+/* The manifest of the run in dir/out says it was interrupted. */
+static void assert_manifest_interrupted(const char *out) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s/manifest.json", dir, out);
+    char *man = ct_test_read_file(path, NULL);
+    if (!man || !strstr(man, "\"status\": \"interrupted\""))
+        fail_msg("%s: %s", path, man ? man : "missing");
+    free(man);
+}
+
 /* `timeout -s SIG SECONDS ctrain fit` of a long run, started directly (no shell, no
  * injector): the signal arrives twice, and the run must still save. */
 static void stop_by_timeout(int sig, int k) {
@@ -462,33 +472,37 @@ static void stop_by_timeout(int sig, int k) {
         fail_msg("timeout -s %s %s: status %d (exited %d), want 124 after a save:\n%s", sname,
                  secs, st, WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
     free(out);
-    char path[900], rel[64];
+    char rel[64];
     snprintf(rel, sizeof rel, "timeout-%s-%d", sig_name(sig), k);
     ct_checkpoint ck;
     read_ckpt(rel, &ck); /* mid-epoch ("interrupted") or at an epoch's end */
     ct_checkpoint_free(&ck);
-    snprintf(path, sizeof path, "%s/manifest.json", outdir);
-    char *man = ct_test_read_file(path, NULL);
-    if (!man || !strstr(man, "\"status\": \"interrupted\""))
-        fail_msg("%s: %s", path, man ? man : "missing");
-    free(man);
+    assert_manifest_interrupted(rel);
 }
 
 /* timeout -s TERM and -s INT, ten times each at different moments: every run saves a
  * loadable checkpoint and its manifest says "interrupted". Before them, the same
  * double delivery placed by the injector, mid-epoch and during the checkpoint's
- * write, where it is certain to arrive as two signals. */
+ * write, where it is certain to arrive as two signals, and with the copy late: after
+ * the loop has stopped, as the run's manifest is written (timeout preempted between
+ * its two sends). */
 static void test_timeout_saves(void **state) {
     (void)state;
-    const char *echoes[] = {"TERM:exec:60+", "INT:exec:90+", "TERM:fsync:1+", "INT:rename:1+"};
-    const int sigs[] = {SIGTERM, SIGINT, SIGTERM, SIGINT};
-    for (int k = 0; k < 4; k++) {
+    const char *echoes[] = {"TERM:exec:60+",
+                            "INT:exec:90+",
+                            "TERM:fsync:1+",
+                            "INT:rename:1+",
+                            "TERM:exec:60,TERM:manifest:2~",
+                            "INT:fsync:1,INT:manifest:2~"};
+    const int sigs[] = {SIGTERM, SIGINT, SIGTERM, SIGINT, SIGTERM, SIGINT};
+    for (int k = 0; k < 6; k++) {
         char out[32];
         snprintf(out, sizeof out, "echo%d", k);
         fit_stopped(out, echoes[k], sigs[k], "stopped by");
         ct_checkpoint ck;
         read_ckpt(out, &ck);
         ct_checkpoint_free(&ck);
+        assert_manifest_interrupted(out);
     }
     if (system("timeout --version >/dev/null 2>&1") != 0) {
         print_message("timeout (coreutils) not found: case not run\n");

@@ -42,18 +42,21 @@ static void *receiver(void *arg) {
     (void)arg;
     sigset_t set;
     stop_signals(&set);
+    int first = 0; /* the signal that asked for the last graceful stop, and when */
     long long first_at = 0;
     for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) != 0) continue;
+        long long now = now_ns();
+        /* the first one again: timeout and schedulers send it twice, and the copy may
+         * come after the fit has stopped and left graceful mode to write its manifest */
+        if (sig == first && now - first_at < CT_SIGNAL_ECHO_NS) continue;
         int none = 0;
         if (atomic_load(&graceful) && atomic_compare_exchange_strong(&pending, &none, sig)) {
-            first_at = now_ns(); /* the first one: the loop stops at its next step boundary */
+            first = sig; /* the loop stops at its next step boundary */
+            first_at = now;
             continue;
         }
-        if (atomic_load(&graceful) && sig == atomic_load(&pending) &&
-            now_ns() - first_at < CT_SIGNAL_ECHO_NS)
-            continue; /* the first one again: timeout and schedulers send it twice */
         die_by(sig);
     }
     return NULL;

@@ -13,10 +13,10 @@
  * (during start-up: where it stops before training, leaving nothing behind); a second one ends the process at once, as the signal's default
  * action does (a checkpoint being written is then left as it was: the previous one
  * stays, and the temporary file is removed at the next start). The same signal again
- * within 200 ms of the first is not a second one: GNU timeout and batch schedulers
- * signal the process and then its process group, so it arrives twice; a deliberate
- * second Ctrl-C comes later, or is another signal. Outside graceful mode the first
- * signal ends the process at once.
+ * within 200 ms of the first is not a second one, also once the fit has stopped and
+ * left graceful mode: GNU timeout and batch schedulers signal the process and then
+ * its process group, so it arrives twice; a deliberate second Ctrl-C comes later, or
+ * is another signal. Outside graceful mode the first signal ends the process at once.
  */
 #ifndef CT_SIGNALS_H
 #define CT_SIGNALS_H
