@@ -2,7 +2,8 @@
 # fuzz.sh: build the libFuzzer harnesses (tests/fuzz) with clang into build-fuzz and
 # run each for SECONDS (default 60): fuzz_config (YAML configs and shape
 # inference), fuzz_idx (IDX files, gzip and plain), fuzz_checkpoint
-# (safetensors) and fuzz_image (PNG, PGM and PPM files, converted to model inputs). Each starts from its seeds (tests/fuzz/corpus/<target>) and the
+# (safetensors), fuzz_image (PNG, JPEG, PGM and PPM files, converted to model
+# inputs) and fuzz_list (the list files of data.format list). Each starts from its seeds (tests/fuzz/corpus/<target>) and the
 # saved regressions, and prints one line: its name, how many inputs it ran, and
 # the result.
 #
@@ -33,7 +34,7 @@ ninja --quiet -C "$build" fuzzers
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 failed=0
-for t in config idx checkpoint image; do
+for t in config idx checkpoint image list; do
   work="$build/corpus/$t" crashes="$build/crashes/$t" log="$build/fuzz-$t.log"
   mkdir -p "$work" "$crashes"
   rc=0

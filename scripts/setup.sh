@@ -50,11 +50,11 @@ install_missing() {
   echo "setup.sh: skipped ${missing[*]} (could not be installed); the tests that need them skip"
 }
 
-# Building and training: the compiler and Meson, libyaml, zlib, jansson, libpng
-# (predict's PNG images), oneDNN, protobuf-c with ONNX's definition (export --onnx),
+# Building and training: the compiler and Meson, libyaml, zlib, jansson, libpng and
+# libjpeg-turbo (PNG and JPEG images), oneDNN, protobuf-c with ONNX's definition (export --onnx),
 # python3-venv (TensorBoard's package below).
 install_missing yes gcc g++ meson ninja-build pkg-config libyaml-dev zlib1g-dev libjansson-dev \
-  libpng-dev libdnnl-dev protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-venv
+  libpng-dev libjpeg62-turbo-dev libdnnl-dev protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-venv
 
 # TensorBoard (PyPI, in .venv-tensorboard): its package holds the protocol definitions
 # the event-file writer is generated from at build time (-Dtensorboard=auto), and the

@@ -54,10 +54,11 @@ static const ct_command commands[] = {
      ct_cmd_eval, false},
     {"predict", "predict --checkpoint FILE INPUT... [options]",
      "classify images with a checkpoint (needs no YAML)",
-     "  INPUT             a PNG, PGM or PPM image (its size and channels converted to\n"
-     "                    model.input: alpha over black, RGB to gray or gray to RGB,\n"
-     "                    area-average shrinking, linear enlarging), or an IDX image\n"
-     "                    file (every sample; gzip or plain)\n"
+     "  INPUT             a PNG, JPEG, PGM or PPM image (its size and channels converted\n"
+     "                    to model.input: alpha over black, RGB to gray or gray to RGB,\n"
+     "                    area-average shrinking, linear enlarging; with data.resize\n"
+     "                    the shorter side scaled, then the centre cut out), or an IDX\n"
+     "                    image file (every sample; gzip or plain)\n"
      "  --top K           print the K most likely classes (default 3)\n"
      "  --limit N         take the first N samples of each IDX file\n"
      "  --invert          use 255 - v for images (dark strokes on a light background)\n"
@@ -94,6 +95,15 @@ static const ct_command commands[] = {
      "                     their running statistics, dropout is left out\n"
      "Give --safetensors, --onnx or both.\n",
      ct_cmd_export, false},
+    {"data", "data export CONFIG --to DIR [options]", "write a config's data as image folders",
+     "  export CONFIG     write its training, validation (data.val_split) and test sets\n"
+     "                    as DIR/train, DIR/val, DIR/test: a folder per class (its\n"
+     "                    data.class_names, else its index) of one image per sample,\n"
+     "                    which data.format folder reads back in the same order\n"
+     "  --to DIR          the folder to create (it must not exist)\n"
+     "  --jpeg Q          write JPEG files of quality Q (1..100) instead of PNG\n"
+     "  --limit N         the first N samples of each set\n",
+     ct_cmd_data, false},
     {"plot", "plot RUN... [-o FILE]", "draw runs' learning curves as one SVG",
      "  RUN               a run directory of ctrain fit (its metrics.jsonl), or a\n"
      "                    metrics.jsonl file; up to 16, overlaid\n"

@@ -231,16 +231,16 @@ static void test_data_errors_stop_fit(void **state) {
     ct_err err = {{0}};
     ct_dataset tr, va;
     bool has_val;
-    assert_int_equal(ct_data_load_train(&cfg, &tr, &va, &has_val, &err), -1);
+    assert_int_equal(ct_data_load_train(&cfg, NULL, &tr, &va, &has_val, &err), -1);
     assert_non_null(strstr(err.msg, "images are 3x32x32 but model.input is 1x32x32"));
     ct_config_free(&cfg);
     /* eval --data names IDX files, which a cifar10 model cannot take */
     load_cfg("evaldata", "", 1, &cfg);
     ct_dataset te;
-    assert_int_equal(ct_data_load_test(&cfg, "x-images.gz", "x-labels.gz", &te, &err), -1);
+    assert_int_equal(ct_data_load_test(&cfg, NULL, "x-images.gz", "x-labels.gz", &te, &err), -1);
     assert_non_null(strstr(err.msg, "--data takes IDX image and label files"));
     assert_null(te.images);
-    assert_int_equal(ct_data_load_test(&cfg, NULL, NULL, &te, &err), 0);
+    assert_int_equal(ct_data_load_test(&cfg, NULL, NULL, NULL, &te, &err), 0);
     assert_int_equal(te.count, N_TEST);
     ct_dataset_free(&te);
     ct_config_free(&cfg);

@@ -108,12 +108,18 @@ static void test_image_inputs(void **state) {
     replay_target("image", ct_fuzz_image);
 }
 
+static void test_list_inputs(void **state) {
+    (void)state;
+    replay_target("list", ct_fuzz_list);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_inputs),
         cmocka_unit_test(test_idx_inputs),
         cmocka_unit_test(test_checkpoint_inputs),
         cmocka_unit_test(test_image_inputs),
+        cmocka_unit_test(test_list_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -202,7 +202,7 @@ static void read_fails(const char *name, const void *bytes, size_t n, const char
 
 static void test_bad_files(void **state) {
     (void)state;
-    read_fails("text.png", "hello\n", 6, "not a PNG, PGM or PPM file");
+    read_fails("text.png", "hello\n", 6, "not a PNG, JPEG, PGM or PPM file");
     read_fails("short.pgm", "P5\n4 4\n255\nabc", 14, "the file ends");
     read_fails("big.pgm", "P5\n99999 2\n255\n", 15, "malformed P5 header");
     read_fails("maxval.pgm", "P2\n1 1\n70000\n5\n", 16, "malformed P2 header");
@@ -574,7 +574,7 @@ static void test_bad_input_among_many(void **state) {
     ct_run_result r = run(args);
     if (r.status != 1 || ct_test_count_lines(r.out) != 3 || !strstr(r.out, "good.png:") ||
         !strstr(r.out, "[1]:") || ct_test_count_lines(r.err) != 4 ||
-        !strstr(r.err, "bad.png: not a PNG, PGM or PPM file") ||
+        !strstr(r.err, "bad.png: not a PNG, JPEG, PGM or PPM file") ||
         !strstr(r.err, "gone.png: No such file or directory") ||
         !strstr(r.err, "big.png: 56x56 image has 3136 pixels, over the limit of 1000") ||
         !strstr(r.err, "3 of 5 inputs could not be read"))
@@ -604,7 +604,7 @@ static void test_errors(void **state) {
         fail_msg("ctrain %s: exit %d: %s", args, r.status, r.err);
     ct_test_run_free(&r);
     snprintf(args, sizeof args, "predict --checkpoint %s %s", ckpt, cfg_path);
-    fails(args, 1, "not a PNG, PGM or PPM file");
+    fails(args, 1, "not a PNG, JPEG, PGM or PPM file");
     snprintf(args, sizeof args, "predict --checkpoint %s %s/missing.png", ckpt, dir);
     fails(args, 1, "missing.png: No such file or directory");
     path_in(weights, sizeof weights, "weights.safetensors");

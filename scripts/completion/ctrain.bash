@@ -9,7 +9,7 @@ _ctrain() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   cword=$COMP_CWORD
   local bin=${COMP_WORDS[0]}
-  local commands="fit eval predict summary inspect export plot devices bench help version"
+  local commands="fit eval predict summary inspect export data plot devices bench help version"
   if ((cword == 1)); then
     COMPREPLY=($(compgen -W "$commands" -- "$cur"))
     return
@@ -23,7 +23,7 @@ _ctrain() {
     --cpu-bf16) COMPREPLY=($(compgen -W "auto native emulated" -- "$cur")); return ;;
     --cpu-winograd) COMPREPLY=($(compgen -W "auto off" -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "fp32 tf32 fp16 bf16" -- "$cur")); return ;;
-    --out | -o | --output) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    --out | -o | --output | --to) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac
   if [[ $cmd == help ]]; then
     COMPREPLY=($(compgen -W "$commands keys" -- "$cur"))
@@ -31,6 +31,10 @@ _ctrain() {
   fi
   if [[ $cmd == bench && $cword == 2 && $cur != -* ]]; then # the benchmark, not a file
     COMPREPLY=($(compgen -W "matmul" -- "$cur"))
+    return
+  fi
+  if [[ $cmd == data && $cword == 2 && $cur != -* ]]; then # the data command's action
+    COMPREPLY=($(compgen -W "export" -- "$cur"))
     return
   fi
   if [[ $cur == -* ]]; then

@@ -29,6 +29,7 @@ int ct_cmd_plot(int argc, char **argv, ct_err *err);
 int ct_cmd_inspect(int argc, char **argv, ct_err *err);
 int ct_cmd_export(int argc, char **argv, ct_err *err);
 int ct_cmd_predict(int argc, char **argv, ct_err *err);
+int ct_cmd_data(int argc, char **argv, ct_err *err);
 
 /* One option: "--name" with 0 (flag), 1 or 2 values. A flag whose `value` is set also
  * takes an optional "--name=VALUE" (--resume=auto). */

@@ -103,7 +103,7 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     if (ct_checkpoint_read(a->checkpoint, &ck, err) != 0) return -1;
     if (config_from_checkpoint(&ck, a, &cfg, err) != 0) goto out;
     const char *images = a->images ? a->images : cfg.data.test_images;
-    if (ct_data_load_test(&cfg, a->images, a->labels, &ds, err) != 0) goto out;
+    if (ct_data_load_test(&cfg, stderr, a->images, a->labels, &ds, err) != 0) goto out;
     ct_device_choice dev;
     if (ct_device_select(&cfg.device, &dev, err) != 0) goto out;
     if (dev.notice[0]) fprintf(stderr, "ctrain: %s\n", dev.notice);

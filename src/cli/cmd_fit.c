@@ -12,6 +12,7 @@
 #include "io/run_dir.h"
 #include "io/json_write.h"
 #include "dist/dist.h"
+#include "train/datasets.h"
 #include "train/dist_grads.h"
 #include "train/fit.h"
 #include "train/memory.h"
@@ -218,6 +219,11 @@ int ct_cmd_fit(int argc, char **argv, ct_err *err) {
                                         : CT_EXIT_OK;
         ct_config_free(&cfg);
         return rc;
+    }
+    /* an image folder's classes go into the config, and so into the checkpoint */
+    if (ct_data_name_classes(&cfg, err) != 0) {
+        ct_config_free(&cfg);
+        return CT_EXIT_ERROR;
     }
     char command[4096];
     command_line(argc, argv, command, sizeof command);

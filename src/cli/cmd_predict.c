@@ -52,6 +52,9 @@ static void print_text(const predict_out *o) {
         for (int r = 0; r < o->top; r++) {
             int k = o->order[r];
             const char *name = ct_config_class_name(o->cfg, k);
+            char index[16];
+            snprintf(index, sizeof index, "%d", k);
+            if (name && strcmp(name, index) == 0) name = NULL; /* a folder named by its index */
             printf("%s %d%s%s (%.2f%%)", r ? "," : "", k, name ? " " : "", name ? name : "",
                    100.0 * o->p[k]);
         }
@@ -126,7 +129,8 @@ static int predict(const predict_args *a, int top, int limit, int max_pixels, ct
     int K = cfg.data.num_classes;
     if (top > K) top = K;
     ct_input_opts io = {.c = cfg.input_c, .h = cfg.input_h, .w = cfg.input_w, .num_classes = K,
-                        .limit = limit, .invert = a->invert, .max_pixels = max_pixels};
+                        .limit = limit, .invert = a->invert, .max_pixels = max_pixels,
+                        .resize = cfg.data.resize};
     if (ct_input_set_load(a->inputs, a->n_inputs, &io, &in, err) != 0) goto out;
     ct_device_choice dev;
     if (ct_device_select(&cfg.device, &dev, err) != 0) goto out;

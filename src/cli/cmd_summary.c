@@ -224,8 +224,8 @@ static int advise(const ct_model *m, const ct_config *cfg, const ct_device_choic
 static int load_sets(const ct_config *cfg, ct_dataset *train, ct_dataset *val, ct_dataset *test,
                      const ct_dataset **sets, ct_err *err) {
     bool has_val = false;
-    if (ct_data_load_train(cfg, train, val, &has_val, err) != 0 ||
-        ct_data_load_test(cfg, NULL, NULL, test, err) != 0)
+    if (ct_data_load_train(cfg, NULL, train, val, &has_val, err) != 0 ||
+        ct_data_load_test(cfg, NULL, NULL, NULL, test, err) != 0)
         return -1;
     sets[0] = train;
     sets[1] = has_val ? val : test;

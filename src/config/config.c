@@ -297,3 +297,11 @@ const char *ct_config_class_name(const ct_config *cfg, int k) {
     for (int i = 0; i < k; i++) s += strlen(s) + 1;
     return s;
 }
+
+const char *ct_data_key(const ct_data_cfg *d, bool train) {
+    switch (d->format) {
+    case CT_DATA_FOLDER: return train ? "data.train_dir" : "data.test_dir";
+    case CT_DATA_LIST: return train ? "data.train_list" : "data.test_list";
+    default: return train ? "data.train_images" : "data.test_images";
+    }
+}

@@ -161,17 +161,22 @@ typedef struct ct_schedule_cfg {
     double min_lr;      /* cosine: final lr, >= 0 */
 } ct_schedule_cfg;
 
-typedef enum { CT_DATA_IDX, CT_DATA_CIFAR10 } ct_data_format;
+/* idx and cifar10: files of records; folder: a folder per class of image files
+ * (data/image_set.h); list: a CSV file of path,label lines. */
+typedef enum { CT_DATA_IDX, CT_DATA_CIFAR10, CT_DATA_FOLDER, CT_DATA_LIST } ct_data_format;
 /* How a 4-d IDX image file is laid out (auto: by matching model.input). */
 typedef enum { CT_DATA_LAYOUT_AUTO, CT_DATA_LAYOUT_NCHW, CT_DATA_LAYOUT_NHWC } ct_data_layout;
 
 #define CT_DATA_FILES_MAX 16 /* entries of a data.train_images list */
 #define CT_DATA_CHANNELS_MAX 64 /* entries of a per-channel normalize list (pixels.h) */
+#define CT_DATA_WORKERS_MAX 256 /* data.workers */
 
 typedef struct ct_data_cfg {
     ct_data_format format; /* default idx */
     /* as resolved (see ct_config_resolve_path); with format cifar10 the first of a
-     * list, or a glob pattern (expanded, sorted, when the data is loaded) */
+     * list, or a glob pattern (expanded, sorted, when the data is loaded); with
+     * format folder data.train_dir, with format list data.train_list (and
+     * test_images data.test_dir, data.test_list): ct_data_key names them */
     char train_images[CT_PATH_MAX];
     char train_images_more[CT_DATA_FILES_MAX - 1][CT_PATH_MAX]; /* the list's others */
     int n_train_images;    /* entries of the list: 1 + those in train_images_more */
@@ -197,7 +202,17 @@ typedef struct ct_data_cfg {
      * characters, all different. */
     char *class_names;
     int n_class_names;
+    /* formats folder and list: */
+    int resize;          /* > 0: the shorter side scaled to this, then the centre
+                            model.input's H x W cut out; 0 (default): the whole image
+                            resampled to H x W (data/image_convert.h) */
+    int workers;         /* decoding threads; 0 (default): one per core */
+    bool skip_bad_files; /* on_bad_file: skip (report and leave out) or fail (default) */
 } ct_data_cfg;
+
+/* The key of d's training (train) or test images for its format: "data.train_images",
+ * "data.train_dir", "data.train_list", ... */
+const char *ct_data_key(const ct_data_cfg *d, bool train);
 
 #define CT_CLASS_NAME_MAX 64
 
@@ -391,6 +406,9 @@ void ct_config_free(ct_config *cfg);
 /* The name of class k from data.class_names, or NULL when the config has none
  * (or k is out of range). */
 const char *ct_config_class_name(const ct_config *cfg, int k);
+/* cfg parsed again with data.class_names set to names[0..n) (n == num_classes):
+ * an image folder's classes, so that the checkpoint names them. */
+int ct_config_set_class_names(ct_config *cfg, const char *const *names, int n, ct_err *err);
 
 /* Applies one command-line override. key is one of: epochs, batch-size, lr,
  * device, seed, out, amp, grad-accum-steps, graph, cpu-loops, cpu-bf16, cpu-winograd.

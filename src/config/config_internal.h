@@ -101,7 +101,7 @@ typedef struct ct_yaml_ctx {
 } ct_yaml_ctx;
 
 /* Most keys any one mapping accepts. */
-#define CT_MAP_MAX_KEYS 16
+#define CT_MAP_MAX_KEYS 24
 
 /* A mapping checked against its valid keys: val[i] is the value of keys[i], or
  * NULL when absent; key[i] is the key node (for errors at the key). */
@@ -193,6 +193,8 @@ typedef struct ct_edit_list {
 void ct_edit_list_add(ct_edit_list *l, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void ct_edit_list_free(ct_edit_list *l);
+/* Parses cfg again with m's edits (keeping its source and name); m is freed. */
+int ct_config_reparse(ct_config *cfg, ct_edit_list *m, ct_err *err);
 /* The YAML double-quoted form of s, into buf (cut short to fit); returns buf. */
 const char *ct_yaml_quoted(const char *s, char *buf, size_t n);
 

@@ -48,22 +48,6 @@ static void add_path(ct_edit_list *m, const char *key, const char *path) {
     ct_edit_list_add(m, key, "%s", ct_yaml_quoted(path, value, sizeof value));
 }
 
-/* Parses cfg again with m's edits; m is freed. */
-static int reparse(ct_config *cfg, ct_edit_list *m, ct_err *err) {
-    ct_config out;
-    char source[CT_PATH_MAX], name[CT_NAME_MAX];
-    snprintf(source, sizeof source, "%s", cfg->source);
-    snprintf(name, sizeof name, "%s", cfg->name);
-    int rc = ct_config_parse_edited(cfg->text, cfg->text_len, source, NULL, m->edit, m->n, &out,
-                                    err);
-    ct_edit_list_free(m);
-    if (rc != 0) return -1;
-    snprintf(out.name, sizeof out.name, "%s", name);
-    ct_config_free(cfg);
-    *cfg = out;
-    return 0;
-}
-
 /* data.<key> at path: when it is absolute and gone, its place relative to the run's new
  * directory, if something is there. */
 static void relocate_one(ct_edit_list *m, const char *key, const char *path, const char *old_dir,
@@ -85,14 +69,15 @@ int ct_config_relocate(ct_config *cfg, const char *old_given, const char *run_di
     if (realpath(old_dir, old_real) && !strcmp(old_real, new_dir)) return 0; /* not moved */
     ct_edit_list m = {.n = 0};
     const ct_data_cfg *d = &cfg->data;
-    if (d->n_train_images <= 1) relocate_one(&m, "data.train_images", d->train_images, old_dir, new_dir);
+    if (d->n_train_images <= 1)
+        relocate_one(&m, ct_data_key(d, true), d->train_images, old_dir, new_dir);
     relocate_one(&m, "data.train_labels", d->train_labels, old_dir, new_dir);
-    relocate_one(&m, "data.test_images", d->test_images, old_dir, new_dir);
+    relocate_one(&m, ct_data_key(d, false), d->test_images, old_dir, new_dir);
     relocate_one(&m, "data.test_labels", d->test_labels, old_dir, new_dir);
     if (cfg->train.out[0] == '/' && access(cfg->train.out, F_OK) != 0)
         add_path(&m, "train.out", new_dir);
     if (m.n == 0) return 0;
-    if (reparse(cfg, &m, err) != 0) return -1;
+    if (ct_config_reparse(cfg, &m, err) != 0) return -1;
     if (moved_out) *moved_out = true;
     return 0;
 }
@@ -106,14 +91,15 @@ static void adopt_one(ct_edit_list *m, const char *key, const char *was, const c
 int ct_config_adopt_data_paths(ct_config *was, const ct_config *now, ct_err *err) {
     ct_edit_list m = {.n = 0};
     const ct_data_cfg *a = &was->data, *b = &now->data;
-    if (a->n_train_images <= 1 && b->n_train_images <= 1)
-        adopt_one(&m, "data.train_images", a->train_images, b->train_images);
+    bool same_format = a->format == b->format;
+    if (same_format && a->n_train_images <= 1 && b->n_train_images <= 1)
+        adopt_one(&m, ct_data_key(a, true), a->train_images, b->train_images);
     adopt_one(&m, "data.train_labels", a->train_labels, b->train_labels);
-    adopt_one(&m, "data.test_images", a->test_images, b->test_images);
+    if (same_format) adopt_one(&m, ct_data_key(a, false), a->test_images, b->test_images);
     adopt_one(&m, "data.test_labels", a->test_labels, b->test_labels);
     if (m.n == 0 || !was->text) {
         ct_edit_list_free(&m);
         return 0;
     }
-    return reparse(was, &m, err);
+    return ct_config_reparse(was, &m, err);
 }

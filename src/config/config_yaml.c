@@ -165,12 +165,17 @@ static int ct_walk_schedule(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg)
 /* ---- data ----------------------------------------------------------------- */
 
 enum { D_TRAIN_IMAGES, D_TRAIN_LABELS, D_TEST_IMAGES, D_TEST_LABELS, D_NUM_CLASSES,
-       D_NORMALIZE, D_SHUFFLE, D_FORMAT, D_LAYOUT, D_VAL_SPLIT, D_AUGMENT, D_CLASS_NAMES };
+       D_NORMALIZE, D_SHUFFLE, D_FORMAT, D_LAYOUT, D_VAL_SPLIT, D_AUGMENT, D_CLASS_NAMES,
+       D_TRAIN_DIR, D_TEST_DIR, D_TRAIN_LIST, D_TEST_LIST, D_RESIZE, D_WORKERS, D_ON_BAD_FILE };
 static const char *const ct_data_keys[] = {"train_images", "train_labels", "test_images",
                                            "test_labels",  "num_classes",  "normalize",
                                            "shuffle",      "format",       "layout",
-                                           "val_split",    "augment",      "class_names"};
-static const char *const ct_data_format_names[] = {"idx", "cifar10"};
+                                           "val_split",    "augment",      "class_names",
+                                           "train_dir",    "test_dir",     "train_list",
+                                           "test_list",    "resize",       "workers",
+                                           "on_bad_file"};
+static const char *const ct_data_format_names[] = {"idx", "cifar10", "folder", "list"};
+static const char *const ct_bad_file_names[] = {"fail", "skip"};
 static const char *const ct_data_layout_names[] = {"auto", "nchw", "nhwc"};
 
 static int ct_walk_path(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name, char *out) {
@@ -310,20 +315,54 @@ static int ct_walk_class_names(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_dat
     return 0;
 }
 
-/* format idx needs both label files; cifar10 has its labels in the records. */
+/* The keys that name the data of d's format (the others are refused), and the
+ * image-file keys that only formats folder and list take. */
+static int ct_data_check_format_keys(const ct_yaml_ctx *ctx, const ct_map_view *v,
+                                     const ct_data_cfg *d) {
+    bool files = d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST;
+    int train = d->format == CT_DATA_FOLDER ? D_TRAIN_DIR
+                : d->format == CT_DATA_LIST ? D_TRAIN_LIST
+                                            : D_TRAIN_IMAGES;
+    int test = train == D_TRAIN_IMAGES ? D_TEST_IMAGES : train + 1;
+    static const int named[] = {D_TRAIN_IMAGES, D_TEST_IMAGES, D_TRAIN_DIR,
+                                D_TEST_DIR,     D_TRAIN_LIST,  D_TEST_LIST};
+    for (size_t i = 0; i < CT_COUNT(named); i++) {
+        int k = named[i];
+        if (v->key[k] && k != train && k != test)
+            return ct_node_error(ctx, v->key[k], "'data.%s' does not apply to format %s (it "
+                                 "takes data.%s and data.%s)", ct_data_keys[k],
+                                 ct_data_format_names[d->format], ct_data_keys[train],
+                                 ct_data_keys[test]);
+    }
+    if (ct_map_require(ctx, v, "data", ct_data_keys, train) ||
+        ct_map_require(ctx, v, "data", ct_data_keys, test))
+        return -1;
+    static const int file_keys[] = {D_RESIZE, D_WORKERS, D_ON_BAD_FILE};
+    for (size_t i = 0; !files && i < CT_COUNT(file_keys); i++)
+        if (v->key[file_keys[i]])
+            return ct_node_error(ctx, v->key[file_keys[i]], "'data.%s' applies to image files "
+                                 "(format folder or list), not to format %s",
+                                 ct_data_keys[file_keys[i]], ct_data_format_names[d->format]);
+    return 0;
+}
+
+/* format idx needs both label files; the others hold their labels. */
 static int ct_data_check_labels(const ct_yaml_ctx *ctx, const ct_map_view *v,
                                 const ct_data_cfg *d) {
     for (int i = D_TRAIN_LABELS; i <= D_TEST_LABELS; i += 2) {
         if (d->format == CT_DATA_IDX) {
             if (ct_map_require(ctx, v, "data", ct_data_keys, i)) return -1;
         } else if (v->key[i]) {
-            return ct_node_error(ctx, v->key[i], "'data.%s' does not apply to format cifar10 "
-                                 "(its records hold the labels)", ct_data_keys[i]);
+            return ct_node_error(ctx, v->key[i], "'data.%s' does not apply to format %s (%s)",
+                                 ct_data_keys[i], ct_data_format_names[d->format],
+                                 d->format == CT_DATA_CIFAR10 ? "its records hold the labels"
+                                 : d->format == CT_DATA_FOLDER ? "the class folders are the labels"
+                                                               : "the list holds the labels");
         }
     }
-    if (d->format == CT_DATA_CIFAR10 && v->key[D_LAYOUT])
+    if (d->format != CT_DATA_IDX && v->key[D_LAYOUT])
         return ct_node_error(ctx, v->key[D_LAYOUT], "'data.layout' applies to 4-d IDX files, not "
-                             "to format cifar10");
+                             "to format %s", ct_data_format_names[d->format]);
     return 0;
 }
 
@@ -336,7 +375,8 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     int m = 0;
     if (ct_map_collect(ctx, node, "data", ct_data_keys, CT_COUNT(ct_data_keys), &v)) return -1;
     if (v.val[D_FORMAT]) {
-        if (ct_get_enum(ctx, v.val[D_FORMAT], "data.format", ct_data_format_names, 2, &m))
+        if (ct_get_enum(ctx, v.val[D_FORMAT], "data.format", ct_data_format_names,
+                        (int)CT_COUNT(ct_data_format_names), &m))
             return -1;
         d->format = (ct_data_format)m;
     }
@@ -348,6 +388,25 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     if (v.val[D_TRAIN_IMAGES] && ct_walk_train_images(ctx, v.val[D_TRAIN_IMAGES], d)) return -1;
     for (int i = 1; i < 4; i++)
         if (v.val[i] && ct_walk_path(ctx, v.val[i], names[i], paths[i])) return -1;
+    /* folders and list files take the image paths' places (config.h) */
+    for (int k = D_TRAIN_DIR; k <= D_TEST_LIST; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "data.%s", ct_data_keys[k]);
+        bool train = (k - D_TRAIN_DIR) % 2 == 0;
+        if (v.val[k] && ct_walk_path(ctx, v.val[k], key, train ? d->train_images : d->test_images))
+            return -1;
+    }
+    if (v.val[D_RESIZE] &&
+        ct_get_int(ctx, v.val[D_RESIZE], "data.resize", 0, CT_DIM_MAX, &d->resize))
+        return -1;
+    if (v.val[D_WORKERS] &&
+        ct_get_int(ctx, v.val[D_WORKERS], "data.workers", 0, CT_DATA_WORKERS_MAX, &d->workers))
+        return -1;
+    if (v.val[D_ON_BAD_FILE]) {
+        if (ct_get_enum(ctx, v.val[D_ON_BAD_FILE], "data.on_bad_file", ct_bad_file_names, 2, &m))
+            return -1;
+        d->skip_bad_files = m == 1;
+    }
     if (v.val[D_NUM_CLASSES] && ct_get_int(ctx, v.val[D_NUM_CLASSES], "data.num_classes", 2,
                                            CT_WIDTH_MAX, &d->num_classes))
         return -1;
@@ -357,9 +416,7 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     if (v.val[D_VAL_SPLIT] && ct_walk_val_split(ctx, v.val[D_VAL_SPLIT], d)) return -1;
     if (v.val[D_AUGMENT] && ct_walk_augment(ctx, v.val[D_AUGMENT], d)) return -1;
     if (v.val[D_CLASS_NAMES] && ct_walk_class_names(ctx, v.val[D_CLASS_NAMES], d)) return -1;
-    if (ct_map_require(ctx, &v, "data", ct_data_keys, D_TRAIN_IMAGES) ||
-        ct_map_require(ctx, &v, "data", ct_data_keys, D_TEST_IMAGES))
-        return -1;
+    if (ct_data_check_format_keys(ctx, &v, d)) return -1;
     return ct_data_check_labels(ctx, &v, d);
 }
 

@@ -128,6 +128,47 @@ done:
     return rc;
 }
 
+/* The size the shorter side's scaling to `resize` gives (the longer side rounded
+ * down, as torchvision's Resize(int) does). */
+static void resized_size(const ct_image *img, int resize, int *rw, int *rh) {
+    if (img->w <= img->h) {
+        *rw = resize;
+        *rh = (int)((long long)resize * img->h / img->w);
+    } else {
+        *rh = resize;
+        *rw = (int)((long long)resize * img->w / img->h);
+    }
+}
+
+int ct_image_to_input_resized(const ct_image *img, const char *path, int C, int H, int W,
+                              int resize, bool invert, uint8_t *out, ct_err *err) {
+    if (resize <= 0) return ct_image_to_input(img, path, C, H, W, invert, out, err);
+    int rw, rh;
+    resized_size(img, resize, &rw, &rh);
+    if (rw < W || rh < H)
+        return ct_errorf(err, "%s: a %dx%d image resized to %dx%d (data.resize %d) is smaller "
+                         "than the model's %dx%d input", path, img->w, img->h, rw, rh, resize, W,
+                         H);
+    if ((long long)rw * rh > CT_IMAGE_MAX_PIXELS)
+        return ct_errorf(err, "%s: data.resize %d makes a %dx%d image %dx%d, over %lld pixels",
+                         path, resize, img->w, img->h, rw, rh, (long long)CT_IMAGE_MAX_PIXELS);
+    uint8_t *full = malloc((size_t)C * rw * rh);
+    if (!full) return ct_errorf(err, "%s: out of memory resizing a %dx%d image", path, img->w,
+                                img->h);
+    if (ct_image_to_input(img, path, C, rh, rw, invert, full, err) != 0) {
+        free(full);
+        return -1;
+    }
+    /* the centre, rounded as torchvision's CenterCrop does */
+    int top = (int)lround((rh - H) / 2.0), left = (int)lround((rw - W) / 2.0);
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < H; y++)
+            memcpy(out + ((size_t)c * H + y) * W, full + ((size_t)c * rh + top + y) * rw + left,
+                   (size_t)W);
+    free(full);
+    return 0;
+}
+
 int ct_image_to_input(const ct_image *img, const char *path, int C, int H, int W, bool invert,
                       uint8_t *out, ct_err *err) {
     if (check_fit(img, path, C, H, W, err)) return -1;

@@ -35,4 +35,13 @@
 int ct_image_to_input(const ct_image *img, const char *path, int C, int H, int W, bool invert,
                       uint8_t *out, ct_err *err);
 
+/* With resize > 0 (data.resize), as torchvision's Resize(resize) then CenterCrop(H, W):
+ * the image scaled (aspect kept, as step 4 above) so that its shorter side is
+ * `resize` pixels and its longer side resize * long / short rounded down, then the
+ * H x W centre cut out (its top-left corner at round((rh - H) / 2), round((rw - W) /
+ * 2)); an image whose resized size is smaller than H x W is refused. resize 0:
+ * ct_image_to_input. */
+int ct_image_to_input_resized(const ct_image *img, const char *path, int C, int H, int W,
+                              int resize, bool invert, uint8_t *out, ct_err *err);
+
 #endif

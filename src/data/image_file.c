@@ -1,14 +1,18 @@
-/* image_file.c: PNG (libpng's simplified API) and netpbm PGM/PPM readers
- * (image_file.h). */
+/* image_file.c: PNG (libpng's simplified API), JPEG (libjpeg) and netpbm PGM/PPM
+ * readers (image_file.h). */
 #include "data/image_file.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <png.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
 
 void ct_image_free(ct_image *img) {
     free(img->px);
@@ -94,6 +98,156 @@ static int read_png(const char *path, long long file_bytes, const unsigned char 
         return -1;
     }
     return 0;
+}
+
+/* ---- JPEG ------------------------------------------------------------------ */
+
+/* Huffman-coded blocks take at least 2 bits each (a DC difference and an end of
+ * block), 64 pixels of one component; arithmetic coding less. A file of `bytes`
+ * holds at most this many pixel bytes per byte. */
+#define JPEG_MAX_EXPANSION 2048
+
+typedef struct jpeg_fail {
+    struct jpeg_error_mgr mgr;
+    jmp_buf back;
+    bool truncated; /* libjpeg filled the missing end with gray */
+} jpeg_fail;
+
+static void jpeg_fail_exit(j_common_ptr c) { longjmp(((jpeg_fail *)c->err)->back, 1); }
+
+/* Warnings (level -1) are kept quiet; the one for a file that ends early marks it
+ * truncated. Trace messages (level >= 0) are ignored. */
+static void jpeg_fail_emit(j_common_ptr c, int level) {
+    jpeg_fail *f = (jpeg_fail *)c->err;
+    if (level < 0 && f->mgr.msg_code == JWRN_JPEG_EOF) f->truncated = true;
+}
+
+static uint16_t exif_u16(const uint8_t *p, bool le) {
+    return le ? (uint16_t)(p[0] | p[1] << 8) : (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t exif_u32(const uint8_t *p, bool le) {
+    return le ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
+              : (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The Exif Orientation tag (0x0112) of IFD0 in an APP1 marker's data, 1..8; 1 (as
+ * stored) when absent or malformed. */
+static int exif_orientation(const uint8_t *d, size_t n) {
+    if (n < 14 || memcmp(d, "Exif\0\0", 6) != 0) return 1;
+    const uint8_t *t = d + 6; /* the TIFF header: byte order, 42, offset of IFD0 */
+    size_t len = n - 6;
+    bool le = t[0] == 'I' && t[1] == 'I';
+    if (!le && !(t[0] == 'M' && t[1] == 'M')) return 1;
+    if (exif_u16(t + 2, le) != 42) return 1;
+    uint32_t ifd = exif_u32(t + 4, le);
+    if (ifd > len || len - ifd < 2) return 1;
+    unsigned entries = exif_u16(t + ifd, le);
+    for (unsigned i = 0; i < entries; i++) {
+        size_t e = ifd + 2 + (size_t)i * 12;
+        if (e + 12 > len) return 1;
+        if (exif_u16(t + e, le) == 0x0112 && exif_u16(t + e + 2, le) == 3) { /* SHORT */
+            unsigned v = exif_u16(t + e + 8, le);
+            return v >= 1 && v <= 8 ? (int)v : 1;
+        }
+    }
+    return 1;
+}
+
+/* img turned upright as Exif orientation o (2..8) says it is to be shown. */
+static int orient(ct_image *img, int o, const char *path, ct_err *err) {
+    int w = img->w, h = img->h, c = img->channels;
+    bool swap = o >= 5;
+    int W = swap ? h : w, H = swap ? w : h;
+    uint8_t *out = malloc((size_t)w * h * c);
+    if (!out) return ct_errorf(err, "%s: out of memory for a %dx%d image", path, w, h);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            int sx, sy; /* where shown pixel (x, y) is stored */
+            switch (o) {
+            case 2: sx = w - 1 - x, sy = y; break;
+            case 3: sx = w - 1 - x, sy = h - 1 - y; break;
+            case 4: sx = x, sy = h - 1 - y; break;
+            case 5: sx = y, sy = x; break;
+            case 6: sx = y, sy = h - 1 - x; break;
+            case 7: sx = w - 1 - y, sy = h - 1 - x; break;
+            default: sx = w - 1 - y, sy = x; break; /* 8 */
+            }
+            memcpy(out + ((size_t)y * W + x) * c, img->px + ((size_t)sy * w + sx) * c, (size_t)c);
+        }
+    free(img->px);
+    img->px = out;
+    img->w = W;
+    img->h = H;
+    return 0;
+}
+
+/* Gray or RGB 8-bit samples, baseline or progressive, turned upright by the Exif
+ * orientation; CMYK and YCCK are refused. volatile: kept across libjpeg's longjmp. */
+static int read_jpeg(const char *path, FILE *f, long long file_bytes, long long max_pixels,
+                     ct_image *img, ct_err *err) {
+    struct jpeg_decompress_struct d;
+    jpeg_fail fail;
+    memset(&fail, 0, sizeof fail);
+    d.err = jpeg_std_error(&fail.mgr);
+    fail.mgr.error_exit = jpeg_fail_exit;
+    fail.mgr.emit_message = jpeg_fail_emit;
+    uint8_t *volatile px = NULL;
+    volatile int rc = -1;
+    if (setjmp(fail.back)) {
+        char msg[JMSG_LENGTH_MAX];
+        fail.mgr.format_message((j_common_ptr)&d, msg);
+        ct_errorf(err, "%s: cannot read JPEG: %s", path, msg);
+        goto done;
+    }
+    jpeg_create_decompress(&d);
+    jpeg_stdio_src(&d, f);
+    jpeg_save_markers(&d, JPEG_APP0 + 1, 0xffff);
+    jpeg_read_header(&d, TRUE);
+    if (d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK) {
+        ct_errorf(err, "%s: a CMYK JPEG; save it as RGB (or gray) to use it", path);
+        goto done;
+    }
+    if (check_size(path, d.image_width, d.image_height, max_pixels, err)) goto done;
+    bool gray = d.jpeg_color_space == JCS_GRAYSCALE;
+    d.out_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
+    img->w = (int)d.image_width;
+    img->h = (int)d.image_height;
+    img->channels = gray ? 1 : 3;
+    img->has_alpha = false;
+    if (check_claim(path, img, file_bytes, JPEG_MAX_EXPANSION, err)) goto done;
+    int o = 1;
+    for (jpeg_saved_marker_ptr m = d.marker_list; m; m = m->next)
+        if (m->marker == JPEG_APP0 + 1 && (o = exif_orientation(m->data, m->data_length)) != 1)
+            break;
+    jpeg_start_decompress(&d);
+    if (d.output_components != img->channels) {
+        ct_errorf(err, "%s: cannot read JPEG: %d components decoded, %d expected", path,
+                  d.output_components, img->channels);
+        goto done;
+    }
+    if (alloc_pixels(path, img, err)) goto done;
+    px = img->px;
+    size_t row = (size_t)img->w * img->channels;
+    while (d.output_scanline < d.output_height) {
+        JSAMPROW r = px + (size_t)d.output_scanline * row;
+        jpeg_read_scanlines(&d, &r, 1);
+    }
+    if (fail.truncated) {
+        ct_errorf(err, "%s: the JPEG data ends early (truncated file)", path);
+        goto done;
+    }
+    jpeg_finish_decompress(&d);
+    if (o != 1 && orient(img, o, path, err)) goto done;
+    px = img->px;
+    rc = 0;
+done:
+    jpeg_destroy_decompress(&d);
+    if (rc != 0) {
+        free(px);
+        img->px = NULL;
+    }
+    return rc;
 }
 
 /* ---- PGM / PPM --------------------------------------------------------------- */
@@ -183,11 +337,15 @@ int ct_image_read_limited(const char *path, long long max_pixels, ct_image *img,
         fclose(f);
         return read_png(path, file_bytes, got == sizeof head ? head : NULL, max_pixels, img, err);
     }
-    if (got >= 3 && head[0] == 'P' && head[1] && strchr("2356", head[1]) && isspace(head[2])) {
+    if (got >= 3 && head[0] == 0xff && head[1] == 0xd8 && head[2] == 0xff) {
+        rewind(f);
+        rc = read_jpeg(path, f, file_bytes, max_pixels, img, err);
+    } else if (got >= 3 && head[0] == 'P' && head[1] && strchr("2356", head[1]) &&
+               isspace(head[2])) {
         fseek(f, 2, SEEK_SET);
         rc = read_pnm(path, f, head[1], file_bytes, max_pixels, img, err);
     } else {
-        rc = ct_errorf(err, "%s: not a PNG, PGM or PPM file", path);
+        rc = ct_errorf(err, "%s: not a PNG, JPEG, PGM or PPM file", path);
     }
     fclose(f);
     return rc;

@@ -1,12 +1,17 @@
-/* image_file.h: single images from files, for `ctrain predict`.
+/* image_file.h: single images from files, for `ctrain predict` and image-folder
+ * datasets (data/image_set.h).
  *
  * Formats, recognized by their first bytes (never by the file name):
  *  - PNG, read by libpng: every colour type and bit depth; palettes and tRNS
  *    become colour and alpha; 16-bit samples are scaled to 8 bits;
+ *  - JPEG, read by libjpeg: gray or colour (YCbCr, RGB), baseline or progressive, 8-bit
+ *    samples; turned upright by its Exif orientation tag (the eight rotations and
+ *    flips); CMYK and YCCK files are refused, as is a file that ends early
+ *    (libjpeg would fill the rest with gray);
  *  - PGM and PPM (netpbm P2, P5 gray; P3, P6 colour), plain or raw, maxval
  *    1..65535 scaled to 0..255 with rounding (v * 255 / maxval); the first image
  *    of the file is read.
- * Errors name the file and the fault in one line ("x.png: not a PNG, PGM or PPM
+ * Errors name the file and the fault in one line ("x.png: not a PNG, JPEG, PGM or PPM
  * file"); nothing stays allocated then. Images larger than CT_IMAGE_MAX_SIDE on a
  * side, or with more pixels than the limit (CT_IMAGE_MAX_PIXELS by default), are
  * refused before their pixels are read. 16-bit interlaced (Adam7) PNGs are refused:

@@ -129,8 +129,8 @@ static int load_image(ct_input_set *s, const char *path, int index, const ct_inp
     bool converted = img.w != o->w || img.h != o->h || img.channels != o->c;
     int rc = append(s, NULL, 1, index, false, converted, path, err);
     if (rc == 0)
-        rc = ct_image_to_input(&img, path, o->c, o->h, o->w, o->invert,
-                               s->ds.images + (size_t)(s->ds.count - 1) * bytes, err);
+        rc = ct_image_to_input_resized(&img, path, o->c, o->h, o->w, o->resize, o->invert,
+                                       s->ds.images + (size_t)(s->ds.count - 1) * bytes, err);
     ct_image_free(&img);
     return rc;
 }

@@ -5,7 +5,8 @@
  * image file (image_file.h). IDX samples that have the model's [C, H, W] are taken
  * as they are (4-d files as data/images.h reads them); a 3-d file of another
  * size is taken as gray images and converted like image files. Image files go
- * through image_convert.h. Labels are all 0 (predictions need none).
+ * through image_convert.h, with the config's data.resize as evaluation applies it.
+ * Labels are all 0 (predictions need none).
  */
 #ifndef CT_INPUT_SET_H
 #define CT_INPUT_SET_H
@@ -20,6 +21,7 @@ typedef struct ct_input_opts {
     int num_classes;
     int limit;       /* IDX files: at most this many samples from each (0: all) */
     bool invert;     /* image files: 255 - v (image_convert.h) */
+    int resize;      /* image files: data.resize of the model's config (image_convert.h) */
     long long max_pixels; /* image files: the pixel limit (0: CT_IMAGE_MAX_PIXELS) */
 } ct_input_opts;
 

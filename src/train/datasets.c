@@ -2,8 +2,11 @@
 #include "train/datasets.h"
 
 #include <glob.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "data/image_set.h"
 #include "data/images.h"
 #include "data/split.h"
 
@@ -61,18 +64,99 @@ static int load_cifar_train(const ct_config *cfg, ct_dataset *ds, ct_err *err) {
     return rc;
 }
 
-int ct_data_load_train(const ct_config *cfg, ct_dataset *train, ct_dataset *val, bool *has_val,
-                       ct_err *err) {
+static bool image_files(const ct_data_cfg *d) {
+    return d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST;
+}
+
+/* The classes of a folder or list config: data.class_names when given, else the
+ * training folder's subfolders or the training list's names (none: its labels are
+ * indices), which must be data.num_classes many. */
+static int data_classes(const ct_config *cfg, ct_names *classes, ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    memset(classes, 0, sizeof *classes);
+    if (d->n_class_names > 0) {
+        classes->name = calloc((size_t)d->n_class_names, sizeof *classes->name);
+        if (!classes->name) return ct_errorf(err, "out of memory");
+        for (int k = 0; k < d->n_class_names; k++) {
+            if (!(classes->name[k] = strdup(ct_config_class_name(cfg, k)))) {
+                ct_names_free(classes);
+                return ct_errorf(err, "out of memory");
+            }
+            classes->count = k + 1;
+        }
+        return 0;
+    }
+    int rc = d->format == CT_DATA_FOLDER ? ct_folder_classes(d->train_images, classes, err)
+                                         : ct_list_classes(d->train_images, classes, err);
+    if (rc != 0) return -1;
+    if (classes->count > 0 && classes->count != d->num_classes) {
+        ct_errorf(err, "%s has %d classes (%s%s%s) but data.num_classes is %d; set "
+                  "data.num_classes and the last layer's width to %d", ct_data_key(d, true),
+                  classes->count, classes->name[0], classes->count > 1 ? ", " : "",
+                  classes->count > 2 ? "..." : classes->count > 1 ? classes->name[1] : "",
+                  d->num_classes, classes->count);
+        ct_names_free(classes);
+        return -1;
+    }
+    return 0;
+}
+
+int ct_data_name_classes(ct_config *cfg, ct_err *err) {
+    if (!image_files(&cfg->data) || cfg->data.n_class_names > 0) return 0;
+    ct_names classes;
+    if (data_classes(cfg, &classes, err) != 0) return -1;
+    int rc = classes.count == 0 ? 0
+             : ct_config_set_class_names(cfg, (const char *const *)classes.name, classes.count,
+                                         err);
+    ct_names_free(&classes);
+    return rc;
+}
+
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A folder's or list's images (train: the training set's), decoded. */
+static int load_image_files(const ct_config *cfg, bool train, FILE *log, ct_dataset *ds,
+                            ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    const char *path = train ? d->train_images : d->test_images;
+    ct_names classes;
+    ct_image_files f;
+    if (data_classes(cfg, &classes, err) != 0) return -1;
+    int rc = d->format == CT_DATA_FOLDER
+                 ? ct_folder_files(path, &classes, &f, err)
+                 : ct_list_files(path, &classes, d->num_classes, &f, err);
+    ct_names_free(&classes);
+    if (rc != 0) return -1;
+    ct_image_decode o = {.c = cfg->input_c, .h = cfg->input_h, .w = cfg->input_w,
+                         .resize = d->resize, .num_classes = d->num_classes,
+                         .workers = d->workers, .skip_bad = d->skip_bad_files,
+                         .what = ct_data_key(d, train), .log = log};
+    int skipped = 0;
+    double t0 = seconds_now();
+    rc = ct_image_files_decode(&f, &o, ds, &skipped, err);
+    if (rc == 0 && log)
+        fprintf(log, "ctrain: %s: %d images read in %.1f s%s\n", o.what, ds->count,
+                seconds_now() - t0, f.ignored ? " (files of other types passed over)" : "");
+    ct_image_files_free(&f);
+    return rc;
+}
+
+int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_dataset *val,
+                       bool *has_val, ct_err *err) {
     const ct_data_cfg *d = &cfg->data;
     ct_image_spec want = spec_of(cfg);
     ct_dataset all;
     memset(val, 0, sizeof *val);
     *has_val = false;
     if (check_channels(cfg, err)) return -1;
-    int rc = d->format == CT_DATA_CIFAR10
-                 ? load_cifar_train(cfg, &all, err)
-                 : ct_images_load_idx(d->train_images, d->train_labels, d->num_classes, &want,
-                                      &all, err);
+    int rc = image_files(d)                ? load_image_files(cfg, true, log, &all, err)
+             : d->format == CT_DATA_CIFAR10 ? load_cifar_train(cfg, &all, err)
+                                            : ct_images_load_idx(d->train_images, d->train_labels,
+                                                                 d->num_classes, &want, &all, err);
     if (rc != 0) return -1;
     if (d->val_split == 0.0) {
         *train = all;
@@ -89,17 +173,19 @@ int ct_data_load_train(const ct_config *cfg, ct_dataset *train, ct_dataset *val,
     return 0;
 }
 
-int ct_data_load_test(const ct_config *cfg, const char *images, const char *labels,
+int ct_data_load_test(const ct_config *cfg, FILE *log, const char *images, const char *labels,
                       ct_dataset *test, ct_err *err) {
     const ct_data_cfg *d = &cfg->data;
     ct_image_spec want = spec_of(cfg);
     memset(test, 0, sizeof *test);
     if (check_channels(cfg, err)) return -1;
+    if (d->format != CT_DATA_IDX && (images || labels)) {
+        static const char *const names[] = {"idx", "cifar10", "folder", "list"};
+        return ct_errorf(err, "--data takes IDX image and label files; this model's "
+                         "data.format is %s", names[d->format]);
+    }
+    if (image_files(d)) return load_image_files(cfg, false, log, test, err);
     if (d->format == CT_DATA_CIFAR10) {
-        if (images || labels) {
-            return ct_errorf(err, "--data takes IDX image and label files; this model's "
-                             "data.format is cifar10");
-        }
         const char *path = d->test_images;
         return ct_images_load_cifar10(&path, 1, d->num_classes, &want, test, err);
     }

@@ -2,7 +2,8 @@
  *
  * data.format idx reads IDX image/label pairs (3-d, or 4-d with channels,
  * data/images.h); cifar10 reads CIFAR-10 binary files, train_images being one
- * file, a list, or a glob pattern (sorted matches). Every sample must be
+ * file, a list, or a glob pattern (sorted matches); folder and list read image
+ * files (data/image_set.h), the test set's classes being the training set's. Every sample must be
  * model.input's [C, H, W]. With data.val_split, the training file's samples are
  * split (data/split.h, keyed by train.seed) into the training and the validation
  * set; without it the test set is also the validation set.
@@ -11,6 +12,7 @@
 #define CT_DATASETS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "config/config.h"
 #include "data/idx.h"
@@ -20,13 +22,20 @@
  * augmentation (data.augment) and its key (train.seed). */
 ct_pixel_prep ct_data_prep(const ct_config *cfg, bool train);
 
+/* Formats folder and list without data.class_names: cfg parsed again with the
+ * training folder's (or list's) class names, so that the checkpoint keeps them
+ * for predict and export; fails when their count is not data.num_classes. Other
+ * configs are left as they are. */
+int ct_data_name_classes(ct_config *cfg, ct_err *err);
+
 /* The training set, and with data.val_split the held-out validation set (*has_val
- * true; otherwise val is left empty). */
-int ct_data_load_train(const ct_config *cfg, ct_dataset *train, ct_dataset *val, bool *has_val,
-                       ct_err *err);
+ * true; otherwise val is left empty). Image files (formats folder and list) report
+ * on log (NULL: nothing) how many were read and which were left out. */
+int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_dataset *val,
+                       bool *has_val, ct_err *err);
 
 /* The test set; images / labels (both or neither, format idx) replace the config's. */
-int ct_data_load_test(const ct_config *cfg, const char *images, const char *labels,
+int ct_data_load_test(const ct_config *cfg, FILE *log, const char *images, const char *labels,
                       ct_dataset *test, ct_err *err);
 
 #endif

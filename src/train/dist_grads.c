@@ -107,7 +107,9 @@ uint64_t ct_dist_config_hash(const ct_config *cfg) {
      * left out: each rank resolves them from its own working directory (every rank
      * reads its own copy of the data; a missing one fails on that rank). */
     static const char *const per_rank[] = {"data.train_images", "data.train_labels",
-                                           "data.test_images", "data.test_labels", "train.out",
-                                           NULL};
+                                           "data.test_images",  "data.test_labels",
+                                           "data.train_dir",    "data.test_dir",
+                                           "data.train_list",   "data.test_list",
+                                           "train.out",         NULL};
     return cfg->text ? ct_config_fingerprint(cfg->text, per_rank) : 0;
 }

@@ -87,9 +87,9 @@ static void fit_cleanup(fit_state *s) {
 }
 
 /* Every set is checked against model.input [C, H, W] as it is read. */
-static int load_data(const ct_config *cfg, fit_state *s, ct_err *err) {
-    if (ct_data_load_train(cfg, &s->train, &s->val, &s->has_val, err) != 0) return -1;
-    return ct_data_load_test(cfg, NULL, NULL, &s->test, err);
+static int load_data(const ct_config *cfg, FILE *log, fit_state *s, ct_err *err) {
+    if (ct_data_load_train(cfg, log, &s->train, &s->val, &s->has_val, err) != 0) return -1;
+    return ct_data_load_test(cfg, log, NULL, NULL, &s->test, err);
 }
 
 /* Keys a resumed run may change without --accept-changes: how long it runs, where
@@ -256,7 +256,7 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s/model.bin", cfg->train.out);
     snprintf(s->csv_path, sizeof s->csv_path, "%s/metrics.csv", cfg->train.out);
     snprintf(s->best_path, sizeof s->best_path, "%s/best.bin", cfg->train.out);
-    if (load_data(cfg, s, err) != 0) return -1;
+    if (load_data(cfg, o->log, s, err) != 0) return -1;
     if (s->train.count > 0 && cfg->train.batch_size > s->train.count) { /* one batch holds all */
         fprintf(o->log, "ctrain: train.batch_size %d is more than the %d training samples; "
                 "using %d (the memory plan follows)\n", cfg->train.batch_size, s->train.count,

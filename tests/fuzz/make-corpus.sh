@@ -14,8 +14,8 @@ cd "$(dirname "$0")/../.."
 build="${1:-build}"
 [ -x "$build/ctrain" ] || { echo "make-corpus.sh: no $build/ctrain; build first" >&2; exit 2; }
 out=tests/fuzz
-mkdir -p "$out"/corpus/{config,idx,checkpoint,image} \
-         "$out"/regressions/{config,idx,checkpoint,image}
+mkdir -p "$out"/corpus/{config,idx,checkpoint,image,list} \
+         "$out"/regressions/{config,idx,checkpoint,image,list}
 
 # ---- config -----------------------------------------------------------------------
 cp configs/cnn.yaml "$out/corpus/config/valid-cnn.yaml"
@@ -177,6 +177,29 @@ r = f"{out}/regressions/image"
 put(f"{r}/claim-16384x16384-rgba.png", png(16384, 16384, 8, 6, [])[:33] + chunk(b"IEND", b""))
 put(f"{r}/claim-16384x16384.ppm", b"P6 16384 16384 65535\n" + bytes(64))
 put(f"{r}/claim-16384x16384-plain.pgm", b"P2 16384 16384 255\n1 2 3\n")
+PY
+
+# ---- image: JPEG, written by libjpeg (tests/fuzz/jpeg_seeds.c) ------------------------
+cc -O1 -o "$tmp/jpeg_seeds" tests/fuzz/jpeg_seeds.c -ljpeg
+"$tmp/jpeg_seeds" "$out/corpus/image" "$out/regressions/image"
+
+# ---- list: the CSV list files of data.format list ------------------------------------
+python3 - "$out" <<'PY'
+import sys
+out = sys.argv[1]
+def put(path, data):
+    open(path, "wb").write(data)
+c, r = f"{out}/corpus/list", f"{out}/regressions/list"
+put(f"{c}/valid-header.csv", b"path,label\ncat/1.png,cat\ndog/2.jpg,dog\n")
+put(f"{c}/valid-indices.csv", b"a.png,0\nb.png,1\n\nc.png,2")
+put(f"{c}/valid-quoted-crlf.csv", b'\xef\xbb\xbf"a, b.png", "x ""y"""\r\n c.png , 3 \r\n')
+put(f"{c}/three-fields.csv", b"a.png,1,2\n")
+put(f"{c}/unclosed.csv", b'"a.png,1\n')
+put(f"{c}/empty-label.csv", b"a.png,\n")
+put(f"{c}/nul.csv", b"a.png,1\nb\x00.png,1\n")
+put(f"{c}/header-only.csv", b"file,class\n")
+put(f"{r}/long-field.csv", b"a" * 5000 + b",1\n")
+put(f"{r}/long-quoted.csv", b'"' + b"a" * 5000 + b'",1\n')
 PY
 
 # ---- checkpoint ---------------------------------------------------------------------

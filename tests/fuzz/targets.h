@@ -40,9 +40,12 @@ ct_fuzz_result ct_fuzz_idx(const uint8_t *data, size_t size, char *why, size_t n
 /* The input is a checkpoint file for ct_checkpoint_read. */
 ct_fuzz_result ct_fuzz_checkpoint(const uint8_t *data, size_t size, char *why, size_t n);
 
-/* The input is an image file for ct_image_read (PNG, PGM, PPM); an accepted one is
- * converted to model inputs (ct_image_to_input). */
+/* The input is an image file for ct_image_read (PNG, JPEG, PGM, PPM); an accepted
+ * one is converted to model inputs (ct_image_to_input). */
 ct_fuzz_result ct_fuzz_image(const uint8_t *data, size_t size, char *why, size_t n);
+
+/* The input is a list file's text for ct_image_list_parse (data.format list). */
+ct_fuzz_result ct_fuzz_list(const uint8_t *data, size_t size, char *why, size_t n);
 
 /* ---- shared by the targets (target_common.c) ------------------------------ */
 

@@ -1,0 +1,674 @@
+/* test_image_folder.c: training on image files (data.format folder and list,
+ * data/image_set.h), the JPEG reader (data/image_file.h), data.resize
+ * (data/image_convert.h), list files (data/image_list.h) and `ctrain data export`.
+ *
+ *  - JPEG: gray and RGB, baseline and progressive, read back within a stated bound
+ *    of what was written; the eight Exif orientations turn the image upright (both
+ *    byte orders); CMYK and truncated files are refused in one line;
+ *  - data.resize: the shorter side scaled, the centre cut out, checked by hand;
+ *  - list files: header, quotes, CR LF, blank lines, BOM; errors with their line;
+ *  - the same MNIST samples as IDX files, as a PNG folder, as a list file of those
+ *    PNGs, and as a JPEG folder at quality 100 give the same first training step
+ *    (IDX, PNG and list bit for bit; JPEG within the bound stated at the case);
+ *  - class names come from the folders into the checkpoint and reach predict and
+ *    eval; the test folder's classes are matched by name;
+ *  - unreadable files fail the load (data.on_bad_file: fail) naming the first and
+ *    the count, or are left out and listed (skip); config and data mistakes are
+ *    one-line errors; `data export` never writes into a folder that exists.
+ * Every file is written by the test into a temp dir.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+#include "data/idx.h"
+#include "data/image_convert.h"
+#include "data/image_file.h"
+#include "data/image_list.h"
+#include "helpers.h"
+
+static char dir[512];
+
+static int setup(void **state) {
+    (void)state;
+    ct_test_mkdtemp(dir, sizeof dir);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    ct_test_rmtree(dir);
+    return 0;
+}
+
+static void path_in(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
+
+/* ---- JPEG ------------------------------------------------------------------- */
+
+typedef struct jpeg_spec {
+    int c;          /* 1 gray, 3 RGB, 4 CMYK */
+    int quality;
+    bool progressive;
+    int orientation; /* 0: no Exif marker */
+    bool little;     /* the Exif block's byte order */
+} jpeg_spec;
+
+/* An Exif APP1 block with IFD0 holding only Orientation = o. */
+static size_t exif_block(uint8_t *b, int o, bool little) {
+    static const uint8_t head[] = {'E', 'x', 'i', 'f', 0, 0};
+    memcpy(b, head, 6);
+    uint8_t *t = b + 6;
+    uint8_t le[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+                    0, 0, 0, 0, 0, 0, 0, 0};
+    uint8_t be[] = {'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0,
+                    0, 0, 0, 0, 0, 0, 0, 0};
+    memcpy(t, little ? le : be, sizeof le);
+    if (little)
+        t[18] = (uint8_t)o; /* the value, left-justified in its 4 bytes */
+    else
+        t[19] = (uint8_t)o;
+    return 6 + sizeof le;
+}
+
+/* px interleaved [h, w, c] into path as JPEG. */
+static void write_jpeg(const char *path, const uint8_t *px, int w, int h, const jpeg_spec *s) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    struct jpeg_compress_struct j;
+    struct jpeg_error_mgr e;
+    j.err = jpeg_std_error(&e);
+    jpeg_create_compress(&j);
+    jpeg_stdio_dest(&j, f);
+    j.image_width = (JDIMENSION)w;
+    j.image_height = (JDIMENSION)h;
+    j.input_components = s->c;
+    j.in_color_space = s->c == 1 ? JCS_GRAYSCALE : s->c == 3 ? JCS_RGB : JCS_CMYK;
+    jpeg_set_defaults(&j);
+    jpeg_set_quality(&j, s->quality, TRUE);
+    for (int k = 0; k < j.num_components; k++)
+        j.comp_info[k].h_samp_factor = j.comp_info[k].v_samp_factor = 1;
+    if (s->progressive) jpeg_simple_progression(&j);
+    jpeg_start_compress(&j, TRUE);
+    if (s->orientation) {
+        uint8_t b[64];
+        size_t n = exif_block(b, s->orientation, s->little);
+        jpeg_write_marker(&j, JPEG_APP0 + 1, b, (unsigned)n);
+    }
+    for (int y = 0; y < h; y++) {
+        JSAMPROW row = (JSAMPROW)(px + (size_t)y * w * s->c);
+        jpeg_write_scanlines(&j, &row, 1);
+    }
+    jpeg_finish_compress(&j);
+    jpeg_destroy_compress(&j);
+    fclose(f);
+}
+
+/* A smooth test picture (JPEG keeps smooth ones close), channel k shifted. */
+static uint8_t picture(int x, int y, int k, int w, int h) {
+    return (uint8_t)(40 + 150 * x / (w - 1) + 50 * y / (h - 1) - 20 * k);
+}
+
+/* The largest difference between img and px [h, w, c]. */
+static int max_diff(const ct_image *img, const uint8_t *px, int w, int h, int c) {
+    assert_int_equal(img->w, w);
+    assert_int_equal(img->h, h);
+    assert_int_equal(img->channels, c);
+    int worst = 0;
+    for (size_t i = 0; i < (size_t)w * h * c; i++) {
+        int d = abs((int)img->px[i] - (int)px[i]);
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+/* Gray and RGB, baseline and progressive, at quality 100 without subsampling: every
+ * sample within 3 of what was written (the DCT's rounding); quality 50 within 16. */
+static void test_jpeg_kinds(void **state) {
+    (void)state;
+    const int w = 37, h = 23; /* not multiples of the 8x8 blocks */
+    for (int c = 1; c <= 3; c += 2)
+        for (int prog = 0; prog < 2; prog++)
+            for (int qi = 0; qi < 2; qi++) {
+                uint8_t px[37 * 23 * 3];
+                for (int y = 0; y < h; y++)
+                    for (int x = 0; x < w; x++)
+                        for (int k = 0; k < c; k++)
+                            px[((size_t)y * w + x) * c + k] = picture(x, y, k, w, h);
+                jpeg_spec s = {.c = c, .quality = qi ? 50 : 100, .progressive = prog};
+                char path[600];
+                path_in(path, sizeof path, "kind.jpg");
+                write_jpeg(path, px, w, h, &s);
+                ct_image img;
+                ct_err err = {{0}};
+                if (ct_image_read(path, &img, &err) != 0) fail_msg("%s", err.msg);
+                int d = max_diff(&img, px, w, h, c), bound = qi ? 16 : 3;
+                if (d > bound)
+                    fail_msg("c %d progressive %d quality %d: off by %d (bound %d)", c, prog,
+                             s.quality, d, bound);
+                assert_false(img.has_alpha);
+                ct_image_free(&img);
+            }
+}
+
+/* Exif orientation o: where shown pixel (x, y) of the upright image is stored. */
+static void stored_at(int o, int x, int y, int w, int h, int *sx, int *sy) {
+    switch (o) {
+    case 1: *sx = x, *sy = y; break;
+    case 2: *sx = w - 1 - x, *sy = y; break;
+    case 3: *sx = w - 1 - x, *sy = h - 1 - y; break;
+    case 4: *sx = x, *sy = h - 1 - y; break;
+    case 5: *sx = y, *sy = x; break;
+    case 6: *sx = y, *sy = h - 1 - x; break;
+    case 7: *sx = w - 1 - y, *sy = h - 1 - x; break;
+    default: *sx = w - 1 - y, *sy = x; break;
+    }
+}
+
+/* A 16x8 picture of four flat 8x4... blocks of different grays, stored with each
+ * orientation: read back upright (w and h swapped for 5..8), each block where the
+ * orientation puts it. The blocks are 8x8-aligned, so quality 100 keeps them. */
+static void test_jpeg_orientation(void **state) {
+    (void)state;
+    const int w = 16, h = 8;
+    uint8_t px[16 * 8];
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) px[y * w + x] = x < 8 ? (y < 4 ? 20 : 90) : (y < 4 ? 160 : 230);
+    for (int o = 1; o <= 8; o++) {
+        jpeg_spec s = {.c = 1, .quality = 100, .orientation = o, .little = o % 2 == 1};
+        char path[600];
+        path_in(path, sizeof path, "orient.jpg");
+        write_jpeg(path, px, w, h, &s);
+        ct_image img;
+        ct_err err = {{0}};
+        if (ct_image_read(path, &img, &err) != 0) fail_msg("%s", err.msg);
+        int W = o >= 5 ? h : w, H = o >= 5 ? w : h;
+        assert_int_equal(img.w, W);
+        assert_int_equal(img.h, H);
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                int sx, sy;
+                stored_at(o, x, y, w, h, &sx, &sy);
+                int got = img.px[y * W + x], want = px[sy * w + sx];
+                if (abs(got - want) > 12)
+                    fail_msg("orientation %d: shown (%d, %d) is %d, want %d (stored (%d, %d))", o,
+                             x, y, got, want, sx, sy);
+            }
+        ct_image_free(&img);
+    }
+}
+
+static void read_refused(const char *name, const char *what) {
+    char path[600];
+    path_in(path, sizeof path, name);
+    ct_image img;
+    ct_err err = {{0}};
+    assert_int_equal(ct_image_read(path, &img, &err), -1);
+    assert_null(img.px);
+    if (!strstr(err.msg, what) || !strstr(err.msg, name) || strchr(err.msg, '\n'))
+        fail_msg("%s: '%s' lacks '%s' or the file's name, or spans lines", name, err.msg, what);
+}
+
+/* CMYK is refused, as are files cut short (mid-scan and inside the header). */
+static void test_jpeg_refused(void **state) {
+    (void)state;
+    const int w = 24, h = 16;
+    uint8_t px[24 * 16 * 4];
+    for (int i = 0; i < w * h * 4; i++) px[i] = (uint8_t)(i * 7);
+    char path[600];
+    path_in(path, sizeof path, "cmyk.jpg");
+    write_jpeg(path, px, w, h, &(jpeg_spec){.c = 4, .quality = 90});
+    read_refused("cmyk.jpg", "CMYK");
+    path_in(path, sizeof path, "whole.jpg");
+    write_jpeg(path, px, w, h, &(jpeg_spec){.c = 3, .quality = 90});
+    size_t n;
+    char *bytes = ct_test_read_file(path, &n);
+    path_in(path, sizeof path, "cut.jpg");
+    ct_test_write_file(path, bytes, n * 2 / 3);
+    read_refused("cut.jpg", "ends early");
+    path_in(path, sizeof path, "head.jpg");
+    ct_test_write_file(path, bytes, 40);
+    read_refused("head.jpg", "cannot read JPEG");
+    free(bytes);
+}
+
+/* ---- data.resize ------------------------------------------------------------- */
+
+/* An 8x4 gray image (value 10 x) at resize 4 keeps its size and gives columns 2..5;
+ * a 16x8 one (value x) at resize 4 is halved by area averages (column i the mean
+ * of 2i and 2i + 1, rounded) and gives its resized columns 2..5; a 4x10 one at
+ * resize 4 gives rows 3..6; too small a resize is refused. */
+static void test_resize_center_crop(void **state) {
+    (void)state;
+    uint8_t a[8 * 4], b[16 * 8], c[4 * 10], out[16];
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 8; x++) a[y * 8 + x] = (uint8_t)(10 * x);
+    for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 16; x++) b[y * 16 + x] = (uint8_t)(10 * x);
+    for (int y = 0; y < 10; y++)
+        for (int x = 0; x < 4; x++) c[y * 4 + x] = (uint8_t)(10 * y);
+    ct_err err = {{0}};
+    ct_image ia = {.w = 8, .h = 4, .channels = 1, .px = a};
+    assert_int_equal(ct_image_to_input_resized(&ia, "a", 1, 4, 4, 4, false, out, &err), 0);
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 4; x++) assert_int_equal(out[y * 4 + x], 10 * (x + 2));
+    ct_image ib = {.w = 16, .h = 8, .channels = 1, .px = b};
+    assert_int_equal(ct_image_to_input_resized(&ib, "b", 1, 4, 4, 4, false, out, &err), 0);
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 4; x++) /* resized column x + 2: mean of 10 (2x + 4), 10 (2x + 5) */
+            assert_int_equal(out[y * 4 + x], 20 * x + 45);
+    ct_image ic = {.w = 4, .h = 10, .channels = 1, .px = c};
+    assert_int_equal(ct_image_to_input_resized(&ic, "c", 1, 4, 4, 4, false, out, &err), 0);
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 4; x++) assert_int_equal(out[y * 4 + x], 10 * (y + 3));
+    assert_int_equal(ct_image_to_input_resized(&ia, "small.png", 1, 4, 4, 3, false, out, &err), -1);
+    assert_non_null(strstr(err.msg, "small.png"));
+    assert_non_null(strstr(err.msg, "data.resize 3"));
+}
+
+/* ---- list files -------------------------------------------------------------- */
+
+static void list_ok(const char *text, int count, bool header) {
+    ct_image_list l;
+    ct_err err = {{0}};
+    if (ct_image_list_parse(text, strlen(text), "t.csv", &l, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(l.count, count);
+    assert_int_equal(l.header, header);
+    ct_image_list_free(&l);
+}
+
+static void list_fails(const char *text, size_t len, const char *what) {
+    ct_image_list l;
+    ct_err err = {{0}};
+    assert_int_equal(ct_image_list_parse(text, len, "t.csv", &l, &err), -1);
+    assert_int_equal(l.count, 0);
+    if (!strstr(err.msg, what)) fail_msg("'%s' lacks '%s'", err.msg, what);
+}
+
+static void test_list_parse(void **state) {
+    (void)state;
+    const char *text = "\xef\xbb\xbfpath,label\r\n"
+                       "a.png,cat\r\n"
+                       "\n"
+                       "  \"b, with comma.png\" , \"dog \"\"x\"\"\"\n"
+                       "c.jpg,3";
+    ct_image_list l;
+    ct_err err = {{0}};
+    assert_int_equal(ct_image_list_parse(text, strlen(text), "t.csv", &l, &err), 0);
+    assert_true(l.header);
+    assert_int_equal(l.count, 3);
+    assert_string_equal(l.path[0], "a.png");
+    assert_string_equal(l.label[0], "cat");
+    assert_string_equal(l.path[1], "b, with comma.png");
+    assert_string_equal(l.label[1], "dog \"x\"");
+    assert_int_equal(l.line[1], 4);
+    assert_string_equal(l.path[2], "c.jpg");
+    assert_string_equal(l.label[2], "3");
+    ct_image_list_free(&l);
+    list_ok("x.png,1\ny.png,0\n", 2, false);
+    list_ok("File,Class\nx.png,1\n", 1, true);
+    list_fails("a.png,1\nb.png,1,2\n", 16, "t.csv:2: 3 fields");
+    list_fails("a.png\n", 6, "t.csv:1: 1 field;");
+    list_fails("a.png,\n", 7, "t.csv:1: an empty label");
+    list_fails("a.png,1\n\"b.png,1\n", 17, "t.csv:2: a quoted field is not closed");
+    list_fails("a.png,1\nb.p\0ng,1\n", 17, "t.csv:2: a NUL byte");
+    list_fails("a.p\"ng,1\n", 9, "a quote inside an unquoted field");
+    list_fails("path,label\n\n", 12, "lists no images");
+}
+
+/* ---- training on folders --------------------------------------------------------- */
+
+#define N_TRAIN 600
+#define N_TEST 200
+
+/* dir/sorted-{train,test}-{images,labels}.gz: the first MNIST samples, stably
+ * sorted by label (a folder's order: class by class, then by index). */
+static void write_sorted_idx(void) {
+    const char *src[2][2] = {{"data/mnist/train-images-idx3-ubyte.gz",
+                              "data/mnist/train-labels-idx1-ubyte.gz"},
+                             {"data/mnist/t10k-images-idx3-ubyte.gz",
+                              "data/mnist/t10k-labels-idx1-ubyte.gz"}};
+    const char *names[2] = {"train", "test"};
+    for (int s = 0; s < 2; s++) {
+        ct_dataset ds;
+        ct_err err = {{0}};
+        if (ct_dataset_load(src[s][0], src[s][1], 10, &ds, &err) != 0) fail_msg("%s", err.msg);
+        int n = s == 0 ? N_TRAIN : N_TEST, k = 0;
+        uint8_t *img = malloc((size_t)n * 784), lab[N_TRAIN];
+        for (int c = 0; c < 10; c++)
+            for (int i = 0; i < n; i++)
+                if (ds.labels[i] == c) {
+                    memcpy(img + (size_t)k * 784, ds.images + (size_t)i * 784, 784);
+                    lab[k++] = (uint8_t)c;
+                }
+        assert_int_equal(k, n);
+        char a[700], b[700];
+        snprintf(a, sizeof a, "%s/sorted-%s-images.gz", dir, names[s]);
+        snprintf(b, sizeof b, "%s/sorted-%s-labels.gz", dir, names[s]);
+        int di[3] = {n, 28, 28}, dl[1] = {n};
+        ct_test_write_idx_gz(a, img, di, 3);
+        ct_test_write_idx_gz(b, lab, dl, 1);
+        free(img);
+        ct_dataset_free(&ds);
+    }
+}
+
+static const char *mlp_model = "name: %s\n"
+                               "model:\n"
+                               "  input: [1, 28, 28]\n"
+                               "  layers: [flatten, {linear: {out_features: 32}}, relu,\n"
+                               "           {linear: {out_features: 10}}]\n"
+                               "optimizer: {type: sgd, lr: 0.5}\n"
+                               "train: {epochs: 1, batch_size: 64, seed: 7}\n"
+                               "device: cpu\n"
+                               "data:\n"
+                               "  normalize: {mean: 0.5, std: 0.5}\n"
+                               "%s";
+
+/* Writes dir/<name>.yaml: the small MLP with the data lines given. */
+static void write_cfg(const char *name, const char *data_yaml) {
+    char text[8192], path[700];
+    snprintf(text, sizeof text, mlp_model, name, data_yaml);
+    snprintf(path, sizeof path, "%s/%s.yaml", dir, name);
+    ct_test_write_file(path, text, strlen(text));
+}
+
+static ct_run_result run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static ct_run_result run(const char *fmt, ...) {
+    char args[3000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return ct_test_run(dir, args);
+}
+
+static void run_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void run_ok(const char *fmt, ...) {
+    char args[3000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    ct_run_result r = ct_test_run(dir, args);
+    if (r.status != 0) fail_msg("ctrain %s: exit %d\n%s%s", args, r.status, r.out, r.err);
+    ct_test_run_free(&r);
+}
+
+/* The first file (in byte order) that the shell pattern matches, into out. */
+static void first_file(const char *pattern, char *out, size_t n) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "ls %s | LC_ALL=C sort | head -1", pattern);
+    FILE *ls = popen(cmd, "r");
+    assert_non_null(ls);
+    if (!fgets(out, (int)n, ls)) fail_msg("%s matches nothing", pattern);
+    pclose(ls);
+    out[strcspn(out, "\n")] = 0;
+}
+
+/* One SGD step of each config (train.max_steps 1), its weights. */
+static float *first_step(const char *name, size_t *n) {
+    run_ok("fit %s/%s.yaml --out %s/run-%s train.max_steps=1 --no-progress", dir, name, dir,
+           name);
+    char path[800];
+    snprintf(path, sizeof path, "%s/run-%s/model.bin", dir, name);
+    return ct_test_checkpoint_floats(path, n, NULL);
+}
+
+/* The IDX files, the PNG folder `data export` writes from them, a list file of those
+ * PNGs and a JPEG folder at quality 100: the same first step, bit for bit but for
+ * JPEG, whose pixels are within 3 of the originals (test_jpeg_kinds), so each
+ * weight after the step is within 5e-4 of the IDX run's (measured: 7.4e-5; a JPEG
+ * folder at quality 75 instead moves one by 2.9e-3 and fails). */
+static void test_folders_match_idx(void **state) {
+    (void)state;
+    write_sorted_idx();
+    char data[4000];
+    snprintf(data, sizeof data,
+             "  train_images: %s/sorted-train-images.gz\n"
+             "  train_labels: %s/sorted-train-labels.gz\n"
+             "  test_images: %s/sorted-test-images.gz\n"
+             "  test_labels: %s/sorted-test-labels.gz\n", dir, dir, dir, dir);
+    write_cfg("idx", data);
+    run_ok("data export %s/idx.yaml --to %s/png", dir, dir);
+    run_ok("data export %s/idx.yaml --to %s/jpeg --jpeg 100", dir, dir);
+    /* the list: the PNGs under their class directory names, relative to the list */
+    char list[800];
+    snprintf(list, sizeof list, "%s/png/train.csv", dir);
+    FILE *f = fopen(list, "w");
+    assert_non_null(f);
+    fprintf(f, "path,label\n");
+    for (int c = 0; c < 10; c++) {
+        char cmd[1200], line[256];
+        snprintf(cmd, sizeof cmd, "cd %s/png && ls train/%d/*.png | LC_ALL=C sort", dir, c);
+        FILE *ls = popen(cmd, "r");
+        assert_non_null(ls);
+        while (fgets(line, sizeof line, ls)) {
+            line[strcspn(line, "\n")] = 0;
+            fprintf(f, "%s,%d\n", line, c);
+        }
+        pclose(ls);
+    }
+    fclose(f);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/png/train\n"
+             "  test_dir: %s/png/test\n", dir, dir);
+    write_cfg("png", data);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/jpeg/train\n"
+             "  test_dir: %s/jpeg/test\n", dir, dir);
+    write_cfg("jpeg", data);
+    snprintf(data, sizeof data, "  format: list\n  train_list: %s/png/train.csv\n"
+             "  test_list: %s/png/train.csv\n", dir, dir);
+    write_cfg("list", data);
+    size_t n0, n1, n2, n3;
+    float *w_idx = first_step("idx", &n0), *w_png = first_step("png", &n1),
+          *w_list = first_step("list", &n2), *w_jpeg = first_step("jpeg", &n3);
+    assert_int_equal(n0, n1);
+    assert_int_equal(n0, n2);
+    assert_int_equal(n0, n3);
+    assert_memory_equal(w_idx, w_png, n0 * sizeof *w_idx);
+    assert_memory_equal(w_idx, w_list, n0 * sizeof *w_idx);
+    double worst = 0;
+    for (size_t i = 0; i < n0; i++) worst = fmax(worst, fabs((double)w_idx[i] - w_jpeg[i]));
+    print_message("JPEG quality 100 folder: largest weight difference after one step %.3g\n",
+                  worst);
+    if (worst > 5e-4) fail_msg("JPEG folder: weights %.3g off the IDX run's (bound 5e-4)", worst);
+    assert_true(worst > 0); /* JPEG is lossy: the same bits would mean PNGs were read */
+    free(w_idx);
+    free(w_png);
+    free(w_list);
+    free(w_jpeg);
+}
+
+/* Folders named for their classes: the names, sorted, are the classes; they go into
+ * the checkpoint (predict names them, eval reads the test folder), and a test
+ * folder with a class the training folder lacks, or fewer classes than
+ * num_classes, is a one-line error. */
+static void test_class_names(void **state) {
+    (void)state;
+    static const char *const names[10] = {"zero", "one", "two", "three", "four",
+                                          "five", "six", "seven", "eight", "nine"};
+    ct_test_mnist_subset(dir, 300, 100);
+    char data[4000];
+    snprintf(data, sizeof data,
+             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
+             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
+             dir, dir);
+    write_cfg("digits", data);
+    run_ok("data export %s/digits.yaml --to %s/named", dir, dir);
+    for (int s = 0; s < 2; s++)
+        for (int c = 0; c < 10; c++) {
+            char from[800], to[800];
+            snprintf(from, sizeof from, "%s/named/%s/%d", dir, s ? "test" : "train", c);
+            snprintf(to, sizeof to, "%s/named/%s/%s", dir, s ? "test" : "train", names[c]);
+            assert_int_equal(rename(from, to), 0);
+        }
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/named/train\n"
+             "  test_dir: %s/named/test\n", dir, dir);
+    write_cfg("named", data);
+    run_ok("fit %s/named.yaml --out %s/run-named --epochs 2 --no-progress", dir, dir);
+    ct_run_result r = run("inspect %s/run-named/model.bin --config", dir);
+    assert_int_equal(r.status, 0);
+    if (!strstr(r.out, "class_names: [\"eight\", \"five\", \"four\", \"nine\", \"one\", "
+                       "\"seven\", \"six\", \"three\", \"two\", \"zero\"]"))
+        fail_msg("the checkpoint's config lacks the sorted class names:\n%s", r.out);
+    ct_test_run_free(&r);
+    char pattern[800], seven[800];
+    snprintf(pattern, sizeof pattern, "%s/named/test/seven/*.png", dir);
+    first_file(pattern, seven, sizeof seven);
+    r = run("predict --checkpoint %s/run-named/model.bin %s --top 10", dir, seven);
+    assert_int_equal(r.status, 0);
+    for (int c = 0; c < 10; c++)
+        if (!strstr(r.out, names[c])) fail_msg("predict lacks class '%s':\n%s", names[c], r.out);
+    ct_test_run_free(&r);
+    r = run("eval --checkpoint %s/run-named/model.bin", dir);
+    if (r.status != 0 || !strstr(r.err, "data.test_dir: 100 images read"))
+        fail_msg("eval: exit %d\n%s%s", r.status, r.out, r.err);
+    ct_test_run_free(&r);
+    /* a test class the training folder lacks */
+    char extra[800];
+    snprintf(extra, sizeof extra, "%s/named/test/ten", dir);
+    assert_int_equal(rename(strcat(strcpy(data, dir), "/named/test/nine"), extra), 0);
+    r = run("fit %s/named.yaml --out %s/run-bad", dir, dir);
+    if (r.status != 1 || !strstr(r.err, "ctrain: error: ") ||
+        !strstr(r.err, "named/test/ten: not a class of the training set (its classes are the "
+                       "training folder's 10 subfolders)\n"))
+        fail_msg("unknown test class: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    /* fewer class folders than data.num_classes */
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/named/test\n"
+             "  test_dir: %s/named/test\n", dir, dir);
+    write_cfg("nine", data);
+    snprintf(extra, sizeof extra, "%s/named/test/ten", dir);
+    ct_test_rmtree(extra);
+    r = run("fit %s/nine.yaml --out %s/run-nine", dir, dir);
+    if (r.status != 1 || !strstr(r.err, "data.train_dir has 9 classes (eight, ...) but "
+                                        "data.num_classes is 10"))
+        fail_msg("9 classes: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+}
+
+/* A corrupt PNG and a truncated JPEG among good images: with on_bad_file fail (the
+ * default) the fit stops naming the first and the count; with skip it trains on
+ * the others and lists both. */
+static void test_bad_files(void **state) {
+    (void)state;
+    ct_test_mnist_subset(dir, 200, 50);
+    char data[4000], path[800];
+    snprintf(data, sizeof data,
+             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
+             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
+             dir, dir);
+    write_cfg("small", data);
+    run_ok("data export %s/small.yaml --to %s/bad --jpeg 90", dir, dir);
+    snprintf(path, sizeof path, "%s/bad/train/3/zz-broken.png", dir);
+    ct_test_write_file(path, "\x89PNG\r\n\x1a\nnot really", 18);
+    snprintf(path, sizeof path, "%s/bad/train/5/0000.jpg", dir);
+    size_t n;
+    char pattern[800], first[800];
+    snprintf(pattern, sizeof pattern, "%s/bad/train/5/*.jpg", dir);
+    first_file(pattern, first, sizeof first);
+    char *src = ct_test_read_file(first, &n);
+    ct_test_write_file(path, src, n / 2);
+    free(src);
+    snprintf(path, sizeof path, "%s/bad/train/5/notes.txt", dir);
+    ct_test_write_file(path, "not an image\n", 13);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/bad/train\n"
+             "  test_dir: %s/bad/test\n", dir, dir);
+    write_cfg("fails", data);
+    ct_run_result r = run("fit %s/fails.yaml --out %s/run-fails", dir, dir);
+    if (r.status != 1 || !strstr(r.err, "data.train_dir: 2 of 202 images cannot be read; the "
+                                        "first: ") ||
+        !strstr(r.err, "zz-broken.png") || ct_test_count_lines(r.err) != 1)
+        fail_msg("on_bad_file fail: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    strcat(data, "  on_bad_file: skip\n");
+    write_cfg("skips", data);
+    r = run("fit %s/skips.yaml --out %s/run-skips --no-progress", dir, dir);
+    if (r.status != 0 || !strstr(r.err, "left out 2 of 202 images") ||
+        !strstr(r.err, "bad/train/3/zz-broken.png: ") ||
+        !strstr(r.err, "bad/train/5/0000.jpg: the JPEG data ends early") ||
+        !strstr(r.out, "200 samples"))
+        fail_msg("on_bad_file skip: exit %d\n%s%s", r.status, r.out, r.err);
+    ct_test_run_free(&r);
+}
+
+/* Config mistakes: keys of another format, image keys on IDX data, a missing dir. */
+static void test_config_errors(void **state) {
+    (void)state;
+    static const struct {
+        const char *data, *what;
+    } cases[] = {
+        {"  format: folder\n  train_images: a\n  test_dir: b\n",
+         "'data.train_images' does not apply to format folder (it takes data.train_dir and "
+         "data.test_dir)"},
+        {"  format: folder\n  train_dir: a\n", "test_dir"},
+        {"  format: list\n  train_list: a.csv\n  test_list: b.csv\n  train_labels: l.gz\n",
+         "'data.train_labels' does not apply to format list (the list holds the labels)"},
+        {"  train_images: a\n  train_labels: b\n  test_images: c\n  test_labels: d\n"
+         "  resize: 32\n",
+         "'data.resize' applies to image files (format folder or list), not to format idx"},
+        {"  format: folder\n  train_dir: /nonexistent/train\n  test_dir: /nonexistent/test\n",
+         "/nonexistent/train: not a folder"},
+        {"  format: folder\n  train_dir: a\n  test_dir: b\n  on_bad_file: ignore\n",
+         "on_bad_file"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_cfg("wrong", cases[i].data);
+        ct_run_result r = run("fit %s/wrong.yaml --out %s/run-wrong", dir, dir);
+        if (r.status != 1 || !strstr(r.err, cases[i].what) || ct_test_count_lines(r.err) != 1)
+            fail_msg("case %zu: exit %d, want 1 and one line with '%s':\n%s", i, r.status,
+                     cases[i].what, r.err);
+        ct_test_run_free(&r);
+    }
+}
+
+/* data export: a folder that exists already is left alone; usage errors exit 2. */
+static void test_export_refuses(void **state) {
+    (void)state;
+    char kept[800], cmd[900];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/kept", dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(kept, sizeof kept, "%s/kept/keep.txt", dir);
+    ct_test_write_file(kept, "mine\n", 5);
+    ct_run_result r = run("data export configs/mlp.yaml --to %s/kept", dir);
+    if (r.status != 1 || !strstr(r.err, "kept: already exists (data export writes a new folder)"))
+        fail_msg("export into an existing folder: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    char *text = ct_test_read_file(kept, NULL);
+    assert_string_equal(text, "mine\n");
+    free(text);
+    static const char *const usage[] = {"data", "data import x --to y",
+                                        "data export configs/mlp.yaml",
+                                        "data export configs/mlp.yaml --to z --jpeg 0",
+                                        "data export configs/mlp.yaml --to z --limit -3"};
+    for (size_t i = 0; i < sizeof usage / sizeof *usage; i++) {
+        r = run("%s", usage[i]);
+        if (r.status != 2 || ct_test_count_lines(r.err) != 1)
+            fail_msg("'%s': exit %d, want 2 and one line:\n%s", usage[i], r.status, r.err);
+        ct_test_run_free(&r);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_jpeg_kinds),
+        cmocka_unit_test(test_jpeg_orientation),
+        cmocka_unit_test(test_jpeg_refused),
+        cmocka_unit_test(test_resize_center_crop),
+        cmocka_unit_test(test_list_parse),
+        cmocka_unit_test(test_folders_match_idx),
+        cmocka_unit_test(test_class_names),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_export_refuses),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
