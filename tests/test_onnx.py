@@ -2,8 +2,9 @@
 """test_onnx.py: `ctrain export --onnx` read back by onnxruntime, whose logits must be
 ctrain's own.
 
-Four models are trained for one epoch on the first 2000 MNIST training images on
-the CPU: configs/mlp.yaml, configs/cnn.yaml, configs/resnet-fashion.yaml (residual
+Five models are trained for one epoch on the first 2000 MNIST training images on
+the CPU: configs/mlp.yaml, configs/cnn.yaml, an MLP on those images exported as a
+PNG folder (data.format folder, data.resize 32), configs/resnet-fashion.yaml (residual
 blocks with identity and 1x1-projection shortcuts, batch norms everywhere; its data
 keys pointed at the subset) and EVERY_LAYER below, which has every layer kind: max
 and average pools with padding in floor mode, each activation, dropout inside and
@@ -18,7 +19,8 @@ file's own metadata gives; ctrain's logits for the same images come from
 `ctrain predict --json`. They must agree within TOL of the largest logit's
 magnitude, and the predicted classes must be the same (unless ctrain's two best
 logits are closer than that). The file's header must say IR version 8, opset 17,
-producer ctrain, input "input" [N, C, H, W] and output "logits" [N, 10].
+producer ctrain, input "input" [N, C, H, W] and output "logits" [N, 10]; the folder
+model's metadata says how its images were sized ("image_size"), the others' do not.
 
 One export writes --onnx and --safetensors at once. A safetensors file without an
 embedded config (that --safetensors output), and a checkpoint with a batch norm's
@@ -33,6 +35,7 @@ in .venv-onnx) or the build has no ONNX support.
 import gzip
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -225,6 +228,51 @@ def fit(ctrain, tmp, name, config, *edits):
     return os.path.join(out, "model.bin")
 
 
+FOLDER = """name: folder
+model:
+  input: [1, 28, 28]
+  layers: [flatten, {linear: {out_features: 64}}, relu, {linear: {out_features: 10}}]
+data:
+  format: folder
+  train_dir: %s/png/train
+  test_dir: %s/png/test
+  resize: 32
+  normalize: {mean: 0.5, std: 0.5}
+train: {epochs: 1, batch_size: 64}
+"""
+
+
+def fit_folder(ctrain, tmp):
+    """A model trained on a PNG folder (written by `ctrain data export` from the subset)
+    with data.resize 32: its class names are the folders' ("0".."9")."""
+    mlp = os.path.join(tmp, "mlp-subset.yaml")
+    with open(os.path.join(ROOT, "configs", "mlp.yaml")) as f:
+        text = f.read()
+    for k, v in (("train_images", "train-images.gz"), ("train_labels", "train-labels.gz"),
+                 ("test_images", "test-images.gz"), ("test_labels", "test-labels.gz")):
+        text = re.sub(rf"{k}: .*", f"{k}: {os.path.join(tmp, v)}", text)
+    with open(mlp, "w") as f:
+        f.write(text)
+    run([ctrain, "data", "export", mlp, "--to", os.path.join(tmp, "png")])
+    cfg = os.path.join(tmp, "folder.yaml")
+    with open(cfg, "w") as f:
+        f.write(FOLDER % (tmp, tmp))
+    out = os.path.join(tmp, "folder")
+    run([ctrain, "fit", cfg, "--out", out, "--device", "cpu", "-q"])
+    return os.path.join(out, "model.bin")
+
+
+def check_image_size(tmp):
+    """image_size: how the folder model's images were brought to 28x28; absent for the
+    models trained on IDX files."""
+    for name, want in (("folder", "resize 32, center crop"), ("mlp", None)):
+        session = ort.InferenceSession(os.path.join(tmp, name + ".onnx"),
+                                       providers=["CPUExecutionProvider"])
+        got = session.get_modelmeta().custom_metadata_map.get("image_size")
+        if got != want:
+            fail(f"{name}: metadata image_size {got!r}, expected {want!r}")
+
+
 def onnx_logits(name, session, images):
     meta = session.get_modelmeta().custom_metadata_map
     mean = np.array(json.loads(meta["mean"]), np.float32).reshape(1, -1, 1, 1)
@@ -347,8 +395,10 @@ def main():
              gray, 9, True),
             ("every-layer", fit(ctrain, tmp, "every-layer", every), color, 5, False),
         ]
+        models.append(("folder", fit_folder(ctrain, tmp), gray, 0, True))
         for name, ckpt, images, min_norms, named in models:
             check_model(ctrain, tmp, name, ckpt, images, min_norms, named)
+        check_image_size(tmp)
         check_refusals(ctrain, tmp, models[2][1])
     print("test_onnx: ok")
     return 0

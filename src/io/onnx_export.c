@@ -355,6 +355,14 @@ static int add_metadata(exporter *x, ct_err *err) {
     snprintf(buf, sizeof buf, "%d", s->graph->num_classes);
     ct_onnx_meta(x->m, "num_classes", buf);
     ct_onnx_meta(x->m, "name", s->cfg->name);
+    const ct_data_cfg *d = &s->cfg->data;
+    if (d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST) {
+        if (d->resize > 0)
+            snprintf(buf, sizeof buf, "resize %d, center crop", d->resize);
+        else
+            snprintf(buf, sizeof buf, "resample");
+        ct_onnx_meta(x->m, "image_size", buf);
+    }
     return add_class_names(x, err);
 }
 

@@ -32,6 +32,11 @@
  *   "name"           the model's name (config name)
  *   "class_names"    data.class_names as a JSON array of strings, when the config
  *                    has them
+ *   "image_size"     models trained on image files (data.format folder or list):
+ *                    how an image is brought to [H, W] before normalization, as
+ *                    "resize N, center crop" (data.resize N: shorter side to N,
+ *                    aspect kept, then the centre H x W) or "resample" (the whole
+ *                    image to H x W)
  *
  * Builds without ONNX support (CT_HAVE_ONNX) fail with one line saying so.
  */
