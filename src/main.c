@@ -95,7 +95,14 @@ static const ct_command commands[] = {
      "                     their running statistics, dropout is left out\n"
      "Give --safetensors, --onnx or both.\n",
      ct_cmd_export, false},
-    {"data", "data export CONFIG --to DIR [options]", "write a config's data as image folders",
+    {"data", "data ACTION ... [options]", "inspect image folders, data statistics, export",
+     "  inspect DIR|CONFIG  a folder of class folders, or a folder or list config's\n"
+     "                    training and test sets: classes and image counts, sizes,\n"
+     "                    formats, unreadable files with why, files that are copies of\n"
+     "                    others (test images among the training images too)\n"
+     "  --workers N       inspect: reading threads (default one per core)\n"
+     "  stats CONFIG      read the training set as fit does, timed, and print the\n"
+     "                    per-channel mean and std of pixel / 255 as data.normalize\n"
      "  export CONFIG     write its training, validation (data.val_split) and test sets\n"
      "                    as DIR/train, DIR/val, DIR/test: a folder per class (its\n"
      "                    data.class_names, else its index) of one image per sample,\n"

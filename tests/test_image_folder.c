@@ -14,7 +14,9 @@
  *    eval; the test folder's classes are matched by name;
  *  - unreadable files fail the load (data.on_bad_file: fail) naming the first and
  *    the count, or are left out and listed (skip); config and data mistakes are
- *    one-line errors; `data export` never writes into a folder that exists.
+ *    one-line errors; `data export` never writes into a folder that exists;
+ *  - `data inspect` reports classes, sizes, formats, unreadable files and copies
+ *    (across sets too); `data stats` gives MNIST's mean and std.
  * Every file is written by the test into a temp dir.
  */
 #include <setjmp.h>
@@ -630,6 +632,76 @@ static void test_config_errors(void **state) {
     }
 }
 
+/* data inspect: counts per class, sizes and formats of a folder with a JPEG of
+ * another size, an unreadable file and copies (one within the training folder, one
+ * test image that is a training image); data stats: MNIST's well-known mean and
+ * std (0.1307, 0.3081 over the 60000 training images), and the same figures from a
+ * PNG folder of a subset as from that subset's IDX files. */
+static void test_inspect_and_stats(void **state) {
+    (void)state;
+    ct_test_mnist_subset(dir, 120, 40);
+    char data[4000], path[800], from[800], cmd[4000];
+    snprintf(data, sizeof data,
+             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
+             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
+             dir, dir);
+    write_cfg("sub", data);
+    run_ok("data export %s/sub.yaml --to %s/insp", dir, dir);
+    uint8_t px[40 * 30 * 3];
+    for (int i = 0; i < 40 * 30 * 3; i++) px[i] = (uint8_t)(i % 251);
+    snprintf(path, sizeof path, "%s/insp/train/4/wide.jpg", dir);
+    write_jpeg(path, px, 40, 30, &(jpeg_spec){.c = 3, .quality = 90});
+    snprintf(path, sizeof path, "%s/insp/train/4/broken.png", dir);
+    ct_test_write_file(path, "\x89PNG\r\n\x1a\n", 8);
+    snprintf(path, sizeof path, "%s/insp/train/1/*.png", dir);
+    first_file(path, from, sizeof from);
+    snprintf(cmd, sizeof cmd, "cp %s %s/insp/train/7/again.png && cp %s %s/insp/test/2/leak.png",
+             from, dir, from, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/insp/train\n"
+             "  test_dir: %s/insp/test\n", dir, dir);
+    write_cfg("insp", data);
+    ct_run_result r = run("data inspect %s/insp.yaml --workers 3", dir);
+    static const char *const want[] = {
+        "data.train_dir: 123 images in 10 classes\n",
+        "  sizes (width x height): 28x28 (121), 40x30 (1)\n",
+        "  formats: PNG gray 8-bit (121), JPEG RGB 8-bit (1)\n",
+        "  unreadable: 1\n",
+        "insp/train/4/broken.png: ",
+        "data.test_dir: 41 images in 10 classes\n",
+        "copies (the same bytes as an earlier file): 2, 1 of them test images that are also "
+        "training images\n",
+        "insp/train/7/again.png = ",
+        "insp/test/2/leak.png = ",
+        "Read 164 files in ",
+        " by 3 threads\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (r.status != 0 || !strstr(r.out, want[i]))
+            fail_msg("data inspect: exit %d, lacks '%s':\n%s%s", r.status, want[i], r.out, r.err);
+    ct_test_run_free(&r);
+    r = run("data stats configs/mlp.yaml");
+    if (r.status != 0 || !strstr(r.out, "Read 60000 training images of 1x28x28 in ") ||
+        !strstr(r.out, "normalize: {mean: [0.1307], std: [0.3081]}\n"))
+        fail_msg("data stats of MNIST: exit %d\n%s%s", r.status, r.out, r.err);
+    ct_test_run_free(&r);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/png-sub/train\n"
+             "  test_dir: %s/png-sub/test\n", dir, dir);
+    write_cfg("png-sub", data);
+    run_ok("data export %s/sub.yaml --to %s/png-sub", dir, dir);
+    char *line[2];
+    for (int k = 0; k < 2; k++) {
+        r = run("data stats %s/%s.yaml", dir, k ? "sub" : "png-sub");
+        const char *n = strstr(r.out, "normalize:");
+        if (r.status != 0 || !n) fail_msg("data stats: exit %d\n%s%s", r.status, r.out, r.err);
+        line[k] = strdup(n);
+        ct_test_run_free(&r);
+    }
+    assert_string_equal(line[0], line[1]);
+    free(line[0]);
+    free(line[1]);
+}
+
 /* data export: a folder that exists already is left alone; usage errors exit 2. */
 static void test_export_refuses(void **state) {
     (void)state;
@@ -648,7 +720,9 @@ static void test_export_refuses(void **state) {
     static const char *const usage[] = {"data", "data import x --to y",
                                         "data export configs/mlp.yaml",
                                         "data export configs/mlp.yaml --to z --jpeg 0",
-                                        "data export configs/mlp.yaml --to z --limit -3"};
+                                        "data export configs/mlp.yaml --to z --limit -3",
+                                        "data inspect", "data stats configs/mlp.yaml --to z",
+                                        "data inspect x --workers 0"};
     for (size_t i = 0; i < sizeof usage / sizeof *usage; i++) {
         r = run("%s", usage[i]);
         if (r.status != 2 || ct_test_count_lines(r.err) != 1)
@@ -669,6 +743,7 @@ int main(void) {
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_export_refuses),
+        cmocka_unit_test(test_inspect_and_stats),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,4 +1,15 @@
-/* cmd_data.c: `ctrain data export CONFIG --to DIR [--jpeg Q] [--limit N]`: a config's
+/* cmd_data.c: the data tools.
+ *
+ * `ctrain data inspect DIR|CONFIG [--workers N]`: an image folder's (or a folder or
+ * list config's training and test sets') classes and counts, image sizes, formats,
+ * the files that cannot be read with why, and the files that are copies of others
+ * (the same bytes), across the sets too.
+ *
+ * `ctrain data stats CONFIG`: the training set read as fit reads it, timed, and the
+ * per-channel mean and standard deviation of its pixels / 255, as a data.normalize
+ * line to paste.
+ *
+ * `ctrain data export CONFIG --to DIR [--jpeg Q] [--limit N]`: a config's
  * data sets written as image folders (data.format folder reads them back):
  * DIR/train, DIR/val (with data.val_split) and DIR/test, each with a subfolder per
  * class (data.class_names, else the class index zero-padded so that byte order is
@@ -6,13 +17,17 @@
  * zero-padded. The folders come back in the set's order by class, and in each
  * class by index. DIR must not exist yet: nothing already there is overwritten. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli/cli.h"
+#include "common/parallel.h"
 #include "config/config.h"
+#include "data/image_survey.h"
 #include "data/image_write.h"
 #include "train/datasets.h"
 
@@ -86,26 +101,255 @@ static int export_all(const ct_config *cfg, const char *to, int limit, int quali
     return rc;
 }
 
+/* ---- inspect ------------------------------------------------------------------ */
+
+#define SHOWN 5 /* sizes and formats listed one by one; the rest counted */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct tally {
+    char key[48];
+    int n;
+} tally;
+
+/* Counts key in t[0..*n) (at most cap kinds; more are counted in *other). */
+static void tally_add(tally *t, int *n, int cap, const char *key, int *other) {
+    for (int i = 0; i < *n; i++)
+        if (strcmp(t[i].key, key) == 0) {
+            t[i].n++;
+            return;
+        }
+    if (*n == cap) {
+        (*other)++;
+        return;
+    }
+    snprintf(t[*n].key, sizeof t[*n].key, "%s", key);
+    t[(*n)++].n = 1;
+}
+
+static int by_count(const void *a, const void *b) {
+    const tally *x = a, *y = b;
+    return x->n != y->n ? y->n - x->n : strcmp(x->key, y->key);
+}
+
+static void print_tallies(const char *what, tally *t, int n, int other) {
+    qsort(t, (size_t)n, sizeof *t, by_count);
+    printf("  %s:", what);
+    for (int i = 0; i < n && i < SHOWN; i++) printf("%s %s (%d)", i ? "," : "", t[i].key, t[i].n);
+    int more = other;
+    for (int i = SHOWN; i < n; i++) more += t[i].n;
+    if (more) printf(", and %d more image%s of other kinds", more, more == 1 ? "" : "s");
+    printf("\n");
+}
+
+#define TALLY_CAP 256
+
+/* One set's report: classes and counts, sizes, formats, unreadable files. */
+static void report_set(const char *name, const ct_image_files *f, const ct_names *classes,
+                       const ct_image_info *info, int first) {
+    int bad = 0, other_sizes = 0, other_formats = 0, n_sizes = 0, n_formats = 0;
+    static tally sizes[TALLY_CAP], formats[TALLY_CAP];
+    for (int i = 0; i < f->count; i++) {
+        const ct_image_info *in = &info[first + i];
+        if (in->why) {
+            bad++;
+            continue;
+        }
+        char key[48];
+        snprintf(key, sizeof key, "%dx%d", in->w, in->h);
+        tally_add(sizes, &n_sizes, TALLY_CAP, key, &other_sizes);
+        int colors = in->channels - (in->has_alpha ? 1 : 0);
+        snprintf(key, sizeof key, "%s %s%s %d-bit", in->format, colors == 1 ? "gray" : "RGB",
+                 in->has_alpha ? "+alpha" : "", in->bits);
+        tally_add(formats, &n_formats, TALLY_CAP, key, &other_formats);
+    }
+    int n_classes = classes->count;
+    for (int i = 0; i < f->count && !classes->count; i++)
+        if (f->label[i] + 1 > n_classes) n_classes = f->label[i] + 1;
+    printf("%s: %d image%s in %d class%s%s\n", name, f->count, f->count == 1 ? "" : "s",
+           n_classes, n_classes == 1 ? "" : "es",
+           f->ignored ? " (other files passed over)" : "");
+    int *per = calloc((size_t)(n_classes ? n_classes : 1), sizeof *per);
+    for (int i = 0; per && i < f->count; i++) per[f->label[i]]++;
+    for (int k = 0; per && k < n_classes; k++) {
+        char index[16];
+        snprintf(index, sizeof index, "%d", k);
+        printf("  %-24s %8d\n", classes->count ? classes->name[k] : index, per[k]);
+    }
+    free(per);
+    if (n_sizes) print_tallies("sizes (width x height)", sizes, n_sizes, other_sizes);
+    if (n_formats) print_tallies("formats", formats, n_formats, other_formats);
+    printf("  unreadable: %d\n", bad);
+    for (int i = 0; i < f->count; i++)
+        if (info[first + i].why) printf("    %s\n", info[first + i].why);
+}
+
+static int inspect(const char *target, int workers, ct_err *err) {
+    ct_image_files sets[2];
+    ct_names classes = {0};
+    const char *names[2] = {target, NULL};
+    int n_sets = 1;
+    struct stat st;
+    memset(sets, 0, sizeof sets);
+    if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (ct_folder_classes(target, &classes, err) != 0) return -1;
+        if (ct_folder_files(target, &classes, &sets[0], err) != 0) {
+            ct_names_free(&classes);
+            return -1;
+        }
+    } else {
+        ct_config cfg;
+        if (ct_config_load(target, &cfg, err) != 0) return -1;
+        int rc = ct_data_image_files(&cfg, true, &sets[0], &classes, err);
+        if (rc == 0) {
+            ct_names ignored;
+            rc = ct_data_image_files(&cfg, false, &sets[1], &ignored, err);
+            if (rc == 0) ct_names_free(&ignored);
+        }
+        names[0] = ct_data_key(&cfg.data, true);
+        names[1] = ct_data_key(&cfg.data, false);
+        ct_config_free(&cfg);
+        if (rc != 0) {
+            ct_image_files_free(&sets[0]);
+            ct_names_free(&classes);
+            return -1;
+        }
+        n_sets = 2;
+    }
+    /* one survey over both sets, so that copies across them are found */
+    ct_image_files all = sets[0];
+    if (n_sets == 2) {
+        all.count = sets[0].count + sets[1].count;
+        all.path = malloc((size_t)all.count * sizeof *all.path);
+        all.label = NULL;
+        if (!all.path) {
+            ct_image_files_free(&sets[0]);
+            ct_image_files_free(&sets[1]);
+            ct_names_free(&classes);
+            return ct_errorf(err, "out of memory");
+        }
+        memcpy(all.path, sets[0].path, (size_t)sets[0].count * sizeof *all.path);
+        memcpy(all.path + sets[0].count, sets[1].path, (size_t)sets[1].count * sizeof *all.path);
+    }
+    ct_image_info *info;
+    double t0 = now_s();
+    int rc = ct_image_survey(&all, workers, &info, err);
+    double secs = now_s() - t0;
+    if (rc == 0) {
+        for (int s = 0, first = 0; s < n_sets; first += sets[s++].count)
+            report_set(names[s], &sets[s], &classes, info, first);
+        int copies = 0, across = 0;
+        for (int i = 0; i < all.count; i++)
+            if (info[i].same_as >= 0) {
+                copies++;
+                across += i >= sets[0].count && info[i].same_as < sets[0].count;
+            }
+        printf("copies (the same bytes as an earlier file): %d", copies);
+        if (n_sets == 2) printf(", %d of them test images that are also training images", across);
+        printf("\n");
+        for (int i = 0, shown = 0; i < all.count; i++)
+            if (info[i].same_as >= 0 && shown++ < 20)
+                printf("  %s = %s\n", all.path[i], all.path[info[i].same_as]);
+        if (copies > 20) printf("  ... and %d more\n", copies - 20);
+        printf("Read %d files in %.2f s by %d thread%s\n", all.count, secs,
+               ct_parallel_threads(all.count, workers),
+               ct_parallel_threads(all.count, workers) == 1 ? "" : "s");
+        ct_image_survey_free(info, all.count);
+    }
+    if (n_sets == 2) free(all.path);
+    for (int s = 0; s < n_sets; s++) ct_image_files_free(&sets[s]);
+    ct_names_free(&classes);
+    return rc;
+}
+
+/* ---- stats -------------------------------------------------------------------- */
+
+static int stats(const char *config, ct_err *err) {
+    ct_config cfg;
+    if (ct_config_load(config, &cfg, err) != 0) return -1;
+    ct_dataset train, val;
+    bool has_val = false;
+    double t0 = now_s();
+    int rc = ct_data_load_train(&cfg, stderr, &train, &val, &has_val, err);
+    double secs = now_s() - t0;
+    if (rc == 0) {
+        int C = train.channels;
+        size_t plane = (size_t)train.rows * train.cols;
+        printf("Read %d training images of %dx%dx%d in %.2f s (%.0f images/s)\n", train.count, C,
+               train.rows, train.cols, secs, train.count / (secs > 0 ? secs : 1e-9));
+        printf("normalize: {mean: [");
+        double mean[CT_DATA_CHANNELS_MAX], sd[CT_DATA_CHANNELS_MAX];
+        for (int c = 0; c < C && c < CT_DATA_CHANNELS_MAX; c++) {
+            double s1 = 0, s2 = 0;
+            for (int i = 0; i < train.count; i++) {
+                const uint8_t *p = train.images + ((size_t)i * C + c) * plane;
+                unsigned long long a = 0, b = 0;
+                for (size_t k = 0; k < plane; k++) {
+                    a += p[k];
+                    b += (unsigned long long)p[k] * p[k];
+                }
+                s1 += (double)a;
+                s2 += (double)b;
+            }
+            double n = (double)train.count * (double)plane;
+            mean[c] = s1 / n / 255.0;
+            sd[c] = sqrt(fmax(s2 / n / (255.0 * 255.0) - mean[c] * mean[c], 0.0));
+            printf("%s%.4f", c ? ", " : "", mean[c]);
+        }
+        printf("], std: [");
+        for (int c = 0; c < C && c < CT_DATA_CHANNELS_MAX; c++) printf("%s%.4f", c ? ", " : "", sd[c]);
+        printf("]}\n");
+        ct_dataset_free(&train);
+        if (has_val) ct_dataset_free(&val);
+    }
+    ct_config_free(&cfg);
+    return rc;
+}
+
 int ct_cmd_data(int argc, char **argv, ct_err *err) {
-    const char *to = NULL, *jpeg = NULL, *limit_s = NULL, *pos[2];
+    const char *to = NULL, *jpeg = NULL, *limit_s = NULL, *workers_s = NULL, *pos[2];
     ct_argspec specs[] = {
         {"to", 1, &to, NULL, NULL},
         {"jpeg", 1, &jpeg, NULL, NULL},
         {"limit", 1, &limit_s, NULL, NULL},
+        {"workers", 1, &workers_s, NULL, NULL},
     };
     int npos, rc = ct_parse_args("data", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
                                  pos, 2, &npos, err);
     if (rc) return rc;
-    if (npos < 1 || strcmp(pos[0], "export") != 0) {
-        ct_errorf(err, "data: expected 'export CONFIG --to DIR' (e.g. ctrain data export "
-                  "configs/mlp.yaml --to digits)");
+    const char *action = npos >= 1 ? pos[0] : "";
+    bool is_export = !strcmp(action, "export"), is_inspect = !strcmp(action, "inspect"),
+         is_stats = !strcmp(action, "stats");
+    if (!is_export && !is_inspect && !is_stats) {
+        ct_errorf(err, "data: expected inspect DIR|CONFIG, stats CONFIG or export CONFIG --to "
+                  "DIR (e.g. ctrain data export configs/mlp.yaml --to digits)");
         return CT_EXIT_USAGE;
     }
+    if (npos < 2) {
+        ct_errorf(err, "data %s: expected a %s", action, is_inspect ? "folder or CONFIG" : "CONFIG");
+        return CT_EXIT_USAGE;
+    }
+    char *end = NULL;
+    long workers = workers_s ? strtol(workers_s, &end, 10) : 0;
+    if (workers_s && (*end || workers < 1 || workers > CT_DATA_WORKERS_MAX)) {
+        ct_errorf(err, "data %s: --workers expects 1..%d, got '%s'", action, CT_DATA_WORKERS_MAX,
+                  workers_s);
+        return CT_EXIT_USAGE;
+    }
+    if (!is_export && (to || jpeg || limit_s)) {
+        ct_errorf(err, "data %s: --to, --jpeg and --limit are export's options", action);
+        return CT_EXIT_USAGE;
+    }
+    if (is_inspect) return inspect(pos[1], (int)workers, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
+    if (is_stats) return stats(pos[1], err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
     if (npos < 2 || !to) {
         ct_errorf(err, "data export: expected a CONFIG and --to DIR");
         return CT_EXIT_USAGE;
     }
-    char *end = NULL;
     long quality = jpeg ? strtol(jpeg, &end, 10) : 0, limit = 0;
     if (jpeg && (*end || quality < 1 || quality > 100)) {
         ct_errorf(err, "data export: --jpeg expects a quality 1..100, got '%s'", jpeg);

@@ -86,6 +86,8 @@ static int read_png(const char *path, long long file_bytes, const unsigned char 
     img->h = (int)pi.height;
     img->channels = (color ? 3 : 1) + (alpha ? 1 : 0);
     img->has_alpha = alpha;
+    img->format = "PNG";
+    img->bits = ihdr ? ihdr[24] : 8;
     if (check_claim(path, img, file_bytes, PNG_MAX_EXPANSION, err) ||
         alloc_pixels(path, img, err)) {
         png_image_free(&pi);
@@ -215,6 +217,8 @@ static int read_jpeg(const char *path, FILE *f, long long file_bytes, long long 
     img->h = (int)d.image_height;
     img->channels = gray ? 1 : 3;
     img->has_alpha = false;
+    img->format = "JPEG";
+    img->bits = d.data_precision;
     if (check_claim(path, img, file_bytes, JPEG_MAX_EXPANSION, err)) goto done;
     int o = 1;
     for (jpeg_saved_marker_ptr m = d.marker_list; m; m = m->next)
@@ -297,6 +301,8 @@ static int read_pnm(const char *path, FILE *f, int kind, long long file_bytes,
     if (check_size(path, w, h, max_pixels, err)) return -1;
     img->w = (int)w;
     img->h = (int)h;
+    img->format = img->channels == 3 ? "PPM" : "PGM";
+    img->bits = maxval > 255 ? 16 : 8;
     /* a raw sample takes 1 or 2 bytes, a plain one at least a digit and a space */
     if (check_claim(path, img, file_bytes, 1, err) || alloc_pixels(path, img, err)) return -1;
     size_t n = (size_t)w * h * img->channels;

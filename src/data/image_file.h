@@ -36,6 +36,8 @@ typedef struct ct_image {
     int channels;   /* 1..4: color + alpha */
     bool has_alpha;
     uint8_t *px;    /* owned */
+    const char *format; /* the file's: "PNG", "JPEG", "PGM", "PPM" (static) */
+    int bits;       /* the file's bits per sample (PNG 1..16, JPEG 8, PNM 8 or 16) */
 } ct_image;
 
 int ct_image_read(const char *path, ct_image *img, ct_err *err);

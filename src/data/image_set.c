@@ -3,15 +3,13 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include "common/parallel.h"
 #include "config/config.h"
 #include "data/image_convert.h"
 #include "data/image_file.h"
@@ -312,38 +310,26 @@ typedef struct decode_job {
     uint8_t *images;
     size_t sample;
     char **why; /* [count]: NULL, or why image i is bad (owned) */
-    atomic_int next;
 } decode_job;
 
 static const char out_of_memory[] = "out of memory";
 
-static void *decode_worker(void *arg) {
-    decode_job *j = arg;
+static void decode_one(void *ctx, int i) {
+    decode_job *j = ctx;
     const ct_image_decode *o = j->o;
-    for (;;) {
-        int i = atomic_fetch_add(&j->next, 1);
-        if (i >= j->f->count) break;
-        const char *path = j->f->path[i];
-        ct_image img;
-        ct_err e = {{0}};
-        int rc = ct_image_read(path, &img, &e);
-        if (rc == 0) {
-            rc = ct_image_to_input_resized(&img, path, o->c, o->h, o->w, o->resize, false,
-                                           j->images + (size_t)i * j->sample, &e);
-            ct_image_free(&img);
-        }
-        if (rc != 0) {
-            j->why[i] = strdup(e.msg);
-            if (!j->why[i]) j->why[i] = (char *)out_of_memory;
-        }
+    const char *path = j->f->path[i];
+    ct_image img;
+    ct_err e = {{0}};
+    int rc = ct_image_read(path, &img, &e);
+    if (rc == 0) {
+        rc = ct_image_to_input_resized(&img, path, o->c, o->h, o->w, o->resize, false,
+                                       j->images + (size_t)i * j->sample, &e);
+        ct_image_free(&img);
     }
-    return NULL;
-}
-
-static int thread_count(const ct_image_decode *o, int count) {
-    long n = o->workers > 0 ? o->workers : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-    return (int)(n < count ? n : count);
+    if (rc != 0) {
+        j->why[i] = strdup(e.msg);
+        if (!j->why[i]) j->why[i] = (char *)out_of_memory;
+    }
 }
 
 int ct_image_files_decode(const ct_image_files *f, const ct_image_decode *o, ct_dataset *ds,
@@ -361,14 +347,7 @@ int ct_image_files_decode(const ct_image_files *f, const ct_image_decode *o, ct_
         return ct_errorf(err, "%s: out of memory for %d images of %dx%dx%d", o->what, f->count,
                          o->c, o->h, o->w);
     }
-    atomic_init(&j.next, 0);
-    int n_threads = thread_count(o, f->count), started = 0;
-    pthread_t *t = calloc((size_t)n_threads, sizeof *t);
-    for (int i = 1; t && i < n_threads; i++, started++)
-        if (pthread_create(&t[i - 1], NULL, decode_worker, &j) != 0) break;
-    decode_worker(&j); /* this thread too */
-    for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
-    free(t);
+    ct_parallel_for(f->count, o->workers, decode_one, &j);
     int bad = 0, first_bad = -1, kept = 0;
     for (int i = 0; i < f->count; i++)
         if (j.why[i] && bad++ == 0) first_bad = i;

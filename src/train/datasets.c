@@ -118,19 +118,30 @@ static double seconds_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+int ct_data_image_files(const ct_config *cfg, bool train, ct_image_files *f, ct_names *classes,
+                        ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    memset(f, 0, sizeof *f);
+    if (!image_files(d))
+        return ct_errorf(err, "%s: data.format is not folder or list", cfg->source);
+    const char *path = train ? d->train_images : d->test_images;
+    if (data_classes(cfg, classes, err) != 0) return -1;
+    int rc = d->format == CT_DATA_FOLDER
+                 ? ct_folder_files(path, classes, f, err)
+                 : ct_list_files(path, classes, d->num_classes, f, err);
+    if (rc != 0) ct_names_free(classes);
+    return rc;
+}
+
 /* A folder's or list's images (train: the training set's), decoded. */
 static int load_image_files(const ct_config *cfg, bool train, FILE *log, ct_dataset *ds,
                             ct_err *err) {
     const ct_data_cfg *d = &cfg->data;
-    const char *path = train ? d->train_images : d->test_images;
     ct_names classes;
     ct_image_files f;
-    if (data_classes(cfg, &classes, err) != 0) return -1;
-    int rc = d->format == CT_DATA_FOLDER
-                 ? ct_folder_files(path, &classes, &f, err)
-                 : ct_list_files(path, &classes, d->num_classes, &f, err);
+    if (ct_data_image_files(cfg, train, &f, &classes, err) != 0) return -1;
     ct_names_free(&classes);
-    if (rc != 0) return -1;
+    int rc;
     ct_image_decode o = {.c = cfg->input_c, .h = cfg->input_h, .w = cfg->input_w,
                          .resize = d->resize, .num_classes = d->num_classes,
                          .workers = d->workers, .skip_bad = d->skip_bad_files,

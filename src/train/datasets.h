@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "data/idx.h"
+#include "data/image_set.h"
 #include "data/pixels.h"
 
 /* Normalization of cfg for model.input's channels; with `train`, the training
@@ -27,6 +28,11 @@ ct_pixel_prep ct_data_prep(const ct_config *cfg, bool train);
  * for predict and export; fails when their count is not data.num_classes. Other
  * configs are left as they are. */
 int ct_data_name_classes(ct_config *cfg, ct_err *err);
+
+/* The image files of a folder or list config's training (train) or test set, with
+ * their classes (named, or none for a list of indices). */
+int ct_data_image_files(const ct_config *cfg, bool train, ct_image_files *f, ct_names *classes,
+                        ct_err *err);
 
 /* The training set, and with data.val_split the held-out validation set (*has_val
  * true; otherwise val is left empty). Image files (formats folder and list) report
