@@ -105,8 +105,8 @@ static const ct_command commands[] = {
      "                    per-channel mean and std of pixel / 255 as data.normalize\n"
      "  export CONFIG     write its training, validation (data.val_split) and test sets\n"
      "                    as DIR/train, DIR/val, DIR/test: a folder per class (its\n"
-     "                    data.class_names, else its index) of one image per sample,\n"
-     "                    which data.format folder reads back in the same order\n"
+     "                    data.class_names entry with '/' as '-', else its index) of\n"
+     "                    one image per sample, for data.format folder\n"
      "  --to DIR          the folder to create (it must not exist)\n"
      "  --jpeg Q          write JPEG files of quality Q (1..100) instead of PNG\n"
      "  --limit N         the first N samples of each set\n",

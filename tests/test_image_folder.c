@@ -702,10 +702,11 @@ static void test_inspect_and_stats(void **state) {
     free(line[1]);
 }
 
-/* data export: a folder that exists already is left alone; usage errors exit 2. */
+/* data export: a folder that exists already is left alone; usage errors exit 2;
+ * class names with '/' or a leading '.' become folders with '-' and '_'. */
 static void test_export_refuses(void **state) {
     (void)state;
-    char kept[800], cmd[900];
+    char kept[800], cmd[2000];
     snprintf(cmd, sizeof cmd, "mkdir -p %s/kept", dir);
     assert_int_equal(system(cmd), 0);
     snprintf(kept, sizeof kept, "%s/kept/keep.txt", dir);
@@ -729,6 +730,19 @@ static void test_export_refuses(void **state) {
             fail_msg("'%s': exit %d, want 2 and one line:\n%s", usage[i], r.status, r.err);
         ct_test_run_free(&r);
     }
+    /* class names that cannot be folder names as they are */
+    ct_test_mnist_subset(dir, 60, 20);
+    char data[4000];
+    snprintf(data, sizeof data,
+             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
+             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n"
+             "  class_names: [zero, one/uno, two, three, four, .five, six, seven, eight, nine]\n",
+             dir, dir, dir, dir);
+    write_cfg("slash", data);
+    run_ok("data export %s/slash.yaml --to %s/slash", dir, dir);
+    snprintf(cmd, sizeof cmd, "test -d %s/slash/train/one-uno && test -d %s/slash/train/_five",
+             dir, dir);
+    if (system(cmd) != 0) fail_msg("no folders one-uno and _five for 'one/uno' and '.five'");
 }
 
 int main(void) {

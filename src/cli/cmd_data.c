@@ -12,9 +12,10 @@
  * `ctrain data export CONFIG --to DIR [--jpeg Q] [--limit N]`: a config's
  * data sets written as image folders (data.format folder reads them back):
  * DIR/train, DIR/val (with data.val_split) and DIR/test, each with a subfolder per
- * class (data.class_names, else the class index zero-padded so that byte order is
- * index order) holding one PNG (or JPEG) per sample, named by its index in the set,
- * zero-padded. The folders come back in the set's order by class, and in each
+ * class (its data.class_names entry, '/' written as '-', else the class index
+ * zero-padded so that byte order is index order) holding one PNG (or JPEG) per
+ * sample, named by its index in the set, zero-padded. Read back, the samples come
+ * by class folder in byte order of the names (index order for indices), and in each
  * class by index. DIR must not exist yet: nothing already there is overwritten. */
 #include <errno.h>
 #include <math.h>
@@ -46,6 +47,21 @@ static int make_dir(const char *path, ct_err *err) {
     return 0;
 }
 
+/* Class k's folder name: its data.class_names entry with each '/' as '-' and a
+ * leading '.' as '_' (a folder scan passes hidden names over), else k zero-padded
+ * to `width` digits. */
+static void folder_name(const ct_config *cfg, int k, int width, char *out, size_t n) {
+    const char *name = ct_config_class_name(cfg, k);
+    if (!name) {
+        if ((size_t)snprintf(out, n, "%0*d", width, k) >= n) out[0] = 0; /* width <= 3 */
+        return;
+    }
+    snprintf(out, n, "%s", name);
+    for (char *c = out; *c; c++)
+        if (*c == '/') *c = '-';
+    if (out[0] == '.') out[0] = '_';
+}
+
 /* The first `limit` samples of ds (0: all) into dir/<class>/<index>.png|jpg. */
 static int export_set(const ct_config *cfg, const ct_dataset *ds, const char *dir, int limit,
                       int quality, int *written, ct_err *err) {
@@ -54,10 +70,9 @@ static int export_set(const ct_config *cfg, const ct_dataset *ds, const char *di
     size_t sample = (size_t)ds->channels * ds->rows * ds->cols;
     if (make_dir(dir, err) != 0) return -1;
     for (int i = 0; i < n; i++) {
-        char class_dir[CT_PATH_MAX], path[CT_PATH_MAX];
-        const char *name = ct_config_class_name(cfg, ds->labels[i]);
-        int a = name ? snprintf(class_dir, sizeof class_dir, "%s/%s", dir, name)
-                     : snprintf(class_dir, sizeof class_dir, "%s/%0*d", dir, cw, ds->labels[i]);
+        char class_dir[CT_PATH_MAX], path[CT_PATH_MAX], name[CT_CLASS_NAME_MAX];
+        folder_name(cfg, ds->labels[i], cw, name, sizeof name);
+        int a = snprintf(class_dir, sizeof class_dir, "%s/%s", dir, name);
         int b = snprintf(path, sizeof path, "%s/%0*d.%s", class_dir, iw, i,
                          quality ? "jpg" : "png");
         if (a < 0 || b < 0 || (size_t)a >= sizeof class_dir || (size_t)b >= sizeof path)
