@@ -4,7 +4,8 @@
  *
  *  - JPEG: gray and RGB, baseline and progressive, read back within a stated bound
  *    of what was written; the eight Exif orientations turn the image upright (both
- *    byte orders); CMYK and truncated files are refused in one line;
+ *    byte orders); CMYK and truncated files are refused in one line; a JPEG needed
+ *    smaller is decoded at 1/2 or 1/4 scale, close to its blocks' means;
  *  - data.resize: the shorter side scaled, the centre cut out, checked by hand;
  *  - list files: header, quotes, CR LF, blank lines, BOM; errors with their line;
  *  - the same MNIST samples as IDX files, as a PNG folder, as a list file of those
@@ -159,6 +160,50 @@ static void test_jpeg_kinds(void **state) {
                 assert_false(img.has_alpha);
                 ct_image_free(&img);
             }
+}
+
+/* Read for a smaller use: a 64x48 JPEG needed at 16x12 comes at 1/4 (16x12), at
+ * 17x12 at 1/2 (32x24), at 0x0 whole; each pixel of the 1/4 image within 4 of the
+ * mean of its 4x4 block of the whole one. Stored with orientation 6 (shown 48x64),
+ * a need of 12x16 (upright) gives 12x16. Other formats come whole. */
+static void test_jpeg_scaled(void **state) {
+    (void)state;
+    const int w = 64, h = 48;
+    uint8_t px[64 * 48 * 3];
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int k = 0; k < 3; k++) px[((size_t)y * w + x) * 3 + k] = picture(x, y, k, w, h);
+    char path[600];
+    path_in(path, sizeof path, "scaled.jpg");
+    write_jpeg(path, px, w, h, &(jpeg_spec){.c = 3, .quality = 100});
+    ct_image full, quarter, half;
+    ct_err err = {{0}};
+    assert_int_equal(ct_image_read_for(path, CT_IMAGE_MAX_PIXELS, 0, 0, &full, &err), 0);
+    assert_int_equal(ct_image_read_for(path, CT_IMAGE_MAX_PIXELS, 16, 12, &quarter, &err), 0);
+    assert_int_equal(ct_image_read_for(path, CT_IMAGE_MAX_PIXELS, 17, 12, &half, &err), 0);
+    assert_int_equal(full.w * 100 + full.h, 6448);
+    assert_int_equal(quarter.w * 100 + quarter.h, 1612);
+    assert_int_equal(half.w * 100 + half.h, 3224);
+    for (int y = 0; y < 12; y++)
+        for (int x = 0; x < 16; x++)
+            for (int k = 0; k < 3; k++) {
+                int sum = 0;
+                for (int dy = 0; dy < 4; dy++)
+                    for (int dx = 0; dx < 4; dx++)
+                        sum += full.px[((size_t)(4 * y + dy) * w + 4 * x + dx) * 3 + k];
+                int got = quarter.px[((size_t)y * 16 + x) * 3 + k];
+                if (abs(got - (sum + 8) / 16) > 4)
+                    fail_msg("1/4 scale: (%d, %d) channel %d is %d, the block's mean %d", x, y,
+                             k, got, (sum + 8) / 16);
+            }
+    ct_image_free(&full);
+    ct_image_free(&quarter);
+    ct_image_free(&half);
+    path_in(path, sizeof path, "scaled6.jpg");
+    write_jpeg(path, px, w, h, &(jpeg_spec){.c = 3, .quality = 100, .orientation = 6});
+    assert_int_equal(ct_image_read_for(path, CT_IMAGE_MAX_PIXELS, 12, 16, &quarter, &err), 0);
+    assert_int_equal(quarter.w * 100 + quarter.h, 1216);
+    ct_image_free(&quarter);
 }
 
 /* Exif orientation o: where shown pixel (x, y) of the upright image is stored. */
@@ -750,6 +795,7 @@ int main(void) {
         cmocka_unit_test(test_jpeg_kinds),
         cmocka_unit_test(test_jpeg_orientation),
         cmocka_unit_test(test_jpeg_refused),
+        cmocka_unit_test(test_jpeg_scaled),
         cmocka_unit_test(test_resize_center_crop),
         cmocka_unit_test(test_list_parse),
         cmocka_unit_test(test_folders_match_idx),

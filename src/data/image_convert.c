@@ -192,3 +192,8 @@ int ct_image_to_input(const ct_image *img, const char *path, int C, int H, int W
     free(plane);
     return 0;
 }
+
+void ct_image_input_needs(int H, int W, int resize, int *min_w, int *min_h) {
+    *min_w = resize > 0 ? resize : W;
+    *min_h = resize > 0 ? resize : H;
+}

@@ -44,4 +44,8 @@ int ct_image_to_input(const ct_image *img, const char *path, int C, int H, int W
 int ct_image_to_input_resized(const ct_image *img, const char *path, int C, int H, int W,
                               int resize, bool invert, uint8_t *out, ct_err *err);
 
+/* The least size (upright) an image must be read at for ct_image_to_input_resized
+ * to [H, W] with `resize` (ct_image_read_for): resize x resize, or W x H. */
+void ct_image_input_needs(int H, int W, int resize, int *min_w, int *min_h);
+
 #endif

@@ -187,7 +187,7 @@ static int orient(ct_image *img, int o, const char *path, ct_err *err) {
 /* Gray or RGB 8-bit samples, baseline or progressive, turned upright by the Exif
  * orientation; CMYK and YCCK are refused. volatile: kept across libjpeg's longjmp. */
 static int read_jpeg(const char *path, FILE *f, long long file_bytes, long long max_pixels,
-                     ct_image *img, ct_err *err) {
+                     int min_w, int min_h, ct_image *img, ct_err *err) {
     struct jpeg_decompress_struct d;
     jpeg_fail fail;
     memset(&fail, 0, sizeof fail);
@@ -224,7 +224,19 @@ static int read_jpeg(const char *path, FILE *f, long long file_bytes, long long 
     for (jpeg_saved_marker_ptr m = d.marker_list; m; m = m->next)
         if (m->marker == JPEG_APP0 + 1 && (o = exif_orientation(m->data, m->data_length)) != 1)
             break;
+    if (min_w > 0 && min_h > 0) { /* the smallest 1/8, 1/4 or 1/2 scale that is enough */
+        long need_w = o >= 5 ? min_h : min_w, need_h = o >= 5 ? min_w : min_h;
+        for (unsigned denom = 8; denom >= 2; denom /= 2)
+            if ((d.image_width + denom - 1) / denom >= (unsigned long)need_w &&
+                (d.image_height + denom - 1) / denom >= (unsigned long)need_h) {
+                d.scale_num = 1;
+                d.scale_denom = denom;
+                break;
+            }
+    }
     jpeg_start_decompress(&d);
+    img->w = (int)d.output_width;
+    img->h = (int)d.output_height;
     if (d.output_components != img->channels) {
         ct_errorf(err, "%s: cannot read JPEG: %d components decoded, %d expected", path,
                   d.output_components, img->channels);
@@ -331,6 +343,11 @@ int ct_image_read(const char *path, ct_image *img, ct_err *err) {
 }
 
 int ct_image_read_limited(const char *path, long long max_pixels, ct_image *img, ct_err *err) {
+    return ct_image_read_for(path, max_pixels, 0, 0, img, err);
+}
+
+int ct_image_read_for(const char *path, long long max_pixels, int min_w, int min_h,
+                      ct_image *img, ct_err *err) {
     memset(img, 0, sizeof *img);
     FILE *f = fopen(path, "rb");
     if (!f) return ct_errorf(err, "%s: %s", path, strerror(errno));
@@ -345,7 +362,7 @@ int ct_image_read_limited(const char *path, long long max_pixels, ct_image *img,
     }
     if (got >= 3 && head[0] == 0xff && head[1] == 0xd8 && head[2] == 0xff) {
         rewind(f);
-        rc = read_jpeg(path, f, file_bytes, max_pixels, img, err);
+        rc = read_jpeg(path, f, file_bytes, max_pixels, min_w, min_h, img, err);
     } else if (got >= 3 && head[0] == 'P' && head[1] && strchr("2356", head[1]) &&
                isspace(head[2])) {
         fseek(f, 2, SEEK_SET);

@@ -43,6 +43,12 @@ typedef struct ct_image {
 int ct_image_read(const char *path, ct_image *img, ct_err *err);
 /* The same with another pixel limit (w * h <= max_pixels). */
 int ct_image_read_limited(const char *path, long long max_pixels, ct_image *img, ct_err *err);
+/* The same, for a use that needs at least min_w x min_h pixels (upright): a JPEG
+ * is decoded at 1/2, 1/4 or 1/8 of its size (libjpeg's scaled inverse DCT, each
+ * output pixel about the mean of its block) when that much is left, the smallest
+ * such; other formats, and min_w or min_h 0, read in full. */
+int ct_image_read_for(const char *path, long long max_pixels, int min_w, int min_h,
+                      ct_image *img, ct_err *err);
 void ct_image_free(ct_image *img);
 
 #endif

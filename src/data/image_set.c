@@ -320,7 +320,9 @@ static void decode_one(void *ctx, int i) {
     const char *path = j->f->path[i];
     ct_image img;
     ct_err e = {{0}};
-    int rc = ct_image_read(path, &img, &e);
+    int min_w, min_h;
+    ct_image_input_needs(o->h, o->w, o->resize, &min_w, &min_h);
+    int rc = ct_image_read_for(path, CT_IMAGE_MAX_PIXELS, min_w, min_h, &img, &e);
     if (rc == 0) {
         rc = ct_image_to_input_resized(&img, path, o->c, o->h, o->w, o->resize, false,
                                        j->images + (size_t)i * j->sample, &e);

@@ -122,8 +122,10 @@ done:
 static int load_image(ct_input_set *s, const char *path, int index, const ct_input_opts *o,
                       ct_err *err) {
     ct_image img;
-    if (ct_image_read_limited(path, o->max_pixels > 0 ? o->max_pixels : CT_IMAGE_MAX_PIXELS, &img,
-                              err))
+    int min_w, min_h; /* read as training and evaluation read image files */
+    ct_image_input_needs(o->h, o->w, o->resize, &min_w, &min_h);
+    if (ct_image_read_for(path, o->max_pixels > 0 ? o->max_pixels : CT_IMAGE_MAX_PIXELS, min_w,
+                          min_h, &img, err))
         return -1;
     size_t bytes = (size_t)o->c * o->h * o->w;
     bool converted = img.w != o->w || img.h != o->h || img.channels != o->c;
