@@ -666,6 +666,8 @@ static void test_config_errors(void **state) {
          "/nonexistent/train: not a folder"},
         {"  format: folder\n  train_dir: a\n  test_dir: b\n  on_bad_file: ignore\n",
          "on_bad_file"},
+        {"  format: folder\n  train_dir: a\n  test_dir: b\n  stratify: true\n",
+         "'data.stratify' applies to the validation split; set data.val_split too"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         write_cfg("wrong", cases[i].data);

@@ -280,7 +280,7 @@ static void test_split(void **state) {
     assert_int_equal(n_val, 37);
     expect_fail(ct_val_count(1000, N, &n_val, &err), &err, "data.val_split 1000", "each side");
     expect_fail(ct_val_count(0.0001, N, &n_val, &err), &err, "holds out 0 of the 1000", NULL);
-    assert_int_equal(ct_dataset_split(&all, 100, 42, &tr, &va, &err), 0);
+    assert_int_equal(ct_dataset_split(&all, 100, 42, false, &tr, &va, &err), 0);
     assert_int_equal(tr.count, 900);
     assert_int_equal(va.count, 100);
     /* disjoint, covering, each part in the original order, labels travel along */
@@ -298,14 +298,71 @@ static void test_split(void **state) {
     /* not just the first or last samples */
     assert_true(tag(&va, 0) < N / 2 && tag(&va, va.count - 1) > N / 2);
     /* the same seed holds out the same samples; another seed others */
-    assert_int_equal(ct_dataset_split(&all, 100, 42, &tr2, &va2, &err), 0);
+    assert_int_equal(ct_dataset_split(&all, 100, 42, false, &tr2, &va2, &err), 0);
     assert_memory_equal(va.images, va2.images, 200);
     assert_memory_equal(tr.images, tr2.images, 1800);
     ct_dataset_free(&tr2), ct_dataset_free(&va2);
-    assert_int_equal(ct_dataset_split(&all, 100, 43, &tr2, &va2, &err), 0);
+    assert_int_equal(ct_dataset_split(&all, 100, 43, false, &tr2, &va2, &err), 0);
     assert_true(memcmp(va.images, va2.images, 200) != 0);
     ct_dataset_free(&tr2), ct_dataset_free(&va2);
     ct_dataset_free(&tr), ct_dataset_free(&va), ct_dataset_free(&all);
+}
+
+/* Stratified: 1000 samples in classes of 700, 200, 90, 9 and 1 hold out 100 as 70,
+ * 20, 9, 1 (the 0.9 share rounded up by the largest remainder) and 0 (a class's
+ * last sample stays in training); both parts in the original order, disjoint and
+ * covering; larger splits keep a sample of each class in training. The
+ * unstratified split of the same set misses these counts. */
+static void test_split_stratified(void **state) {
+    (void)state;
+    enum { N = 1000 };
+    ct_dataset all = tagged_set(N), tr, va;
+    const int sizes[5] = {700, 200, 90, 9, 1};
+    for (int i = 0, c = 0, left = sizes[0]; i < N; i++, left--) {
+        if (left == 0) left = sizes[++c];
+        all.labels[(i * 7) % N] = (uint8_t)c; /* spread the classes over the set */
+    }
+    ct_err err = {{0}};
+    for (int strat = 0; strat < 2; strat++) {
+        assert_int_equal(ct_dataset_split(&all, 100, 42, strat, &tr, &va, &err), 0);
+        int per[5] = {0}, want[5] = {70, 20, 9, 1, 0};
+        for (int k = 0; k < va.count; k++) per[va.labels[k]]++;
+        bool exact = true;
+        for (int c = 0; c < 5; c++) exact &= per[c] == want[c];
+        if (strat) {
+            assert_int_equal(va.count, 100);
+            for (int c = 0; c < 5; c++)
+                if (per[c] != want[c]) fail_msg("class %d: %d held out, want %d", c, per[c], want[c]);
+            char seen[N] = {0};
+            for (int k = 0; k < tr.count; k++) {
+                seen[tag(&tr, k)]++;
+                assert_int_equal(tr.labels[k], all.labels[tag(&tr, k)]);
+                if (k) assert_true(tag(&tr, k) > tag(&tr, k - 1));
+            }
+            for (int k = 0; k < va.count; k++) {
+                seen[tag(&va, k)]++;
+                if (k) assert_true(tag(&va, k) > tag(&va, k - 1));
+            }
+            for (int i = 0; i < N; i++) assert_int_equal(seen[i], 1);
+        } else {
+            assert_false(exact);
+        }
+        ct_dataset_free(&tr), ct_dataset_free(&va);
+    }
+    /* 600: the 1-sample class's remainder is the largest, but it has no room;
+     * 950: the 9-sample class is capped at 8 and its remainder goes on */
+    const int n_vals[2] = {600, 950}, wants[2][5] = {{420, 120, 54, 6, 0}, {666, 190, 86, 8, 0}};
+    for (int t = 0; t < 2; t++) {
+        assert_int_equal(ct_dataset_split(&all, n_vals[t], 42, true, &tr, &va, &err), 0);
+        int per[5] = {0};
+        for (int k = 0; k < va.count; k++) per[va.labels[k]]++;
+        for (int c = 0; c < 5; c++)
+            if (per[c] != wants[t][c])
+                fail_msg("%d held out: class %d gives %d, want %d", n_vals[t], c, per[c],
+                         wants[t][c]);
+        ct_dataset_free(&tr), ct_dataset_free(&va);
+    }
+    ct_dataset_free(&all);
 }
 
 /* ---- augmentation ------------------------------------------------------------- */
@@ -557,6 +614,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cifar10_files),
         cmocka_unit_test(test_cifar10_errors),
         cmocka_unit_test(test_split),
+        cmocka_unit_test(test_split_stratified),
         cmocka_unit_test(test_augment_draws),
         cmocka_unit_test(test_erase_draws),
         cmocka_unit_test(test_augment_geometry),

@@ -193,6 +193,7 @@ typedef struct ct_data_cfg {
     /* held out of the training set as the validation set: 0 none (the test set is
      * the validation set), a fraction in (0, 1), or a whole count >= 1 */
     double val_split;
+    bool stratify;     /* the split keeps each class's share (data/split.h); default false */
     int crop;          /* augment.crop: random crop padding, >= 0, default 0 */
     bool hflip;        /* augment.hflip, default false */
     double erase;      /* augment.erase: probability in [0, 1] of erasing a rectangle, 0 */

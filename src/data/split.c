@@ -37,8 +37,32 @@ static int take(const ct_dataset *all, const uint8_t *held, uint8_t want, int n,
     return 0;
 }
 
-int ct_dataset_split(const ct_dataset *all, int n_val, uint64_t seed, ct_dataset *train,
-                     ct_dataset *val, ct_err *err) {
+/* The per-class quotas of a stratified split (split.h) into quota[256]. */
+static void class_quotas(const ct_dataset *all, int n_val, int *quota) {
+    long long n_c[256] = {0}, rem[256];
+    for (int i = 0; i < all->count; i++) n_c[all->labels[i]]++;
+    int given = 0;
+    for (int c = 0; c < 256; c++) {
+        long long share = (long long)n_val * n_c[c], cap = n_c[c] > 1 ? n_c[c] - 1 : 0;
+        quota[c] = (int)(share / all->count < cap ? share / all->count : cap);
+        rem[c] = share % all->count;
+        given += quota[c];
+    }
+    /* the rest one at a time to a class with room: the largest remainder first (each
+     * remainder used once), ties to the lower class */
+    while (given < n_val) {
+        int best = -1;
+        for (int c = 0; c < 256; c++)
+            if (quota[c] < n_c[c] - 1 && (best < 0 || rem[c] > rem[best])) best = c;
+        if (best < 0) break; /* no room left: fewer are held out */
+        quota[best]++;
+        rem[best] = -1;
+        given++;
+    }
+}
+
+int ct_dataset_split(const ct_dataset *all, int n_val, uint64_t seed, bool stratified,
+                     ct_dataset *train, ct_dataset *val, ct_err *err) {
     memset(train, 0, sizeof *train);
     memset(val, 0, sizeof *val);
     if (n_val < 1 || n_val >= all->count)
@@ -59,7 +83,20 @@ int ct_dataset_split(const ct_dataset *all, int n_val, uint64_t seed, ct_dataset
         perm[i] = perm[j];
         perm[j] = t;
     }
-    for (int i = 0; i < n_val; i++) held[perm[i]] = 1;
+    if (stratified) {
+        int quota[256];
+        class_quotas(all, n_val, quota);
+        int got = 0;
+        for (int i = 0; i < all->count; i++)
+            if (quota[all->labels[perm[i]]] > 0) {
+                quota[all->labels[perm[i]]]--;
+                held[perm[i]] = 1;
+                got++;
+            }
+        n_val = got; /* n_val unless capping left too little room */
+    } else {
+        for (int i = 0; i < n_val; i++) held[perm[i]] = 1;
+    }
     if (take(all, held, 0, all->count - n_val, train, err) == 0 &&
         take(all, held, 1, n_val, val, err) == 0)
         rc = 0;

@@ -175,7 +175,7 @@ int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_da
     }
     int n_val;
     if (ct_val_count(d->val_split, all.count, &n_val, err) != 0 ||
-        ct_dataset_split(&all, n_val, cfg->train.seed, train, val, err) != 0) {
+        ct_dataset_split(&all, n_val, cfg->train.seed, d->stratify, train, val, err) != 0) {
         ct_dataset_free(&all);
         return -1;
     }
