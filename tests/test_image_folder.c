@@ -17,7 +17,8 @@
  *    the count, or are left out and listed (skip); config and data mistakes are
  *    one-line errors; `data export` never writes into a folder that exists;
  *  - `data inspect` reports classes, sizes, formats, unreadable files and copies
- *    (across sets too); `data stats` gives MNIST's mean and std.
+ *    (across sets too); `data stats` gives MNIST's mean and std;
+ *  - data.balance: sampler resumes bit for bit and changes the order.
  * Every file is written by the test into a temp dir.
  */
 #include <setjmp.h>
@@ -749,6 +750,42 @@ static void test_inspect_and_stats(void **state) {
     free(line[1]);
 }
 
+/* data.balance: sampler in a fit (the device-resident order): two epochs give the
+ * same weights as a run stopped after 3 steps and resumed (the order is a function
+ * of seed and epoch), and not those of the plain permutation. */
+static void test_balanced_fit(void **state) {
+    (void)state;
+    ct_test_mnist_subset(dir, 300, 60);
+    char data[4000];
+    snprintf(data, sizeof data,
+             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
+             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
+             dir, dir);
+    write_cfg("plain", data);
+    strcat(data, "  balance: sampler\n");
+    write_cfg("balanced", data);
+    run_ok("fit %s/balanced.yaml --out %s/bal-a --epochs 2 --no-progress", dir, dir);
+    run_ok("fit %s/balanced.yaml --out %s/bal-b --epochs 2 train.max_steps=3 --no-progress", dir,
+           dir);
+    run_ok("fit %s/balanced.yaml --out %s/bal-b --epochs 2 train.max_steps=0 --resume "
+           "--no-progress", dir, dir);
+    run_ok("fit %s/plain.yaml --out %s/plain --epochs 2 --no-progress", dir, dir);
+    char a[800], b[800], c[800];
+    snprintf(a, sizeof a, "%s/bal-a/model.bin", dir);
+    snprintf(b, sizeof b, "%s/bal-b/model.bin", dir);
+    snprintf(c, sizeof c, "%s/plain/model.bin", dir);
+    size_t na, nb, nc;
+    float *wa = ct_test_checkpoint_floats(a, &na, NULL), *wb = ct_test_checkpoint_floats(b, &nb, NULL),
+          *wc = ct_test_checkpoint_floats(c, &nc, NULL);
+    assert_int_equal(na, nb);
+    assert_int_equal(na, nc);
+    assert_memory_equal(wa, wb, na * sizeof *wa);
+    assert_true(memcmp(wa, wc, na * sizeof *wa) != 0);
+    free(wa);
+    free(wb);
+    free(wc);
+}
+
 /* data export: a folder that exists already is left alone; usage errors exit 2;
  * class names with '/' or a leading '.' become folders with '-' and '_'. */
 static void test_export_refuses(void **state) {
@@ -806,6 +843,7 @@ int main(void) {
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_export_refuses),
         cmocka_unit_test(test_inspect_and_stats),
+        cmocka_unit_test(test_balanced_fit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

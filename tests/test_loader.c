@@ -1,6 +1,6 @@
 /* test_loader.c: the double-buffered batch loader (src/data/loader.c) on small
  * in-memory datasets: coverage, seeded order, partial batches, normalization,
- * abandoning an epoch and destroying mid-epoch. Sample identity is encoded in the
+ * abandoning an epoch and destroying mid-epoch; the class-balanced sampler. Sample identity is encoded in the
  * pixels (px0 = id & 255, px1 = id >> 8), so x and y can be checked together. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -352,6 +352,48 @@ static void test_shards_concatenate_to_the_batch(void **state) {
     for (int r = 0; r < ranks; r++) ct_loader_destroy(part[r]);
 }
 
+/* The balanced sampler (data/sampler.h) on 1000 samples in classes of 900, 90 and
+ * 10: each class drawn about a third of the time (each count within 5 binomial
+ * standard deviations of 1000/3), every drawn sample of its class; the order a
+ * function of (seed, epoch) alone, another epoch another order; the loader's
+ * batches follow ct_epoch_order_balanced position by position. */
+static void test_balanced_sampler(void **state) {
+    (void)state;
+    enum { N = 1000 };
+    ct_dataset *ds = make_ds(N, 3);
+    for (int i = 0; i < N; i++) g_fx.labels[i] = (uint8_t)(i < 900 ? 0 : i < 990 ? 1 : 2);
+    ct_class_index ix;
+    ct_err err = {{0}};
+    assert_int_equal(ct_class_index_build(ds->labels, N, &ix, &err), 0);
+    assert_int_equal(ix.n_present, 3);
+    static int32_t a[N], b[N];
+    static int order[N];
+    ct_epoch_order_balanced(7, 0, &ix, N, a);
+    int per[3] = {0};
+    for (int i = 0; i < N; i++) {
+        assert_in_range(a[i], 0, N - 1);
+        per[ds->labels[a[i]]]++;
+    }
+    double sd = sqrt(N * (1.0 / 3) * (2.0 / 3));
+    for (int c = 0; c < 3; c++)
+        if (fabs(per[c] - N / 3.0) > 5 * sd)
+            fail_msg("class %d drawn %d times of %d (expected about %d)", c, per[c], N, N / 3);
+    ct_epoch_order_balanced(7, 0, &ix, N, b);
+    assert_memory_equal(a, b, sizeof a);
+    ct_epoch_order_balanced(7, 1, &ix, N, b);
+    assert_true(memcmp(a, b, sizeof a) != 0);
+    ct_loader *l = make_loader(ds, 64, true, 7);
+    ct_loader_set_balanced(l, &ix);
+    for (int epoch = 0; epoch < 2; epoch++) {
+        ct_loader_start_epoch(l, epoch);
+        run_epoch(l, ds, 64, order);
+        ct_epoch_order_balanced(7, epoch, &ix, N, b);
+        for (int i = 0; i < N; i++) assert_int_equal(order[i], b[i]);
+    }
+    ct_loader_destroy(l);
+    ct_class_index_free(&ix);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partial_batches),
@@ -365,6 +407,7 @@ int main(void) {
         cmocka_unit_test(test_create_rejects_bad_args),
         cmocka_unit_test(test_shard_range_partitions),
         cmocka_unit_test(test_shards_concatenate_to_the_batch),
+        cmocka_unit_test(test_balanced_sampler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

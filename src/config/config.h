@@ -194,6 +194,9 @@ typedef struct ct_data_cfg {
      * the validation set), a fraction in (0, 1), or a whole count >= 1 */
     double val_split;
     bool stratify;     /* the split keeps each class's share (data/split.h); default false */
+    /* balance: sampler: each epoch's order is drawn class-balanced, with replacement
+     * (data/sampler.h); none (default): the usual permutation */
+    bool balance_sampler;
     int crop;          /* augment.crop: random crop padding, >= 0, default 0 */
     bool hflip;        /* augment.hflip, default false */
     double erase;      /* augment.erase: probability in [0, 1] of erasing a rectangle, 0 */

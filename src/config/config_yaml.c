@@ -167,16 +167,17 @@ static int ct_walk_schedule(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg)
 enum { D_TRAIN_IMAGES, D_TRAIN_LABELS, D_TEST_IMAGES, D_TEST_LABELS, D_NUM_CLASSES,
        D_NORMALIZE, D_SHUFFLE, D_FORMAT, D_LAYOUT, D_VAL_SPLIT, D_AUGMENT, D_CLASS_NAMES,
        D_TRAIN_DIR, D_TEST_DIR, D_TRAIN_LIST, D_TEST_LIST, D_RESIZE, D_WORKERS, D_ON_BAD_FILE,
-       D_STRATIFY };
+       D_STRATIFY, D_BALANCE };
 static const char *const ct_data_keys[] = {"train_images", "train_labels", "test_images",
                                            "test_labels",  "num_classes",  "normalize",
                                            "shuffle",      "format",       "layout",
                                            "val_split",    "augment",      "class_names",
                                            "train_dir",    "test_dir",     "train_list",
                                            "test_list",    "resize",       "workers",
-                                           "on_bad_file",  "stratify"};
+                                           "on_bad_file",  "stratify",     "balance"};
 static const char *const ct_data_format_names[] = {"idx", "cifar10", "folder", "list"};
 static const char *const ct_bad_file_names[] = {"fail", "skip"};
+static const char *const ct_balance_names[] = {"none", "sampler"};
 static const char *const ct_data_layout_names[] = {"auto", "nchw", "nhwc"};
 
 static int ct_walk_path(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name, char *out) {
@@ -417,6 +418,10 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     if (v.val[D_VAL_SPLIT] && ct_walk_val_split(ctx, v.val[D_VAL_SPLIT], d)) return -1;
     if (v.val[D_AUGMENT] && ct_walk_augment(ctx, v.val[D_AUGMENT], d)) return -1;
     if (v.val[D_CLASS_NAMES] && ct_walk_class_names(ctx, v.val[D_CLASS_NAMES], d)) return -1;
+    if (v.val[D_BALANCE]) {
+        if (ct_get_enum(ctx, v.val[D_BALANCE], "data.balance", ct_balance_names, 2, &m)) return -1;
+        d->balance_sampler = m == 1;
+    }
     if (v.val[D_STRATIFY]) {
         if (ct_get_bool(ctx, v.val[D_STRATIFY], "data.stratify", &d->stratify)) return -1;
         if (d->stratify && d->val_split == 0.0)

@@ -30,6 +30,7 @@ struct ct_loader {
     int batch_size, n_batches;
     int shard_rank, shard_count; /* this loader delivers shard rank of count (0 of 1) */
     bool shuffle;
+    const ct_class_index *balanced; /* NULL, or the order is the balanced sampler's */
     uint64_t seed;
     ct_pixel_prep prep;
     float lut[CT_MAX_CHANNELS][256]; /* [C][p]: normalized value of pixel byte p */
@@ -124,8 +125,13 @@ void ct_epoch_order(uint64_t seed, int epoch, bool shuffle, int count, int32_t *
 }
 
 static void make_permutation(ct_loader *l, int epoch) {
-    ct_epoch_order(l->seed, epoch, l->shuffle, l->ds->count, l->perm);
+    if (l->balanced)
+        ct_epoch_order_balanced(l->seed, epoch, l->balanced, l->ds->count, l->perm);
+    else
+        ct_epoch_order(l->seed, epoch, l->shuffle, l->ds->count, l->perm);
 }
+
+void ct_loader_set_balanced(ct_loader *l, const ct_class_index *ix) { l->balanced = ix; }
 
 static int check_args(const ct_dataset *ds, int batch_size, const ct_pixel_prep *p,
                       ct_err *err) {

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "data/idx.h"
 #include "data/pixels.h"
+#include "data/sampler.h"
 
 typedef struct ct_batch {
     const float *x;   /* [n, channels, rows, cols] (NCHW) */
@@ -54,6 +55,11 @@ void ct_loader_set_shard(ct_loader *l, int rank, int count);
  * `rank` of `count`: contiguous, sizes differing by at most one (earlier shards
  * larger), empty when n_global < count for the last ones. */
 void ct_shard_range(int n_global, int rank, int count, int *offset, int *n);
+
+/* From now on each epoch's order is the balanced sampler's over ix (borrowed, the
+ * training set's classes; data/sampler.h) instead of a permutation. Call before
+ * the first ct_loader_start_epoch. */
+void ct_loader_set_balanced(ct_loader *l, const ct_class_index *ix);
 
 /* Starts epoch `epoch` (0-based): the permutation depends only on (seed, epoch),
  * and so does each sample's augmentation (with its index). */

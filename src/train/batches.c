@@ -34,13 +34,28 @@ int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds,
     return m->device.vt->dataset_upload(m->be, slot, ds->images, ds->labels, ds->count, err);
 }
 
+int ct_batches_set_balanced(ct_batches *bt, ct_err *err) {
+    bt->balanced = malloc(sizeof *bt->balanced);
+    if (!bt->balanced) return ct_errorf(err, "out of memory for the balanced sampler");
+    if (ct_class_index_build(bt->ds->labels, bt->ds->count, bt->balanced, err) != 0) {
+        free(bt->balanced);
+        bt->balanced = NULL;
+        return -1;
+    }
+    if (bt->loader) ct_loader_set_balanced(bt->loader, bt->balanced);
+    return 0;
+}
+
 int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err) {
     bt->next = 0;
     if (bt->loader) {
         ct_loader_start_epoch(bt->loader, epoch);
         return 0;
     }
-    ct_epoch_order(bt->seed, epoch, bt->shuffle, bt->ds->count, bt->order);
+    if (bt->balanced)
+        ct_epoch_order_balanced(bt->seed, epoch, bt->balanced, bt->ds->count, bt->order);
+    else
+        ct_epoch_order(bt->seed, epoch, bt->shuffle, bt->ds->count, bt->order);
     return bt->m->device.vt->dataset_order(bt->m->be, bt->slot, bt->order, bt->ds->count,
                                            (uint32_t)epoch, err);
 }
@@ -83,6 +98,8 @@ int ct_batches_skip(ct_batches *bt, int count, ct_err *err) {
 
 void ct_batches_close(ct_batches *bt) {
     if (bt->loader) ct_loader_destroy(bt->loader);
+    if (bt->balanced) ct_class_index_free(bt->balanced);
+    free(bt->balanced);
     free(bt->order);
     memset(bt, 0, sizeof *bt);
 }

@@ -32,6 +32,7 @@ typedef struct ct_batches {
     int slot;              /* 0 training set, 1 evaluation set, -1 host loader only */
     const ct_dataset *ds;
     bool shuffle;
+    ct_class_index *balanced; /* NULL, or the epochs' order is the balanced sampler's */
     uint64_t seed;
     ct_loader *loader;     /* host path; NULL on the device path */
     int32_t *order;        /* device path: the epoch's order, [count] */
@@ -48,6 +49,10 @@ typedef struct ct_batches {
 int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds, bool shuffle,
                     uint64_t seed, const ct_pixel_prep *prep, const ct_shard *shard,
                     ct_err *err);
+/* data.balance: sampler: every epoch's order from now on is the balanced sampler's
+ * over bt's dataset (data/sampler.h) instead of a permutation. Before the first
+ * epoch. */
+int ct_batches_set_balanced(ct_batches *bt, ct_err *err);
 int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err);
 /* Loads the next batch into the model: 1 with *n rows (this shard's, possibly 0
  * with data parallelism; bt->last_global has the whole batch's, bt->first_pos the

@@ -292,6 +292,7 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     if (ct_batches_open(&s->train_batches, s->model, 0, &s->train, d->shuffle, cfg->train.seed,
                         &train_prep, &shard, err) != 0)
         return -1;
+    if (d->balance_sampler && ct_batches_set_balanced(&s->train_batches, err) != 0) return -1;
     if (ct_batches_open(&s->val_batches, s->model, 1, s->has_val ? &s->val : &s->test, false,
                         cfg->train.seed, &eval_prep, &shard, err) != 0)
         return -1;
