@@ -18,7 +18,9 @@
  *    one-line errors; `data export` never writes into a folder that exists;
  *  - `data inspect` reports classes, sizes, formats, unreadable files and copies
  *    (across sets too); `data stats` gives MNIST's mean and std;
- *  - data.balance: sampler resumes bit for bit and changes the order.
+ *  - data.balance: sampler resumes bit for bit and changes the order;
+ *  - `data cache`: a fresh cache gives the decoded images' first step; stale or
+ *    damaged ones are said and passed over.
  * Every file is written by the test into a temp dir.
  */
 #include <setjmp.h>
@@ -775,8 +777,9 @@ static void test_balanced_fit(void **state) {
     snprintf(b, sizeof b, "%s/bal-b/model.bin", dir);
     snprintf(c, sizeof c, "%s/plain/model.bin", dir);
     size_t na, nb, nc;
-    float *wa = ct_test_checkpoint_floats(a, &na, NULL), *wb = ct_test_checkpoint_floats(b, &nb, NULL),
-          *wc = ct_test_checkpoint_floats(c, &nc, NULL);
+    float *wa = ct_test_checkpoint_floats(a, &na, NULL);
+    float *wb = ct_test_checkpoint_floats(b, &nb, NULL);
+    float *wc = ct_test_checkpoint_floats(c, &nc, NULL);
     assert_int_equal(na, nb);
     assert_int_equal(na, nc);
     assert_memory_equal(wa, wb, na * sizeof *wa);
@@ -784,6 +787,75 @@ static void test_balanced_fit(void **state) {
     free(wa);
     free(wb);
     free(wc);
+}
+
+/* data cache: the caches are written beside the folders; a fit then reads them
+ * and takes the same first step as from the decoded images; a file touched (its
+ * time changed) makes the cache stale and a damaged byte makes it unusable: each
+ * is said, and the images are decoded; IDX configs are refused. */
+static void test_cache(void **state) {
+    (void)state;
+    ct_test_mnist_subset(dir, 200, 40);
+    char data[4000], cache[800], cmd[2000];
+    snprintf(data, sizeof data,
+             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
+             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
+             dir, dir);
+    write_cfg("tocache", data);
+    run_ok("data export %s/tocache.yaml --to %s/cached --jpeg 95", dir, dir);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/cached/train\n"
+             "  test_dir: %s/cached/test\n", dir, dir);
+    write_cfg("cachefit", data);
+    size_t n0, n1;
+    float *w0 = first_step("cachefit", &n0);
+    ct_run_result r = run("data cache %s/cachefit.yaml", dir);
+    snprintf(cache, sizeof cache, "%s/cached/train.ctrain-cache-1x28x28-r0.bin", dir);
+    if (r.status != 0 || !strstr(r.out, "Wrote ") ||
+        !strstr(r.out, "train.ctrain-cache-1x28x28-r0.bin: 200 images of 1x28x28\n") ||
+        !strstr(r.out, "test.ctrain-cache-1x28x28-r0.bin: 40 images"))
+        fail_msg("data cache: exit %d\n%s%s", r.status, r.out, r.err);
+    ct_test_run_free(&r);
+    char out[800];
+    snprintf(out, sizeof out, "%s/run-cachefit", dir);
+    ct_test_rmtree(out);
+    r = run("fit %s/cachefit.yaml --out %s/run-cachefit train.max_steps=1 --no-progress", dir, dir);
+    if (r.status != 0 || !strstr(r.err, "data.train_dir: 200 images from its cache ") ||
+        !strstr(r.err, "data.test_dir: 40 images from its cache "))
+        fail_msg("fit with caches: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    snprintf(out, sizeof out, "%s/run-cachefit/model.bin", dir);
+    float *w1 = ct_test_checkpoint_floats(out, &n1, NULL);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(w0, w1, n0 * sizeof *w0);
+    free(w0);
+    free(w1);
+    /* stale: a file's time changed */
+    char pattern[800], first[800];
+    snprintf(pattern, sizeof pattern, "%s/cached/train/4/*.jpg", dir);
+    first_file(pattern, first, sizeof first);
+    snprintf(cmd, sizeof cmd, "touch -d '2001-01-01' %s", first);
+    assert_int_equal(system(cmd), 0);
+    r = run("data stats %s/cachefit.yaml", dir);
+    if (r.status != 0 || !strstr(r.err, "is stale (files changed since it was written); decoding "
+                                        "the images") ||
+        !strstr(r.err, "data.train_dir: 200 images read in "))
+        fail_msg("stale cache: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    /* damaged: one byte of the pixels flipped */
+    run_ok("data cache %s/cachefit.yaml", dir);
+    size_t n;
+    char *bytes = ct_test_read_file(cache, &n);
+    bytes[n - 5] ^= 0x40;
+    ct_test_write_file(cache, bytes, n);
+    free(bytes);
+    r = run("data stats %s/cachefit.yaml", dir);
+    if (r.status != 0 || !strstr(r.err, "is damaged (its CRC-32 does not match); decoding"))
+        fail_msg("damaged cache: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    r = run("data cache %s/tocache.yaml", dir);
+    if (r.status != 1 || !strstr(r.err, "data cache is for image folders and lists"))
+        fail_msg("data cache of IDX files: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
 }
 
 /* data export: a folder that exists already is left alone; usage errors exit 2;
@@ -844,6 +916,7 @@ int main(void) {
         cmocka_unit_test(test_export_refuses),
         cmocka_unit_test(test_inspect_and_stats),
         cmocka_unit_test(test_balanced_fit),
+        cmocka_unit_test(test_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

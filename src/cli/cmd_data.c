@@ -5,6 +5,9 @@
  * the files that cannot be read with why, and the files that are copies of others
  * (the same bytes), across the sets too.
  *
+ * `ctrain data cache CONFIG`: a folder or list config's training and test images
+ * decoded into cache files that later runs read instead (train/data_cache.h).
+ *
  * `ctrain data stats CONFIG`: the training set read as fit reads it, timed, and the
  * per-channel mean and standard deviation of its pixels / 255, as a data.normalize
  * line to paste.
@@ -316,7 +319,8 @@ static int stats(const char *config, ct_err *err) {
             printf("%s%.4f", c ? ", " : "", mean[c]);
         }
         printf("], std: [");
-        for (int c = 0; c < C && c < CT_DATA_CHANNELS_MAX; c++) printf("%s%.4f", c ? ", " : "", sd[c]);
+        for (int c = 0; c < C && c < CT_DATA_CHANNELS_MAX; c++)
+            printf("%s%.4f", c ? ", " : "", sd[c]);
         printf("]}\n");
         ct_dataset_free(&train);
         if (has_val) ct_dataset_free(&val);
@@ -338,14 +342,15 @@ int ct_cmd_data(int argc, char **argv, ct_err *err) {
     if (rc) return rc;
     const char *action = npos >= 1 ? pos[0] : "";
     bool is_export = !strcmp(action, "export"), is_inspect = !strcmp(action, "inspect"),
-         is_stats = !strcmp(action, "stats");
-    if (!is_export && !is_inspect && !is_stats) {
-        ct_errorf(err, "data: expected inspect DIR|CONFIG, stats CONFIG or export CONFIG --to "
-                  "DIR (e.g. ctrain data export configs/mlp.yaml --to digits)");
+         is_stats = !strcmp(action, "stats"), is_cache = !strcmp(action, "cache");
+    if (!is_export && !is_inspect && !is_stats && !is_cache) {
+        ct_errorf(err, "data: expected inspect DIR|CONFIG, stats CONFIG, cache CONFIG or export "
+                  "CONFIG --to DIR (e.g. ctrain data export configs/mlp.yaml --to digits)");
         return CT_EXIT_USAGE;
     }
     if (npos < 2) {
-        ct_errorf(err, "data %s: expected a %s", action, is_inspect ? "folder or CONFIG" : "CONFIG");
+        ct_errorf(err, "data %s: expected a %s", action,
+                  is_inspect ? "folder or CONFIG" : "CONFIG");
         return CT_EXIT_USAGE;
     }
     char *end = NULL;
@@ -361,6 +366,13 @@ int ct_cmd_data(int argc, char **argv, ct_err *err) {
     }
     if (is_inspect) return inspect(pos[1], (int)workers, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
     if (is_stats) return stats(pos[1], err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
+    if (is_cache) {
+        ct_config cfg;
+        if (ct_config_load(pos[1], &cfg, err) != 0) return CT_EXIT_ERROR;
+        rc = ct_data_write_caches(&cfg, stderr, stdout, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
+        ct_config_free(&cfg);
+        return rc;
+    }
     if (npos < 2 || !to) {
         ct_errorf(err, "data export: expected a CONFIG and --to DIR");
         return CT_EXIT_USAGE;

@@ -95,7 +95,8 @@ static int list_dir(const char *dir, strings *dirs, strings *rest, ct_err *err) 
             break;
         }
         strings *to = is_dir(path) ? dirs : rest;
-        if (to && strings_add(to, e->d_name, NULL) != 0) rc = ct_errorf(err, "%s: out of memory", dir);
+        if (to && strings_add(to, e->d_name, NULL) != 0)
+            rc = ct_errorf(err, "%s: out of memory", dir);
     }
     closedir(d);
     return rc;

@@ -9,6 +9,7 @@
 #include "data/image_set.h"
 #include "data/images.h"
 #include "data/split.h"
+#include "train/data_cache.h"
 
 _Static_assert(CT_DATA_CHANNELS_MAX == CT_MAX_CHANNELS, "normalize lists fit a ct_pixel_prep");
 _Static_assert((int)CT_DATA_LAYOUT_NHWC == (int)CT_LAYOUT_NHWC &&
@@ -133,27 +134,65 @@ int ct_data_image_files(const ct_config *cfg, bool train, ct_image_files *f, ct_
     return rc;
 }
 
-/* A folder's or list's images (train: the training set's), decoded. */
-static int load_image_files(const ct_config *cfg, bool train, FILE *log, ct_dataset *ds,
-                            ct_err *err) {
+/* A folder's or list's images (train: the training set's): from their cache when
+ * it is fresh (use_cache), else decoded; with `written` not NULL, then cached, with a
+ * line there. */
+static int load_image_files(const ct_config *cfg, bool train, FILE *log, bool use_cache,
+                            FILE *written, ct_dataset *ds, ct_err *err) {
     const ct_data_cfg *d = &cfg->data;
+    const char *set_path = train ? d->train_images : d->test_images, *what = ct_data_key(d, train);
     ct_names classes;
     ct_image_files f;
     if (ct_data_image_files(cfg, train, &f, &classes, err) != 0) return -1;
+    unsigned long long fp = 0;
+    int rc = ct_data_cache_fingerprint(cfg, set_path, &f, &classes, &fp, err);
     ct_names_free(&classes);
-    int rc;
+    char cache[CT_PATH_MAX + 64], why[CT_PATH_MAX + 160];
+    ct_data_cache_path(cfg, set_path, cache, sizeof cache);
+    double t0 = seconds_now();
+    if (rc == 0 && use_cache) {
+        rc = ct_data_cache_read(cfg, set_path, fp, ds, why, sizeof why, err);
+        if (rc == 1) {
+            if (log)
+                fprintf(log, "ctrain: %s: %d images from its cache %s in %.1f s\n", what,
+                        ds->count, cache, seconds_now() - t0);
+            ct_image_files_free(&f);
+            return 0;
+        }
+        if (rc == 0 && why[0] && log)
+            fprintf(log, "ctrain: %s: %s; decoding the images\n", what, why);
+    }
     ct_image_decode o = {.c = cfg->input_c, .h = cfg->input_h, .w = cfg->input_w,
                          .resize = d->resize, .num_classes = d->num_classes,
                          .workers = d->workers, .skip_bad = d->skip_bad_files,
-                         .what = ct_data_key(d, train), .log = log};
+                         .what = what, .log = log};
     int skipped = 0;
-    double t0 = seconds_now();
-    rc = ct_image_files_decode(&f, &o, ds, &skipped, err);
+    if (rc == 0) rc = ct_image_files_decode(&f, &o, ds, &skipped, err);
     if (rc == 0 && log)
-        fprintf(log, "ctrain: %s: %d images read in %.1f s%s\n", o.what, ds->count,
+        fprintf(log, "ctrain: %s: %d images read in %.1f s%s\n", what, ds->count,
                 seconds_now() - t0, f.ignored ? " (files of other types passed over)" : "");
+    if (rc == 0 && written) {
+        rc = ct_data_cache_write(cfg, set_path, fp, ds, skipped, err);
+        if (rc == 0)
+            fprintf(written, "Wrote %s: %d images of %dx%dx%d\n", cache, ds->count, ds->channels,
+                    ds->rows, ds->cols);
+        else
+            ct_dataset_free(ds);
+    }
     ct_image_files_free(&f);
     return rc;
+}
+
+int ct_data_write_caches(const ct_config *cfg, FILE *log, FILE *out, ct_err *err) {
+    if (!image_files(&cfg->data))
+        return ct_errorf(err, "%s: data cache is for image folders and lists (data.format folder "
+                         "or list)", cfg->source);
+    for (int train = 1; train >= 0; train--) {
+        ct_dataset ds;
+        if (load_image_files(cfg, train, log, false, out, &ds, err) != 0) return -1;
+        ct_dataset_free(&ds);
+    }
+    return 0;
 }
 
 int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_dataset *val,
@@ -164,7 +203,7 @@ int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_da
     memset(val, 0, sizeof *val);
     *has_val = false;
     if (check_channels(cfg, err)) return -1;
-    int rc = image_files(d)                ? load_image_files(cfg, true, log, &all, err)
+    int rc = image_files(d)                ? load_image_files(cfg, true, log, true, NULL, &all, err)
              : d->format == CT_DATA_CIFAR10 ? load_cifar_train(cfg, &all, err)
                                             : ct_images_load_idx(d->train_images, d->train_labels,
                                                                  d->num_classes, &want, &all, err);
@@ -195,7 +234,7 @@ int ct_data_load_test(const ct_config *cfg, FILE *log, const char *images, const
         return ct_errorf(err, "--data takes IDX image and label files; this model's "
                          "data.format is %s", names[d->format]);
     }
-    if (image_files(d)) return load_image_files(cfg, false, log, test, err);
+    if (image_files(d)) return load_image_files(cfg, false, log, true, NULL, test, err);
     if (d->format == CT_DATA_CIFAR10) {
         const char *path = d->test_images;
         return ct_images_load_cifar10(&path, 1, d->num_classes, &want, test, err);

@@ -34,9 +34,15 @@ int ct_data_name_classes(ct_config *cfg, ct_err *err);
 int ct_data_image_files(const ct_config *cfg, bool train, ct_image_files *f, ct_names *classes,
                         ct_err *err);
 
+/* `ctrain data cache`: a folder or list config's training and test images decoded
+ * and written to their caches (train/data_cache.h), which later loads read when
+ * they are fresh; a line per cache on out. */
+int ct_data_write_caches(const ct_config *cfg, FILE *log, FILE *out, ct_err *err);
+
 /* The training set, and with data.val_split the held-out validation set (*has_val
- * true; otherwise val is left empty). Image files (formats folder and list) report
- * on log (NULL: nothing) how many were read and which were left out. */
+ * true; otherwise val is left empty). Image files (formats folder and list) come
+ * from their cache when it is fresh (train/data_cache.h), else are decoded; log
+ * (NULL: nothing) says which, how many, and which were left out. */
 int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_dataset *val,
                        bool *has_val, ct_err *err);
 

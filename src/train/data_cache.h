@@ -1,0 +1,48 @@
+/* data_cache.h: a decoded copy of an image folder or list (data.format folder or
+ * list), so that later runs skip decoding (`ctrain data cache CONFIG` writes it, the
+ * loading of the data sets reads it when it is fresh).
+ *
+ * One file beside the folder or list file, named for what it holds:
+ * "<path>.ctrain-cache-<C>x<H>x<W>-r<resize>.bin", little-endian:
+ *   "CTRCACHE", u32 version 1, u32 C, H, W, resize, count, num_classes, skipped
+ *   (bad files left out), u32 0, u64 fingerprint, u32 CRC-32 of what follows the
+ *   64-byte header, zeros to 64 bytes, then the labels (count bytes, zero-padded to 8) and the samples
+ *   (count x C x H x W bytes), as the decoded data set holds them.
+ * The fingerprint is FNV-1a over every file of the set in order (its path below the
+ * folder or as the list gives it, size, modification time in nanoseconds, label),
+ * the class names, and C, H, W, resize: a file added, removed, renamed, relabelled
+ * or changed (its size or time) makes the cache stale. A cache is read through a
+ * memory mapping and its CRC-32 checked; one that is stale, damaged, of another
+ * version, or that left bad files out when data.on_bad_file is fail, is not used
+ * (the images are decoded, and the reason said) and never an error.
+ */
+#ifndef CT_DATA_CACHE_H
+#define CT_DATA_CACHE_H
+
+#include <stdio.h>
+
+#include "common/error.h"
+#include "config/config.h"
+#include "data/idx.h"
+#include "data/image_set.h"
+
+/* The cache file of set_path (a folder or list file) for cfg's input and resize. */
+void ct_data_cache_path(const ct_config *cfg, const char *set_path, char *out, size_t n);
+
+/* f's fingerprint for cfg (see above); -1 (err) when a file cannot be examined. */
+int ct_data_cache_fingerprint(const ct_config *cfg, const char *set_path,
+                              const ct_image_files *f, const ct_names *classes,
+                              unsigned long long *fp, ct_err *err);
+
+/* Writes ds (decoded from f, `skipped` bad files left out) as set_path's cache,
+ * atomically. */
+int ct_data_cache_write(const ct_config *cfg, const char *set_path, unsigned long long fp,
+                        const ct_dataset *ds, int skipped, ct_err *err);
+
+/* 1 with ds filled from a fresh, intact cache; 0 when there is none or it cannot be
+ * used (why[n] says why, "" when there is no cache file); -1 only when memory runs
+ * out. */
+int ct_data_cache_read(const ct_config *cfg, const char *set_path, unsigned long long fp,
+                       ct_dataset *ds, char *why, size_t n, ct_err *err);
+
+#endif
