@@ -20,7 +20,10 @@
  *    (across sets too); `data stats` gives MNIST's mean and std;
  *  - data.balance: sampler resumes bit for bit and changes the order;
  *  - `data cache`: a fresh cache gives the decoded images' first step; stale or
- *    damaged ones are said and passed over.
+ *    damaged ones are said and passed over;
+ *  - random_resized_crop and color_jitter: boxes and factors within their ranges
+ *    and keyed by (epoch, sample); an epoch's images the same on any thread count;
+ *    the validation set the plain centre crops; a resumed fit bit for bit.
  * Every file is written by the test into a temp dir.
  */
 #include <setjmp.h>
@@ -36,11 +39,14 @@
 
 #include <jpeglib.h>
 
+#include "config/config.h"
 #include "data/idx.h"
+#include "data/image_augment.h"
 #include "data/image_convert.h"
 #include "data/image_file.h"
 #include "data/image_list.h"
 #include "helpers.h"
+#include "train/datasets.h"
 
 static char dir[512];
 
@@ -858,6 +864,147 @@ static void test_cache(void **state) {
     ct_test_run_free(&r);
 }
 
+/* random_resized_crop's boxes over 3000 draws on a 60x40 image: inside the image;
+ * the area share in scale and the aspect ratio in ratio up to the rounding of the
+ * sides; shares near both ends of scale drawn; the same (epoch, sample) the same
+ * box, another epoch another; a range no box fits takes the centre of the whole
+ * width with the ratio clamped (torchvision's fallback). */
+static void test_rrc_boxes(void **state) {
+    (void)state;
+    ct_image_aug a = {.seed = 5, .rrc = true, .scale = {0.2, 0.9}, .ratio = {0.75, 4.0 / 3.0}};
+    const int w = 60, h = 40;
+    double lo = 1, hi = 0;
+    int moved = 0;
+    for (uint32_t k = 0; k < 3000; k++) {
+        ct_rrc_box b = ct_rrc_draw(&a, 0, k, w, h), again = ct_rrc_draw(&a, 0, k, w, h),
+                   next = ct_rrc_draw(&a, 1, k, w, h);
+        assert_true(b.x >= 0 && b.y >= 0 && b.w >= 1 && b.h >= 1 && b.x + b.w <= w &&
+                    b.y + b.h <= h);
+        assert_memory_equal(&b, &again, sizeof b);
+        moved += memcmp(&b, &next, sizeof b) != 0;
+        double share = (double)b.w * b.h / (w * h), r = (double)b.w / b.h;
+        /* one pixel of rounding on each side */
+        double smin = (double)(b.w - 1) * (b.h - 1) / (w * h) * 0.98,
+               smax = (double)(b.w + 1) * (b.h + 1) / (w * h) * 1.02;
+        double rmax = (double)(b.w + 1) / (b.h > 1 ? b.h - 1 : 1), rmin = (b.w - 1.0) / (b.h + 1);
+        if (smax < a.scale[0] || smin > a.scale[1] || rmax < a.ratio[0] || rmin > a.ratio[1])
+            fail_msg("sample %u: box %dx%d at (%d, %d): share %.3f, ratio %.3f", k, b.w, b.h,
+                     b.x, b.y, share, r);
+        lo = fmin(lo, share);
+        hi = fmax(hi, share);
+    }
+    assert_true(lo < 0.25 && hi > 0.8);
+    assert_true(moved > 2900);
+    ct_image_aug none = {.seed = 5, .rrc = true, .scale = {0.99, 1.0}, .ratio = {3.0, 4.0}};
+    ct_rrc_box b = ct_rrc_draw(&none, 0, 0, 40, 40); /* 40 wide, 40 / 3 high, centred */
+    assert_int_equal(b.w, 40);
+    assert_int_equal(b.h, 13);
+    assert_int_equal(b.x, 0);
+    assert_int_equal(b.y, 13);
+}
+
+/* color_jitter: brightness alone is round(p f) clamped, with f in [0.7, 1.3]; contrast
+ * alone keeps the image's mean gray level; saturation leaves gray pixels alone;
+ * the factors depend on (seed, epoch, sample) only. */
+static void test_color_jitter(void **state) {
+    (void)state;
+    ct_image_aug a = {.seed = 9, .jitter = {0.3, 0, 0}};
+    uint8_t px[3 * 4 * 5], ref[3 * 4 * 5];
+    for (int i = 0; i < 60; i++) px[i] = ref[i] = (uint8_t)(i * 4 + 10);
+    float f[3], g[3];
+    ct_jitter_draw(&a, 2, 7, f);
+    ct_jitter_draw(&a, 2, 7, g);
+    assert_memory_equal(f, g, sizeof f);
+    assert_true(f[0] >= 0.7f && f[0] <= 1.3f && f[1] == 1.0f && f[2] == 1.0f);
+    ct_jitter_apply(px, 3, 4, 5, f);
+    for (int i = 0; i < 60; i++) {
+        float v = floorf(ref[i] * f[0] + 0.5f);
+        assert_int_equal(px[i], v > 255 ? 255 : (int)v);
+    }
+    float c[3] = {1.0f, 0.5f, 1.0f};
+    uint8_t gray[16];
+    double before = 0, after = 0;
+    for (int i = 0; i < 16; i++) before += gray[i] = (uint8_t)(i * 16);
+    ct_jitter_apply(gray, 1, 4, 4, c);
+    for (int i = 0; i < 16; i++) after += gray[i];
+    assert_true(fabs(after - before) <= 8); /* rounding only */
+    uint8_t rgb[3 * 4];
+    for (int i = 0; i < 4; i++) rgb[i] = rgb[4 + i] = rgb[8 + i] = (uint8_t)(50 * i); /* gray */
+    float sat[3] = {1.0f, 1.0f, 1.8f};
+    uint8_t was[12];
+    memcpy(was, rgb, sizeof was);
+    ct_jitter_apply(rgb, 3, 2, 2, sat);
+    assert_memory_equal(rgb, was, sizeof was);
+}
+
+/* A fit's epoch images (ct_data_load_fit) with random_resized_crop and colour
+ * jitter: the validation set is what the plain load gives (centre crops); an
+ * epoch's render is the same on 1 and 3 threads and differs from the next epoch's;
+ * and a fit stopped mid-epoch and resumed ends with the uninterrupted fit's
+ * weights, bit for bit. */
+static void test_epoch_images(void **state) {
+    (void)state;
+    ct_test_mnist_subset(dir, 160, 40);
+    char data[4000];
+    snprintf(data, sizeof data,
+             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
+             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
+             dir, dir);
+    write_cfg("toaug", data);
+    run_ok("data export %s/toaug.yaml --to %s/aug", dir, dir);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/aug/train\n"
+             "  test_dir: %s/aug/test\n  resize: 36\n  val_split: 30\n"
+             "  augment: {random_resized_crop: {scale: [0.4, 1]},\n"
+             "            color_jitter: {brightness: 0.4, contrast: 0.4}}\n", dir, dir);
+    write_cfg("aug", data);
+    char path[800];
+    snprintf(path, sizeof path, "%s/aug.yaml", dir);
+    ct_config cfg;
+    ct_err err = {{0}};
+    if (ct_config_load(path, &cfg, &err) != 0) fail_msg("%s", err.msg);
+    ct_dataset tr, va, tr2, va2;
+    bool hv, hv2;
+    ct_epoch_images *e;
+    if (ct_data_load_fit(&cfg, NULL, &tr, &va, &hv, &e, &err) != 0) fail_msg("%s", err.msg);
+    if (ct_data_load_train(&cfg, NULL, &tr2, &va2, &hv2, &err) != 0) fail_msg("%s", err.msg);
+    assert_non_null(e);
+    assert_true(hv && hv2);
+    assert_int_equal(va.count, 30);
+    assert_int_equal(tr.count, 130);
+    assert_memory_equal(va.images, va2.images, (size_t)30 * 784);
+    assert_memory_equal(va.labels, va2.labels, 30);
+    assert_memory_equal(tr.images, tr2.images, (size_t)130 * 784); /* before the first epoch */
+    size_t bytes = (size_t)130 * 784;
+    uint8_t *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+    e->workers = 1;
+    assert_int_equal(ct_epoch_images_render(e, 0, a, &err), 0);
+    e->workers = 3;
+    assert_int_equal(ct_epoch_images_render(e, 0, b, &err), 0);
+    assert_int_equal(ct_epoch_images_render(e, 1, c, &err), 0);
+    assert_memory_equal(a, b, bytes);
+    assert_true(memcmp(a, c, bytes) != 0);
+    assert_true(memcmp(a, tr2.images, bytes) != 0);
+    free(a), free(b), free(c);
+    ct_epoch_images_free(e);
+    free(e);
+    ct_dataset_free(&tr), ct_dataset_free(&va), ct_dataset_free(&tr2), ct_dataset_free(&va2);
+    ct_config_free(&cfg);
+    run_ok("fit %s/aug.yaml --out %s/aug-a --epochs 2 --no-progress", dir, dir);
+    run_ok("fit %s/aug.yaml --out %s/aug-b --epochs 2 train.max_steps=4 --no-progress", dir, dir);
+    run_ok("fit %s/aug.yaml --out %s/aug-b --epochs 2 train.max_steps=0 --resume --no-progress",
+           dir, dir);
+    char pa[800], pb[800];
+    snprintf(pa, sizeof pa, "%s/aug-a/model.bin", dir);
+    snprintf(pb, sizeof pb, "%s/aug-b/model.bin", dir);
+    size_t na, nb;
+    float *wa = ct_test_checkpoint_floats(pa, &na, NULL);
+    float *wb = ct_test_checkpoint_floats(pb, &nb, NULL);
+    assert_int_equal(na, nb);
+    assert_memory_equal(wa, wb, na * sizeof *wa);
+    free(wa);
+    free(wb);
+}
+
 /* data export: a folder that exists already is left alone; usage errors exit 2;
  * class names with '/' or a leading '.' become folders with '-' and '_'. */
 static void test_export_refuses(void **state) {
@@ -917,6 +1064,9 @@ int main(void) {
         cmocka_unit_test(test_inspect_and_stats),
         cmocka_unit_test(test_balanced_fit),
         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_rrc_boxes),
+        cmocka_unit_test(test_color_jitter),
+        cmocka_unit_test(test_epoch_images),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -70,6 +70,7 @@ enum {
     CT_RNG_STREAM_AUGMENT = 4,    /* augmentation (data/pixels.h): step = epoch */
     CT_RNG_STREAM_SPLIT = 5,      /* the validation split: step = 0 */
     CT_RNG_STREAM_BALANCE = 6,    /* the balanced sampler (data/sampler.h): step = epoch */
+    CT_RNG_STREAM_IMAGE_AUG = 7,  /* image-file augmentation (data/image_augment.h) */
 };
 
 #endif

@@ -36,7 +36,7 @@ static const ct_config ct_config_default = {
     .schedule = {.type = CT_SCHED_CONSTANT, .step_size = 1, .gamma = 0.1,
                  .warmup_epochs = 0, .min_lr = 0.0},
     .data = {.n_train_images = 1, .num_classes = 10, .mean = {0.0}, .std = {1.0},
-             .shuffle = true},
+             .shuffle = true, .rrc_scale = {0.08, 1.0}, .rrc_ratio = {3.0 / 4.0, 4.0 / 3.0}},
     .train = {.epochs = 10, .batch_size = 64, .grad_accum_steps = 1, .amp = CT_AMP_OFF,
               .graph = CT_GRAPH_AUTO, .deterministic = true, .seed = 42, .out = "runs/config",
               .early_stopping = {.enabled = false, .monitor = CT_MONITOR_VAL_LOSS,

@@ -264,10 +264,70 @@ static int ct_walk_normalize(ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d
     return 0;
 }
 
-static int ct_walk_augment(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
-    static const char *const keys[] = {"crop", "hflip", "erase"};
+/* A [lo, hi] pair of numbers in range r with 0 < lo <= hi (lo < hi not needed). */
+static int ct_walk_pair(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *key, ct_range r,
+                        double *out) {
+    if (node->type != YAML_SEQUENCE_NODE || ct_seq_len(node) != 2)
+        return ct_type_error(ctx, node, key, "a list [low, high]");
+    yaml_node_item_t *it = node->data.sequence.items.start;
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s[%d]", key, i);
+        if (ct_get_double(ctx, ct_node_get(ctx, it[i]), name, r, &out[i])) return -1;
+    }
+    if (out[0] > out[1])
+        return ct_node_error(ctx, node, "'%s' is [low, high], got low %g above high %g", key,
+                             out[0], out[1]);
+    return 0;
+}
+
+/* random_resized_crop: true, or {scale: [lo, hi], ratio: [lo, hi]}. */
+static int ct_walk_rrc(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
+    if (node->type == YAML_SCALAR_NODE)
+        return ct_get_bool(ctx, node, "data.augment.random_resized_crop", &d->rrc);
+    static const char *const keys[] = {"scale", "ratio"};
     ct_map_view v;
-    if (ct_map_collect(ctx, node, "data.augment", keys, 3, &v)) return -1;
+    if (ct_map_collect(ctx, node, "data.augment.random_resized_crop", keys, 2, &v)) return -1;
+    d->rrc = true;
+    if (v.val[0] && ct_walk_pair(ctx, v.val[0], "data.augment.random_resized_crop.scale",
+                                 CT_RANGE_FACTOR, d->rrc_scale))
+        return -1;
+    if (v.val[1] && ct_walk_pair(ctx, v.val[1], "data.augment.random_resized_crop.ratio",
+                                 CT_RANGE_POSITIVE, d->rrc_ratio))
+        return -1;
+    return 0;
+}
+
+/* color_jitter: {brightness, contrast, saturation}, each >= 0. */
+static int ct_walk_jitter(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
+    static const char *const keys[] = {"brightness", "contrast", "saturation"};
+    ct_map_view v;
+    if (ct_map_collect(ctx, node, "data.augment.color_jitter", keys, 3, &v)) return -1;
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "data.augment.color_jitter.%s", keys[i]);
+        if (v.val[i] && ct_get_double(ctx, v.val[i], name, CT_RANGE_NONNEG, &d->jitter[i]))
+            return -1;
+    }
+    return 0;
+}
+
+static int ct_walk_augment(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
+    static const char *const keys[] = {"crop", "hflip", "erase", "random_resized_crop",
+                                       "color_jitter"};
+    ct_map_view v;
+    if (ct_map_collect(ctx, node, "data.augment", keys, 5, &v)) return -1;
+    if (v.val[3] && ct_walk_rrc(ctx, v.val[3], d)) return -1;
+    if (v.val[4] && ct_walk_jitter(ctx, v.val[4], d)) return -1;
+    bool files = d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST;
+    for (int k = 3; k < 5; k++)
+        if (v.key[k] && !files)
+            return ct_node_error(ctx, v.key[k], "'data.augment.%s' applies to image files "
+                                 "(format folder or list)", keys[k]);
+    if (d->rrc && d->resize == 0)
+        return ct_node_error(ctx, v.key[3], "'data.augment.random_resized_crop' needs "
+                             "data.resize, the shorter side images are kept at (e.g. resize: 72 "
+                             "for a 64x64 input)");
     if (v.val[0] && ct_get_int(ctx, v.val[0], "data.augment.crop", 0, CT_DIM_MAX, &d->crop))
         return -1;
     if (v.val[1] && ct_get_bool(ctx, v.val[1], "data.augment.hflip", &d->hflip)) return -1;
@@ -575,8 +635,11 @@ int ct_config_keys(const char **out, int max) {
     static const char *keys[128];
     static int n = 0;
     if (n == 0) { /* built once from the tables the walk checks against */
-        static const char *const norm[] = {"mean", "std"}, *const augment[] = {"crop", "hflip",
-                                                                                "erase"};
+        static const char *const norm[] = {"mean", "std"},
+                                 *const augment[] = {"crop", "hflip", "erase",
+                                                     "random_resized_crop", "color_jitter"},
+                                 *const rrc[] = {"scale", "ratio"},
+                                 *const jitter[] = {"brightness", "contrast", "saturation"};
         const struct {
             const char *section;
             const char *const *names;
@@ -588,7 +651,9 @@ int ct_config_keys(const char **out, int max) {
             {"schedule", ct_sched_keys, CT_COUNT(ct_sched_keys)},
             {"data", ct_data_keys, CT_COUNT(ct_data_keys)},
             {"data.normalize", norm, 2},
-            {"data.augment", augment, 3},
+            {"data.augment", augment, 5},
+            {"data.augment.random_resized_crop", rrc, 2},
+            {"data.augment.color_jitter", jitter, 3},
             {"train", ct_train_keys, CT_COUNT(ct_train_keys)},
             {"train.early_stopping", ct_early_stop_keys, 3},
             {"log", ct_log_keys, 3},

@@ -128,16 +128,28 @@ done:
     return rc;
 }
 
-/* The size the shorter side's scaling to `resize` gives (the longer side rounded
- * down, as torchvision's Resize(int) does). */
-static void resized_size(const ct_image *img, int resize, int *rw, int *rh) {
-    if (img->w <= img->h) {
+void ct_image_resized_size(int w, int h, int resize, int *rw, int *rh) {
+    if (w <= h) {
         *rw = resize;
-        *rh = (int)((long long)resize * img->h / img->w);
+        *rh = (int)((long long)resize * h / w);
     } else {
         *rh = resize;
-        *rw = (int)((long long)resize * img->w / img->h);
+        *rw = (int)((long long)resize * w / h);
     }
+}
+
+static void resized_size(const ct_image *img, int resize, int *rw, int *rh) {
+    ct_image_resized_size(img->w, img->h, resize, rw, rh);
+}
+
+int ct_resample_u8(const uint8_t *src, size_t stride, int w, int h, int H, int W, uint8_t *out) {
+    float *plane = malloc((size_t)w * h * sizeof *plane);
+    if (!plane) return -1;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) plane[(size_t)y * w + x] = src[(size_t)y * stride + x];
+    int rc = resample_plane(plane, h, w, H, W, out);
+    free(plane);
+    return rc;
 }
 
 int ct_image_to_input_resized(const ct_image *img, const char *path, int C, int H, int W,

@@ -23,6 +23,7 @@
 #define CT_IMAGE_CONVERT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -43,6 +44,14 @@ int ct_image_to_input(const ct_image *img, const char *path, int C, int H, int W
  * ct_image_to_input. */
 int ct_image_to_input_resized(const ct_image *img, const char *path, int C, int H, int W,
                               int resize, bool invert, uint8_t *out, ct_err *err);
+
+/* The size a w x h image takes when its shorter side is scaled to `resize` (the
+ * longer side rounded down, as torchvision's Resize(int) does). */
+void ct_image_resized_size(int w, int h, int resize, int *rw, int *rh);
+
+/* The w x h uint8 plane at src (rows `stride` bytes apart) resampled to out[H * W] as
+ * step 4 above does. -1 when memory runs out. */
+int ct_resample_u8(const uint8_t *src, size_t stride, int w, int h, int H, int W, uint8_t *out);
 
 /* The least size (upright) an image must be read at for ct_image_to_input_resized
  * to [H, W] with `resize` (ct_image_read_for): resize x resize, or W x H. */

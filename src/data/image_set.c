@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +336,38 @@ static void decode_one(void *ctx, int i) {
     }
 }
 
+/* After a decode: fails (err) when bad files are not to be skipped, or are all
+ * there is; else reports the skipped ones on o->log. *bad gets their count. */
+static int judge_bad(const ct_image_files *f, const ct_image_decode *o, char *const *why, int *bad,
+                     ct_err *err) {
+    int first_bad = -1;
+    *bad = 0;
+    for (int i = 0; i < f->count; i++)
+        if (why[i] && (*bad)++ == 0) first_bad = i;
+    if (*bad == 0) return 0;
+    if (*bad == f->count)
+        return ct_errorf(err, "%s: none of its %d images can be read; the first: %s", o->what,
+                         f->count, why[first_bad]);
+    if (!o->skip_bad)
+        return ct_errorf(err, "%s: %d of %d images cannot be read; the first: %s "
+                         "(data.on_bad_file: skip leaves them out)", o->what, *bad, f->count,
+                         why[first_bad]);
+    if (o->log) {
+        fprintf(o->log, "ctrain: %s: left out %d of %d images that cannot be read "
+                "(data.on_bad_file: skip):\n", o->what, *bad, f->count);
+        for (int i = 0, shown = 0; i < f->count; i++)
+            if (why[i] && shown++ < BAD_FILES_SHOWN) fprintf(o->log, "  %s\n", why[i]);
+        if (*bad > BAD_FILES_SHOWN) fprintf(o->log, "  ... and %d more\n", *bad - BAD_FILES_SHOWN);
+    }
+    return 0;
+}
+
+static void free_why(char **why, int n) {
+    for (int i = 0; i < n; i++)
+        if (why[i] != out_of_memory) free(why[i]);
+    free(why);
+}
+
 int ct_image_files_decode(const ct_image_files *f, const ct_image_decode *o, ct_dataset *ds,
                           int *skipped, ct_err *err) {
     memset(ds, 0, sizeof *ds);
@@ -351,38 +384,15 @@ int ct_image_files_decode(const ct_image_files *f, const ct_image_decode *o, ct_
                          o->c, o->h, o->w);
     }
     ct_parallel_for(f->count, o->workers, decode_one, &j);
-    int bad = 0, first_bad = -1, kept = 0;
-    for (int i = 0; i < f->count; i++)
-        if (j.why[i] && bad++ == 0) first_bad = i;
-    int rc = 0;
-    if (bad > 0 && (!o->skip_bad || bad == f->count)) {
-        if (bad == f->count)
-            rc = ct_errorf(err, "%s: none of its %d images can be read; the first: %s", o->what,
-                           f->count, j.why[first_bad]);
-        else
-            rc = ct_errorf(err, "%s: %d of %d images cannot be read; the first: %s "
-                           "(data.on_bad_file: skip leaves them out)", o->what, bad, f->count,
-                           j.why[first_bad]);
-    } else {
-        if (bad > 0 && o->log) {
-            fprintf(o->log, "ctrain: %s: left out %d of %d images that cannot be read "
-                    "(data.on_bad_file: skip):\n", o->what, bad, f->count);
-            for (int i = 0, shown = 0; i < f->count; i++)
-                if (j.why[i] && shown++ < BAD_FILES_SHOWN) fprintf(o->log, "  %s\n", j.why[i]);
-            if (bad > BAD_FILES_SHOWN)
-                fprintf(o->log, "  ... and %d more\n", bad - BAD_FILES_SHOWN);
-        }
-        for (int i = 0; i < f->count; i++) {
-            if (j.why[i]) continue;
-            if (kept != i)
-                memmove(j.images + (size_t)kept * j.sample, j.images + (size_t)i * j.sample,
-                        j.sample);
-            labels[kept++] = (uint8_t)f->label[i];
-        }
+    int bad = 0, kept = 0, rc = judge_bad(f, o, j.why, &bad, err);
+    for (int i = 0; rc == 0 && i < f->count; i++) {
+        if (j.why[i]) continue;
+        if (kept != i)
+            memmove(j.images + (size_t)kept * j.sample, j.images + (size_t)i * j.sample,
+                    j.sample);
+        labels[kept++] = (uint8_t)f->label[i];
     }
-    for (int i = 0; i < f->count; i++)
-        if (j.why[i] != out_of_memory) free(j.why[i]);
-    free(j.why);
+    free_why(j.why, f->count);
     if (rc != 0) {
         free(j.images);
         free(labels);
@@ -397,4 +407,109 @@ int ct_image_files_decode(const ct_image_files *f, const ct_image_decode *o, ct_
     ds->cols = o->w;
     ds->num_classes = o->num_classes;
     return 0;
+}
+
+/* ---- images kept at their own sizes --------------------------------------------- */
+
+typedef struct store_job {
+    const ct_image_files *f;
+    const ct_image_decode *o;
+    uint8_t **px; /* [count]: image i at its kept size, or NULL */
+    int *w, *h;
+    char **why;
+} store_job;
+
+static void store_one(void *ctx, int i) {
+    store_job *j = ctx;
+    const ct_image_decode *o = j->o;
+    const char *path = j->f->path[i];
+    ct_image img;
+    ct_err e = {{0}};
+    int rc = ct_image_read_for(path, CT_IMAGE_MAX_PIXELS, o->resize, o->resize, &img, &e);
+    if (rc == 0) {
+        int rw, rh;
+        ct_image_resized_size(img.w, img.h, o->resize, &rw, &rh);
+        if (rw < o->w || rh < o->h)
+            rc = ct_errorf(&e, "%s: a %dx%d image resized to %dx%d (data.resize %d) is smaller "
+                           "than the model's %dx%d input", path, img.w, img.h, rw, rh, o->resize,
+                           o->w, o->h);
+        else if (!(j->px[i] = malloc((size_t)o->c * rw * rh)))
+            rc = ct_errorf(&e, "%s: out of memory", path);
+        else
+            rc = ct_image_to_input(&img, path, o->c, rh, rw, false, j->px[i], &e);
+        j->w[i] = rw;
+        j->h[i] = rh;
+        ct_image_free(&img);
+    }
+    if (rc != 0) {
+        free(j->px[i]);
+        j->px[i] = NULL;
+        j->why[i] = strdup(e.msg);
+        if (!j->why[i]) j->why[i] = (char *)out_of_memory;
+    }
+}
+
+void ct_image_store_free(ct_image_store *st) {
+    free(st->px);
+    free(st->offset);
+    free(st->w);
+    free(st->h);
+    free(st->labels);
+    memset(st, 0, sizeof *st);
+}
+
+int ct_image_files_decode_store(const ct_image_files *f, const ct_image_decode *o,
+                                ct_image_store *st, int *skipped, ct_err *err) {
+    memset(st, 0, sizeof *st);
+    *skipped = 0;
+    size_t n = (size_t)(f->count ? f->count : 1);
+    store_job j = {.f = f, .o = o, .px = calloc(n, sizeof *j.px), .w = calloc(n, sizeof(int)),
+                   .h = calloc(n, sizeof(int)), .why = calloc(n, sizeof *j.why)};
+    st->offset = malloc(n * sizeof *st->offset);
+    st->w = malloc(n * sizeof *st->w);
+    st->h = malloc(n * sizeof *st->h);
+    st->labels = malloc(n);
+    int rc = j.px && j.w && j.h && j.why && st->offset && st->w && st->h && st->labels
+                 ? 0
+                 : ct_errorf(err, "%s: out of memory for %d images", o->what, f->count);
+    if (rc == 0) ct_parallel_for(f->count, o->workers, store_one, &j);
+    int bad = 0;
+    if (rc == 0) rc = judge_bad(f, o, j.why, &bad, err);
+    size_t total = 0;
+    for (int i = 0; rc == 0 && i < f->count; i++)
+        if (j.px[i]) total += (size_t)o->c * j.w[i] * j.h[i];
+    if (rc == 0 && !(st->px = malloc(total ? total : 1)))
+        rc = ct_errorf(err, "%s: out of memory for %zu bytes of images", o->what, total);
+    for (int i = 0, k = 0; rc == 0 && i < f->count; i++) {
+        if (!j.px[i]) continue;
+        size_t bytes = (size_t)o->c * j.w[i] * j.h[i];
+        st->offset[k] = k ? st->offset[k - 1] + (size_t)o->c * st->w[k - 1] * st->h[k - 1] : 0;
+        memcpy(st->px + st->offset[k], j.px[i], bytes);
+        st->w[k] = j.w[i];
+        st->h[k] = j.h[i];
+        st->labels[k++] = (uint8_t)f->label[i];
+        st->count = k;
+    }
+    for (int i = 0; j.px && i < f->count; i++) free(j.px[i]);
+    free(j.px);
+    free(j.w);
+    free(j.h);
+    if (j.why) free_why(j.why, f->count);
+    if (rc != 0) {
+        ct_image_store_free(st);
+        return -1;
+    }
+    st->channels = o->c;
+    st->num_classes = o->num_classes;
+    *skipped = bad;
+    return 0;
+}
+
+void ct_image_store_center(const ct_image_store *st, int i, int H, int W, uint8_t *out) {
+    int w = st->w[i], h = st->h[i];
+    int top = (int)lround((h - H) / 2.0), left = (int)lround((w - W) / 2.0);
+    for (int c = 0; c < st->channels; c++)
+        for (int y = 0; y < H; y++)
+            memcpy(out + ((size_t)c * H + y) * W,
+                   st->px + st->offset[i] + ((size_t)c * h + top + y) * w + left, (size_t)W);
 }

@@ -23,6 +23,8 @@
 #define CT_IMAGE_SET_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "common/error.h"
@@ -79,5 +81,26 @@ typedef struct ct_image_decode {
  * skip_bad; *skipped gets how many were left out). */
 int ct_image_files_decode(const ct_image_files *f, const ct_image_decode *o, ct_dataset *ds,
                           int *skipped, ct_err *err);
+
+/* Images kept at sizes of their own, for random_resized_crop (data/image_augment.h):
+ * sample i is uint8 [C, h[i], w[i]] at px + offset[i]. */
+typedef struct ct_image_store {
+    uint8_t *px;
+    size_t *offset;
+    int *w, *h;
+    uint8_t *labels;
+    int count, channels, num_classes;
+} ct_image_store;
+
+/* f's images read and converted as ct_image_files_decode does (the same bad-file
+ * rules), but kept with their shorter side scaled to o->resize, aspect kept, not
+ * cut; each must then cover o's H x W. */
+int ct_image_files_decode_store(const ct_image_files *f, const ct_image_decode *o,
+                                ct_image_store *st, int *skipped, ct_err *err);
+void ct_image_store_free(ct_image_store *st);
+
+/* Sample i's centre H x W into out[C * H * W]: what ct_image_files_decode gives for
+ * it with the same resize. */
+void ct_image_store_center(const ct_image_store *st, int i, int H, int W, uint8_t *out);
 
 #endif

@@ -61,21 +61,15 @@ static void class_quotas(const ct_dataset *all, int n_val, int *quota) {
     }
 }
 
-int ct_dataset_split(const ct_dataset *all, int n_val, uint64_t seed, bool stratified,
-                     ct_dataset *train, ct_dataset *val, ct_err *err) {
-    memset(train, 0, sizeof *train);
-    memset(val, 0, sizeof *val);
-    if (n_val < 1 || n_val >= all->count)
-        return ct_errorf(err, "cannot hold out %d of %d samples", n_val, all->count);
-    int32_t *perm = malloc((size_t)all->count * sizeof *perm);
-    uint8_t *held = calloc((size_t)all->count, 1);
-    int rc = -1;
-    if (!perm || !held) {
-        ct_errorf(err, "out of memory splitting off the validation set");
-        goto out;
-    }
-    for (int i = 0; i < all->count; i++) perm[i] = i;
-    for (int i = all->count - 1; i > 0; i--) {
+int ct_split_held(const uint8_t *labels, int count, int n_val, uint64_t seed, bool stratified,
+                  uint8_t *held, int *n_held, ct_err *err) {
+    if (n_val < 1 || n_val >= count)
+        return ct_errorf(err, "cannot hold out %d of %d samples", n_val, count);
+    int32_t *perm = malloc((size_t)count * sizeof *perm);
+    if (!perm) return ct_errorf(err, "out of memory splitting off the validation set");
+    memset(held, 0, (size_t)count);
+    for (int i = 0; i < count; i++) perm[i] = i;
+    for (int i = count - 1; i > 0; i--) {
         float u = ct_philox_uniform(seed, CT_RNG_STREAM_SPLIT, 0, (uint64_t)i);
         int j = (int)((double)u * (double)(i + 1));
         if (j > i) j = i;
@@ -85,11 +79,12 @@ int ct_dataset_split(const ct_dataset *all, int n_val, uint64_t seed, bool strat
     }
     if (stratified) {
         int quota[256];
-        class_quotas(all, n_val, quota);
+        ct_dataset all = {.labels = (uint8_t *)labels, .count = count};
+        class_quotas(&all, n_val, quota);
         int got = 0;
-        for (int i = 0; i < all->count; i++)
-            if (quota[all->labels[perm[i]]] > 0) {
-                quota[all->labels[perm[i]]]--;
+        for (int i = 0; i < count; i++)
+            if (quota[labels[perm[i]]] > 0) {
+                quota[labels[perm[i]]]--;
                 held[perm[i]] = 1;
                 got++;
             }
@@ -97,13 +92,23 @@ int ct_dataset_split(const ct_dataset *all, int n_val, uint64_t seed, bool strat
     } else {
         for (int i = 0; i < n_val; i++) held[perm[i]] = 1;
     }
-    if (take(all, held, 0, all->count - n_val, train, err) == 0 &&
-        take(all, held, 1, n_val, val, err) == 0)
-        rc = 0;
-    else
-        ct_dataset_free(train);
-out:
     free(perm);
+    *n_held = n_val;
+    return 0;
+}
+
+int ct_dataset_split(const ct_dataset *all, int n_val, uint64_t seed, bool stratified,
+                     ct_dataset *train, ct_dataset *val, ct_err *err) {
+    memset(train, 0, sizeof *train);
+    memset(val, 0, sizeof *val);
+    uint8_t *held = malloc((size_t)(all->count ? all->count : 1));
+    if (!held) return ct_errorf(err, "out of memory splitting off the validation set");
+    int rc = ct_split_held(all->labels, all->count, n_val, seed, stratified, held, &n_val, err);
+    if (rc == 0 && (take(all, held, 0, all->count - n_val, train, err) != 0 ||
+                    take(all, held, 1, n_val, val, err) != 0)) {
+        ct_dataset_free(train);
+        rc = -1;
+    }
     free(held);
     return rc;
 }

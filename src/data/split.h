@@ -24,6 +24,12 @@
  * to the nearest count) or a whole count >= 1. Fails unless 1 <= *n_val < count. */
 int ct_val_count(double val_split, int count, int *n_val, ct_err *err);
 
+/* held[i] = 1 for the samples of labels[0..count) held out (0 for the rest);
+ * *n_held gets their count (n_val, or less when a stratified split runs out of
+ * room). */
+int ct_split_held(const uint8_t *labels, int count, int n_val, uint64_t seed, bool stratified,
+                  uint8_t *held, int *n_held, ct_err *err);
+
 /* all -> train (count - n_val samples) + val (n_val); all is not changed. */
 int ct_dataset_split(const ct_dataset *all, int n_val, uint64_t seed, bool stratified,
                      ct_dataset *train, ct_dataset *val, ct_err *err);

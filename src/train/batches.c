@@ -46,6 +46,12 @@ int ct_batches_set_balanced(ct_batches *bt, ct_err *err) {
     return 0;
 }
 
+int ct_batches_refresh(ct_batches *bt, ct_err *err) {
+    if (bt->loader) return 0; /* the host loader reads the dataset as it is */
+    return bt->m->device.vt->dataset_upload(bt->m->be, bt->slot, bt->ds->images, bt->ds->labels,
+                                            bt->ds->count, err);
+}
+
 int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err) {
     bt->next = 0;
     if (bt->loader) {

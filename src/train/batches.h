@@ -53,6 +53,9 @@ int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds,
  * over bt's dataset (data/sampler.h) instead of a permutation. Before the first
  * epoch. */
 int ct_batches_set_balanced(ct_batches *bt, ct_err *err);
+/* After bt's dataset's pixels changed (a new epoch's images): the device's copy made
+ * anew (a backend that keeps the host's arrays does nothing more). Between epochs. */
+int ct_batches_refresh(ct_batches *bt, ct_err *err);
 int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err);
 /* Loads the next batch into the model: 1 with *n rows (this shard's, possibly 0
  * with data parallelism; bt->last_global has the whole batch's, bt->first_pos the

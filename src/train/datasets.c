@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "data/image_augment.h"
 #include "data/image_set.h"
 #include "data/images.h"
 #include "data/split.h"
@@ -220,6 +221,125 @@ int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_da
     }
     ct_dataset_free(&all);
     *has_val = true;
+    return 0;
+}
+
+static ct_image_aug image_aug_of(const ct_config *cfg) {
+    const ct_data_cfg *d = &cfg->data;
+    ct_image_aug a = {.seed = cfg->train.seed, .rrc = d->rrc};
+    memcpy(a.scale, d->rrc_scale, sizeof a.scale);
+    memcpy(a.ratio, d->rrc_ratio, sizeof a.ratio);
+    memcpy(a.jitter, d->jitter, sizeof a.jitter);
+    return a;
+}
+
+/* random_resized_crop: the training images kept at data.resize (e->store), split,
+ * the validation part and train's first images their centre views. */
+static int load_kept_images(const ct_config *cfg, FILE *log, ct_epoch_images *e,
+                            ct_dataset *train, ct_dataset *val, bool *has_val, ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    ct_names classes;
+    ct_image_files f;
+    if (ct_data_image_files(cfg, true, &f, &classes, err) != 0) return -1;
+    ct_names_free(&classes);
+    ct_image_decode o = {.c = cfg->input_c, .h = cfg->input_h, .w = cfg->input_w,
+                         .resize = d->resize, .num_classes = d->num_classes,
+                         .workers = d->workers, .skip_bad = d->skip_bad_files,
+                         .what = ct_data_key(d, true), .log = log};
+    int skipped = 0;
+    double t0 = seconds_now();
+    int rc = ct_image_files_decode_store(&f, &o, &e->store, &skipped, err);
+    ct_image_files_free(&f);
+    if (rc != 0) return -1;
+    const ct_image_store *st = &e->store;
+    if (log)
+        fprintf(log, "ctrain: %s: %d images read in %.1f s, kept at data.resize %d for "
+                "random_resized_crop\n", o.what, st->count, seconds_now() - t0, d->resize);
+    uint8_t *held = calloc((size_t)st->count, 1);
+    int n_val = 0;
+    if (!held) return ct_errorf(err, "out of memory");
+    if (d->val_split > 0.0 &&
+        (ct_val_count(d->val_split, st->count, &n_val, err) != 0 ||
+         ct_split_held(st->labels, st->count, n_val, cfg->train.seed, d->stratify, held, &n_val,
+                       err) != 0)) {
+        free(held);
+        return -1;
+    }
+    size_t sample = (size_t)o.c * o.h * o.w;
+    ct_dataset *sets[2] = {train, val};
+    int counts[2] = {st->count - n_val, n_val};
+    e->index = malloc((size_t)(counts[0] ? counts[0] : 1) * sizeof *e->index);
+    for (int s = 0; s < 2; s++) {
+        *sets[s] = (ct_dataset){.images = malloc(sample * (size_t)(counts[s] ? counts[s] : 1)),
+                                .labels = malloc((size_t)(counts[s] ? counts[s] : 1)),
+                                .count = counts[s], .channels = o.c, .rows = o.h, .cols = o.w,
+                                .num_classes = d->num_classes};
+        if (!sets[s]->images || !sets[s]->labels) rc = -1;
+    }
+    if (rc != 0 || !e->index) {
+        free(held);
+        ct_dataset_free(train);
+        ct_dataset_free(val);
+        return ct_errorf(err, "out of memory for %d images of %dx%dx%d", st->count, o.c, o.h,
+                         o.w);
+    }
+    int k[2] = {0, 0};
+    for (int i = 0; i < st->count; i++) {
+        int s = held[i];
+        if (s == 0) e->index[k[0]] = i;
+        ct_image_store_center(st, i, o.h, o.w, sets[s]->images + (size_t)k[s] * sample);
+        sets[s]->labels[k[s]++] = st->labels[i];
+    }
+    free(held);
+    *has_val = n_val > 0;
+    if (!*has_val) ct_dataset_free(val);
+    e->count = counts[0];
+    return 0;
+}
+
+int ct_data_load_fit(const ct_config *cfg, FILE *log, ct_dataset *train, ct_dataset *val,
+                     bool *has_val, ct_epoch_images **epochs, ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    ct_image_aug aug = image_aug_of(cfg);
+    *epochs = NULL;
+    if (!image_files(d) || !ct_image_aug_on(&aug))
+        return ct_data_load_train(cfg, log, train, val, has_val, err);
+    ct_epoch_images *e = calloc(1, sizeof *e);
+    if (!e) return ct_errorf(err, "out of memory");
+    e->aug = aug;
+    e->c = cfg->input_c;
+    e->h = cfg->input_h;
+    e->w = cfg->input_w;
+    e->workers = d->workers;
+    memset(val, 0, sizeof *val);
+    *has_val = false;
+    int rc = check_channels(cfg, err);
+    if (rc == 0 && aug.rrc) {
+        rc = load_kept_images(cfg, log, e, train, val, has_val, err);
+    } else if (rc == 0) { /* colour jitter alone: of the decoded images, kept as they are */
+        rc = ct_data_load_train(cfg, log, train, val, has_val, err);
+        if (rc == 0) {
+            size_t bytes = (size_t)train->count * train->channels * train->rows * train->cols;
+            e->base = *train;
+            e->base.images = malloc(bytes ? bytes : 1);
+            e->base.labels = NULL;
+            e->count = train->count;
+            if (!e->base.images) {
+                e->base = (ct_dataset){0};
+                rc = ct_errorf(err, "out of memory");
+            } else {
+                memcpy(e->base.images, train->images, bytes);
+            }
+        }
+    }
+    if (rc != 0) {
+        ct_epoch_images_free(e);
+        free(e);
+        ct_dataset_free(train);
+        ct_dataset_free(val);
+        return -1;
+    }
+    *epochs = e;
     return 0;
 }
 

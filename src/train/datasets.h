@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "data/idx.h"
+#include "data/image_augment.h"
 #include "data/image_set.h"
 #include "data/pixels.h"
 
@@ -45,6 +46,14 @@ int ct_data_write_caches(const ct_config *cfg, FILE *log, FILE *out, ct_err *err
  * (NULL: nothing) says which, how many, and which were left out. */
 int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_dataset *val,
                        bool *has_val, ct_err *err);
+
+/* As ct_data_load_train, for fit: with image files and augment.random_resized_crop
+ * or color_jitter, *epochs (owned by the caller, ct_epoch_images_free then free)
+ * makes each epoch's training images (data/image_augment.h) into train's buffer,
+ * and train holds the evaluation view (centre crops) until the first epoch is
+ * made; else *epochs is NULL. */
+int ct_data_load_fit(const ct_config *cfg, FILE *log, ct_dataset *train, ct_dataset *val,
+                     bool *has_val, ct_epoch_images **epochs, ct_err *err);
 
 /* The test set; images / labels (both or neither, format idx) replace the config's. */
 int ct_data_load_test(const ct_config *cfg, FILE *log, const char *images, const char *labels,

@@ -46,6 +46,7 @@ static _Thread_local int stop_requested;
 typedef struct fit_state {
     ct_dataset train, val, test; /* val: held out of the training file (data.val_split) */
     bool has_val;
+    ct_epoch_images *epochs; /* NULL, or it makes each epoch's training images anew */
     /* val_batches: the set each epoch's "Val" reports (val, or test without a
      * split); test_batches: with a split, the test set, evaluated once at the end */
     ct_batches train_batches, val_batches, test_batches;
@@ -83,12 +84,15 @@ static void fit_cleanup(fit_state *s) {
     ct_dataset_free(&s->train);
     ct_dataset_free(&s->val);
     ct_dataset_free(&s->test);
+    if (s->epochs) ct_epoch_images_free(s->epochs);
+    free(s->epochs);
     ct_run_output_close(&s->output, s->saves > 0);
 }
 
 /* Every set is checked against model.input [C, H, W] as it is read. */
 static int load_data(const ct_config *cfg, FILE *log, fit_state *s, ct_err *err) {
-    if (ct_data_load_train(cfg, log, &s->train, &s->val, &s->has_val, err) != 0) return -1;
+    if (ct_data_load_fit(cfg, log, &s->train, &s->val, &s->has_val, &s->epochs, err) != 0)
+        return -1;
     return ct_data_load_test(cfg, log, NULL, NULL, &s->test, err);
 }
 
@@ -470,6 +474,9 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     char label[32];
     snprintf(label, sizeof label, "Epoch %02d", epoch + 1);
     ct_progress_start(&bar, o->progress, nb, label, s->bar_out);
+    if (s->epochs && (ct_epoch_images_render(s->epochs, epoch, s->train.images, err) != 0 ||
+                      ct_batches_refresh(&s->train_batches, err) != 0))
+        return -1;
     if (ct_batches_start_epoch(&s->train_batches, epoch, err) != 0 ||
         ct_batches_skip(&s->train_batches, start, err) != 0)
         return -1;
