@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "common/parallel.h"
@@ -34,6 +33,7 @@
 #include "data/image_survey.h"
 #include "data/image_write.h"
 #include "train/datasets.h"
+#include "train/progress.h"
 
 static int digits(long n) {
     int d = 1;
@@ -122,12 +122,6 @@ static int export_all(const ct_config *cfg, const char *to, int limit, int quali
 /* ---- inspect ------------------------------------------------------------------ */
 
 #define SHOWN 5 /* sizes and formats listed one by one; the rest counted */
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct tally {
     char key[48];
@@ -254,9 +248,9 @@ static int inspect(const char *target, int workers, ct_err *err) {
         memcpy(all.path + sets[0].count, sets[1].path, (size_t)sets[1].count * sizeof *all.path);
     }
     ct_image_info *info;
-    double t0 = now_s();
+    double t0 = ct_now();
     int rc = ct_image_survey(&all, workers, &info, err);
-    double secs = now_s() - t0;
+    double secs = ct_now() - t0;
     if (rc == 0) {
         for (int s = 0, first = 0; s < n_sets; first += sets[s++].count)
             report_set(names[s], &sets[s], &classes, info, first);
@@ -291,9 +285,9 @@ static int stats(const char *config, ct_err *err) {
     if (ct_config_load(config, &cfg, err) != 0) return -1;
     ct_dataset train, val;
     bool has_val = false;
-    double t0 = now_s();
+    double t0 = ct_now();
     int rc = ct_data_load_train(&cfg, stderr, &train, &val, &has_val, err);
-    double secs = now_s() - t0;
+    double secs = ct_now() - t0;
     if (rc == 0) {
         int C = train.channels;
         size_t plane = (size_t)train.rows * train.cols;

@@ -298,6 +298,10 @@ const char *ct_config_class_name(const ct_config *cfg, int k) {
     return s;
 }
 
+bool ct_data_is_image_files(const ct_data_cfg *d) {
+    return d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST;
+}
+
 const char *ct_data_key(const ct_data_cfg *d, bool train) {
     switch (d->format) {
     case CT_DATA_FOLDER: return train ? "data.train_dir" : "data.test_dir";

@@ -221,6 +221,9 @@ typedef struct ct_data_cfg {
     bool skip_bad_files; /* on_bad_file: skip (report and leave out) or fail (default) */
 } ct_data_cfg;
 
+/* Whether d's data are image files (format folder or list). */
+bool ct_data_is_image_files(const ct_data_cfg *d);
+
 /* The key of d's training (train) or test images for its format: "data.train_images",
  * "data.train_dir", "data.train_list", ... */
 const char *ct_data_key(const ct_data_cfg *d, bool train);
@@ -440,6 +443,7 @@ const char *ct_cpu_loops_name(ct_cpu_loops m);     /* "auto", "portable", "off" 
 const char *ct_cpu_bf16_name(ct_cpu_bf16 m);       /* "auto", "native", "emulated" */
 const char *ct_cpu_winograd_name(ct_cpu_winograd m); /* "auto", "off" */
 const char *ct_monitor_name(ct_monitor m);         /* "val_loss", "val_acc" */
+const char *ct_data_format_name(ct_data_format f); /* "idx", "cifar10", "folder", "list" */
 /* "auto", "cpu", "cuda", "cuda:N", "cuda:all", "cuda:0,1", "cpu:2" into buf. */
 const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n);
 

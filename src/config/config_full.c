@@ -62,9 +62,8 @@ int ct_config_full_text(const ct_config *cfg, char **out, ct_err *err) {
     if (sc->type == CT_SCHED_COSINE) add_num(&a, "schedule.min_lr", sc->min_lr);
     ct_edit_list_add(&a, "data.num_classes", "%d", d->num_classes);
     ct_edit_list_add(&a, "data.shuffle", "%s", tf(d->shuffle));
-    static const char *const formats[] = {"idx", "cifar10", "folder", "list"};
-    ct_edit_list_add(&a, "data.format", "%s", formats[d->format]);
-    if (d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST) {
+    ct_edit_list_add(&a, "data.format", "%s", ct_data_format_name(d->format));
+    if (ct_data_is_image_files(d)) {
         ct_edit_list_add(&a, "data.resize", "%d", d->resize);
         ct_edit_list_add(&a, "data.workers", "%d", d->workers);
         ct_edit_list_add(&a, "data.on_bad_file", "%s", d->skip_bad_files ? "skip" : "fail");

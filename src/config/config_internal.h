@@ -32,6 +32,7 @@ extern const char *const ct_cpu_bf16_names[3];
 extern const char *const ct_cpu_winograd_names[2];
 extern const char *const ct_loss_kind_names[1];
 extern const char *const ct_monitor_names[2];
+extern const char *const ct_data_format_names[4];
 
 /* A name the 'name' key accepts: letters, digits, '_', '-' and '.' (not first). */
 bool ct_name_valid(const char *name);

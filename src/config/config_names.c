@@ -39,6 +39,9 @@ const char *const ct_loss_kind_names[1] = {[CT_LOSS_CROSS_ENTROPY] = "cross_entr
 const char *const ct_monitor_names[2] = {[CT_MONITOR_VAL_LOSS] = "val_loss",
                                          [CT_MONITOR_VAL_ACC] = "val_acc"};
 
+const char *const ct_data_format_names[4] = {[CT_DATA_IDX] = "idx", [CT_DATA_CIFAR10] = "cifar10",
+                                             [CT_DATA_FOLDER] = "folder", [CT_DATA_LIST] = "list"};
+
 static const char *const ct_device_words[] = {"auto", "cpu", "cuda"};
 
 int ct_name_lookup(const char *s, const char *const *names, int n) {
@@ -81,6 +84,10 @@ const char *ct_cpu_bf16_name(ct_cpu_bf16 m) {
 
 const char *ct_cpu_winograd_name(ct_cpu_winograd m) {
     return ct_name_or_unknown((int)m, ct_cpu_winograd_names, 2);
+}
+
+const char *ct_data_format_name(ct_data_format f) {
+    return ct_name_or_unknown((int)f, ct_data_format_names, 4);
 }
 
 const char *ct_monitor_name(ct_monitor m) {

@@ -175,7 +175,6 @@ static const char *const ct_data_keys[] = {"train_images", "train_labels", "test
                                            "train_dir",    "test_dir",     "train_list",
                                            "test_list",    "resize",       "workers",
                                            "on_bad_file",  "stratify",     "balance"};
-static const char *const ct_data_format_names[] = {"idx", "cifar10", "folder", "list"};
 static const char *const ct_bad_file_names[] = {"fail", "skip"};
 static const char *const ct_balance_names[] = {"none", "sampler"};
 static const char *const ct_data_layout_names[] = {"auto", "nchw", "nhwc"};
@@ -319,7 +318,7 @@ static int ct_walk_augment(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cf
     if (ct_map_collect(ctx, node, "data.augment", keys, 5, &v)) return -1;
     if (v.val[3] && ct_walk_rrc(ctx, v.val[3], d)) return -1;
     if (v.val[4] && ct_walk_jitter(ctx, v.val[4], d)) return -1;
-    bool files = d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST;
+    bool files = ct_data_is_image_files(d);
     for (int k = 3; k < 5; k++)
         if (v.key[k] && !files)
             return ct_node_error(ctx, v.key[k], "'data.augment.%s' applies to image files "
@@ -381,7 +380,7 @@ static int ct_walk_class_names(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_dat
  * image-file keys that only formats folder and list take. */
 static int ct_data_check_format_keys(const ct_yaml_ctx *ctx, const ct_map_view *v,
                                      const ct_data_cfg *d) {
-    bool files = d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST;
+    bool files = ct_data_is_image_files(d);
     int train = d->format == CT_DATA_FOLDER ? D_TRAIN_DIR
                 : d->format == CT_DATA_LIST ? D_TRAIN_LIST
                                             : D_TRAIN_IMAGES;
@@ -437,8 +436,7 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     int m = 0;
     if (ct_map_collect(ctx, node, "data", ct_data_keys, CT_COUNT(ct_data_keys), &v)) return -1;
     if (v.val[D_FORMAT]) {
-        if (ct_get_enum(ctx, v.val[D_FORMAT], "data.format", ct_data_format_names,
-                        (int)CT_COUNT(ct_data_format_names), &m))
+        if (ct_get_enum(ctx, v.val[D_FORMAT], "data.format", ct_data_format_names, 4, &m))
             return -1;
         d->format = (ct_data_format)m;
     }

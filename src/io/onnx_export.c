@@ -356,7 +356,7 @@ static int add_metadata(exporter *x, ct_err *err) {
     ct_onnx_meta(x->m, "num_classes", buf);
     ct_onnx_meta(x->m, "name", s->cfg->name);
     const ct_data_cfg *d = &s->cfg->data;
-    if (d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST) {
+    if (ct_data_is_image_files(d)) {
         if (d->resize > 0)
             snprintf(buf, sizeof buf, "resize %d, center crop", d->resize);
         else

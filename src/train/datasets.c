@@ -4,13 +4,13 @@
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "data/image_augment.h"
 #include "data/image_set.h"
 #include "data/images.h"
 #include "data/split.h"
 #include "train/data_cache.h"
+#include "train/progress.h"
 
 _Static_assert(CT_DATA_CHANNELS_MAX == CT_MAX_CHANNELS, "normalize lists fit a ct_pixel_prep");
 _Static_assert((int)CT_DATA_LAYOUT_NHWC == (int)CT_LAYOUT_NHWC &&
@@ -66,10 +66,6 @@ static int load_cifar_train(const ct_config *cfg, ct_dataset *ds, ct_err *err) {
     return rc;
 }
 
-static bool image_files(const ct_data_cfg *d) {
-    return d->format == CT_DATA_FOLDER || d->format == CT_DATA_LIST;
-}
-
 /* The classes of a folder or list config: data.class_names when given, else the
  * training folder's subfolders or the training list's names (none: its labels are
  * indices), which must be data.num_classes many. */
@@ -104,7 +100,7 @@ static int data_classes(const ct_config *cfg, ct_names *classes, ct_err *err) {
 }
 
 int ct_data_name_classes(ct_config *cfg, ct_err *err) {
-    if (!image_files(&cfg->data) || cfg->data.n_class_names > 0) return 0;
+    if (!ct_data_is_image_files(&cfg->data) || cfg->data.n_class_names > 0) return 0;
     ct_names classes;
     if (data_classes(cfg, &classes, err) != 0) return -1;
     int rc = classes.count == 0 ? 0
@@ -114,17 +110,11 @@ int ct_data_name_classes(ct_config *cfg, ct_err *err) {
     return rc;
 }
 
-static double seconds_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int ct_data_image_files(const ct_config *cfg, bool train, ct_image_files *f, ct_names *classes,
                         ct_err *err) {
     const ct_data_cfg *d = &cfg->data;
     memset(f, 0, sizeof *f);
-    if (!image_files(d))
+    if (!ct_data_is_image_files(d))
         return ct_errorf(err, "%s: data.format is not folder or list", cfg->source);
     const char *path = train ? d->train_images : d->test_images;
     if (data_classes(cfg, classes, err) != 0) return -1;
@@ -150,13 +140,13 @@ static int load_image_files(const ct_config *cfg, bool train, FILE *log, bool us
     ct_names_free(&classes);
     char cache[CT_PATH_MAX + 64], why[CT_PATH_MAX + 160];
     ct_data_cache_path(cfg, set_path, cache, sizeof cache);
-    double t0 = seconds_now();
+    double t0 = ct_now();
     if (rc == 0 && use_cache) {
         rc = ct_data_cache_read(cfg, set_path, fp, ds, why, sizeof why, err);
         if (rc == 1) {
             if (log)
                 fprintf(log, "ctrain: %s: %d images from its cache %s in %.1f s\n", what,
-                        ds->count, cache, seconds_now() - t0);
+                        ds->count, cache, ct_now() - t0);
             ct_image_files_free(&f);
             return 0;
         }
@@ -171,7 +161,7 @@ static int load_image_files(const ct_config *cfg, bool train, FILE *log, bool us
     if (rc == 0) rc = ct_image_files_decode(&f, &o, ds, &skipped, err);
     if (rc == 0 && log)
         fprintf(log, "ctrain: %s: %d images read in %.1f s%s\n", what, ds->count,
-                seconds_now() - t0, f.ignored ? " (files of other types passed over)" : "");
+                ct_now() - t0, f.ignored ? " (files of other types passed over)" : "");
     if (rc == 0 && written) {
         rc = ct_data_cache_write(cfg, set_path, fp, ds, skipped, err);
         if (rc == 0)
@@ -185,7 +175,7 @@ static int load_image_files(const ct_config *cfg, bool train, FILE *log, bool us
 }
 
 int ct_data_write_caches(const ct_config *cfg, FILE *log, FILE *out, ct_err *err) {
-    if (!image_files(&cfg->data))
+    if (!ct_data_is_image_files(&cfg->data))
         return ct_errorf(err, "%s: data cache is for image folders and lists (data.format folder "
                          "or list)", cfg->source);
     for (int train = 1; train >= 0; train--) {
@@ -204,10 +194,14 @@ int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_da
     memset(val, 0, sizeof *val);
     *has_val = false;
     if (check_channels(cfg, err)) return -1;
-    int rc = image_files(d)                ? load_image_files(cfg, true, log, true, NULL, &all, err)
-             : d->format == CT_DATA_CIFAR10 ? load_cifar_train(cfg, &all, err)
-                                            : ct_images_load_idx(d->train_images, d->train_labels,
-                                                                 d->num_classes, &want, &all, err);
+    int rc;
+    if (ct_data_is_image_files(d))
+        rc = load_image_files(cfg, true, log, true, NULL, &all, err);
+    else if (d->format == CT_DATA_CIFAR10)
+        rc = load_cifar_train(cfg, &all, err);
+    else
+        rc = ct_images_load_idx(d->train_images, d->train_labels, d->num_classes, &want, &all,
+                                err);
     if (rc != 0) return -1;
     if (d->val_split == 0.0) {
         *train = all;
@@ -247,14 +241,14 @@ static int load_kept_images(const ct_config *cfg, FILE *log, ct_epoch_images *e,
                          .workers = d->workers, .skip_bad = d->skip_bad_files,
                          .what = ct_data_key(d, true), .log = log};
     int skipped = 0;
-    double t0 = seconds_now();
+    double t0 = ct_now();
     int rc = ct_image_files_decode_store(&f, &o, &e->store, &skipped, err);
     ct_image_files_free(&f);
     if (rc != 0) return -1;
     const ct_image_store *st = &e->store;
     if (log)
         fprintf(log, "ctrain: %s: %d images read in %.1f s, kept at data.resize %d for "
-                "random_resized_crop\n", o.what, st->count, seconds_now() - t0, d->resize);
+                "random_resized_crop\n", o.what, st->count, ct_now() - t0, d->resize);
     uint8_t *held = calloc((size_t)st->count, 1);
     int n_val = 0;
     if (!held) return ct_errorf(err, "out of memory");
@@ -302,7 +296,7 @@ int ct_data_load_fit(const ct_config *cfg, FILE *log, ct_dataset *train, ct_data
     const ct_data_cfg *d = &cfg->data;
     ct_image_aug aug = image_aug_of(cfg);
     *epochs = NULL;
-    if (!image_files(d) || !ct_image_aug_on(&aug))
+    if (!ct_data_is_image_files(d) || !ct_image_aug_on(&aug))
         return ct_data_load_train(cfg, log, train, val, has_val, err);
     ct_epoch_images *e = calloc(1, sizeof *e);
     if (!e) return ct_errorf(err, "out of memory");
@@ -350,11 +344,10 @@ int ct_data_load_test(const ct_config *cfg, FILE *log, const char *images, const
     memset(test, 0, sizeof *test);
     if (check_channels(cfg, err)) return -1;
     if (d->format != CT_DATA_IDX && (images || labels)) {
-        static const char *const names[] = {"idx", "cifar10", "folder", "list"};
         return ct_errorf(err, "--data takes IDX image and label files; this model's "
-                         "data.format is %s", names[d->format]);
+                         "data.format is %s", ct_data_format_name(d->format));
     }
-    if (image_files(d)) return load_image_files(cfg, false, log, true, NULL, test, err);
+    if (ct_data_is_image_files(d)) return load_image_files(cfg, false, log, true, NULL, test, err);
     if (d->format == CT_DATA_CIFAR10) {
         const char *path = d->test_images;
         return ct_images_load_cifar10(&path, 1, d->num_classes, &want, test, err);
