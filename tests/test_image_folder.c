@@ -904,37 +904,96 @@ static void test_rrc_boxes(void **state) {
 }
 
 /* color_jitter: brightness alone is round(p f) clamped, with f in [0.7, 1.3]; contrast
- * alone keeps the image's mean gray level; saturation leaves gray pixels alone;
- * the factors depend on (seed, epoch, sample) only. */
+ * alone keeps the image's mean gray level; saturation and hue leave gray pixels
+ * alone; a hue shift of 1/3 turns pure red into green, -1/3 into blue, and keeps
+ * a colour's value and saturation; the factors and the order depend on (seed,
+ * epoch, sample) only, and every order of the four steps is drawn. */
 static void test_color_jitter(void **state) {
     (void)state;
-    ct_image_aug a = {.seed = 9, .jitter = {0.3, 0, 0}};
+    ct_image_aug a = {.seed = 9, .jitter = {0.3, 0, 0, 0}};
     uint8_t px[3 * 4 * 5], ref[3 * 4 * 5];
     for (int i = 0; i < 60; i++) px[i] = ref[i] = (uint8_t)(i * 4 + 10);
-    float f[3], g[3];
-    ct_jitter_draw(&a, 2, 7, f);
-    ct_jitter_draw(&a, 2, 7, g);
-    assert_memory_equal(f, g, sizeof f);
-    assert_true(f[0] >= 0.7f && f[0] <= 1.3f && f[1] == 1.0f && f[2] == 1.0f);
-    ct_jitter_apply(px, 3, 4, 5, f);
+    ct_jitter f = ct_jitter_draw(&a, 2, 7), g = ct_jitter_draw(&a, 2, 7);
+    assert_memory_equal(&f, &g, sizeof f);
+    assert_true(f.f[0] >= 0.7f && f.f[0] <= 1.3f && f.f[1] == 1.0f && f.f[2] == 1.0f &&
+                f.f[3] == 0.0f);
+    ct_jitter_apply(px, 3, 4, 5, &f);
     for (int i = 0; i < 60; i++) {
-        float v = floorf(ref[i] * f[0] + 0.5f);
+        float v = floorf(ref[i] * f.f[0] + 0.5f);
         assert_int_equal(px[i], v > 255 ? 255 : (int)v);
     }
-    float c[3] = {1.0f, 0.5f, 1.0f};
+    ct_jitter c = {.f = {1.0f, 0.5f, 1.0f, 0.0f}, .order = {0, 1, 2, 3}};
     uint8_t gray[16];
     double before = 0, after = 0;
     for (int i = 0; i < 16; i++) before += gray[i] = (uint8_t)(i * 16);
-    ct_jitter_apply(gray, 1, 4, 4, c);
+    ct_jitter_apply(gray, 1, 4, 4, &c);
     for (int i = 0; i < 16; i++) after += gray[i];
     assert_true(fabs(after - before) <= 8); /* rounding only */
     uint8_t rgb[3 * 4];
     for (int i = 0; i < 4; i++) rgb[i] = rgb[4 + i] = rgb[8 + i] = (uint8_t)(50 * i); /* gray */
-    float sat[3] = {1.0f, 1.0f, 1.8f};
+    ct_jitter sat = {.f = {1.0f, 1.0f, 1.8f, 0.3f}, .order = {3, 2, 1, 0}};
     uint8_t was[12];
     memcpy(was, rgb, sizeof was);
-    ct_jitter_apply(rgb, 3, 2, 2, sat);
+    ct_jitter_apply(rgb, 3, 2, 2, &sat);
     assert_memory_equal(rgb, was, sizeof was);
+    /* hue: pixel 0 pure red, pixel 1 a dark orange (value 160, saturation 0.75) */
+    const float shifts[2] = {1.0f / 3, -1.0f / 3};
+    const uint8_t want_red[2][3] = {{0, 255, 0}, {0, 0, 255}};
+    for (int t = 0; t < 2; t++) {
+        uint8_t hp[3 * 2] = {255, 160, 0, 100, 0, 40}; /* planes R, G, B of 2 pixels */
+        ct_jitter h = {.f = {1.0f, 1.0f, 1.0f, shifts[t]}, .order = {0, 1, 2, 3}};
+        ct_jitter_apply(hp, 3, 1, 2, &h);
+        for (int k = 0; k < 3; k++) assert_int_equal(hp[2 * k], want_red[t][k]);
+        int mx = hp[1] > hp[3] ? hp[1] : hp[3], mn = hp[1] < hp[3] ? hp[1] : hp[3];
+        mx = mx > hp[5] ? mx : hp[5];
+        mn = mn < hp[5] ? mn : hp[5];
+        assert_int_equal(mx, 160); /* value kept */
+        assert_int_equal(mn, 40);  /* saturation kept: 1 - 40 / 160 */
+    }
+    /* against the other textbook formula, c = v - v s max(0, min(k, 4 - k, 1)) with
+     * k = (n + 6 h) mod 6 for n = 5, 3, 1: pixels of every hue turned by sixths and
+     * a twelfth, every sector met; each channel within 1 */
+    for (int t = 0; t < 7; t++) {
+        float shift = t < 6 ? t / 6.0f + 1.0f / 12 : -0.4f;
+        uint8_t hp[3 * 12];
+        for (int p = 0; p < 12; p++) { /* hue p / 12, saturation 0.8, value 200 */
+            float hh = p / 2.0f;
+            for (int c = 0, n = 5; c < 3; c++, n -= 2) {
+                float k = fmodf(n + hh, 6.0f), m = fminf(fminf(k, 4 - k), 1);
+                hp[c * 12 + p] = (uint8_t)lroundf(200 - 200 * 0.8f * fmaxf(0, m));
+            }
+        }
+        uint8_t in[3 * 12];
+        memcpy(in, hp, sizeof in);
+        ct_jitter h = {.f = {1.0f, 1.0f, 1.0f, shift}, .order = {0, 1, 2, 3}};
+        ct_jitter_apply(hp, 3, 3, 4, &h);
+        for (int p = 0; p < 12; p++) {
+            float r = in[p] / 255.0f, g = in[12 + p] / 255.0f, b = in[24 + p] / 255.0f;
+            float mx = fmaxf(r, fmaxf(g, b)), mn = fminf(r, fminf(g, b)), d = mx - mn;
+            float hue = mx == r ? (g - b) / d : mx == g ? 2 + (b - r) / d : 4 + (r - g) / d;
+            hue = hue / 6 + shift;
+            hue -= floorf(hue);
+            for (int c = 0, n = 5; c < 3; c++, n -= 2) {
+                float k = fmodf(n + 6 * hue, 6.0f), m = fminf(fminf(k, 4 - k), 1);
+                float want = 255 * (mx - mx * (d / mx) * fmaxf(0, m));
+                if (fabsf(hp[c * 12 + p] - want) > 1.0f)
+                    fail_msg("hue %d/12 turned by %.3f: channel %d is %d, want %.1f", p, shift,
+                             c, hp[c * 12 + p], want);
+            }
+        }
+    }
+    /* the order: all 24 permutations over many samples */
+    ct_image_aug all = {.seed = 3, .jitter = {0.2, 0.2, 0.2, 0.1}};
+    bool seen[4][4][4][4] = {{{{false}}}};
+    int kinds = 0;
+    for (uint32_t k = 0; k < 2000; k++) {
+        ct_jitter j = ct_jitter_draw(&all, 0, k);
+        bool *s = &seen[j.order[0]][j.order[1]][j.order[2]][j.order[3]];
+        kinds += !*s;
+        *s = true;
+        assert_true(j.f[3] >= -0.1f && j.f[3] <= 0.1f);
+    }
+    assert_int_equal(kinds, 24);
 }
 
 /* A fit's epoch images (ct_data_load_fit) with random_resized_crop and colour
@@ -955,7 +1014,8 @@ static void test_epoch_images(void **state) {
     snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/aug/train\n"
              "  test_dir: %s/aug/test\n  resize: 36\n  val_split: 30\n"
              "  augment: {random_resized_crop: {scale: [0.4, 1]},\n"
-             "            color_jitter: {brightness: 0.4, contrast: 0.4}}\n", dir, dir);
+             "            color_jitter: {brightness: 0.4, contrast: 0.4, hue: 0.1}}\n", dir,
+             dir);
     write_cfg("aug", data);
     char path[800];
     snprintf(path, sizeof path, "%s/aug.yaml", dir);

@@ -203,10 +203,10 @@ typedef struct ct_data_cfg {
     /* formats folder and list (data/image_augment.h): augment.random_resized_crop
      * (needs resize: the images are kept at that shorter side) with its area scale
      * in (0, 1] and aspect ratio, default [0.08, 1] and [3/4, 4/3]; augment.color_jitter
-     * {brightness, contrast, saturation}, each >= 0, default 0 */
+     * {brightness, contrast, saturation, hue}, each >= 0 (hue <= 0.5), default 0 */
     bool rrc;
     double rrc_scale[2], rrc_ratio[2];
-    double jitter[3];
+    double jitter[4];
     /* class_names: one name per class (n_class_names == num_classes), or none
      * (NULL, 0): ct_config_class_name. Packed "name0\0name1\0...", owned (freed by
      * ct_config_free); each name 1..CT_CLASS_NAME_MAX-1 bytes without control

@@ -297,17 +297,20 @@ static int ct_walk_rrc(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d
     return 0;
 }
 
-/* color_jitter: {brightness, contrast, saturation}, each >= 0. */
+/* color_jitter: {brightness, contrast, saturation, hue}, each >= 0, hue <= 0.5. */
 static int ct_walk_jitter(const ct_yaml_ctx *ctx, yaml_node_t *node, ct_data_cfg *d) {
-    static const char *const keys[] = {"brightness", "contrast", "saturation"};
+    static const char *const keys[] = {"brightness", "contrast", "saturation", "hue"};
     ct_map_view v;
-    if (ct_map_collect(ctx, node, "data.augment.color_jitter", keys, 3, &v)) return -1;
-    for (int i = 0; i < 3; i++) {
+    if (ct_map_collect(ctx, node, "data.augment.color_jitter", keys, 4, &v)) return -1;
+    for (int i = 0; i < 4; i++) {
         char name[64];
         snprintf(name, sizeof name, "data.augment.color_jitter.%s", keys[i]);
         if (v.val[i] && ct_get_double(ctx, v.val[i], name, CT_RANGE_NONNEG, &d->jitter[i]))
             return -1;
     }
+    if (d->jitter[3] > 0.5)
+        return ct_node_error(ctx, v.val[3], "'data.augment.color_jitter.hue' is at most 0.5 (half "
+                             "the hue circle), got %g", d->jitter[3]);
     return 0;
 }
 
@@ -637,7 +640,8 @@ int ct_config_keys(const char **out, int max) {
                                  *const augment[] = {"crop", "hflip", "erase",
                                                      "random_resized_crop", "color_jitter"},
                                  *const rrc[] = {"scale", "ratio"},
-                                 *const jitter[] = {"brightness", "contrast", "saturation"};
+                                 *const jitter[] = {"brightness", "contrast", "saturation",
+                                                    "hue"};
         const struct {
             const char *section;
             const char *const *names;
@@ -651,7 +655,7 @@ int ct_config_keys(const char **out, int max) {
             {"data.normalize", norm, 2},
             {"data.augment", augment, 5},
             {"data.augment.random_resized_crop", rrc, 2},
-            {"data.augment.color_jitter", jitter, 3},
+            {"data.augment.color_jitter", jitter, 4},
             {"train", ct_train_keys, CT_COUNT(ct_train_keys)},
             {"train.early_stopping", ct_early_stop_keys, 3},
             {"log", ct_log_keys, 3},

@@ -11,7 +11,7 @@
 #include "data/image_convert.h"
 
 bool ct_image_aug_on(const ct_image_aug *a) {
-    return a->rrc || a->jitter[0] > 0 || a->jitter[1] > 0 || a->jitter[2] > 0;
+    return a->rrc || a->jitter[0] > 0 || a->jitter[1] > 0 || a->jitter[2] > 0 || a->jitter[3] > 0;
 }
 
 /* Philox block `block` of (epoch, sample): four uniforms in [0, 1). */
@@ -48,13 +48,25 @@ ct_rrc_box ct_rrc_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample, i
     return (ct_rrc_box){(w - bw) / 2, (h - bh) / 2, bw, bh};
 }
 
-void ct_jitter_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample, float f[3]) {
-    double u[4];
+ct_jitter ct_jitter_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample) {
+    double u[4], v[4];
     draw4(a, epoch, sample, 10, u); /* the blocks after the crop's ten */
+    draw4(a, epoch, sample, 11, v);
+    ct_jitter j;
     for (int k = 0; k < 3; k++) {
-        double v = a->jitter[k], lo = v < 1 ? 1 - v : 0;
-        f[k] = v > 0 ? (float)(lo + u[k] * (1 + v - lo)) : 1.0f;
+        double r = a->jitter[k], lo = r < 1 ? 1 - r : 0;
+        j.f[k] = r > 0 ? (float)(lo + u[k] * (1 + r - lo)) : 1.0f;
     }
+    j.f[3] = a->jitter[3] > 0 ? (float)((2 * u[3] - 1) * a->jitter[3]) : 0.0f;
+    for (int k = 0; k < 4; k++) j.order[k] = k;
+    for (int k = 3; k > 0; k--) { /* Fisher-Yates */
+        int m = (int)(v[k] * (k + 1));
+        if (m > k) m = k;
+        int t = j.order[k];
+        j.order[k] = j.order[m];
+        j.order[m] = t;
+    }
+    return j;
 }
 
 static uint8_t clamp_u8(float v) {
@@ -67,24 +79,45 @@ static float gray_at(const uint8_t *px, int C, size_t plane, size_t p) {
     return (299.0f * px[p] + 587.0f * px[plane + p] + 114.0f * px[2 * plane + p]) / 1000.0f;
 }
 
-void ct_jitter_apply(uint8_t *px, int C, int H, int W, const float f[3]) {
+/* RGB pixel p's hue turned by `shift` (a fraction of the circle) in HSV. */
+static void turn_hue(uint8_t *px, size_t plane, size_t p, float shift) {
+    float r = px[p] / 255.0f, g = px[plane + p] / 255.0f, b = px[2 * plane + p] / 255.0f;
+    float mx = fmaxf(r, fmaxf(g, b)), mn = fminf(r, fminf(g, b)), d = mx - mn;
+    if (d <= 0.0f) return; /* gray: no hue */
+    float h = mx == r ? (g - b) / d : mx == g ? 2.0f + (b - r) / d : 4.0f + (r - g) / d;
+    h = h / 6.0f + shift;
+    h -= floorf(h);
+    float s = d / mx, v = mx, hh = h * 6.0f;
+    int sector = (int)hh % 6;
+    float f = hh - floorf(hh), q0 = v * (1 - s), q1 = v * (1 - s * f), q2 = v * (1 - s * (1 - f));
+    float out[6][3] = {{v, q2, q0}, {q1, v, q0}, {q0, v, q2}, {q0, q1, v}, {q2, q0, v}, {v, q0, q1}};
+    for (int c = 0; c < 3; c++) px[(size_t)c * plane + p] = clamp_u8(out[sector][c] * 255.0f);
+}
+
+void ct_jitter_apply(uint8_t *px, int C, int H, int W, const ct_jitter *j) {
     size_t plane = (size_t)H * W, n = plane * (size_t)C;
-    if (f[0] != 1.0f)
-        for (size_t i = 0; i < n; i++) px[i] = clamp_u8(px[i] * f[0]);
-    if (f[1] != 1.0f) {
-        double sum = 0;
-        for (size_t p = 0; p < plane; p++) sum += gray_at(px, C, plane, p);
-        float m = (float)(sum / (double)plane);
-        for (size_t i = 0; i < n; i++) px[i] = clamp_u8((px[i] - m) * f[1] + m);
-    }
-    if (f[2] != 1.0f && C == 3)
-        for (size_t p = 0; p < plane; p++) {
-            float g = gray_at(px, C, plane, p);
-            for (int c = 0; c < 3; c++) {
-                uint8_t *q = px + (size_t)c * plane + p;
-                *q = clamp_u8((*q - g) * f[2] + g);
+    for (int step = 0; step < 4; step++) {
+        int op = j->order[step];
+        float f = j->f[op];
+        if (op == 0 && f != 1.0f) {
+            for (size_t i = 0; i < n; i++) px[i] = clamp_u8(px[i] * f);
+        } else if (op == 1 && f != 1.0f) {
+            double sum = 0;
+            for (size_t p = 0; p < plane; p++) sum += gray_at(px, C, plane, p);
+            float m = (float)(sum / (double)plane);
+            for (size_t i = 0; i < n; i++) px[i] = clamp_u8((px[i] - m) * f + m);
+        } else if (op == 2 && f != 1.0f && C == 3) {
+            for (size_t p = 0; p < plane; p++) {
+                float g = gray_at(px, C, plane, p);
+                for (int c = 0; c < 3; c++) {
+                    uint8_t *q = px + (size_t)c * plane + p;
+                    *q = clamp_u8((*q - g) * f + g);
+                }
             }
+        } else if (op == 3 && f != 0.0f && C == 3) {
+            for (size_t p = 0; p < plane; p++) turn_hue(px, plane, p, f);
         }
+    }
 }
 
 typedef struct render_job {
@@ -112,9 +145,8 @@ static void render_one(void *ctx, int k) {
     } else {
         memcpy(o, e->base.images + (size_t)k * sample, sample);
     }
-    float f[3];
-    ct_jitter_draw(&e->aug, j->epoch, (uint32_t)k, f);
-    ct_jitter_apply(o, e->c, e->h, e->w, f);
+    ct_jitter jit = ct_jitter_draw(&e->aug, j->epoch, (uint32_t)k);
+    ct_jitter_apply(o, e->c, e->h, e->w, &jit);
 }
 
 int ct_epoch_images_render(const ct_epoch_images *e, int epoch, uint8_t *out, ct_err *err) {

@@ -16,11 +16,14 @@
  * resampled to H x W as image_convert.h resamples (area averages shrinking, linear
  * interpolation enlarging).
  *
- * color_jitter {brightness b, contrast c, saturation s}: factors uniform in
- * [max(0, 1 - v), 1 + v], applied in that order (torchvision draws a random order),
- * each rounded to uint8 and clamped as PIL does: brightness p * f; contrast
- * (p - m) f + m with m the image's mean gray level (ITU-R 601 luma for RGB);
- * saturation (p - g) f + g with g the pixel's gray (RGB only).
+ * color_jitter {brightness b, contrast c, saturation s, hue h}, as torchvision's
+ * ColorJitter: factors uniform in [max(0, 1 - v), 1 + v] (hue: a shift uniform in
+ * [-h, h], h <= 0.5), the four applied in an order drawn per sample (a uniform
+ * permutation), each step rounded to uint8 and clamped as PIL does: brightness
+ * p * f; contrast (p - m) f + m with m the image's mean gray level (ITU-R 601 luma
+ * for RGB); saturation (p - g) f + g with g the pixel's gray; hue: the pixel's hue
+ * (HSV) turned by the shift (a fraction of the circle), saturation and value kept.
+ * Saturation and hue change RGB images only.
  */
 #ifndef CT_IMAGE_AUGMENT_H
 #define CT_IMAGE_AUGMENT_H
@@ -40,17 +43,22 @@ typedef struct ct_image_aug {
     uint64_t seed;
     bool rrc;
     double scale[2], ratio[2];
-    double jitter[3]; /* brightness, contrast, saturation; 0: off */
+    double jitter[4]; /* brightness, contrast, saturation, hue; 0: off */
 } ct_image_aug;
+
+/* One sample's colour jitter: factors (1, or hue 0, where off) and the order. */
+typedef struct ct_jitter {
+    float f[4];
+    int order[4]; /* a permutation of 0 brightness, 1 contrast, 2 saturation, 3 hue */
+} ct_jitter;
 
 /* Whether a makes each epoch's images anew. */
 bool ct_image_aug_on(const ct_image_aug *a);
 
 ct_rrc_box ct_rrc_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample, int w, int h);
-/* The three factors (1 where off). */
-void ct_jitter_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample, float f[3]);
-/* px [C, H, W] jittered in place by f (saturation only with C == 3). */
-void ct_jitter_apply(uint8_t *px, int C, int H, int W, const float f[3]);
+ct_jitter ct_jitter_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample);
+/* px [C, H, W] jittered in place by j. */
+void ct_jitter_apply(uint8_t *px, int C, int H, int W, const ct_jitter *j);
 
 /* The source of the epochs' training images: with random_resized_crop the kept
  * images (store, with index[k] the store sample of training sample k), else the
