@@ -101,6 +101,8 @@ static const ct_command commands[] = {
      "                    formats, unreadable files with why, files that are copies of\n"
      "                    others (test images among the training images too)\n"
      "  --workers N       inspect: reading threads (default one per core)\n"
+     "  --json            inspect: one JSON object: sets (classes, sizes, formats,\n"
+     "                    unreadable), copies, files, seconds, threads\n"
      "  cache CONFIG      decode a folder or list config's training and test images\n"
      "                    into cache files beside them, which fit, eval and stats read\n"
      "                    instead while the images stay as they were\n"

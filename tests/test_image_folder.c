@@ -17,7 +17,7 @@
  *    the count, or are left out and listed (skip); config and data mistakes are
  *    one-line errors; `data export` never writes into a folder that exists;
  *  - `data inspect` reports classes, sizes, formats, unreadable files and copies
- *    (across sets too); `data stats` gives MNIST's mean and std;
+ *    (across sets too), as text and as JSON; `data stats` gives MNIST's mean and std;
  *  - data.balance: sampler resumes bit for bit and changes the order;
  *  - `data cache`: a fresh cache gives the decoded images' first step; stale or
  *    damaged ones are said and passed over;
@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <jpeglib.h>
 
 #include "config/config.h"
@@ -736,6 +737,26 @@ static void test_inspect_and_stats(void **state) {
         if (r.status != 0 || !strstr(r.out, want[i]))
             fail_msg("data inspect: exit %d, lacks '%s':\n%s%s", r.status, want[i], r.out, r.err);
     ct_test_run_free(&r);
+    r = run("data inspect %s/insp.yaml --json", dir);
+    json_error_t je;
+    json_t *doc = r.status == 0 ? json_loads(r.out, 0, &je) : NULL;
+    if (!doc) fail_msg("data inspect --json: exit %d\n%s%s", r.status, r.out, r.err);
+    json_t *train = json_array_get(json_object_get(doc, "sets"), 0);
+    json_t *bad = json_object_get(train, "unreadable"), *copies = json_object_get(doc, "copies");
+    assert_int_equal(json_integer_value(json_object_get(train, "images")), 123);
+    assert_int_equal(json_array_size(json_object_get(train, "classes")), 10);
+    assert_int_equal(json_array_size(bad), 1);
+    assert_non_null(strstr(json_string_value(json_object_get(json_array_get(bad, 0), "path")),
+                           "insp/train/4/broken.png"));
+    assert_int_equal(json_array_size(copies), 2);
+    int leaks = 0;
+    for (size_t i = 0; i < json_array_size(copies); i++)
+        leaks += json_is_true(json_object_get(json_array_get(copies, i),
+                                              "test_image_in_training_set"));
+    assert_int_equal(leaks, 1);
+    assert_int_equal(json_integer_value(json_object_get(doc, "files")), 164);
+    json_decref(doc);
+    ct_test_run_free(&r);
     r = run("data stats configs/mlp.yaml");
     if (r.status != 0 || !strstr(r.out, "Read 60000 training images of 1x28x28 in ") ||
         !strstr(r.out, "normalize: {mean: [0.1307], std: [0.3081]}\n"))
@@ -1086,7 +1107,8 @@ static void test_export_refuses(void **state) {
                                         "data export configs/mlp.yaml --to z --jpeg 0",
                                         "data export configs/mlp.yaml --to z --limit -3",
                                         "data inspect", "data stats configs/mlp.yaml --to z",
-                                        "data inspect x --workers 0"};
+                                        "data inspect x --workers 0",
+                                        "data stats configs/mlp.yaml --json"};
     for (size_t i = 0; i < sizeof usage / sizeof *usage; i++) {
         r = run("%s", usage[i]);
         if (r.status != 2 || ct_test_count_lines(r.err) != 1)

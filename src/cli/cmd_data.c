@@ -1,9 +1,9 @@
 /* cmd_data.c: the data tools.
  *
- * `ctrain data inspect DIR|CONFIG [--workers N]`: an image folder's (or a folder or
- * list config's training and test sets') classes and counts, image sizes, formats,
- * the files that cannot be read with why, and the files that are copies of others
- * (the same bytes), across the sets too.
+ * `ctrain data inspect DIR|CONFIG [--workers N] [--json]`: an image folder's (or a
+ * folder or list config's training and test sets') classes and counts, image sizes,
+ * formats, the files that cannot be read with why, and the files that are copies of
+ * others (the same bytes), across the sets too; as text or one JSON object.
  *
  * `ctrain data cache CONFIG`: a folder or list config's training and test images
  * decoded into cache files that later runs read instead (train/data_cache.h).
@@ -32,6 +32,7 @@
 #include "config/config.h"
 #include "data/image_survey.h"
 #include "data/image_write.h"
+#include "io/json_write.h"
 #include "train/datasets.h"
 #include "train/progress.h"
 
@@ -160,9 +161,25 @@ static void print_tallies(const char *what, tally *t, int n, int other) {
 
 #define TALLY_CAP 256
 
-/* One set's report: classes and counts, sizes, formats, unreadable files. */
+/* JSON: [{key: k, "images": n}, ...] of t (sorted by count), and "other" images. */
+static void json_tallies(ct_jw *w, const char *array, const char *key, tally *t, int n,
+                         int other) {
+    qsort(t, (size_t)n, sizeof *t, by_count);
+    ct_jw_array(w, array);
+    for (int i = 0; i < n; i++) {
+        ct_jw_object(w, NULL);
+        ct_jw_str(w, key, t[i].key);
+        ct_jw_int(w, "images", t[i].n);
+        ct_jw_close(w);
+    }
+    ct_jw_close(w);
+    if (other) ct_jw_int(w, "images_of_other_kinds", other);
+}
+
+/* One set's report: classes and counts, sizes, formats, unreadable files; as text,
+ * or as an object of w's "sets" array. */
 static void report_set(const char *name, const ct_image_files *f, const ct_names *classes,
-                       const ct_image_info *info, int first) {
+                       const ct_image_info *info, int first, ct_jw *w) {
     int bad = 0, other_sizes = 0, other_formats = 0, n_sizes = 0, n_formats = 0;
     static tally sizes[TALLY_CAP], formats[TALLY_CAP];
     for (int i = 0; i < f->count; i++) {
@@ -182,11 +199,41 @@ static void report_set(const char *name, const ct_image_files *f, const ct_names
     int n_classes = classes->count;
     for (int i = 0; i < f->count && !classes->count; i++)
         if (f->label[i] + 1 > n_classes) n_classes = f->label[i] + 1;
+    int *per = calloc((size_t)(n_classes ? n_classes : 1), sizeof *per);
+    for (int i = 0; per && i < f->count; i++) per[f->label[i]]++;
+    if (w) {
+        ct_jw_object(w, NULL);
+        ct_jw_str(w, "set", name);
+        ct_jw_int(w, "images", f->count);
+        ct_jw_bool(w, "other_files_passed_over", f->ignored > 0);
+        ct_jw_array(w, "classes");
+        for (int k = 0; per && k < n_classes; k++) {
+            char index[16];
+            snprintf(index, sizeof index, "%d", k);
+            ct_jw_object(w, NULL);
+            ct_jw_str(w, "name", classes->count ? classes->name[k] : index);
+            ct_jw_int(w, "images", per[k]);
+            ct_jw_close(w);
+        }
+        ct_jw_close(w);
+        json_tallies(w, "sizes", "size", sizes, n_sizes, other_sizes);
+        json_tallies(w, "formats", "format", formats, n_formats, other_formats);
+        ct_jw_array(w, "unreadable");
+        for (int i = 0; i < f->count; i++)
+            if (info[first + i].why) {
+                ct_jw_object(w, NULL);
+                ct_jw_str(w, "path", f->path[i]);
+                ct_jw_str(w, "reason", info[first + i].why);
+                ct_jw_close(w);
+            }
+        ct_jw_close(w);
+        ct_jw_close(w);
+        free(per);
+        return;
+    }
     printf("%s: %d image%s in %d class%s%s\n", name, f->count, f->count == 1 ? "" : "s",
            n_classes, n_classes == 1 ? "" : "es",
            f->ignored ? " (other files passed over)" : "");
-    int *per = calloc((size_t)(n_classes ? n_classes : 1), sizeof *per);
-    for (int i = 0; per && i < f->count; i++) per[f->label[i]]++;
     for (int k = 0; per && k < n_classes; k++) {
         char index[16];
         snprintf(index, sizeof index, "%d", k);
@@ -200,7 +247,7 @@ static void report_set(const char *name, const ct_image_files *f, const ct_names
         if (info[first + i].why) printf("    %s\n", info[first + i].why);
 }
 
-static int inspect(const char *target, int workers, ct_err *err) {
+static int inspect(const char *target, int workers, bool json, ct_err *err) {
     ct_image_files sets[2];
     ct_names classes = {0};
     const char *names[2] = {target, NULL};
@@ -251,9 +298,33 @@ static int inspect(const char *target, int workers, ct_err *err) {
     double t0 = ct_now();
     int rc = ct_image_survey(&all, workers, &info, err);
     double secs = ct_now() - t0;
-    if (rc == 0) {
+    int threads = ct_parallel_threads(all.count, workers);
+    if (rc == 0 && json) {
+        ct_jw w;
+        ct_jw_init(&w);
+        ct_jw_array(&w, "sets");
         for (int s = 0, first = 0; s < n_sets; first += sets[s++].count)
-            report_set(names[s], &sets[s], &classes, info, first);
+            report_set(names[s], &sets[s], &classes, info, first, &w);
+        ct_jw_close(&w);
+        ct_jw_array(&w, "copies");
+        for (int i = 0; i < all.count; i++)
+            if (info[i].same_as >= 0) {
+                ct_jw_object(&w, NULL);
+                ct_jw_str(&w, "path", all.path[i]);
+                ct_jw_str(&w, "same_as", all.path[info[i].same_as]);
+                ct_jw_bool(&w, "test_image_in_training_set",
+                           n_sets == 2 && i >= sets[0].count && info[i].same_as < sets[0].count);
+                ct_jw_close(&w);
+            }
+        ct_jw_close(&w);
+        ct_jw_int(&w, "files", all.count);
+        ct_jw_num(&w, "seconds", secs);
+        ct_jw_int(&w, "threads", threads);
+        rc = ct_jw_print(&w, stdout, err);
+        ct_image_survey_free(info, all.count);
+    } else if (rc == 0) {
+        for (int s = 0, first = 0; s < n_sets; first += sets[s++].count)
+            report_set(names[s], &sets[s], &classes, info, first, NULL);
         int copies = 0, across = 0;
         for (int i = 0; i < all.count; i++)
             if (info[i].same_as >= 0) {
@@ -267,9 +338,8 @@ static int inspect(const char *target, int workers, ct_err *err) {
             if (info[i].same_as >= 0 && shown++ < 20)
                 printf("  %s = %s\n", all.path[i], all.path[info[i].same_as]);
         if (copies > 20) printf("  ... and %d more\n", copies - 20);
-        printf("Read %d files in %.2f s by %d thread%s\n", all.count, secs,
-               ct_parallel_threads(all.count, workers),
-               ct_parallel_threads(all.count, workers) == 1 ? "" : "s");
+        printf("Read %d files in %.2f s by %d thread%s\n", all.count, secs, threads,
+               threads == 1 ? "" : "s");
         ct_image_survey_free(info, all.count);
     }
     if (n_sets == 2) free(all.path);
@@ -325,11 +395,13 @@ static int stats(const char *config, ct_err *err) {
 
 int ct_cmd_data(int argc, char **argv, ct_err *err) {
     const char *to = NULL, *jpeg = NULL, *limit_s = NULL, *workers_s = NULL, *pos[2];
+    bool json = false;
     ct_argspec specs[] = {
         {"to", 1, &to, NULL, NULL},
         {"jpeg", 1, &jpeg, NULL, NULL},
         {"limit", 1, &limit_s, NULL, NULL},
         {"workers", 1, &workers_s, NULL, NULL},
+        {"json", 0, NULL, NULL, &json},
     };
     int npos, rc = ct_parse_args("data", argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
                                  pos, 2, &npos, err);
@@ -358,7 +430,12 @@ int ct_cmd_data(int argc, char **argv, ct_err *err) {
         ct_errorf(err, "data %s: --to, --jpeg and --limit are export's options", action);
         return CT_EXIT_USAGE;
     }
-    if (is_inspect) return inspect(pos[1], (int)workers, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
+    if (json && !is_inspect) {
+        ct_errorf(err, "data %s: --json is inspect's option", action);
+        return CT_EXIT_USAGE;
+    }
+    if (is_inspect)
+        return inspect(pos[1], (int)workers, json, err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
     if (is_stats) return stats(pos[1], err) == 0 ? CT_EXIT_OK : CT_EXIT_ERROR;
     if (is_cache) {
         ct_config cfg;
