@@ -430,6 +430,20 @@ static const char *mlp_model = "name: %s\n"
                                "  normalize: {mean: 0.5, std: 0.5}\n"
                                "%s";
 
+/* The data lines of the MNIST subset ct_test_mnist_subset wrote into dir. */
+static void subset_data(char *buf, size_t n) {
+    snprintf(buf, n,
+             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
+             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
+             dir, dir);
+}
+
+/* The data lines of the image folders dir/<name>/train and dir/<name>/test. */
+static void folder_data(char *buf, size_t n, const char *name) {
+    snprintf(buf, n, "  format: folder\n  train_dir: %s/%s/train\n  test_dir: %s/%s/test\n", dir,
+             name, dir, name);
+}
+
 /* Writes dir/<name>.yaml: the small MLP with the data lines given. */
 static void write_cfg(const char *name, const char *data_yaml) {
     char text[8192], path[700];
@@ -515,11 +529,9 @@ static void test_folders_match_idx(void **state) {
         pclose(ls);
     }
     fclose(f);
-    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/png/train\n"
-             "  test_dir: %s/png/test\n", dir, dir);
+    folder_data(data, sizeof data, "png");
     write_cfg("png", data);
-    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/jpeg/train\n"
-             "  test_dir: %s/jpeg/test\n", dir, dir);
+    folder_data(data, sizeof data, "jpeg");
     write_cfg("jpeg", data);
     snprintf(data, sizeof data, "  format: list\n  train_list: %s/png/train.csv\n"
              "  test_list: %s/png/train.csv\n", dir, dir);
@@ -554,10 +566,7 @@ static void test_class_names(void **state) {
                                           "five", "six", "seven", "eight", "nine"};
     ct_test_mnist_subset(dir, 300, 100);
     char data[4000];
-    snprintf(data, sizeof data,
-             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
-             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
-             dir, dir);
+    subset_data(data, sizeof data);
     write_cfg("digits", data);
     run_ok("data export %s/digits.yaml --to %s/named", dir, dir);
     for (int s = 0; s < 2; s++)
@@ -567,8 +576,7 @@ static void test_class_names(void **state) {
             snprintf(to, sizeof to, "%s/named/%s/%s", dir, s ? "test" : "train", names[c]);
             assert_int_equal(rename(from, to), 0);
         }
-    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/named/train\n"
-             "  test_dir: %s/named/test\n", dir, dir);
+    folder_data(data, sizeof data, "named");
     write_cfg("named", data);
     run_ok("fit %s/named.yaml --out %s/run-named --epochs 2 --no-progress", dir, dir);
     ct_run_result r = run("inspect %s/run-named/model.bin --config", dir);
@@ -619,10 +627,7 @@ static void test_bad_files(void **state) {
     (void)state;
     ct_test_mnist_subset(dir, 200, 50);
     char data[4000], path[800];
-    snprintf(data, sizeof data,
-             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
-             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
-             dir, dir);
+    subset_data(data, sizeof data);
     write_cfg("small", data);
     run_ok("data export %s/small.yaml --to %s/bad --jpeg 90", dir, dir);
     snprintf(path, sizeof path, "%s/bad/train/3/zz-broken.png", dir);
@@ -637,8 +642,7 @@ static void test_bad_files(void **state) {
     free(src);
     snprintf(path, sizeof path, "%s/bad/train/5/notes.txt", dir);
     ct_test_write_file(path, "not an image\n", 13);
-    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/bad/train\n"
-             "  test_dir: %s/bad/test\n", dir, dir);
+    folder_data(data, sizeof data, "bad");
     write_cfg("fails", data);
     ct_run_result r = run("fit %s/fails.yaml --out %s/run-fails", dir, dir);
     if (r.status != 1 || !strstr(r.err, "data.train_dir: 2 of 202 images cannot be read; the "
@@ -698,10 +702,7 @@ static void test_inspect_and_stats(void **state) {
     (void)state;
     ct_test_mnist_subset(dir, 120, 40);
     char data[4000], path[800], from[800], cmd[4000];
-    snprintf(data, sizeof data,
-             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
-             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
-             dir, dir);
+    subset_data(data, sizeof data);
     write_cfg("sub", data);
     run_ok("data export %s/sub.yaml --to %s/insp", dir, dir);
     uint8_t px[40 * 30 * 3];
@@ -715,8 +716,7 @@ static void test_inspect_and_stats(void **state) {
     snprintf(cmd, sizeof cmd, "cp %s %s/insp/train/7/again.png && cp %s %s/insp/test/2/leak.png",
              from, dir, from, dir);
     assert_int_equal(system(cmd), 0);
-    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/insp/train\n"
-             "  test_dir: %s/insp/test\n", dir, dir);
+    folder_data(data, sizeof data, "insp");
     write_cfg("insp", data);
     ct_run_result r = run("data inspect %s/insp.yaml --workers 3", dir);
     static const char *const want[] = {
@@ -762,8 +762,7 @@ static void test_inspect_and_stats(void **state) {
         !strstr(r.out, "normalize: {mean: [0.1307], std: [0.3081]}\n"))
         fail_msg("data stats of MNIST: exit %d\n%s%s", r.status, r.out, r.err);
     ct_test_run_free(&r);
-    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/png-sub/train\n"
-             "  test_dir: %s/png-sub/test\n", dir, dir);
+    folder_data(data, sizeof data, "png-sub");
     write_cfg("png-sub", data);
     run_ok("data export %s/sub.yaml --to %s/png-sub", dir, dir);
     char *line[2];
@@ -786,10 +785,7 @@ static void test_balanced_fit(void **state) {
     (void)state;
     ct_test_mnist_subset(dir, 300, 60);
     char data[4000];
-    snprintf(data, sizeof data,
-             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
-             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
-             dir, dir);
+    subset_data(data, sizeof data);
     write_cfg("plain", data);
     strcat(data, "  balance: sampler\n");
     write_cfg("balanced", data);
@@ -824,14 +820,10 @@ static void test_cache(void **state) {
     (void)state;
     ct_test_mnist_subset(dir, 200, 40);
     char data[4000], cache[800], cmd[2000];
-    snprintf(data, sizeof data,
-             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
-             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
-             dir, dir);
+    subset_data(data, sizeof data);
     write_cfg("tocache", data);
     run_ok("data export %s/tocache.yaml --to %s/cached --jpeg 95", dir, dir);
-    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/cached/train\n"
-             "  test_dir: %s/cached/test\n", dir, dir);
+    folder_data(data, sizeof data, "cached");
     write_cfg("cachefit", data);
     size_t n0, n1;
     float *w0 = first_step("cachefit", &n0);
@@ -1026,10 +1018,7 @@ static void test_epoch_images(void **state) {
     (void)state;
     ct_test_mnist_subset(dir, 160, 40);
     char data[4000];
-    snprintf(data, sizeof data,
-             "  train_images: %s/train-images.gz\n  train_labels: %s/train-labels.gz\n"
-             "  test_images: %s/test-images.gz\n  test_labels: %s/test-labels.gz\n", dir, dir,
-             dir, dir);
+    subset_data(data, sizeof data);
     write_cfg("toaug", data);
     run_ok("data export %s/toaug.yaml --to %s/aug", dir, dir);
     snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/aug/train\n"

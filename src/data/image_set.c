@@ -316,6 +316,12 @@ typedef struct decode_job {
 
 static const char out_of_memory[] = "out of memory";
 
+/* why a file is bad, kept (the static out_of_memory when even that fails). */
+static char *keep_why(const char *msg) {
+    char *why = strdup(msg);
+    return why ? why : (char *)out_of_memory;
+}
+
 static void decode_one(void *ctx, int i) {
     decode_job *j = ctx;
     const ct_image_decode *o = j->o;
@@ -330,10 +336,7 @@ static void decode_one(void *ctx, int i) {
                                        j->images + (size_t)i * j->sample, &e);
         ct_image_free(&img);
     }
-    if (rc != 0) {
-        j->why[i] = strdup(e.msg);
-        if (!j->why[i]) j->why[i] = (char *)out_of_memory;
-    }
+    if (rc != 0) j->why[i] = keep_why(e.msg);
 }
 
 /* After a decode: fails (err) when bad files are not to be skipped, or are all
@@ -444,8 +447,7 @@ static void store_one(void *ctx, int i) {
     if (rc != 0) {
         free(j->px[i]);
         j->px[i] = NULL;
-        j->why[i] = strdup(e.msg);
-        if (!j->why[i]) j->why[i] = (char *)out_of_memory;
+        j->why[i] = keep_why(e.msg);
     }
 }
 

@@ -125,6 +125,15 @@ int ct_data_image_files(const ct_config *cfg, bool train, ct_image_files *f, ct_
     return rc;
 }
 
+/* How the training (train) or test images of cfg are decoded. */
+static ct_image_decode decode_opts(const ct_config *cfg, bool train, FILE *log) {
+    const ct_data_cfg *d = &cfg->data;
+    return (ct_image_decode){.c = cfg->input_c, .h = cfg->input_h, .w = cfg->input_w,
+                             .resize = d->resize, .num_classes = d->num_classes,
+                             .workers = d->workers, .skip_bad = d->skip_bad_files,
+                             .what = ct_data_key(d, train), .log = log};
+}
+
 /* A folder's or list's images (train: the training set's): from their cache when
  * it is fresh (use_cache), else decoded; with `written` not NULL, then cached, with a
  * line there. */
@@ -153,10 +162,7 @@ static int load_image_files(const ct_config *cfg, bool train, FILE *log, bool us
         if (rc == 0 && why[0] && log)
             fprintf(log, "ctrain: %s: %s; decoding the images\n", what, why);
     }
-    ct_image_decode o = {.c = cfg->input_c, .h = cfg->input_h, .w = cfg->input_w,
-                         .resize = d->resize, .num_classes = d->num_classes,
-                         .workers = d->workers, .skip_bad = d->skip_bad_files,
-                         .what = what, .log = log};
+    ct_image_decode o = decode_opts(cfg, train, log);
     int skipped = 0;
     if (rc == 0) rc = ct_image_files_decode(&f, &o, ds, &skipped, err);
     if (rc == 0 && log)
@@ -236,10 +242,7 @@ static int load_kept_images(const ct_config *cfg, FILE *log, ct_epoch_images *e,
     ct_image_files f;
     if (ct_data_image_files(cfg, true, &f, &classes, err) != 0) return -1;
     ct_names_free(&classes);
-    ct_image_decode o = {.c = cfg->input_c, .h = cfg->input_h, .w = cfg->input_w,
-                         .resize = d->resize, .num_classes = d->num_classes,
-                         .workers = d->workers, .skip_bad = d->skip_bad_files,
-                         .what = ct_data_key(d, true), .log = log};
+    ct_image_decode o = decode_opts(cfg, true, log);
     int skipped = 0;
     double t0 = ct_now();
     int rc = ct_image_files_decode_store(&f, &o, &e->store, &skipped, err);
