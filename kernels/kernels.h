@@ -153,10 +153,12 @@ typedef struct ct_cuda_metrics_dev {
  * eps via ct_softmax_xent_row: rows [0, n) add their loss to m->loss_sum and one count to
  * confusion[y*K + argmax]; a non-finite row loss does atomicMin(m->tag, tag).
  * dz (NULL in evaluation) gets (softmax - smoothed target) * grad_scale in rows [0, n) and
- * zeros in rows [n, N). confusion points just past *m. grad_scale and tag are
+ * zeros in rows [n, N). class_w (device [K], may be NULL) weighs row r's loss and
+ * gradient by class_w[y[r]]. confusion points just past *m. grad_scale and tag are
  * args->grad_scale and args->tag when args != NULL. */
 int ct_cuda_softmax_xent(const float *z, const int32_t *y, int N, int n, int K, float eps,
-                         float *dz, float grad_scale, ct_cuda_metrics_dev *m,
+                         const float *class_w, float *dz, float grad_scale,
+                         ct_cuda_metrics_dev *m,
                          unsigned long long *confusion, unsigned long long tag,
                          const ct_cuda_step_args *args, void *stream);
 

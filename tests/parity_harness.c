@@ -28,6 +28,7 @@ bool (*parity_skip)(void);
 bool parity_fuse;
 ct_cpu_loops parity_cpu_loops;
 float parity_label_smoothing;
+const float *parity_class_weights;
 bool parity_accumulate = true;
 ct_amp_mode parity_amp = CT_AMP_OFF;
 ct_cpu_bf16 parity_cpu_bf16 = CT_CPU_BF16_AUTO;
@@ -123,7 +124,8 @@ static harness *open_any(int C, int H, int W, const ct_layer_cfg *layers, int n,
                      .opt_state_slots = slots, .amp = parity_amp, .cpu_bf16 = parity_cpu_bf16,
                      .cpu_winograd = parity_cpu_winograd, .seed = SEED,
                      .fuse = parity_fuse, .cpu_loops = parity_cpu_loops,
-                     .accumulate = parity_accumulate, .label_smoothing = parity_label_smoothing};
+                     .accumulate = parity_accumulate, .label_smoothing = parity_label_smoothing,
+                     .class_weights = training ? parity_class_weights : NULL};
     h->vt = parity_vt;
     ct_plan_init(&h->plan, h->vt->align); /* as ct_model_create does */
     if (h->vt->create(&h->g, &o, &h->plan, &h->b, &err) != 0) fail_msg("create: %s", err.msg);
@@ -906,7 +908,12 @@ static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, 
     OK(h->vt->loss(h->b, true, scale, 0, E));
     OK(h->vt->tensor_to_host(h->b, last, true, dz, E));
     double *zd = to_d(z, (size_t)n * K), *dzr = malloc((size_t)n * K * sizeof *dzr);
-    double mean = ct_ref_softmax_xent(zd, n, K, y, (double)parity_label_smoothing, dzr);
+    double wd[64], eps = (double)parity_label_smoothing;
+    assert_true(K <= 64);
+    for (int c = 0; c < K; c++) wd[c] = parity_class_weights ? (double)parity_class_weights[c] : 1;
+    /* training: weighted by parity_class_weights; evaluation: never */
+    double mean = ct_ref_softmax_xent_weighted(zd, n, K, y, eps, wd, dzr);
+    double eval_mean = ct_ref_softmax_xent(zd, n, K, y, eps, NULL);
     for (int i = 0; i < n * K; i++) dzr[i] *= 0.5; /* ref dz is d(mean); ours * 0.5 */
     check_close(dz, dzr, (size_t)n * K, "loss gradient");
     long long *conf = calloc((size_t)K * K, sizeof *conf);
@@ -927,10 +934,10 @@ static void check_loss(const ct_layer_cfg *layers, int nl, int C, int H, int W, 
     assert_int_equal(m.correct, want_correct);
     OK(h->vt->read_metrics(h->b, &m, false, E)); /* reset zeroed it */
     assert_true(m.loss_sum == 0.0 && m.samples == 0);
-    OK(h->vt->loss(h->b, false, scale, 0, E)); /* evaluation: the same (smoothed) loss */
+    OK(h->vt->loss(h->b, false, scale, 0, E)); /* evaluation: smoothed, not weighted */
     OK(h->vt->read_metrics(h->b, &m, true, E));
-    if (!(fabs(m.loss_sum - mean * n) <= 1e-4 * (1.0 + fabs(mean * n))))
-        fail_msg("eval loss sum %.9g, want %.9g", m.loss_sum, mean * n);
+    if (!(fabs(m.loss_sum - eval_mean * n) <= 1e-4 * (1.0 + fabs(eval_mean * n))))
+        fail_msg("eval loss sum %.9g, want %.9g", m.loss_sum, eval_mean * n);
     free(x), free(p), free(y), free(z), free(dz), free(zd), free(dzr), free(conf);
     close_h(h);
 }
@@ -947,7 +954,14 @@ void parity_test_loss(void **state) {
     parity_label_smoothing = 0.3f; /* train.label_smoothing, full and partial batch */
     check_loss(a, 2, 1, 1, 12, 10, 10);
     check_loss(b, 2, 3, 3, 3, 9, 5);
+    /* data.balance weights (one class weightless), smoothed and not */
+    const float w[10] = {0.5f, 2.0f, 1.0f, 3.5f, 0.0f, 1.25f, 0.75f, 4.0f, 1.0f, 0.1f};
+    parity_class_weights = w;
+    check_loss(a, 2, 1, 1, 12, 10, 7);
+    check_loss(b, 2, 3, 3, 3, 9, 9);
     parity_label_smoothing = 0.0f;
+    check_loss(a, 2, 1, 1, 12, 10, 10);
+    parity_class_weights = NULL;
 }
 
 /* One Adam step (L2 decay, grad_scale) against torch.optim.Adam written out. */

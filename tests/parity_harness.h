@@ -51,6 +51,7 @@ extern bool parity_fuse;
 extern ct_cpu_loops parity_cpu_loops;
 /* ... with this train.label_smoothing (ct_run_opts.label_smoothing; default 0). */
 extern float parity_label_smoothing;
+extern const float *parity_class_weights; /* the training plans' class_weights, or NULL */
 /* ... with this train.amp and train.cpu_bf16 (ct_run_opts.amp, .cpu_bf16; default off,
  * auto). */
 extern ct_amp_mode parity_amp;

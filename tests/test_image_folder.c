@@ -18,7 +18,8 @@
  *    one-line errors; `data export` never writes into a folder that exists;
  *  - `data inspect` reports classes, sizes, formats, unreadable files and copies
  *    (across sets too), as text and as JSON; `data stats` gives MNIST's mean and std;
- *  - data.balance: sampler resumes bit for bit and changes the order;
+ *  - data.balance: sampler resumes bit for bit and changes the order; weights
+ *    make one step the step over a set with the light classes' samples doubled;
  *  - `data cache`: a fresh cache gives the decoded images' first step; stale or
  *    damaged ones are said and passed over;
  *  - random_resized_crop and color_jitter: boxes and factors within their ranges
@@ -682,6 +683,8 @@ static void test_config_errors(void **state) {
          "on_bad_file"},
         {"  format: folder\n  train_dir: a\n  test_dir: b\n  stratify: true\n",
          "'data.stratify' applies to the validation split; set data.val_split too"},
+        {"  format: folder\n  train_dir: a\n  test_dir: b\n  balance: weighted\n",
+         "unknown data.balance 'weighted' (did you mean 'weights'?)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         write_cfg("wrong", cases[i].data);
@@ -810,6 +813,86 @@ static void test_balanced_fit(void **state) {
     free(wa);
     free(wb);
     free(wc);
+}
+
+/* Writes dir/<name>-{images,labels}.gz: for each class c of MNIST's first training
+ * samples, per[c] samples of it, each written rep[c] times in a row. */
+static void write_class_counts(const char *name, const int per[10], const int rep[10]) {
+    ct_dataset ds;
+    ct_err err = {{0}};
+    if (ct_dataset_load("data/mnist/train-images-idx3-ubyte.gz",
+                        "data/mnist/train-labels-idx1-ubyte.gz", 10, &ds, &err) != 0)
+        fail_msg("%s", err.msg);
+    uint8_t *img = malloc(100 * 784), lab[100];
+    int n = 0;
+    for (int c = 0; c < 10; c++)
+        for (int i = 0, got = 0; i < ds.count && got < per[c]; i++)
+            if (ds.labels[i] == c) {
+                got++;
+                for (int r = 0; r < rep[c]; r++, n++) {
+                    assert_true(n < 100);
+                    memcpy(img + (size_t)n * 784, ds.images + (size_t)i * 784, 784);
+                    lab[n] = (uint8_t)c;
+                }
+            }
+    char a[700], b[700];
+    snprintf(a, sizeof a, "%s/%s-images.gz", dir, name);
+    snprintf(b, sizeof b, "%s/%s-labels.gz", dir, name);
+    int di[3] = {n, 28, 28}, dl[1] = {n};
+    ct_test_write_idx_gz(a, img, di, 3);
+    ct_test_write_idx_gz(b, lab, dl, 1);
+    free(img);
+    ct_dataset_free(&ds);
+}
+
+/* data.balance: weights. Classes 0-4 have 4 training samples and 5-9 have 2, so
+ * the weights n / (K * n_c) are 0.75 and 1.5: one SGD step over the whole set with
+ * them is the plain step over the same set with every sample of 5-9 written twice
+ * (40 samples: the mean loss is the same sum over 40), to rounding. The plain step
+ * over the 30 samples is not; the fit says the weights; evaluation is unweighted. */
+static void test_class_weights_fit(void **state) {
+    (void)state;
+    const int per[10] = {4, 4, 4, 4, 4, 2, 2, 2, 2, 2}, once[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+              twice[10] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 2};
+    write_class_counts("uneven", per, once);
+    write_class_counts("doubled", per, twice);
+    const char *sets[3][2] = {{"weighted", "uneven"}, {"plain", "uneven"}, {"dup", "doubled"}};
+    float *w[3];
+    size_t n[3];
+    for (int k = 0; k < 3; k++) {
+        char data[4000];
+        snprintf(data, sizeof data,
+                 "  train_images: %s/%s-images.gz\n  train_labels: %s/%s-labels.gz\n"
+                 "  test_images: %s/uneven-images.gz\n  test_labels: %s/uneven-labels.gz\n"
+                 "  shuffle: false\n%s",
+                 dir, sets[k][1], dir, sets[k][1], dir, dir,
+                 k == 0 ? "  balance: weights\n" : "");
+        write_cfg(sets[k][0], data);
+        ct_run_result r = run("fit %s/%s.yaml --out %s/cw-%s train.max_steps=1 "
+                              "train.batch_size=%d --no-progress",
+                              dir, sets[k][0], dir, sets[k][0], k == 2 ? 40 : 30);
+        if (r.status != 0) fail_msg("fit %s: exit %d\n%s", sets[k][0], r.status, r.err);
+        const char *said = strstr(r.err, "data.balance weights: the training loss weighs class "
+                                         "0 0.75, 1 0.75, 2 0.75, 3 0.75, 4 0.75, 5 1.5, 6 1.5, "
+                                         "7 1.5, 8 1.5, 9 1.5\n");
+        if ((k == 0) != (said != NULL)) fail_msg("fit %s: the weights line\n%s", sets[k][0], r.err);
+        ct_test_run_free(&r);
+        char path[800];
+        snprintf(path, sizeof path, "%s/cw-%s/model.bin", dir, sets[k][0]);
+        w[k] = ct_test_checkpoint_floats(path, &n[k], NULL);
+    }
+    assert_int_equal(n[0], n[1]);
+    assert_int_equal(n[0], n[2]);
+    double dup = 0.0, plain = 0.0;
+    for (size_t i = 0; i < n[0]; i++) {
+        dup = fmax(dup, fabs((double)w[0][i] - w[2][i]));
+        plain = fmax(plain, fabs((double)w[0][i] - w[1][i]));
+    }
+    print_message("weighted step vs doubled samples: max diff %.3g; vs unweighted: %.3g\n", dup,
+                  plain);
+    assert_true(dup <= 2e-6);
+    assert_true(plain >= 1e-3);
+    for (int k = 0; k < 3; k++) free(w[k]);
 }
 
 /* data cache: the caches are written beside the folders; a fit then reads them
@@ -1134,6 +1217,7 @@ int main(void) {
         cmocka_unit_test(test_export_refuses),
         cmocka_unit_test(test_inspect_and_stats),
         cmocka_unit_test(test_balanced_fit),
+        cmocka_unit_test(test_class_weights_fit),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_rrc_boxes),
         cmocka_unit_test(test_color_jitter),

@@ -802,18 +802,19 @@ typedef struct xent_ctx {
     int N, K;
     const int32_t *y;
     double eps;
+    const double *w; /* class weights, or NULL */
 } xent_ctx;
 
 static void xent_fwd(const void *ctx, double *out) {
     const xent_ctx *c = ctx;
-    out[0] = ct_ref_softmax_xent(c->z, c->N, c->K, c->y, c->eps, NULL);
+    out[0] = ct_ref_softmax_xent_weighted(c->z, c->N, c->K, c->y, c->eps, c->w, NULL);
 }
 
 static void test_softmax_xent_gradcheck(void **state) {
     (void)state;
     rng_seed(9);
     int32_t labels[5] = {0, 3, 6, 6, 2};
-    xent_ctx c = {rand_array(5 * 7, -3, 3), 5, 7, labels, 0.0};
+    xent_ctx c = {rand_array(5 * 7, -3, 3), 5, 7, labels, 0.0, NULL};
     double r[1] = {1.0}, *dz = garbage_array(35);
     double loss = ct_ref_softmax_xent(c.z, 5, 7, labels, 0.0, dz);
     assert_true(loss > 0);
@@ -822,7 +823,29 @@ static void test_softmax_xent_gradcheck(void **state) {
     for (int i = 0; i < 35; i++) dz[i] = GARBAGE;
     ct_ref_softmax_xent(c.z, 5, 7, labels, c.eps, dz);
     check_grad(xent_fwd, &c, 1, r, c.z, 35, dz, "smoothed softmax_xent dz");
+    const double w[7] = {0.5, 1, 2, 3, 1, 1, 0.25}; /* data.balance weights, smoothed */
+    c.w = w;
+    for (int i = 0; i < 35; i++) dz[i] = GARBAGE;
+    ct_ref_softmax_xent_weighted(c.z, 5, 7, labels, c.eps, w, dz);
+    check_grad(xent_fwd, &c, 1, r, c.z, 35, dz, "weighted softmax_xent dz");
     free(c.z); free(dz);
+}
+
+/* Class weights: each row's loss times w[its label], divided by the row count (not
+ * by the weights' sum): PyTorch's (w[y] * cross_entropy(z, y, reduction='none')).mean(). */
+static void test_softmax_xent_weighted(void **state) {
+    (void)state;
+    double z[6] = {1, 2, 3, -1, 0.5, 4};
+    int32_t y[2] = {0, 2};
+    const double w[3] = {2.0, 7.0, 0.5};
+    for (double eps = 0.0; eps < 0.3; eps += 0.2) {
+        double row[2];
+        for (int n = 0; n < 2; n++) row[n] = ct_ref_softmax_xent(z + 3 * n, 1, 3, y + n, eps, NULL);
+        double got = ct_ref_softmax_xent_weighted(z, 2, 3, y, eps, w, NULL);
+        assert_near(got, (2.0 * row[0] + 0.5 * row[1]) / 2, 1e-12);
+        assert_near(ct_ref_softmax_xent_weighted(z, 2, 3, y, eps, NULL, NULL),
+                    ct_ref_softmax_xent(z, 2, 3, y, eps, NULL), 0.0);
+    }
 }
 
 /* Label smoothing against PyTorch's definition written out: mean over rows of
@@ -872,6 +895,7 @@ static void test_softmax_xent_by_hand(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_gradcheck),
+        cmocka_unit_test(test_softmax_xent_weighted),
         cmocka_unit_test(test_residual_add_gradcheck),
         cmocka_unit_test(test_conv_backward_null_outputs),
         cmocka_unit_test(test_conv_forward_by_hand),

@@ -95,6 +95,11 @@ typedef struct ct_run_opts {
     /* Cross-entropy label smoothing eps in [0, 1) (train.label_smoothing), in the
      * training and the evaluation loss alike; 0 = plain cross-entropy. */
     float label_smoothing;
+    /* Training loss weight per label ([num_classes], data.balance weights,
+     * data/class_weights.h): loss(train) multiplies each row's loss and gradient by
+     * class_weights[its label]; the evaluation loss is not weighted. NULL: all 1.
+     * Borrowed for the backend's life; each weight finite and >= 0. */
+    const float *class_weights;
     /* CUDA: convolution algorithms may be non-deterministic (train.deterministic
      * false); zero, the default, keeps to deterministic ones where any fits. */
     bool nondeterministic_ok;

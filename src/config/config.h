@@ -166,6 +166,8 @@ typedef struct ct_schedule_cfg {
 typedef enum { CT_DATA_IDX, CT_DATA_CIFAR10, CT_DATA_FOLDER, CT_DATA_LIST } ct_data_format;
 /* How a 4-d IDX image file is laid out (auto: by matching model.input). */
 typedef enum { CT_DATA_LAYOUT_AUTO, CT_DATA_LAYOUT_NCHW, CT_DATA_LAYOUT_NHWC } ct_data_layout;
+/* data.balance: how an imbalanced training set is evened out, if at all. */
+typedef enum { CT_BALANCE_NONE, CT_BALANCE_SAMPLER, CT_BALANCE_WEIGHTS } ct_data_balance;
 
 #define CT_DATA_FILES_MAX 16 /* entries of a data.train_images list */
 #define CT_DATA_CHANNELS_MAX 64 /* entries of a per-channel normalize list (pixels.h) */
@@ -195,8 +197,9 @@ typedef struct ct_data_cfg {
     double val_split;
     bool stratify;     /* the split keeps each class's share (data/split.h); default false */
     /* balance: sampler: each epoch's order is drawn class-balanced, with replacement
-     * (data/sampler.h); none (default): the usual permutation */
-    bool balance_sampler;
+     * (data/sampler.h); weights: the training loss weighs each sample by its class
+     * (data/class_weights.h); none (default): neither */
+    ct_data_balance balance;
     int crop;          /* augment.crop: random crop padding, >= 0, default 0 */
     bool hflip;        /* augment.hflip, default false */
     double erase;      /* augment.erase: probability in [0, 1] of erasing a rectangle, 0 */
@@ -444,6 +447,7 @@ const char *ct_cpu_bf16_name(ct_cpu_bf16 m);       /* "auto", "native", "emulate
 const char *ct_cpu_winograd_name(ct_cpu_winograd m); /* "auto", "off" */
 const char *ct_monitor_name(ct_monitor m);         /* "val_loss", "val_acc" */
 const char *ct_data_format_name(ct_data_format f); /* "idx", "cifar10", "folder", "list" */
+const char *ct_data_balance_name(ct_data_balance b); /* "none", "sampler", "weights" */
 /* "auto", "cpu", "cuda", "cuda:N", "cuda:all", "cuda:0,1", "cpu:2" into buf. */
 const char *ct_device_name(const ct_device_cfg *d, char *buf, size_t n);
 

@@ -69,7 +69,7 @@ int ct_config_full_text(const ct_config *cfg, char **out, ct_err *err) {
         ct_edit_list_add(&a, "data.on_bad_file", "%s", d->skip_bad_files ? "skip" : "fail");
     }
     if (d->val_split > 0) ct_edit_list_add(&a, "data.stratify", "%s", tf(d->stratify));
-    ct_edit_list_add(&a, "data.balance", "%s", d->balance_sampler ? "sampler" : "none");
+    ct_edit_list_add(&a, "data.balance", "%s", ct_data_balance_name(d->balance));
     ct_edit_list_add(&a, "data.augment.crop", "%d", d->crop);
     ct_edit_list_add(&a, "data.augment.hflip", "%s", tf(d->hflip));
     add_num(&a, "data.augment.erase", d->erase);

@@ -48,8 +48,9 @@ static const ct_key_help help[] = {
     {"data.val_split", "fraction in (0, 1) or count >= 1", "0 (none)",
      "held out of the training set as the epochs' validation set"},
     {"data.stratify", "bool", "false", "val_split keeps each class's share on both sides"},
-    {"data.balance", "none|sampler", "none",
-     "sampler: every class as often per epoch (drawn with replacement)"},
+    {"data.balance", "none|sampler|weights", "none",
+     "sampler: every class as often per epoch (drawn with replacement); weights: the "
+     "training loss weighs each class by n / (K * its count)"},
     {"data.augment", "{crop, hflip, erase, random_resized_crop, color_jitter}", "none",
      "training augmentation"},
     {"data.class_names", "list of names", "none", "one name per class, for predict and ONNX"},

@@ -33,6 +33,7 @@ extern const char *const ct_cpu_winograd_names[2];
 extern const char *const ct_loss_kind_names[1];
 extern const char *const ct_monitor_names[2];
 extern const char *const ct_data_format_names[4];
+extern const char *const ct_data_balance_names[3];
 
 /* A name the 'name' key accepts: letters, digits, '_', '-' and '.' (not first). */
 bool ct_name_valid(const char *name);

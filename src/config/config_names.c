@@ -41,6 +41,9 @@ const char *const ct_monitor_names[2] = {[CT_MONITOR_VAL_LOSS] = "val_loss",
 
 const char *const ct_data_format_names[4] = {[CT_DATA_IDX] = "idx", [CT_DATA_CIFAR10] = "cifar10",
                                              [CT_DATA_FOLDER] = "folder", [CT_DATA_LIST] = "list"};
+const char *const ct_data_balance_names[3] = {[CT_BALANCE_NONE] = "none",
+                                              [CT_BALANCE_SAMPLER] = "sampler",
+                                              [CT_BALANCE_WEIGHTS] = "weights"};
 
 static const char *const ct_device_words[] = {"auto", "cpu", "cuda"};
 
@@ -88,6 +91,10 @@ const char *ct_cpu_winograd_name(ct_cpu_winograd m) {
 
 const char *ct_data_format_name(ct_data_format f) {
     return ct_name_or_unknown((int)f, ct_data_format_names, 4);
+}
+
+const char *ct_data_balance_name(ct_data_balance b) {
+    return ct_name_or_unknown((int)b, ct_data_balance_names, 3);
 }
 
 const char *ct_monitor_name(ct_monitor m) {

@@ -176,7 +176,6 @@ static const char *const ct_data_keys[] = {"train_images", "train_labels", "test
                                            "test_list",    "resize",       "workers",
                                            "on_bad_file",  "stratify",     "balance"};
 static const char *const ct_bad_file_names[] = {"fail", "skip"};
-static const char *const ct_balance_names[] = {"none", "sampler"};
 static const char *const ct_data_layout_names[] = {"auto", "nchw", "nhwc"};
 
 static int ct_walk_path(const ct_yaml_ctx *ctx, yaml_node_t *node, const char *name, char *out) {
@@ -480,8 +479,9 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
     if (v.val[D_AUGMENT] && ct_walk_augment(ctx, v.val[D_AUGMENT], d)) return -1;
     if (v.val[D_CLASS_NAMES] && ct_walk_class_names(ctx, v.val[D_CLASS_NAMES], d)) return -1;
     if (v.val[D_BALANCE]) {
-        if (ct_get_enum(ctx, v.val[D_BALANCE], "data.balance", ct_balance_names, 2, &m)) return -1;
-        d->balance_sampler = m == 1;
+        if (ct_get_enum(ctx, v.val[D_BALANCE], "data.balance", ct_data_balance_names, 3, &m))
+            return -1;
+        d->balance = (ct_data_balance)m;
     }
     if (v.val[D_STRATIFY]) {
         if (ct_get_bool(ctx, v.val[D_STRATIFY], "data.stratify", &d->stratify)) return -1;

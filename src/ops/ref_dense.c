@@ -112,17 +112,22 @@ static double row_logsumexp(const double *z, int K) {
 
 /* Row loss = sum_k q_k (lse - z_k), q = (1 - eps) onehot(y) + eps / K the smoothed
  * target; its gradient softmax(z) - q. */
-double ct_ref_softmax_xent(const double *z, int N, int K, const int32_t *y, double eps,
-                           double *dz) {
+double ct_ref_softmax_xent_weighted(const double *z, int N, int K, const int32_t *y, double eps,
+                                    const double *w, double *dz) {
     double total = 0.0;
     for (int n = 0; n < N; n++) {
         const double *zr = z + (long)n * K;
-        double lse = row_logsumexp(zr, K);
+        double lse = row_logsumexp(zr, K), wn = w ? w[y[n]] : 1.0;
         for (int k = 0; k < K; k++) {
             double q = (k == y[n] ? 1.0 - eps : 0.0) + eps / K;
-            total += q * (lse - zr[k]);
-            if (dz) dz[(long)n * K + k] = (exp(zr[k] - lse) - q) / N;
+            total += wn * q * (lse - zr[k]);
+            if (dz) dz[(long)n * K + k] = wn * (exp(zr[k] - lse) - q) / N;
         }
     }
     return total / N;
+}
+
+double ct_ref_softmax_xent(const double *z, int N, int K, const int32_t *y, double eps,
+                           double *dz) {
+    return ct_ref_softmax_xent_weighted(z, N, K, y, eps, NULL, dz);
 }

@@ -93,5 +93,9 @@ void ct_ref_batchnorm_backward(const double *x, int N, int C, long S, const doub
  * the loss. dz (may be NULL) gets d(mean loss)/dz. */
 double ct_ref_softmax_xent(const double *z, int N, int K, const int32_t *y, double eps,
                            double *dz);
+/* As ct_ref_softmax_xent with row n's loss (and dz row) times w[y[n]] (w NULL: 1),
+ * still divided by N: data.balance weights (data/class_weights.h). */
+double ct_ref_softmax_xent_weighted(const double *z, int N, int K, const int32_t *y, double eps,
+                                    const double *w, double *dz);
 
 #endif

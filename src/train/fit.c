@@ -19,6 +19,7 @@
 
 #include "common/intmath.h"
 #include "common/signals.h"
+#include "data/class_weights.h"
 #include "data/idx.h"
 #include "train/dist_grads.h"
 #include "io/atomic_file.h"
@@ -179,13 +180,42 @@ static void warn_slow_layers(ct_model *m, FILE *log) {
         }
 }
 
+/* data.balance weights: the weights from the training labels, logged once. */
+static int class_weights(const ct_config *cfg, const fit_state *s, FILE *log, float *w,
+                         ct_err *err) {
+    int K = cfg->data.num_classes;
+    if (ct_class_weights_balanced(s->train.labels, s->train.count, K, w, err) != 0) return -1;
+    fprintf(log, "ctrain: data.balance weights: the training loss weighs class");
+    for (int c = 0; c < K; c++) {
+        const char *name = ct_config_class_name(cfg, c);
+        if (name)
+            fprintf(log, "%s %s %.4g", c ? "," : "", name, (double)w[c]);
+        else
+            fprintf(log, "%s %d %.4g", c ? "," : "", c, (double)w[c]);
+    }
+    fputc('\n', log);
+    return 0;
+}
+
 static int create_model(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
                         const ct_device_choice *dev, ct_err *err) {
     int ranks = s->dist->size;
     ct_model_req req = {.training = true, .batch = ct_div_up(cfg->train.batch_size, ranks),
                         .sync_debug = o->sync_debug,
                         .datasets = {&s->train, s->has_val ? &s->val : &s->test}};
-    return ct_model_create(cfg, dev, &req, &s->model, err);
+    float *w = NULL;
+    if (cfg->data.balance == CT_BALANCE_WEIGHTS) {
+        w = malloc((size_t)cfg->data.num_classes * sizeof *w);
+        if (!w) return ct_errorf(err, "out of memory for the class weights");
+        if (class_weights(cfg, s, o->log, w, err) != 0) {
+            free(w);
+            return -1;
+        }
+        req.class_weights = w;
+    }
+    int rc = ct_model_create(cfg, dev, &req, &s->model, err);
+    free(w);
+    return rc;
 }
 
 /* Before the arena exists: does the plan fit? If not, fail with the numbers and
@@ -296,7 +326,8 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     if (ct_batches_open(&s->train_batches, s->model, 0, &s->train, d->shuffle, cfg->train.seed,
                         &train_prep, &shard, err) != 0)
         return -1;
-    if (d->balance_sampler && ct_batches_set_balanced(&s->train_batches, err) != 0) return -1;
+    if (d->balance == CT_BALANCE_SAMPLER && ct_batches_set_balanced(&s->train_batches, err) != 0)
+        return -1;
     if (ct_batches_open(&s->val_batches, s->model, 1, s->has_val ? &s->val : &s->test, false,
                         cfg->train.seed, &eval_prep, &shard, err) != 0)
         return -1;

@@ -72,6 +72,16 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
         .prep = ct_data_prep(cfg, req->training),
         .label_smoothing = (float)cfg->train.label_smoothing,
     };
+    if (req->class_weights) {
+        size_t K = (size_t)(m->graph.num_classes > 0 ? m->graph.num_classes : 1);
+        size_t bytes = K * sizeof(float);
+        if (!(m->class_weights = malloc(bytes))) {
+            ct_errorf(err, "out of host memory for the class weights");
+            goto fail;
+        }
+        memcpy(m->class_weights, req->class_weights, bytes);
+        m->opts.class_weights = m->class_weights;
+    }
     for (int s = 0; s < 2; s++)
         if (dev->vt->dataset_upload && req->datasets[s])
             m->opts.dataset_count[s] = req->datasets[s]->count;
@@ -82,6 +92,7 @@ int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_
     *out = m;
     return 0;
 fail:
+    free(m->class_weights);
     free(m);
     return -1;
 }
@@ -119,6 +130,7 @@ void ct_model_destroy(ct_model *m) {
     if (m->be) m->device.vt->destroy(m->be);
     free(m->host);
     free(m->buffers);
+    free(m->class_weights);
     free(m);
 }
 

@@ -31,6 +31,7 @@ typedef struct ct_model {
     void *buffers;      /* host copy of the graph's buffers (n_buffer_bytes, graph.h),
                            after bind; filled by buffers_to_host around use */
     bool recompute[CT_MAX_LAYERS]; /* checkpointed: forward again in backward (graph.h) */
+    float *class_weights; /* req's copy, [num_classes], that opts.class_weights lends; or NULL */
     bool bound;
 } ct_model;
 
@@ -42,6 +43,9 @@ typedef struct ct_model_req {
     /* Datasets to keep on the device when the backend can (slot 0 training, 1
      * evaluation; NULL: none). Only their sizes are used here. */
     const ct_dataset *datasets[2];
+    /* The training loss's per-class weights ([num_classes], data/class_weights.h),
+     * copied; NULL: unweighted. Training plans only. */
+    const float *class_weights;
 } ct_model_req;
 
 int ct_model_create(const ct_config *cfg, const ct_device_choice *dev, const ct_model_req *req,

@@ -346,9 +346,11 @@ static void gather_rows(const ct_cpu_tensor *t, float *plain, int N, int K, bool
     }
 }
 
-/* Loss of rows [0, n) of z [N,K]; dz (may be NULL) gets their gradient and zeros in
- * rows [n, N). Fills b->pred. Returns the loss sum. */
-static double xent_rows(ct_cpu *b, const float *z, float *dz, int K, float grad_scale) {
+/* Loss of rows [0, n) of z [N,K], each row's weighted by w[its label] (w NULL: 1);
+ * dz (may be NULL) gets their gradient and zeros in rows [n, N). Fills b->pred.
+ * Returns the loss sum. */
+static double xent_rows(ct_cpu *b, const float *z, float *dz, int K, float grad_scale,
+                        const float *w) {
     const int32_t *y = b->y;
     int32_t *pred = b->pred;
     int n = b->n;
@@ -357,8 +359,10 @@ static double xent_rows(ct_cpu *b, const float *z, float *dz, int K, float grad_
 #pragma omp parallel for reduction(+ : s) schedule(static)
     for (int r = 0; r < n; r++) {
         int p;
-        s += ct_softmax_xent_row(z + (size_t)r * K, K, y[r], eps, grad_scale,
-                                 dz ? dz + (size_t)r * K : NULL, &p);
+        float wr = w ? w[y[r]] : 1.0f;
+        double l = ct_softmax_xent_row(z + (size_t)r * K, K, y[r], eps, grad_scale * wr,
+                                       dz ? dz + (size_t)r * K : NULL, &p);
+        s += w ? (double)wr * l : l;
         pred[r] = p;
     }
     if (dz) memset(dz + (size_t)n * K, 0, (size_t)(b->N - n) * K * sizeof(float));
@@ -371,14 +375,15 @@ static int cpu_loss(ct_backend *bb, bool train, float grad_scale, uint32_t tag, 
     if (K < 1) return ct_errorf(err, "cpu backend: loss needs a model ending in a flat layer");
     if (train && !b->o.training) return ct_errorf(err, "cpu backend: loss(train) on a forward-only plan");
     ct_cpu_node *last = &b->nodes[b->g->n_nodes - 1];
+    const float *w = train ? b->o.class_weights : NULL;
     double s;
     if (!b->logits) {
-        s = xent_rows(b, last->act.ptr, train ? last->gact.ptr : NULL, K, grad_scale);
+        s = xent_rows(b, last->act.ptr, train ? last->gact.ptr : NULL, K, grad_scale, w);
     } else {
         /* Blocked logits: plain copies [N,K] of z and dz. */
         float *dz = b->logits + (size_t)b->N * K;
         gather_rows(&last->act, b->logits, b->N, K, false);
-        s = xent_rows(b, b->logits, train ? dz : NULL, K, grad_scale);
+        s = xent_rows(b, b->logits, train ? dz : NULL, K, grad_scale, w);
         if (train) gather_rows(&last->gact, dz, b->N, K, true);
     }
     if (train) amp_round(b, &last->gact);

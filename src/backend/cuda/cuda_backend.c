@@ -274,6 +274,10 @@ static int add_tail_regions(ct_cuda *b, ct_err *err) {
                        &b->r_args, err) != 0)
             return -1;
     }
+    if (b->o.class_weights &&
+        add_region(b, CT_REGION_DATA, -1, "loss.class_weights",
+                   (size_t)b->g->num_classes * sizeof(float), &b->r_class_w, err) != 0)
+        return -1;
     if (add_region(b, CT_REGION_DATA, -1, "metrics", metrics_bytes(b), &b->r_metrics, err) != 0 ||
         add_region(b, CT_REGION_WORKSPACE, -1, "cudnn.workspace", b->ws_bytes, &b->r_ws,
                    err) != 0 ||
@@ -295,7 +299,7 @@ static ct_cuda *new_cuda(const ct_graph *g, const ct_run_opts *o, ct_plan *plan)
     b->plan = plan;
     b->N = b->n = o->batch_size;
     b->r_x = b->r_y = b->r_params = b->r_grads = b->r_opt = b->r_metrics = b->r_ws = b->r_ones = -1;
-    b->r_flag = b->r_blas_ws = b->r_args = b->r_buffers = -1;
+    b->r_flag = b->r_blas_ws = b->r_args = b->r_buffers = b->r_class_w = -1;
     return b;
 }
 
@@ -335,6 +339,7 @@ static void bind_pointers(ct_cuda *b) {
     b->grads = region_ptr(b, b->r_grads);
     b->opt = region_ptr(b, b->r_opt);
     b->metrics = region_ptr(b, b->r_metrics);
+    b->class_w = region_ptr(b, b->r_class_w);
     b->confusion = (unsigned long long *)(b->metrics + 1);
     b->ws = region_ptr(b, b->r_ws);
     b->ones = region_ptr(b, b->r_ones);
@@ -398,6 +403,10 @@ static int bind_device(ct_cuda *b, const ct_plan *plan, ct_err *err) {
     CT_CUDART(err, cudaMemsetAsync(b->arena, 0, plan->total, b->stream));
     if (reset_metrics(b, err) != 0) return -1;
     CT_KERNEL(err, ct_cuda_fill(b->ones, 1.0f, (size_t)b->N, b->stream));
+    if (b->class_w)
+        CT_CUDART(err, cudaMemcpyAsync(b->class_w, b->o.class_weights,
+                                       (size_t)b->g->num_classes * sizeof(float),
+                                       cudaMemcpyHostToDevice, b->stream));
     CT_CUDART(err, cudaStreamSynchronize(b->stream));
     return init_buffers(b, err);
 }
@@ -534,7 +543,8 @@ static int cuda_loss(ct_backend *bb, bool train, float grad_scale, uint32_t tag,
         return ct_errorf(err, "cuda backend: loss(train) on a forward-only plan");
     const ct_cuda_node *last = &b->nodes[b->g->n_nodes - 1];
     int rc = ct_cuda_softmax_xent(last->act, b->y, b->N, b->n, K, b->o.label_smoothing,
-                                  train ? last->gact : NULL, grad_scale, b->metrics,
+                                  train ? b->class_w : NULL, train ? last->gact : NULL,
+                                  grad_scale, b->metrics,
                                   b->confusion, tag, b->rec_args, b->stream);
     if (rc != 0) {
         ct_cudart_failed(err, "ct_cuda_softmax_xent", (cudaError_t)rc);

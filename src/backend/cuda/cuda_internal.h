@@ -146,6 +146,8 @@ typedef struct ct_cuda {
     float *params, *grads, *opt;/* flat; opt: slots x n_param_floats */
     ct_cuda_metrics_dev *metrics;
     unsigned long long *confusion; /* [K*K], just past metrics */
+    int r_class_w;              /* o.class_weights' device copy, -1 without */
+    float *class_w;             /* [K] or NULL */
     void *ws;                   /* cuDNN workspace */
     float *ones;                /* [N] of 1.0f (linear bias gradient) */
     unsigned *nonfinite_flag;   /* grads_nonfinite's device flag (training plans) */
