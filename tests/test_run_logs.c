@@ -458,6 +458,18 @@ static void test_clip_grad_norm_and_max_steps(void **state) {
     ct_test_run_free(&r);
 }
 
+/* A run stopped by train.max_steps right after an epoch's last batch, a short one
+ * (200 samples in batches of 30: 7 batches, the last of 20), resumes there and ends
+ * with the uninterrupted run's weights. */
+static void test_resume_after_short_last_batch(void **state) {
+    (void)state;
+    free(fit("last-a", "train.batch_size=30 --epochs 2"));
+    free(fit("last-b", "train.batch_size=30 --epochs 2 train.max_steps=7"));
+    free(fit("last-b", "train.batch_size=30 --epochs 2 train.max_steps=0 --resume"));
+    double d = weight_distance("last-a", "last-b");
+    if (d != 0.0) fail_msg("the resumed run's weights are %g from the uninterrupted run's", d);
+}
+
 /* The last line of OUT/train.log (malloc'd). */
 static char *last_log_line(const char *out) {
     char p[1200];
@@ -854,6 +866,7 @@ int main(void) {
         cmocka_unit_test(test_batch_larger_than_data),
         cmocka_unit_test(test_train_log_ending),
         cmocka_unit_test(test_clip_grad_norm_and_max_steps),
+        cmocka_unit_test(test_resume_after_short_last_batch),
         cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_inspect),
         cmocka_unit_test(test_export_safetensors),

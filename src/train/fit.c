@@ -578,6 +578,10 @@ static int check_position(const ct_config *cfg, const fit_state *s, ct_err *err)
     int b = s->info.epoch_batches, accum = cfg->train.grad_accum_steps;
     if (b == 0) return 0;
     long long trained = (long long)b * cfg->train.batch_size;
+    /* stopped after the epoch's last batch, which may be a short one */
+    if (b == s->train_batches_used && s->train_batches_used == s->train_batches.n_batches &&
+        trained > s->train.count)
+        trained = s->train.count;
     if (b > s->train_batches_used || s->info.epoch_samples != trained ||
         (b % accum != 0 && b != s->train_batches_used))
         return ct_errorf(err, "%s stopped after %d batches (%lld samples) of epoch %d; resuming "
