@@ -22,6 +22,9 @@
  *    make one step the step over a set with the light classes' samples doubled;
  *  - `data cache`: a fresh cache gives the decoded images' first step; stale or
  *    damaged ones are said and passed over;
+ *  - data.in_memory: false gives the in-memory fits' weights and metrics bit for
+ *    bit (augmented, split, resumed, on any worker count) and eval's report; a
+ *    damaged file stops the fit naming it;
  *  - random_resized_crop and color_jitter: boxes and factors within their ranges
  *    and keyed by (epoch, sample); an epoch's images the same on any thread count;
  *    the validation set the plain centre crops; a resumed fit bit for bit.
@@ -33,6 +36,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -683,6 +687,12 @@ static void test_config_errors(void **state) {
          "on_bad_file"},
         {"  format: folder\n  train_dir: a\n  test_dir: b\n  stratify: true\n",
          "'data.stratify' applies to the validation split; set data.val_split too"},
+        {"  format: folder\n  train_dir: a\n  test_dir: b\n  on_bad_file: skip\n"
+         "  in_memory: false\n",
+         "'data.on_bad_file: skip' needs data.in_memory: true"},
+        {"  train_images: a\n  train_labels: b\n  test_images: c\n  test_labels: d\n"
+         "  in_memory: false\n",
+         "'data.in_memory' applies to image files (format folder or list), not to format idx"},
         {"  format: folder\n  train_dir: a\n  test_dir: b\n  balance: weighted\n",
          "unknown data.balance 'weighted' (did you mean 'weights'?)"},
     };
@@ -694,6 +704,120 @@ static void test_config_errors(void **state) {
                      cases[i].what, r.err);
         ct_test_run_free(&r);
     }
+}
+
+/* The "Epoch NN | Train ... | Val ..." lines of a fit's stdout without their times. */
+static char *epoch_lines(const char *out) {
+    char *keep = calloc(strlen(out) + 1, 1);
+    for (const char *p = strstr(out, "Epoch "); p; p = strstr(p + 1, "\nEpoch ")) {
+        if (*p == '\n') p++;
+        const char *bar = p;
+        for (int k = 0; k < 3 && bar; k++) bar = strstr(bar + 1, " | ");
+        size_t n = bar ? (size_t)(bar - p) : strcspn(p, "\n");
+        strncat(keep, p, n);
+        strcat(keep, "\n");
+    }
+    return keep;
+}
+
+/* Runs fit (args after the config), expecting success; returns its epoch lines and
+ * the weights saved in dir/<out>/model.bin (*n floats). */
+static float *fit_weights(const char *cfg, const char *out, const char *args, char **lines,
+                          size_t *n) {
+    ct_run_result r = run("fit %s/%s.yaml --out %s/%s --epochs 2 --no-progress %s", dir, cfg, dir,
+                          out, args);
+    if (r.status != 0) fail_msg("fit %s %s: exit %d\n%s", cfg, args, r.status, r.err);
+    *lines = epoch_lines(r.out);
+    ct_test_run_free(&r);
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s/model.bin", dir, out);
+    return ct_test_checkpoint_floats(path, n, NULL);
+}
+
+/* data.in_memory: false reads each image when its batch needs it and gives the
+ * samples the in-memory load gives: fits with random_resized_crop, colour jitter
+ * and a validation split (a JPEG folder), and plain resized ones (a PNG folder),
+ * end with the in-memory fit's weights and epoch metrics, bit for bit, on 1 and 3
+ * workers and (the augmented one) after a resume mid-epoch; eval reads the test set
+ * the same way and reports the same; an unreadable training file stops the fit in
+ * one line naming the set and the file, and nothing is saved. */
+static void test_streamed(void **state) {
+    (void)state;
+    ct_test_mnist_subset(dir, 200, 60);
+    char data[4000];
+    subset_data(data, sizeof data);
+    write_cfg("tostream", data);
+    run_ok("data export %s/tostream.yaml --to %s/st-png", dir, dir);
+    run_ok("data export %s/tostream.yaml --to %s/st-jpg --jpeg 95", dir, dir);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/st-jpg/train\n"
+             "  test_dir: %s/st-jpg/test\n  resize: 36\n  val_split: 40\n"
+             "  augment: {random_resized_crop: {scale: [0.4, 1]},\n"
+             "            color_jitter: {brightness: 0.4, contrast: 0.4}}\n", dir, dir);
+    write_cfg("st-aug", data);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/st-png/train\n"
+             "  test_dir: %s/st-png/test\n  resize: 32\n", dir, dir);
+    write_cfg("st-plain", data);
+    const char *cfgs[2] = {"st-aug", "st-plain"};
+    for (int c = 0; c < 2; c++) {
+        const char *args[4] = {"", "data.in_memory=false data.workers=1",
+                               "data.in_memory=false data.workers=3",
+                               "data.in_memory=false train.max_steps=3"};
+        int runs = c == 0 ? 4 : 3;
+        float *w[4];
+        size_t n[4];
+        char *lines[4], out[64];
+        for (int r = 0; r < runs; r++) {
+            snprintf(out, sizeof out, "%s-%d", cfgs[c], r);
+            w[r] = fit_weights(cfgs[c], out, args[r], &lines[r], &n[r]);
+            if (r == 3) { /* stopped after 3 steps: resume it */
+                free(w[r]);
+                free(lines[r]);
+                w[r] = fit_weights(cfgs[c], out, "data.in_memory=false --resume",
+                                   &lines[r], &n[r]);
+                free(lines[r]);
+                lines[r] = strdup(lines[0]); /* a resume prints only its own epochs */
+            }
+        }
+        for (int r = 1; r < runs; r++) {
+            assert_int_equal(n[0], n[r]);
+            if (memcmp(w[0], w[r], n[0] * sizeof *w[0]) != 0)
+                fail_msg("%s, %s: the weights differ from the in-memory fit's", cfgs[c],
+                         args[r]);
+            assert_string_equal(lines[0], lines[r]);
+        }
+        assert_non_null(strstr(lines[0], "Epoch 02 | Train Loss"));
+        for (int r = 0; r < runs; r++) free(w[r]), free(lines[r]);
+    }
+    /* eval of the streamed checkpoint streams the test set, with the same report */
+    char *said[2];
+    for (int r = 0; r < 2; r++) {
+        ct_run_result e = run("eval --checkpoint %s/st-plain-%d/model.bin", dir, r);
+        if (e.status != 0) fail_msg("eval: exit %d\n%s", e.status, e.err);
+        bool streams = strstr(e.err, "read from their files as the batches need them") != NULL;
+        assert_true(streams == (r == 1));
+        const char *loss = strstr(e.out, "Loss: ");
+        assert_non_null(loss);
+        said[r] = strndup(loss, strcspn(loss, "\n"));
+        ct_test_run_free(&e);
+    }
+    assert_string_equal(said[0], said[1]);
+    free(said[0]), free(said[1]);
+    /* a damaged training file, found when its batch comes */
+    char bad[800];
+    glob_t g;
+    snprintf(bad, sizeof bad, "%s/st-png/train/3/*.png", dir);
+    assert_int_equal(glob(bad, 0, NULL, &g), 0);
+    snprintf(bad, sizeof bad, "%s", g.gl_pathv[0]);
+    globfree(&g);
+    ct_test_write_file(bad, "not an image", 12);
+    ct_run_result r = run("fit %s/st-plain.yaml --out %s/st-bad data.in_memory=false "
+                          "--no-progress", dir, dir);
+    if (r.status != 1 || ct_test_count_lines(r.err) != 3 || !strstr(r.err, bad) ||
+        !strstr(r.err, "error: data.train_dir: ") || !strstr(r.err, "data.in_memory: false"))
+        fail_msg("exit %d, want 1 and the damaged file named:\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    snprintf(bad, sizeof bad, "%s/st-bad/model.bin", dir);
+    assert_null(fopen(bad, "r"));
 }
 
 /* data inspect: counts per class, sizes and formats of a folder with a JPEG of
@@ -1222,6 +1346,7 @@ int main(void) {
         cmocka_unit_test(test_rrc_boxes),
         cmocka_unit_test(test_color_jitter),
         cmocka_unit_test(test_epoch_images),
+        cmocka_unit_test(test_streamed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,7 +1,9 @@
 /* test_loader.c: the double-buffered batch loader (src/data/loader.c) on small
  * in-memory datasets: coverage, seeded order, partial batches, normalization,
- * abandoning an epoch and destroying mid-epoch; the class-balanced sampler. Sample identity is encoded in the
- * pixels (px0 = id & 255, px1 = id >> 8), so x and y can be checked together. */
+ * abandoning an epoch and destroying mid-epoch; the class-balanced sampler; a
+ * sample source and its failures; starting into an epoch. Sample identity is
+ * encoded in the pixels (px0 = id & 255, px1 = id >> 8), so x and y can be checked
+ * together. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +11,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -394,6 +397,120 @@ static void test_balanced_sampler(void **state) {
     ct_class_index_free(&ix);
 }
 
+/* A sample source (ct_loader_set_source): sample i's pixels are the fixture's with
+ * epoch added to each byte; it fails for the samples in fail[0..n_fail). */
+typedef struct source_ctx {
+    const ct_dataset *ds;
+    int fail[3], n_fail;
+} source_ctx;
+
+static int test_source(void *ctx, uint32_t epoch, int index, uint8_t *out, ct_err *err) {
+    const source_ctx *c = ctx;
+    for (int k = 0; k < c->n_fail; k++)
+        if (c->fail[k] == index) return ct_errorf(err, "cannot make sample %d", index);
+    for (int p = 0; p < ROWS * COLS; p++)
+        out[p] = (uint8_t)(c->ds->images[(size_t)index * ROWS * COLS + p] + epoch);
+    return 0;
+}
+
+/* With a source, each row's pixels are the source's for the batch's epoch, on 1 and
+ * on 3 threads alike, with the labels of the dataset's samples. A sample the source
+ * fails for ends the epoch at its batch: ct_loader_next gives -1 there, with the
+ * message of the batch's first failing row, and the next epoch starts afresh. */
+static void test_source_batches(void **state) {
+    (void)state;
+    const int N = 300, BS = 64;
+    ct_dataset *ds = make_ds(N, 7);
+    source_ctx c = {.ds = ds};
+    for (int threads = 1; threads <= 3; threads += 2) {
+        ct_loader *l = make_loader(ds, BS, true, 11);
+        ct_err err = {{0}};
+        assert_int_equal(ct_loader_set_source(l, test_source, &c, threads, &err), 0);
+        for (int epoch = 0; epoch < 2; epoch++) {
+            ct_loader_start_epoch(l, epoch);
+            ct_batch b;
+            int seen = 0;
+            while (ct_loader_next(l, &b) == 1)
+                for (int r = 0; r < b.n; r++, seen++) {
+                    const float *x = b.x + (size_t)r * ROWS * COLS;
+                    int id = ((int)lroundf(x[0]) - epoch) & 255;
+                    int hi = ((int)lroundf(x[1]) - epoch) & 255;
+                    id += 256 * hi;
+                    assert_true(id >= 0 && id < N);
+                    assert_int_equal(b.y[r], id % 7);
+                    for (int p = 2; p < ROWS * COLS; p++)
+                        assert_int_equal((int)lroundf(x[p]),
+                                         (uint8_t)(ds->images[(size_t)id * ROWS * COLS + p] +
+                                                   epoch));
+                }
+            assert_int_equal(seen, N);
+        }
+        /* failures: find batch 2's rows, fail two of them */
+        int32_t order[300];
+        ct_epoch_order(11, 2, true, N, order);
+        c.fail[0] = order[2 * BS + 40];
+        c.fail[1] = order[2 * BS + 5];
+        c.n_fail = 2;
+        ct_loader_start_epoch(l, 2);
+        ct_batch b;
+        assert_int_equal(ct_loader_next(l, &b), 1);
+        assert_int_equal(ct_loader_next(l, &b), 1);
+        assert_int_equal(ct_loader_next(l, &b), -1);
+        char want[64];
+        snprintf(want, sizeof want, "cannot make sample %d", order[2 * BS + 5]);
+        assert_string_equal(ct_loader_error(l), want);
+        assert_int_equal(ct_loader_next(l, &b), 0); /* the epoch ended there */
+        c.n_fail = 0;
+        ct_loader_start_epoch(l, 2);
+        int batches = 0;
+        while (ct_loader_next(l, &b) == 1) batches++;
+        assert_int_equal(batches, (N + BS - 1) / BS);
+        ct_loader_destroy(l);
+    }
+}
+
+/* Counts the samples it makes (the fixture's pixels as they are). */
+static int counting_source(void *ctx, uint32_t epoch, int index, uint8_t *out, ct_err *err) {
+    (void)epoch, (void)err;
+    int *made = ctx;
+    __atomic_add_fetch(made, 1, __ATOMIC_RELAXED);
+    memcpy(out, g_fx.images + (size_t)index * ROWS * COLS, ROWS * COLS);
+    return 0;
+}
+
+/* ct_loader_start_epoch_at: the epoch goes on from the batch asked for, with the
+ * batches a full epoch gives there; the ones before are never made (a source is
+ * asked for the rest of the epoch's samples only). Starting past every batch ends
+ * the epoch at once. */
+static void test_start_epoch_at(void **state) {
+    (void)state;
+    const int N = 250, BS = 32; /* 8 batches, the last of 26 */
+    ct_dataset *ds = make_ds(N, 5);
+    ct_loader *full = make_loader(ds, BS, true, 3), *part = make_loader(ds, BS, true, 3);
+    int made = 0;
+    ct_err err = {{0}};
+    assert_int_equal(ct_loader_set_source(part, counting_source, &made, 2, &err), 0);
+    ct_loader_start_epoch(full, 1);
+    ct_loader_start_epoch_at(part, 1, 5);
+    ct_batch a, b;
+    for (int k = 0; k < 5; k++) assert_int_equal(ct_loader_next(full, &a), 1);
+    for (int k = 5; k < 8; k++) {
+        assert_int_equal(ct_loader_next(full, &a), 1);
+        assert_int_equal(ct_loader_next(part, &b), 1);
+        assert_int_equal(b.index, k);
+        assert_int_equal(a.n, b.n);
+        assert_int_equal(a.first_pos, b.first_pos);
+        assert_memory_equal(a.x, b.x, (size_t)a.n * ROWS * COLS * sizeof(float));
+        assert_memory_equal(a.y, b.y, (size_t)a.n * sizeof(int32_t));
+    }
+    assert_int_equal(ct_loader_next(part, &b), 0);
+    assert_int_equal(made, 2 * BS + 26);
+    ct_loader_start_epoch_at(part, 2, 8);
+    assert_int_equal(ct_loader_next(part, &b), 0);
+    ct_loader_destroy(full);
+    ct_loader_destroy(part);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partial_batches),
@@ -408,6 +525,8 @@ int main(void) {
         cmocka_unit_test(test_shard_range_partitions),
         cmocka_unit_test(test_shards_concatenate_to_the_batch),
         cmocka_unit_test(test_balanced_sampler),
+        cmocka_unit_test(test_source_batches),
+        cmocka_unit_test(test_start_epoch_at),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include "data/idx.h"
 #include "io/checkpoint.h"
 #include "io/json_write.h"
+#include "train/data_stream.h"
 #include "train/datasets.h"
 #include "train/evaluate.h"
 #include "train/model.h"
@@ -95,6 +96,7 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     ct_checkpoint ck;
     ct_config cfg;
     ct_dataset ds = {0};
+    ct_image_source *src = NULL; /* data.in_memory false: where ds's pixels come from */
     ct_batches bt = {0};
     ct_model *m = NULL;
     long long *conf = NULL;
@@ -103,15 +105,23 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     if (ct_checkpoint_read(a->checkpoint, &ck, err) != 0) return -1;
     if (config_from_checkpoint(&ck, a, &cfg, err) != 0) goto out;
     const char *images = a->images ? a->images : cfg.data.test_images;
-    if (ct_data_load_test(&cfg, stderr, a->images, a->labels, &ds, err) != 0) goto out;
+    /* data.in_memory false: the test images read per batch (the --data files are IDX) */
+    bool streamed = ct_data_is_image_files(&cfg.data) && !cfg.data.in_memory && !a->images;
+    if (streamed ? ct_data_stream_test(&cfg, stderr, &src, &ds, err) != 0
+                 : ct_data_load_test(&cfg, stderr, a->images, a->labels, &ds, err) != 0)
+        goto out;
     ct_device_choice dev;
     if (ct_device_select(&cfg.device, &dev, err) != 0) goto out;
     if (dev.notice[0]) fprintf(stderr, "ctrain: %s\n", dev.notice);
-    ct_model_req req = {.training = false, .batch = cfg.train.batch_size, .datasets = {NULL, &ds}};
+    ct_model_req req = {.training = false, .batch = cfg.train.batch_size,
+                        .datasets = {NULL, streamed ? NULL : &ds}};
     if (ct_model_create(&cfg, &dev, &req, &m, err) != 0) goto out;
     if (ct_model_bind(m, err) != 0) goto out;
     ct_pixel_prep prep = ct_data_prep(&cfg, false);
-    if (ct_batches_open(&bt, m, 1, &ds, false, 0, &prep, NULL, err) != 0) goto out;
+    if (ct_batches_open(&bt, m, streamed ? -1 : 1, &ds, false, 0, &prep, NULL, err) != 0 ||
+        (streamed &&
+         ct_batches_set_source(&bt, ct_image_source_sample, src, cfg.data.workers, err) != 0))
+        goto out;
     if (ct_model_load_params(m, &ck, a->checkpoint, false, err) != 0) goto out;
     int K = cfg.data.num_classes;
     conf = calloc((size_t)K * K, sizeof *conf);
@@ -131,6 +141,8 @@ out:
     ct_batches_close(&bt);
     ct_model_destroy(m);
     ct_dataset_free(&ds);
+    ct_image_source_free(src);
+    free(src);
     ct_config_free(&cfg);
     ct_checkpoint_free(&ck);
     return rc;

@@ -224,6 +224,9 @@ static int advise(const ct_model *m, const ct_config *cfg, const ct_device_choic
 static int load_sets(const ct_config *cfg, ct_dataset *train, ct_dataset *val, ct_dataset *test,
                      const ct_dataset **sets, ct_err *err) {
     bool has_val = false;
+    sets[0] = sets[1] = NULL;
+    if (ct_data_is_image_files(&cfg->data) && !cfg->data.in_memory)
+        return 0; /* read per batch: none is kept on the device */
     if (ct_data_load_train(cfg, NULL, train, val, &has_val, err) != 0 ||
         ct_data_load_test(cfg, NULL, NULL, NULL, test, err) != 0)
         return -1;

@@ -222,6 +222,11 @@ typedef struct ct_data_cfg {
                             resampled to H x W (data/image_convert.h) */
     int workers;         /* decoding threads; 0 (default): one per core */
     bool skip_bad_files; /* on_bad_file: skip (report and leave out) or fail (default) */
+    /* true (default): the images are decoded once, when the fit starts, and kept in
+     * memory; false: read from their files as the batches need them, by the
+     * loader's workers while the step before runs (data/image_source.h), for sets
+     * larger than memory; the same samples either way */
+    bool in_memory;
 } ct_data_cfg;
 
 /* Whether d's data are image files (format folder or list). */

@@ -67,6 +67,7 @@ int ct_config_full_text(const ct_config *cfg, char **out, ct_err *err) {
         ct_edit_list_add(&a, "data.resize", "%d", d->resize);
         ct_edit_list_add(&a, "data.workers", "%d", d->workers);
         ct_edit_list_add(&a, "data.on_bad_file", "%s", d->skip_bad_files ? "skip" : "fail");
+        ct_edit_list_add(&a, "data.in_memory", "%s", tf(d->in_memory));
     }
     if (d->val_split > 0) ct_edit_list_add(&a, "data.stratify", "%s", tf(d->stratify));
     ct_edit_list_add(&a, "data.balance", "%s", ct_data_balance_name(d->balance));

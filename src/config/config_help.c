@@ -44,6 +44,8 @@ static const ct_key_help help[] = {
      "folder/list: shorter side to this, then the centre model.input crop"},
     {"data.workers", "int >= 0", "0 (one per core)", "folder/list: decoding threads"},
     {"data.on_bad_file", "fail|skip", "fail", "folder/list: an unreadable image stops or is left out"},
+    {"data.in_memory", "bool", "true",
+     "folder/list: decode once and keep in memory, or read files as batches need them"},
     {"data.layout", "nchw|nhwc", "by model.input", "a 4-d IDX file's layout when C == H == W"},
     {"data.val_split", "fraction in (0, 1) or count >= 1", "0 (none)",
      "held out of the training set as the epochs' validation set"},

@@ -167,14 +167,15 @@ static int ct_walk_schedule(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg)
 enum { D_TRAIN_IMAGES, D_TRAIN_LABELS, D_TEST_IMAGES, D_TEST_LABELS, D_NUM_CLASSES,
        D_NORMALIZE, D_SHUFFLE, D_FORMAT, D_LAYOUT, D_VAL_SPLIT, D_AUGMENT, D_CLASS_NAMES,
        D_TRAIN_DIR, D_TEST_DIR, D_TRAIN_LIST, D_TEST_LIST, D_RESIZE, D_WORKERS, D_ON_BAD_FILE,
-       D_STRATIFY, D_BALANCE };
+       D_STRATIFY, D_BALANCE, D_IN_MEMORY };
 static const char *const ct_data_keys[] = {"train_images", "train_labels", "test_images",
                                            "test_labels",  "num_classes",  "normalize",
                                            "shuffle",      "format",       "layout",
                                            "val_split",    "augment",      "class_names",
                                            "train_dir",    "test_dir",     "train_list",
                                            "test_list",    "resize",       "workers",
-                                           "on_bad_file",  "stratify",     "balance"};
+                                           "on_bad_file",  "stratify",     "balance",
+                                           "in_memory"};
 static const char *const ct_bad_file_names[] = {"fail", "skip"};
 static const char *const ct_data_layout_names[] = {"auto", "nchw", "nhwc"};
 
@@ -400,7 +401,7 @@ static int ct_data_check_format_keys(const ct_yaml_ctx *ctx, const ct_map_view *
     if (ct_map_require(ctx, v, "data", ct_data_keys, train) ||
         ct_map_require(ctx, v, "data", ct_data_keys, test))
         return -1;
-    static const int file_keys[] = {D_RESIZE, D_WORKERS, D_ON_BAD_FILE};
+    static const int file_keys[] = {D_RESIZE, D_WORKERS, D_ON_BAD_FILE, D_IN_MEMORY};
     for (size_t i = 0; !files && i < CT_COUNT(file_keys); i++)
         if (v->key[file_keys[i]])
             return ct_node_error(ctx, v->key[file_keys[i]], "'data.%s' applies to image files "
@@ -469,6 +470,14 @@ static int ct_walk_data(ct_yaml_ctx *ctx, yaml_node_t *node, ct_config *cfg) {
             return -1;
         d->skip_bad_files = m == 1;
     }
+    if (v.val[D_IN_MEMORY] &&
+        ct_get_bool(ctx, v.val[D_IN_MEMORY], "data.in_memory", &d->in_memory))
+        return -1;
+    if (!d->in_memory && d->skip_bad_files)
+        return ct_node_error(ctx, v.key[D_IN_MEMORY] ? v.key[D_IN_MEMORY] : v.key[D_ON_BAD_FILE],
+                             "'data.on_bad_file: skip' needs data.in_memory: true (with false "
+                             "the images are read as the batches need them; `ctrain data "
+                             "inspect` lists the unreadable ones)");
     if (v.val[D_NUM_CLASSES] && ct_get_int(ctx, v.val[D_NUM_CLASSES], "data.num_classes", 2,
                                            CT_WIDTH_MAX, &d->num_classes))
         return -1;

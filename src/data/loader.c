@@ -1,8 +1,10 @@
 /* loader.c: double-buffered batches prepared by one background thread.
  *
  * Owns the permutation, two batch slots (float x [cap,C,rows,cols], int32 y [cap],
- * cap = min(batch_size, count)) and the producer thread; all allocated in
- * ct_loader_open, nothing afterwards. Batch k of an epoch lives in slot k % 2.
+ * cap = min(batch_size, count)) and the producer thread, all allocated in
+ * ct_loader_open, and with a source (ct_loader_set_source) one uint8 batch of its
+ * pixels; nothing afterwards. Batch k of an epoch lives in slot k % 2. A source's
+ * rows are made on ct_parallel_for's threads inside the producer's fill.
  *
  * Protocol, all counters guarded by mu and reset by ct_loader_start_epoch:
  *   produced  batches 0..produced-1 are filled;
@@ -18,11 +20,13 @@
  */
 #include "data/loader.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/parallel.h"
 #include "common/philox.h"
 
 struct ct_loader {
@@ -36,6 +40,11 @@ struct ct_loader {
     float lut[CT_MAX_CHANNELS][256]; /* [C][p]: normalized value of pixel byte p */
     size_t sample_px; /* channels * rows * cols */
     float *x[2];      /* [cap, C, rows, cols] */
+    ct_sample_fn source; /* NULL: the pixels are ds->images */
+    void *source_ctx;
+    int source_threads;
+    uint8_t *px;      /* [cap, C, rows, cols]: the source's rows of the batch in the
+                         making (the producer's alone) */
     int32_t *y[2];    /* [cap] */
     int32_t *perm;    /* [count]: sample index at each epoch position */
 
@@ -47,6 +56,8 @@ struct ct_loader {
     int epoch;               /* of the current perm (set while the producer is idle) */
     bool active, busy, quit;
     int produced, consumed, released;
+    int failed_batch;        /* -1, or the batch the source failed for (its epoch) */
+    ct_err failure;          /* the source's message for it */
 };
 
 void ct_shard_range(int n_global, int rank, int count, int *offset, int *n) {
@@ -67,27 +78,72 @@ static void shard_of(const ct_loader *l, int k, int *offset, int *n) {
     ct_shard_range(batch_count(l, k), l->shard_rank, l->shard_count, offset, n);
 }
 
-/* Writes batch k (per the current perm) into slot k % 2. Runs without the lock. */
-static void fill_batch(ct_loader *l, int k) {
+/* Row i of a batch (sample idx) from its pixels px into x. */
+static void prep_row(const ct_loader *l, const uint8_t *px, int idx, float *x) {
+    const ct_dataset *ds = l->ds;
+    bool augment = ct_prep_augments(&l->prep);
+    ct_aug_draw d = {0};
+    if (augment)
+        d = ct_aug_draw_for(&l->prep, ds->rows, ds->cols, (uint32_t)l->epoch, (uint32_t)idx);
+    ct_prep_sample(px, ds->channels, ds->rows, ds->cols, (const float(*)[256])l->lut,
+                   augment ? &d : NULL, l->prep.crop, x);
+}
+
+/* A batch's rows from the source, on the source's threads. */
+typedef struct source_job {
+    ct_loader *l;
+    const int32_t *idx;
+    float *x;
+    pthread_mutex_t mu;
+    int failed_row; /* the lowest row the source failed for, or INT_MAX */
+    ct_err err;     /* its message */
+} source_job;
+
+static void source_row(void *ctx, int i) {
+    source_job *j = ctx;
+    ct_loader *l = j->l;
+    uint8_t *px = l->px + (size_t)i * l->sample_px;
+    ct_err err = {{0}};
+    if (l->source(l->source_ctx, (uint32_t)l->epoch, j->idx[i], px, &err) != 0) {
+        pthread_mutex_lock(&j->mu);
+        if (i < j->failed_row) {
+            j->failed_row = i;
+            j->err = err;
+        }
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
+    prep_row(l, px, j->idx[i], j->x + (size_t)i * l->sample_px);
+}
+
+/* Writes batch k (per the current perm) into slot k % 2; 0, or -1 with err when
+ * the source failed. Runs without the lock. */
+static int fill_batch(ct_loader *l, int k, ct_err *err) {
     int off, n, s = k % 2;
     shard_of(l, k, &off, &n);
     const int32_t *idx = l->perm + (size_t)k * l->batch_size + off;
     const ct_dataset *ds = l->ds;
-    bool augment = ct_prep_augments(&l->prep);
-    for (int i = 0; i < n; i++) {
-        ct_aug_draw d = {0};
-        if (augment)
-            d = ct_aug_draw_for(&l->prep, ds->rows, ds->cols, (uint32_t)l->epoch,
-                                (uint32_t)idx[i]);
-        ct_prep_sample(ds->images + (size_t)idx[i] * l->sample_px, ds->channels, ds->rows,
-                       ds->cols, (const float(*)[256])l->lut, augment ? &d : NULL, l->prep.crop,
-                       l->x[s] + (size_t)i * l->sample_px);
-        l->y[s][i] = ds->labels[idx[i]];
+    for (int i = 0; i < n; i++) l->y[s][i] = ds->labels[idx[i]];
+    if (!l->source) {
+        if (!ds->images)
+            return ct_errorf(err, "data loader: a dataset without pixels and no source");
+        for (int i = 0; i < n; i++)
+            prep_row(l, ds->images + (size_t)idx[i] * l->sample_px, idx[i],
+                     l->x[s] + (size_t)i * l->sample_px);
+        return 0;
     }
+    source_job j = {.l = l, .idx = idx, .x = l->x[s], .failed_row = INT_MAX};
+    pthread_mutex_init(&j.mu, NULL);
+    ct_parallel_for(n, l->source_threads, source_row, &j);
+    pthread_mutex_destroy(&j.mu);
+    if (j.failed_row == INT_MAX) return 0;
+    *err = j.err;
+    return -1;
 }
 
 static bool has_work(const ct_loader *l) {
-    return l->active && l->produced < l->n_batches && l->produced < l->released + 2;
+    return l->active && l->failed_batch < 0 && l->produced < l->n_batches &&
+           l->produced < l->released + 2;
 }
 
 static void *producer_main(void *arg) {
@@ -100,10 +156,17 @@ static void *producer_main(void *arg) {
         unsigned gen = l->generation;
         l->busy = true;
         pthread_mutex_unlock(&l->mu);
-        fill_batch(l, k);
+        ct_err err = {{0}};
+        int rc = fill_batch(l, k, &err);
         pthread_mutex_lock(&l->mu);
         l->busy = false;
-        if (gen == l->generation) l->produced++;
+        if (gen == l->generation) {
+            l->produced++;
+            if (rc != 0) {
+                l->failed_batch = k;
+                l->failure = err;
+            }
+        }
         pthread_cond_broadcast(&l->ready_cv);
     }
     pthread_mutex_unlock(&l->mu);
@@ -135,7 +198,7 @@ void ct_loader_set_balanced(ct_loader *l, const ct_class_index *ix) { l->balance
 
 static int check_args(const ct_dataset *ds, int batch_size, const ct_pixel_prep *p,
                       ct_err *err) {
-    if (!ds || !ds->images || !ds->labels || ds->count < 1 || ds->rows < 1 || ds->cols < 1 ||
+    if (!ds || !ds->labels || ds->count < 1 || ds->rows < 1 || ds->cols < 1 ||
         ds->channels < 1 || ds->channels > CT_MAX_CHANNELS)
         return ct_errorf(err, "data loader: empty or invalid dataset");
     if (batch_size < 1)
@@ -173,6 +236,7 @@ static void free_buffers(ct_loader *l) {
         free(l->y[s]);
     }
     free(l->perm);
+    free(l->px);
 }
 
 static int alloc_buffers(ct_loader *l, ct_err *err) {
@@ -231,6 +295,7 @@ int ct_loader_open(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t 
     l->seed = seed;
     l->sample_px = (size_t)ds->channels * (size_t)ds->rows * (size_t)ds->cols;
     l->prep = *prep;
+    l->failed_batch = -1;
     ct_prep_lut(&l->prep, l->lut);
     if (alloc_buffers(l, err) || start_thread(l, err)) {
         free_buffers(l);
@@ -241,12 +306,29 @@ int ct_loader_open(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t 
     return 0;
 }
 
+int ct_loader_set_source(ct_loader *l, ct_sample_fn fn, void *ctx, int threads, ct_err *err) {
+    size_t cap = (size_t)(l->batch_size < l->ds->count ? l->batch_size : l->ds->count);
+    free(l->px);
+    l->px = malloc(cap * l->sample_px); /* alloc_buffers checked cap * sample_px * 4 */
+    if (!l->px) return ct_errorf(err, "data loader: out of memory for a batch of pixels");
+    l->source = fn;
+    l->source_ctx = ctx;
+    l->source_threads = threads;
+    return 0;
+}
+
+const char *ct_loader_error(const ct_loader *l) { return l->failure.msg; }
+
 void ct_loader_set_shard(ct_loader *l, int rank, int count) {
     l->shard_rank = rank;
     l->shard_count = count;
 }
 
-void ct_loader_start_epoch(ct_loader *l, int epoch) {
+void ct_loader_start_epoch(ct_loader *l, int epoch) { ct_loader_start_epoch_at(l, epoch, 0); }
+
+void ct_loader_start_epoch_at(ct_loader *l, int epoch, int first) {
+    if (first < 0) first = 0;
+    if (first > l->n_batches) first = l->n_batches;
     pthread_mutex_lock(&l->mu);
     l->active = false;
     l->generation++;
@@ -257,7 +339,8 @@ void ct_loader_start_epoch(ct_loader *l, int epoch) {
     l->epoch = epoch;
 
     pthread_mutex_lock(&l->mu);
-    l->produced = l->consumed = l->released = 0;
+    l->produced = l->consumed = l->released = first;
+    l->failed_batch = -1;
     l->active = true;
     pthread_cond_signal(&l->work_cv);
     pthread_mutex_unlock(&l->mu);
@@ -273,6 +356,11 @@ int ct_loader_next(ct_loader *l, ct_batch *b) {
     pthread_cond_signal(&l->work_cv);
     while (l->produced <= l->consumed) pthread_cond_wait(&l->ready_cv, &l->mu);
     int k = l->consumed++;
+    if (k == l->failed_batch) {
+        l->active = false; /* the epoch ends here */
+        pthread_mutex_unlock(&l->mu);
+        return -1;
+    }
     pthread_mutex_unlock(&l->mu);
 
     b->x = l->x[k % 2];

@@ -34,7 +34,7 @@ typedef struct ct_batch {
 typedef struct ct_loader ct_loader;
 
 /* ds must outlive the loader. prep->channels must equal ds->channels; prep is
- * copied. */
+ * copied. ds->images may be NULL when a source is set before the first epoch. */
 int ct_loader_open(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t seed,
                    const ct_pixel_prep *prep, ct_loader **out, ct_err *err);
 
@@ -61,13 +61,29 @@ void ct_shard_range(int n_global, int rank, int count, int *offset, int *n);
  * the first ct_loader_start_epoch. */
 void ct_loader_set_balanced(ct_loader *l, const ct_class_index *ix);
 
+/* Where the loader's uint8 samples come from instead of ds->images: fn(ctx, epoch,
+ * index, out, err) writes sample `index`'s pixels [C, rows, cols] as epoch `epoch`
+ * has them and returns 0, or -1 with err set. The producer calls it for each row
+ * of the batch it fills, on `threads` threads of its own (data/parallel.h; 0: one
+ * per core), while the caller trains on the batch before; fn must give the same
+ * pixels on any thread. Call before the first ct_loader_start_epoch. */
+typedef int (*ct_sample_fn)(void *ctx, uint32_t epoch, int index, uint8_t *out, ct_err *err);
+int ct_loader_set_source(ct_loader *l, ct_sample_fn fn, void *ctx, int threads, ct_err *err);
+
 /* Starts epoch `epoch` (0-based): the permutation depends only on (seed, epoch),
  * and so does each sample's augmentation (with its index). */
 void ct_loader_start_epoch(ct_loader *l, int epoch);
+/* The same, the epoch starting at batch `first` (a resumed epoch, 0 <= first <= the
+ * epoch's batches): the batches before it are never made. */
+void ct_loader_start_epoch_at(ct_loader *l, int epoch, int first);
 
 /* Waits for the next batch of the current epoch. Returns 1 with *b filled, 0 at
- * the end of the epoch. The batch stays valid until the next call. */
+ * the end of the epoch, -1 when the source failed for this batch (ct_loader_error
+ * says why; the epoch ends there). The batch stays valid until the next call. */
 int ct_loader_next(ct_loader *l, ct_batch *b);
+/* Why the last ct_loader_next gave -1: the source's message for the batch's first
+ * failing row. */
+const char *ct_loader_error(const ct_loader *l);
 
 int ct_loader_batches_per_epoch(const ct_loader *l);
 

@@ -52,10 +52,27 @@ int ct_batches_refresh(ct_batches *bt, ct_err *err) {
                                             bt->ds->count, err);
 }
 
+int ct_batches_set_source(ct_batches *bt, ct_sample_fn fn, void *ctx, int threads, ct_err *err) {
+    if (!bt->loader) return ct_errorf(err, "a sample source needs the host loader");
+    return ct_loader_set_source(bt->loader, fn, ctx, threads, err);
+}
+
+/* ct_loader_next, its failure into err. */
+static int loader_next(ct_batches *bt, ct_batch *b, ct_err *err) {
+    int r = ct_loader_next(bt->loader, b);
+    return r < 0 ? ct_errorf(err, "%s", ct_loader_error(bt->loader)) : r;
+}
+
 int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err) {
-    bt->next = 0;
+    return ct_batches_start_epoch_at(bt, epoch, 0, err);
+}
+
+int ct_batches_start_epoch_at(ct_batches *bt, int epoch, int first, ct_err *err) {
+    if (first < 0 || first > bt->n_batches)
+        return ct_errorf(err, "cannot start at batch %d of an epoch's %d", first, bt->n_batches);
+    bt->next = first;
     if (bt->loader) {
-        ct_loader_start_epoch(bt->loader, epoch);
+        ct_loader_start_epoch_at(bt->loader, epoch, first);
         return 0;
     }
     if (bt->balanced)
@@ -70,7 +87,8 @@ int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err) {
     const ct_backend_vt *vt = bt->m->device.vt;
     if (bt->loader) {
         ct_batch b;
-        if (!ct_loader_next(bt->loader, &b)) return 0;
+        int r = loader_next(bt, &b, err);
+        if (r <= 0) return r;
         *n = b.n;
         *index = b.index;
         bt->last_global = b.n_global;
@@ -86,20 +104,6 @@ int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err) {
     *index = bt->next++;
     if (*n == 0) return 1;
     return vt->load_batch_range(bt->m->be, bt->slot, start + off, *n, err) == 0 ? 1 : -1;
-}
-
-int ct_batches_skip(ct_batches *bt, int count, ct_err *err) {
-    if (count < 0 || count > bt->n_batches)
-        return ct_errorf(err, "cannot skip %d of an epoch's %d batches", count, bt->n_batches);
-    if (!bt->loader) {
-        bt->next = count;
-        return 0;
-    }
-    ct_batch b; /* the host loader makes batches in order: drop the first `count` */
-    for (int k = 0; k < count; k++)
-        if (!ct_loader_next(bt->loader, &b))
-            return ct_errorf(err, "the loader ended after %d of %d batches", k, count);
-    return 0;
 }
 
 void ct_batches_close(ct_batches *bt) {

@@ -43,7 +43,8 @@ typedef struct ct_batches {
                               (what load_batch / load_batch_range were given) */
 } ct_batches;
 
-/* ds must outlive bt; m must be bound. shard: NULL for a single process. prep: how
+/* ds must outlive bt; m must be bound; ds->images may be NULL on the host path
+ * when a source follows (ct_batches_set_source). shard: NULL for a single process. prep: how
  * the host loader turns pixels into floats (the device path uses the model's).
  * slot -1: always the host loader (a dataset the model planned no room for). */
 int ct_batches_open(ct_batches *bt, ct_model *m, int slot, const ct_dataset *ds, bool shuffle,
@@ -56,16 +57,19 @@ int ct_batches_set_balanced(ct_batches *bt, ct_err *err);
 /* After bt's dataset's pixels changed (a new epoch's images): the device's copy made
  * anew (a backend that keeps the host's arrays does nothing more). Between epochs. */
 int ct_batches_refresh(ct_batches *bt, ct_err *err);
+/* The host loader's pixels come from fn (data/loader.h ct_loader_set_source), made
+ * for each batch while the step before runs; bt must be on the host path (slot -1;
+ * its dataset may then have no pixels). Before the first epoch. */
+int ct_batches_set_source(ct_batches *bt, ct_sample_fn fn, void *ctx, int threads, ct_err *err);
 int ct_batches_start_epoch(ct_batches *bt, int epoch, ct_err *err);
+/* The same, ct_batches_next giving batch `first` next (a resumed epoch; 0 <= first <=
+ * the epoch's batches); the batches before it are neither made nor loaded. */
+int ct_batches_start_epoch_at(ct_batches *bt, int epoch, int first, ct_err *err);
 /* Loads the next batch into the model: 1 with *n rows (this shard's, possibly 0
  * with data parallelism; bt->last_global has the whole batch's, bt->first_pos the
  * epoch position of this shard's first row, the dropout key) and *index, 0 at the
- * end of the epoch, -1 on error. */
+ * end of the epoch, -1 on error (the source's message, with one). */
 int ct_batches_next(ct_batches *bt, int *n, int *index, ct_err *err);
-/* After ct_batches_start_epoch: moves past the epoch's first `count` batches, so that
- * ct_batches_next gives batch `count` next (a resumed epoch). Nothing is loaded into
- * the model on the device path. */
-int ct_batches_skip(ct_batches *bt, int count, ct_err *err);
 void ct_batches_close(ct_batches *bt);
 
 #endif

@@ -35,7 +35,7 @@ ct_pixel_prep ct_data_prep(const ct_config *cfg, bool train) {
     return p;
 }
 
-static int check_channels(const ct_config *cfg, ct_err *err) {
+int ct_data_check_channels(const ct_config *cfg, ct_err *err) {
     if (cfg->input_c <= CT_MAX_CHANNELS) return 0;
     return ct_errorf(err, "model.input has %d channels; image data has at most %d", cfg->input_c,
                      CT_MAX_CHANNELS);
@@ -199,7 +199,7 @@ int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_da
     ct_dataset all;
     memset(val, 0, sizeof *val);
     *has_val = false;
-    if (check_channels(cfg, err)) return -1;
+    if (ct_data_check_channels(cfg, err)) return -1;
     int rc;
     if (ct_data_is_image_files(d))
         rc = load_image_files(cfg, true, log, true, NULL, &all, err);
@@ -224,7 +224,7 @@ int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_da
     return 0;
 }
 
-static ct_image_aug image_aug_of(const ct_config *cfg) {
+ct_image_aug ct_data_image_aug(const ct_config *cfg) {
     const ct_data_cfg *d = &cfg->data;
     ct_image_aug a = {.seed = cfg->train.seed, .rrc = d->rrc};
     memcpy(a.scale, d->rrc_scale, sizeof a.scale);
@@ -297,7 +297,7 @@ static int load_kept_images(const ct_config *cfg, FILE *log, ct_epoch_images *e,
 int ct_data_load_fit(const ct_config *cfg, FILE *log, ct_dataset *train, ct_dataset *val,
                      bool *has_val, ct_epoch_images **epochs, ct_err *err) {
     const ct_data_cfg *d = &cfg->data;
-    ct_image_aug aug = image_aug_of(cfg);
+    ct_image_aug aug = ct_data_image_aug(cfg);
     *epochs = NULL;
     if (!ct_data_is_image_files(d) || !ct_image_aug_on(&aug))
         return ct_data_load_train(cfg, log, train, val, has_val, err);
@@ -310,7 +310,7 @@ int ct_data_load_fit(const ct_config *cfg, FILE *log, ct_dataset *train, ct_data
     e->workers = d->workers;
     memset(val, 0, sizeof *val);
     *has_val = false;
-    int rc = check_channels(cfg, err);
+    int rc = ct_data_check_channels(cfg, err);
     if (rc == 0 && aug.rrc) {
         rc = load_kept_images(cfg, log, e, train, val, has_val, err);
     } else if (rc == 0) { /* colour jitter alone: of the decoded images, kept as they are */
@@ -345,7 +345,7 @@ int ct_data_load_test(const ct_config *cfg, FILE *log, const char *images, const
     const ct_data_cfg *d = &cfg->data;
     ct_image_spec want = spec_of(cfg);
     memset(test, 0, sizeof *test);
-    if (check_channels(cfg, err)) return -1;
+    if (ct_data_check_channels(cfg, err)) return -1;
     if (d->format != CT_DATA_IDX && (images || labels)) {
         return ct_errorf(err, "--data takes IDX image and label files; this model's "
                          "data.format is %s", ct_data_format_name(d->format));

@@ -55,6 +55,12 @@ int ct_data_load_train(const ct_config *cfg, FILE *log, ct_dataset *train, ct_da
 int ct_data_load_fit(const ct_config *cfg, FILE *log, ct_dataset *train, ct_dataset *val,
                      bool *has_val, ct_epoch_images **epochs, ct_err *err);
 
+/* Fails when model.input has more channels than image data can (CT_MAX_CHANNELS). */
+int ct_data_check_channels(const ct_config *cfg, ct_err *err);
+
+/* The image-file augmentation of cfg's training set (data/image_augment.h). */
+ct_image_aug ct_data_image_aug(const ct_config *cfg);
+
 /* The test set; images / labels (both or neither, format idx) replace the config's. */
 int ct_data_load_test(const ct_config *cfg, FILE *log, const char *images, const char *labels,
                       ct_dataset *test, ct_err *err);

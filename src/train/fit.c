@@ -24,6 +24,7 @@
 #include "train/dist_grads.h"
 #include "io/atomic_file.h"
 #include "train/batches.h"
+#include "train/data_stream.h"
 #include "train/datasets.h"
 #include "train/early_stop.h"
 #include "train/evaluate.h"
@@ -48,6 +49,9 @@ typedef struct fit_state {
     ct_dataset train, val, test; /* val: held out of the training file (data.val_split) */
     bool has_val;
     ct_epoch_images *epochs; /* NULL, or it makes each epoch's training images anew */
+    /* data.in_memory false: the sets' sources (train, val, test hold their labels) */
+    ct_data_streams streams;
+    bool streamed;
     /* val_batches: the set each epoch's "Val" reports (val, or test without a
      * split); test_batches: with a split, the test set, evaluated once at the end */
     ct_batches train_batches, val_batches, test_batches;
@@ -87,11 +91,23 @@ static void fit_cleanup(fit_state *s) {
     ct_dataset_free(&s->test);
     if (s->epochs) ct_epoch_images_free(s->epochs);
     free(s->epochs);
+    ct_data_streams_close(&s->streams);
     ct_run_output_close(&s->output, s->saves > 0);
 }
 
 /* Every set is checked against model.input [C, H, W] as it is read. */
 static int load_data(const ct_config *cfg, FILE *log, fit_state *s, ct_err *err) {
+    if (ct_data_is_image_files(&cfg->data) && !cfg->data.in_memory) {
+        if (ct_data_streams_open(cfg, log, &s->streams, err) != 0) return -1;
+        ct_dataset *sets[CT_STREAMS] = {&s->train, &s->val, &s->test};
+        for (int k = 0; k < CT_STREAMS; k++) { /* the labels move to s */
+            *sets[k] = s->streams.set[k];
+            memset(&s->streams.set[k], 0, sizeof s->streams.set[k]);
+        }
+        s->has_val = s->streams.source[CT_STREAM_VAL] != NULL;
+        s->streamed = true;
+        return 0;
+    }
     if (ct_data_load_fit(cfg, log, &s->train, &s->val, &s->has_val, &s->epochs, err) != 0)
         return -1;
     return ct_data_load_test(cfg, log, NULL, NULL, &s->test, err);
@@ -99,15 +115,17 @@ static int load_data(const ct_config *cfg, FILE *log, fit_state *s, ct_err *err)
 
 /* Keys a resumed run may change without --accept-changes: how long it runs, where
  * and on what (the device, how the CPU runs bf16 and its convolutions, which a resume
- * on another machine changes anyway under auto), when it stops early, what it logs and what its
- * classes are called; none of them changes the model or the training recipe. */
+ * on another machine changes anyway under auto), when it stops early, what it logs, what its
+ * classes are called and how its images are read; none of them changes the model or the
+ * training recipe. */
 static const char *const resume_may_change[] = {"train.epochs",    "train.out",
                                                 "device",          "train.graph",
                                                 "train.cpu_loops", "train.cpu_bf16",
                                                 "train.cpu_winograd", "train.deterministic",
                                                 "train.max_steps",
                                                 "train.early_stopping", "log",
-                                                "data.class_names", NULL};
+                                                "data.class_names", "data.in_memory",
+                                                "data.workers", NULL};
 
 /* A resumed run continues with the config its checkpoint embeds (resolved again,
  * so that one saved before resolution compares too), unless told to accept the
@@ -203,6 +221,7 @@ static int create_model(const ct_config *cfg, const ct_fit_opts *o, fit_state *s
     ct_model_req req = {.training = true, .batch = ct_div_up(cfg->train.batch_size, ranks),
                         .sync_debug = o->sync_debug,
                         .datasets = {&s->train, s->has_val ? &s->val : &s->test}};
+    if (s->streamed) req.datasets[0] = req.datasets[1] = NULL; /* no pixels to keep there */
     float *w = NULL;
     if (cfg->data.balance == CT_BALANCE_WEIGHTS) {
         w = malloc((size_t)cfg->data.num_classes * sizeof *w);
@@ -229,6 +248,7 @@ static int check_memory(ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     ct_memory_fix fix;
     ct_err fix_err;
     const ct_dataset *sets[2] = {&s->train, s->has_val ? &s->val : &s->test};
+    if (s->streamed) sets[0] = sets[1] = NULL; /* as create_model plans */
     bool have = ct_memory_find_fix(cfg, dev, true, sets, bud.available, &fix, &fix_err) == 0;
     char b1[32], b2[32];
     if (o->fit_memory && have) {
@@ -323,16 +343,28 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     const ct_data_cfg *d = &cfg->data;
     ct_shard shard = {s->dist->rank, s->dist->size, cfg->train.batch_size};
     ct_pixel_prep train_prep = ct_data_prep(cfg, true), eval_prep = ct_data_prep(cfg, false);
-    if (ct_batches_open(&s->train_batches, s->model, 0, &s->train, d->shuffle, cfg->train.seed,
-                        &train_prep, &shard, err) != 0)
+    /* streamed sets: the host loader (slot -1), its pixels from the set's source */
+    int train_slot = s->streamed ? -1 : 0, val_slot = s->streamed ? -1 : 1;
+    ct_image_source *const *src = s->streams.source;
+    if (ct_batches_open(&s->train_batches, s->model, train_slot, &s->train, d->shuffle,
+                        cfg->train.seed, &train_prep, &shard, err) != 0 ||
+        (s->streamed && ct_batches_set_source(&s->train_batches, ct_image_source_sample,
+                                              src[CT_STREAM_TRAIN], d->workers, err) != 0))
         return -1;
     if (d->balance == CT_BALANCE_SAMPLER && ct_batches_set_balanced(&s->train_batches, err) != 0)
         return -1;
-    if (ct_batches_open(&s->val_batches, s->model, 1, s->has_val ? &s->val : &s->test, false,
-                        cfg->train.seed, &eval_prep, &shard, err) != 0)
+    if (ct_batches_open(&s->val_batches, s->model, val_slot, s->has_val ? &s->val : &s->test,
+                        false, cfg->train.seed, &eval_prep, &shard, err) != 0 ||
+        (s->streamed &&
+         ct_batches_set_source(&s->val_batches, ct_image_source_sample,
+                               src[s->has_val ? CT_STREAM_VAL : CT_STREAM_TEST], d->workers,
+                               err) != 0))
         return -1;
-    if (s->has_val && ct_batches_open(&s->test_batches, s->model, -1, &s->test, false,
-                                      cfg->train.seed, &eval_prep, &shard, err) != 0)
+    if (s->has_val && (ct_batches_open(&s->test_batches, s->model, -1, &s->test, false,
+                                       cfg->train.seed, &eval_prep, &shard, err) != 0 ||
+                       (s->streamed &&
+                        ct_batches_set_source(&s->test_batches, ct_image_source_sample,
+                                              src[CT_STREAM_TEST], d->workers, err) != 0)))
         return -1;
     /* A last training batch smaller than the number of ranks would leave a rank
      * without rows; it is skipped (one notice), like drop_last. */
@@ -508,9 +540,7 @@ static int train_epoch(const ct_config *cfg, const ct_fit_opts *o, fit_state *s,
     if (s->epochs && (ct_epoch_images_render(s->epochs, epoch, s->train.images, err) != 0 ||
                       ct_batches_refresh(&s->train_batches, err) != 0))
         return -1;
-    if (ct_batches_start_epoch(&s->train_batches, epoch, err) != 0 ||
-        ct_batches_skip(&s->train_batches, start, err) != 0)
-        return -1;
+    if (ct_batches_start_epoch_at(&s->train_batches, epoch, start, err) != 0) return -1;
     uint32_t tag0 = s->batch_tag;
     ct_scaler_start_epoch(&s->scaler);
     int every = cfg->log.every_steps ? cfg->log.every_steps : o->verbose ? CT_VERBOSE_EVERY : 0;
