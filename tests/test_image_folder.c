@@ -1022,7 +1022,9 @@ static void test_class_weights_fit(void **state) {
 /* data cache: the caches are written beside the folders; a fit then reads them
  * and takes the same first step as from the decoded images; a file touched (its
  * time changed) makes the cache stale and a damaged byte makes it unusable: each
- * is said, and the images are decoded; IDX configs are refused. */
+ * is said, and the images are decoded; IDX configs are refused. With
+ * random_resized_crop the training images kept at data.resize are cached as well,
+ * and a two-epoch fit from them ends with the decoding fit's weights. */
 static void test_cache(void **state) {
     (void)state;
     ct_test_mnist_subset(dir, 200, 40);
@@ -1081,6 +1083,46 @@ static void test_cache(void **state) {
     r = run("data cache %s/tocache.yaml", dir);
     if (r.status != 1 || !strstr(r.err, "data cache is for image folders and lists"))
         fail_msg("data cache of IDX files: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    /* random_resized_crop: the training images kept at data.resize, cached too (one
+     * wider than high among them); a fit from that cache ends where the decoding fit
+     * does; touched, it is stale */
+    uint8_t px[50 * 30];
+    for (int i = 0; i < 50 * 30; i++) px[i] = (uint8_t)(i * 7 % 253);
+    snprintf(pattern, sizeof pattern, "%s/cached/train/4/wide.jpg", dir);
+    write_jpeg(pattern, px, 50, 30, &(jpeg_spec){.c = 1, .quality = 90});
+    folder_data(data, sizeof data, "cached");
+    strcat(data, "  resize: 34\n  val_split: 20\n"
+                 "  augment: {random_resized_crop: {scale: [0.5, 1]}, "
+                 "color_jitter: {contrast: 0.3}}\n");
+    write_cfg("keptfit", data);
+    char *lines;
+    w0 = fit_weights("keptfit", "kept-decoded", "", &lines, &n0);
+    free(lines);
+    r = run("data cache %s/keptfit.yaml", dir);
+    if (r.status != 0 ||
+        !strstr(r.out, "train.ctrain-cache-1x28x28-r34-kept.bin: 201 images kept at data.resize "
+                       "34\n"))
+        fail_msg("data cache (kept): exit %d\n%s%s", r.status, r.out, r.err);
+    ct_test_run_free(&r);
+    r = run("fit %s/keptfit.yaml --out %s/kept-cached --epochs 2 --no-progress", dir, dir);
+    if (r.status != 0 ||
+        !strstr(r.err, "data.train_dir: 201 images from its cache ") ||
+        !strstr(r.err, "-kept.bin in "))
+        fail_msg("fit with the kept cache: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    snprintf(out, sizeof out, "%s/kept-cached/model.bin", dir);
+    w1 = ct_test_checkpoint_floats(out, &n1, NULL);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(w0, w1, n0 * sizeof *w0);
+    free(w0);
+    free(w1);
+    snprintf(cmd, sizeof cmd, "touch -d '2002-02-02' %s", first);
+    assert_int_equal(system(cmd), 0);
+    r = run("fit %s/keptfit.yaml --out %s/kept-stale --epochs 1 --no-progress", dir, dir);
+    if (r.status != 0 || !strstr(r.err, "-kept.bin is stale (files changed since it was "
+                                        "written); decoding the images"))
+        fail_msg("stale kept cache: exit %d\n%s", r.status, r.err);
     ct_test_run_free(&r);
 }
 

@@ -5,9 +5,13 @@
  * One file beside the folder or list file, named for what it holds:
  * "<path>.ctrain-cache-<C>x<H>x<W>-r<resize>.bin", little-endian:
  *   "CTRCACHE", u32 version 1, u32 C, H, W, resize, count, num_classes, skipped
- *   (bad files left out), u32 0, u64 fingerprint, u32 CRC-32 of what follows the
- *   64-byte header, zeros to 64 bytes, then the labels (count bytes, zero-padded to 8) and the samples
- *   (count x C x H x W bytes), as the decoded data set holds them.
+ *   (bad files left out), u32 kind 0, u64 fingerprint, u32 CRC-32 of what follows
+ *   the 64-byte header, zeros to 64 bytes, then the labels (count bytes,
+ *   zero-padded to 8) and the samples (count x C x H x W bytes), as the decoded data
+ *   set holds them.
+ * A training set with random_resized_crop keeps its images at data.resize, each of
+ * its own size: "<path>.ctrain-cache-<C>x<H>x<W>-r<resize>-kept.bin", kind 1, the
+ * labels, then u32 w[count] and h[count], then each image's C x h x w bytes.
  * The fingerprint is FNV-1a over every file of the set in order (its path below the
  * folder or as the list gives it, size, modification time in nanoseconds, label),
  * the class names, and C, H, W, resize: a file added, removed, renamed, relabelled
@@ -28,6 +32,8 @@
 
 /* The cache file of set_path (a folder or list file) for cfg's input and resize. */
 void ct_data_cache_path(const ct_config *cfg, const char *set_path, char *out, size_t n);
+/* The same for the images kept at data.resize (random_resized_crop). */
+void ct_data_cache_path_kept(const ct_config *cfg, const char *set_path, char *out, size_t n);
 
 /* f's fingerprint for cfg (see above); -1 (err) when a file cannot be examined. */
 int ct_data_cache_fingerprint(const ct_config *cfg, const char *set_path,
@@ -44,5 +50,12 @@ int ct_data_cache_write(const ct_config *cfg, const char *set_path, unsigned lon
  * out. */
 int ct_data_cache_read(const ct_config *cfg, const char *set_path, unsigned long long fp,
                        ct_dataset *ds, char *why, size_t n, ct_err *err);
+
+/* The images of a training set with random_resized_crop as kept at data.resize
+ * (data/image_set.h ct_image_files_decode_store): written and read as above. */
+int ct_data_cache_write_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,
+                             const ct_image_store *st, int skipped, ct_err *err);
+int ct_data_cache_read_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,
+                            ct_image_store *st, char *why, size_t n, ct_err *err);
 
 #endif

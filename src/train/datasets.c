@@ -180,6 +180,9 @@ static int load_image_files(const ct_config *cfg, bool train, FILE *log, bool us
     return rc;
 }
 
+static int load_kept(const ct_config *cfg, FILE *log, bool use_cache, FILE *written,
+                     ct_image_store *st, ct_err *err);
+
 int ct_data_write_caches(const ct_config *cfg, FILE *log, FILE *out, ct_err *err) {
     if (!ct_data_is_image_files(&cfg->data))
         return ct_errorf(err, "%s: data cache is for image folders and lists (data.format folder "
@@ -189,6 +192,10 @@ int ct_data_write_caches(const ct_config *cfg, FILE *log, FILE *out, ct_err *err
         if (load_image_files(cfg, train, log, false, out, &ds, err) != 0) return -1;
         ct_dataset_free(&ds);
     }
+    if (!cfg->data.rrc) return 0;
+    ct_image_store st; /* random_resized_crop keeps the training images larger */
+    if (load_kept(cfg, log, false, out, &st, err) != 0) return -1;
+    ct_image_store_free(&st);
     return 0;
 }
 
@@ -235,23 +242,59 @@ ct_image_aug ct_data_image_aug(const ct_config *cfg) {
 
 /* random_resized_crop: the training images kept at data.resize (e->store), split,
  * the validation part and train's first images their centre views. */
-static int load_kept_images(const ct_config *cfg, FILE *log, ct_epoch_images *e,
-                            ct_dataset *train, ct_dataset *val, bool *has_val, ct_err *err) {
+/* The training images kept at data.resize: from their cache when it is fresh
+ * (use_cache), else decoded; with `written` not NULL, then cached, with a line there. */
+static int load_kept(const ct_config *cfg, FILE *log, bool use_cache, FILE *written,
+                     ct_image_store *st, ct_err *err) {
     const ct_data_cfg *d = &cfg->data;
     ct_names classes;
     ct_image_files f;
     if (ct_data_image_files(cfg, true, &f, &classes, err) != 0) return -1;
+    unsigned long long fp = 0;
+    int rc = ct_data_cache_fingerprint(cfg, d->train_images, &f, &classes, &fp, err);
     ct_names_free(&classes);
     ct_image_decode o = decode_opts(cfg, true, log);
-    int skipped = 0;
+    char cache[CT_PATH_MAX + 64], why[CT_PATH_MAX + 160];
+    ct_data_cache_path_kept(cfg, d->train_images, cache, sizeof cache);
     double t0 = ct_now();
-    int rc = ct_image_files_decode_store(&f, &o, &e->store, &skipped, err);
+    if (rc == 0 && use_cache) {
+        rc = ct_data_cache_read_kept(cfg, d->train_images, fp, st, why, sizeof why, err);
+        if (rc == 1) {
+            if (log)
+                fprintf(log, "ctrain: %s: %d images from its cache %s in %.1f s, kept at "
+                        "data.resize %d for random_resized_crop\n", o.what, st->count, cache,
+                        ct_now() - t0, d->resize);
+            ct_image_files_free(&f);
+            return 0;
+        }
+        if (rc == 0 && why[0] && log)
+            fprintf(log, "ctrain: %s: %s; decoding the images\n", o.what, why);
+    }
+    int skipped = 0;
+    if (rc == 0) rc = ct_image_files_decode_store(&f, &o, st, &skipped, err);
     ct_image_files_free(&f);
     if (rc != 0) return -1;
-    const ct_image_store *st = &e->store;
     if (log)
         fprintf(log, "ctrain: %s: %d images read in %.1f s, kept at data.resize %d for "
                 "random_resized_crop\n", o.what, st->count, ct_now() - t0, d->resize);
+    if (written) {
+        if (ct_data_cache_write_kept(cfg, d->train_images, fp, st, skipped, err) != 0) {
+            ct_image_store_free(st);
+            return -1;
+        }
+        fprintf(written, "Wrote %s: %d images kept at data.resize %d\n", cache, st->count,
+                d->resize);
+    }
+    return 0;
+}
+
+static int load_kept_images(const ct_config *cfg, FILE *log, ct_epoch_images *e,
+                            ct_dataset *train, ct_dataset *val, bool *has_val, ct_err *err) {
+    const ct_data_cfg *d = &cfg->data;
+    ct_image_decode o = decode_opts(cfg, true, log);
+    int rc = load_kept(cfg, log, true, NULL, &e->store, err);
+    if (rc != 0) return -1;
+    const ct_image_store *st = &e->store;
     uint8_t *held = calloc((size_t)st->count, 1);
     int n_val = 0;
     if (!held) return ct_errorf(err, "out of memory");
