@@ -97,6 +97,7 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     ct_config cfg;
     ct_dataset ds = {0};
     ct_image_source *src = NULL; /* data.in_memory false: where ds's pixels come from */
+    ct_cache_map cache = {0};    /* and the test set's cache it may copy them from */
     ct_batches bt = {0};
     ct_model *m = NULL;
     long long *conf = NULL;
@@ -107,7 +108,7 @@ static int evaluate_checkpoint(const eval_args *a, ct_err *err) {
     const char *images = a->images ? a->images : cfg.data.test_images;
     /* data.in_memory false: the test images read per batch (the --data files are IDX) */
     bool streamed = ct_data_is_image_files(&cfg.data) && !cfg.data.in_memory && !a->images;
-    if (streamed ? ct_data_stream_test(&cfg, stderr, &src, &ds, err) != 0
+    if (streamed ? ct_data_stream_test(&cfg, stderr, &src, &ds, &cache, err) != 0
                  : ct_data_load_test(&cfg, stderr, a->images, a->labels, &ds, err) != 0)
         goto out;
     ct_device_choice dev;
@@ -143,6 +144,7 @@ out:
     ct_dataset_free(&ds);
     ct_image_source_free(src);
     free(src);
+    ct_data_cache_unmap(&cache);
     ct_config_free(&cfg);
     ct_checkpoint_free(&ck);
     return rc;

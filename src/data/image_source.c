@@ -43,7 +43,11 @@ int ct_image_source_sample(void *ctx, uint32_t epoch, int k, uint8_t *out, ct_er
     const ct_image_source *s = ctx;
     const char *path = s->files.path[k];
     int rc;
-    if (s->aug.rrc) {
+    if (s->cached) {
+        size_t sample = (size_t)s->c * s->h * s->w;
+        memcpy(out, s->cached + (size_t)s->cached_index[k] * sample, sample);
+        rc = 0;
+    } else if (s->aug.rrc) {
         rc = sample_rrc(s, epoch, k, path, out, err);
     } else {
         int min_w, min_h;
@@ -82,7 +86,7 @@ int ct_image_files_part(const ct_image_files *all, const uint8_t *keep, int want
                         ct_image_files *part, ct_err *err) {
     memset(part, 0, sizeof *part);
     int n = 0;
-    for (int i = 0; i < all->count; i++) n += keep[i] == want;
+    for (int i = 0; i < all->count; i++) n += !keep || keep[i] == want;
     part->path = calloc((size_t)(n ? n : 1), sizeof *part->path);
     part->label = malloc((size_t)(n ? n : 1) * sizeof *part->label);
     if (!part->path || !part->label) {
@@ -90,7 +94,7 @@ int ct_image_files_part(const ct_image_files *all, const uint8_t *keep, int want
         return ct_errorf(err, "out of memory for a list of %d files", n);
     }
     for (int i = 0; i < all->count; i++) {
-        if (keep[i] != want) continue;
+        if (keep && keep[i] != want) continue;
         if (!(part->path[part->count] = strdup(all->path[i]))) {
             ct_image_files_free(part);
             return ct_errorf(err, "out of memory for a list of %d files", n);
@@ -103,5 +107,6 @@ int ct_image_files_part(const ct_image_files *all, const uint8_t *keep, int want
 void ct_image_source_free(ct_image_source *src) {
     if (!src) return;
     ct_image_files_free(&src->files);
+    free(src->cached_index);
     memset(src, 0, sizeof *src);
 }

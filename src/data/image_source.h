@@ -4,10 +4,12 @@
  * Sample k is what the in-memory path gives for the same file, byte for byte: read
  * and brought to model.input as ct_image_files_decode does (image_set.h), or for
  * a training set with random_resized_crop, kept at data.resize and cut and
- * resampled as ct_epoch_images does (image_augment.h), then colour-jittered; the
- * draws keyed by (train.seed, epoch, k) as there. A file that cannot be read fails
- * its sample with the file's path and reason (there is no skipping: the files are
- * not read before training).
+ * resampled as ct_epoch_images does (image_augment.h), then colour-jittered, the
+ * draws keyed by (train.seed, epoch, k) as there. Without random_resized_crop the
+ * decoded sample may come from the set's cache instead (a mapping of the same
+ * bytes, train/data_cache.h). A file that cannot be read fails its sample with the
+ * file's path and reason (there is no skipping: the files are not read before
+ * training).
  */
 #ifndef CT_IMAGE_SOURCE_H
 #define CT_IMAGE_SOURCE_H
@@ -26,6 +28,11 @@ typedef struct ct_image_source {
     int num_classes;
     ct_image_aug aug;     /* the training set's augmentation; all off for evaluation */
     const char *what;     /* names the set in messages ("data.train_dir"; static) */
+    /* NULL, or the set's samples already decoded (a mapped cache, [N, C, H, W]):
+     * sample k is cached[cached_index[k]], then jittered; never with
+     * random_resized_crop */
+    const uint8_t *cached;
+    int32_t *cached_index; /* owned, [files.count] */
 } ct_image_source;
 
 /* data/loader.h's ct_sample_fn over a ct_image_source (ctx): sample k as epoch
@@ -37,7 +44,8 @@ int ct_image_source_sample(void *ctx, uint32_t epoch, int k, uint8_t *out, ct_er
  * the batches and the loader need besides the source. */
 int ct_image_source_dataset(const ct_image_source *src, ct_dataset *ds, ct_err *err);
 
-/* The samples of all with keep[i] == want, in order, into part (paths copied). */
+/* The samples of all with keep[i] == want (keep NULL: every one), in order, into part
+ * (paths copied). */
 int ct_image_files_part(const ct_image_files *all, const uint8_t *keep, int want,
                         ct_image_files *part, ct_err *err);
 

@@ -243,6 +243,27 @@ int ct_data_cache_read(const ct_config *cfg, const char *set_path, unsigned long
     return rc;
 }
 
+int ct_data_cache_map(const ct_config *cfg, const char *set_path, unsigned long long fp,
+                      ct_cache_map *cm, char *why, size_t n) {
+    char path[CT_PATH_MAX + 64];
+    cache_path(cfg, set_path, KIND_SAMPLES, path, sizeof path);
+    memset(cm, 0, sizeof *cm);
+    mapped m;
+    if (map_cache(cfg, path, KIND_SAMPLES, fp, samples_size, &m, why, n) != 1) return 0;
+    madvise((void *)m.b, m.size, MADV_RANDOM); /* the batches' samples, in any order */
+    cm->map = (void *)m.b;
+    cm->size = m.size;
+    cm->labels = m.b + HEADER_BYTES;
+    cm->images = m.b + HEADER_BYTES + padded(m.count);
+    cm->count = (int)m.count;
+    return 1;
+}
+
+void ct_data_cache_unmap(ct_cache_map *cm) {
+    if (cm->map) munmap(cm->map, cm->size);
+    memset(cm, 0, sizeof *cm);
+}
+
 int ct_data_cache_read_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,
                             ct_image_store *st, char *why, size_t n, ct_err *err) {
     char path[CT_PATH_MAX + 64];

@@ -51,6 +51,23 @@ int ct_data_cache_write(const ct_config *cfg, const char *set_path, unsigned lon
 int ct_data_cache_read(const ct_config *cfg, const char *set_path, unsigned long long fp,
                        ct_dataset *ds, char *why, size_t n, ct_err *err);
 
+/* A fresh, intact cache of samples mapped read-only, for reading per batch
+ * (data.in_memory: false): its CRC-32 is checked here, over the whole file; then
+ * the pages come and go as the system sees fit. */
+typedef struct ct_cache_map {
+    void *map;
+    size_t size;
+    const uint8_t *labels; /* [count] */
+    const uint8_t *images; /* [count, C, H, W] */
+    int count;
+} ct_cache_map;
+
+/* 1 with *cm (ct_data_cache_unmap it) as ct_data_cache_read would give 1; else 0
+ * with why[n] as there. */
+int ct_data_cache_map(const ct_config *cfg, const char *set_path, unsigned long long fp,
+                      ct_cache_map *cm, char *why, size_t n);
+void ct_data_cache_unmap(ct_cache_map *cm);
+
 /* The images of a training set with random_resized_crop as kept at data.resize
  * (data/image_set.h ct_image_files_decode_store): written and read as above. */
 int ct_data_cache_write_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,

@@ -5,74 +5,140 @@
 #include <string.h>
 
 #include "data/split.h"
+#include "train/data_cache.h"
 #include "train/datasets.h"
 
-/* A source of `files` (moved into it) for cfg's model input, with aug. */
+/* A source of `files` (moved into it) for cfg's model input, with aug; index[k]
+ * (moved too, may be NULL) is file k's place in its whole set, for the cache. */
 static ct_image_source *new_source(const ct_config *cfg, bool train, ct_image_files *files,
-                                   const ct_image_aug *aug, ct_err *err) {
+                                   int32_t *index, const ct_image_aug *aug, ct_err *err) {
     ct_image_source *s = calloc(1, sizeof *s);
     if (!s) {
         ct_image_files_free(files);
+        free(index);
         ct_errorf(err, "out of memory");
         return NULL;
     }
     *s = (ct_image_source){.files = *files, .c = cfg->input_c, .h = cfg->input_h,
                            .w = cfg->input_w, .resize = cfg->data.resize,
                            .num_classes = cfg->data.num_classes, .aug = *aug,
-                           .what = ct_data_key(&cfg->data, train)};
+                           .what = ct_data_key(&cfg->data, train), .cached_index = index};
     memset(files, 0, sizeof *files);
     return s;
 }
 
-/* The training files split into train and val parts (both moved out of all). */
-static int split_files(const ct_config *cfg, ct_image_files *all, ct_image_files *train,
-                       ct_image_files *val, ct_err *err) {
-    int n_val = 0, n = all->count;
+/* The positions i of `want` in held[0..n) (NULL held: all of 0..n), into *index. */
+static int positions(const uint8_t *held, int n, int want, int32_t **index, ct_err *err) {
+    *index = malloc((size_t)(n ? n : 1) * sizeof **index);
+    if (!*index) return ct_errorf(err, "out of memory for a list of %d files", n);
+    for (int i = 0, k = 0; i < n; i++)
+        if (!held || held[i] == want) (*index)[k++] = i;
+    return 0;
+}
+
+/* The training files (all, left as they are) split into the train and val parts,
+ * with their places in all. */
+static int split_files(const ct_config *cfg, const ct_image_files *all, ct_image_files part[2],
+                       int32_t *index[2], ct_err *err) {
+    int n_val = 0, n = all->count, rc = 0;
     uint8_t *labels = malloc((size_t)(n ? n : 1)), *held = malloc((size_t)(n ? n : 1));
-    int rc = labels && held ? 0 : ct_errorf(err, "out of memory splitting off the validation set");
+    if (!labels || !held) rc = ct_errorf(err, "out of memory splitting off the validation set");
     for (int i = 0; rc == 0 && i < n; i++) labels[i] = (uint8_t)all->label[i];
     if (rc == 0)
         rc = ct_val_count(cfg->data.val_split, n, &n_val, err) != 0 ||
                      ct_split_held(labels, n, n_val, cfg->train.seed, cfg->data.stratify, held,
-                                   &n_val, err) != 0 ||
-                     ct_image_files_part(all, held, 0, train, err) != 0
+                                   &n_val, err) != 0
                  ? -1
-                 : ct_image_files_part(all, held, 1, val, err);
-    if (rc != 0) ct_image_files_free(train);
+                 : 0;
+    for (int s = 0; rc == 0 && s < 2; s++)
+        rc = ct_image_files_part(all, held, s, &part[s], err) != 0 ||
+                     positions(held, n, s, &index[s], err) != 0
+                 ? -1
+                 : 0;
     free(labels);
     free(held);
-    ct_image_files_free(all);
     return rc;
+}
+
+/* The whole set's cache (train: the training files), mapped when it is fresh and
+ * holds every file; a line on log either way when there is one. */
+static void map_cache(const ct_config *cfg, bool train, const ct_image_files *all,
+                      const ct_names *classes, FILE *log, ct_cache_map *cm) {
+    const char *set_path = train ? cfg->data.train_images : cfg->data.test_images;
+    unsigned long long fp;
+    char why[CT_PATH_MAX + 160];
+    ct_err ignored = {{0}};
+    memset(cm, 0, sizeof *cm);
+    if (ct_data_cache_fingerprint(cfg, set_path, all, classes, &fp, &ignored) != 0 ||
+        ct_data_cache_map(cfg, set_path, fp, cm, why, sizeof why) != 1) {
+        if (log && why[0])
+            fprintf(log, "ctrain: %s: %s; reading the image files\n",
+                    ct_data_key(&cfg->data, train), why);
+        return;
+    }
+    if (cm->count != all->count) /* it left bad files out (on_bad_file skip) */
+        ct_data_cache_unmap(cm);
+}
+
+static void say(const ct_config *cfg, const ct_data_streams *st, int k, FILE *log) {
+    const ct_image_source *s = st->source[k];
+    const char *part = k == CT_STREAM_TRAIN && st->source[CT_STREAM_VAL] ? " (training part)"
+                       : k == CT_STREAM_VAL                             ? " (validation part)"
+                                                                        : "";
+    char cache[CT_PATH_MAX + 64];
+    const char *set_path = k == CT_STREAM_TEST ? cfg->data.test_images : cfg->data.train_images;
+    ct_data_cache_path(cfg, set_path, cache, sizeof cache);
+    if (s->cached)
+        fprintf(log, "ctrain: %s%s: %d images, read from its cache %s as the batches need them "
+                "(memory-mapped; data.in_memory: false)\n", s->what, part, s->files.count, cache);
+    else
+        fprintf(log, "ctrain: %s%s: %d images, read from their files as the batches need them "
+                "(data.in_memory: false)\n", s->what, part, s->files.count);
 }
 
 int ct_data_streams_open(const ct_config *cfg, FILE *log, ct_data_streams *st, ct_err *err) {
     memset(st, 0, sizeof *st);
     if (ct_data_check_channels(cfg, err) != 0) return -1;
     const ct_data_cfg *d = &cfg->data;
-    ct_image_files files[CT_STREAMS] = {{0}}, all;
-    ct_names classes;
-    if (ct_data_image_files(cfg, true, &all, &classes, err) != 0) return -1;
-    ct_names_free(&classes);
-    int rc = 0;
-    if (d->val_split > 0.0)
-        rc = split_files(cfg, &all, &files[CT_STREAM_TRAIN], &files[CT_STREAM_VAL], err);
-    else
-        files[CT_STREAM_TRAIN] = all;
-    if (rc == 0 && ct_data_image_files(cfg, false, &files[CT_STREAM_TEST], &classes, err) == 0)
-        ct_names_free(&classes);
-    else
-        rc = -1;
+    ct_image_files all[2] = {{0}}, files[CT_STREAMS] = {{0}}; /* all: training, test files */
+    ct_names classes[2] = {{0}};
+    int32_t *index[CT_STREAMS] = {0};
+    int rc = ct_data_image_files(cfg, true, &all[0], &classes[0], err) != 0 ||
+                     ct_data_image_files(cfg, false, &all[1], &classes[1], err) != 0
+                 ? -1
+                 : 0;
+    if (rc == 0 && d->val_split > 0.0)
+        rc = split_files(cfg, &all[0], files, index, err);
+    else if (rc == 0)
+        rc = ct_image_files_part(&all[0], NULL, 0, &files[CT_STREAM_TRAIN], err) != 0 ||
+                     positions(NULL, all[0].count, 0, &index[CT_STREAM_TRAIN], err) != 0
+                 ? -1
+                 : 0;
+    if (rc == 0)
+        rc = ct_image_files_part(&all[1], NULL, 0, &files[CT_STREAM_TEST], err) != 0 ||
+                     positions(NULL, all[1].count, 0, &index[CT_STREAM_TEST], err) != 0
+                 ? -1
+                 : 0;
+    /* decoded samples from the caches, unless random_resized_crop needs the kept images */
+    if (rc == 0 && !d->rrc) map_cache(cfg, true, &all[0], &classes[0], log, &st->cache[0]);
+    if (rc == 0) map_cache(cfg, false, &all[1], &classes[1], log, &st->cache[1]);
     ct_image_aug train_aug = ct_data_image_aug(cfg), none = {.seed = cfg->train.seed};
     for (int k = 0; k < CT_STREAMS; k++) {
-        if (k == CT_STREAM_VAL && d->val_split == 0.0) continue;
-        if (rc != 0) {
+        if (rc != 0 || (k == CT_STREAM_VAL && d->val_split == 0.0)) {
             ct_image_files_free(&files[k]);
+            free(index[k]);
             continue;
         }
-        st->source[k] = new_source(cfg, k != CT_STREAM_TEST, &files[k],
+        st->source[k] = new_source(cfg, k != CT_STREAM_TEST, &files[k], index[k],
                                    k == CT_STREAM_TRAIN ? &train_aug : &none, err);
         if (!st->source[k] || ct_image_source_dataset(st->source[k], &st->set[k], err) != 0)
             rc = -1;
+        else
+            st->source[k]->cached = st->cache[k == CT_STREAM_TEST].images;
+    }
+    for (int s = 0; s < 2; s++) {
+        ct_image_files_free(&all[s]);
+        ct_names_free(&classes[s]);
     }
     if (rc != 0) {
         ct_data_streams_close(st);
@@ -80,35 +146,46 @@ int ct_data_streams_open(const ct_config *cfg, FILE *log, ct_data_streams *st, c
     }
     if (log)
         for (int k = 0; k < CT_STREAMS; k++)
-            if (st->source[k])
-                fprintf(log, "ctrain: %s%s: %d images, read from their files as the batches "
-                        "need them (data.in_memory: false)\n", ct_data_key(d, k != CT_STREAM_TEST),
-                        k == CT_STREAM_TRAIN && st->source[CT_STREAM_VAL] ? " (training part)"
-                        : k == CT_STREAM_VAL ? " (validation part)" : "", st->set[k].count);
+            if (st->source[k]) say(cfg, st, k, log);
     return 0;
 }
 
 int ct_data_stream_test(const ct_config *cfg, FILE *log, ct_image_source **src, ct_dataset *ds,
-                        ct_err *err) {
+                        ct_cache_map *cache, ct_err *err) {
     *src = NULL;
     memset(ds, 0, sizeof *ds);
-    ct_image_files files;
+    memset(cache, 0, sizeof *cache);
+    ct_image_files all, files;
     ct_names classes;
+    int32_t *index = NULL;
     if (ct_data_check_channels(cfg, err) != 0 ||
-        ct_data_image_files(cfg, false, &files, &classes, err) != 0)
+        ct_data_image_files(cfg, false, &all, &classes, err) != 0)
         return -1;
+    int rc = ct_image_files_part(&all, NULL, 0, &files, err) != 0 ||
+                     positions(NULL, all.count, 0, &index, err) != 0
+                 ? -1
+                 : 0;
+    if (rc == 0) map_cache(cfg, false, &all, &classes, log, cache);
+    ct_image_files_free(&all);
     ct_names_free(&classes);
     ct_image_aug none = {.seed = cfg->train.seed};
-    if (!(*src = new_source(cfg, false, &files, &none, err))) return -1;
-    if (ct_image_source_dataset(*src, ds, err) != 0) {
+    if (rc != 0 || !(*src = new_source(cfg, false, &files, index, &none, err)) ||
+        ct_image_source_dataset(*src, ds, err) != 0) {
+        if (rc != 0) {
+            ct_image_files_free(&files);
+            free(index);
+        }
         ct_image_source_free(*src);
         free(*src);
         *src = NULL;
+        ct_data_cache_unmap(cache);
         return -1;
     }
-    if (log)
-        fprintf(log, "ctrain: %s: %d images, read from their files as the batches need them "
-                "(data.in_memory: false)\n", ct_data_key(&cfg->data, false), ds->count);
+    (*src)->cached = cache->images;
+    if (log) {
+        ct_data_streams one = {.source = {[CT_STREAM_TEST] = *src}};
+        say(cfg, &one, CT_STREAM_TEST, log);
+    }
     return 0;
 }
 
@@ -118,5 +195,6 @@ void ct_data_streams_close(ct_data_streams *st) {
         free(st->source[k]);
         ct_dataset_free(&st->set[k]);
     }
+    for (int s = 0; s < 2; s++) ct_data_cache_unmap(&st->cache[s]);
     memset(st, 0, sizeof *st);
 }
