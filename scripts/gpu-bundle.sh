@@ -46,7 +46,7 @@ die() { echo "gpu-bundle.sh: $*" >&2; exit 1; }
 
 # The test programs gpu-check.sh runs (keep in step with its step list).
 tests="test_cuda_loader test_cuda_parity test_bench test_amp test_cuda_graph test_predict
-test_random_nets test_conv_algo"
+test_random_nets test_conv_algo test_image_folder"
 for t in $tests; do
   [ -x "$build/tests/$t" ] || die "$build/tests/$t is not built (a build with -Dtests=true)"
 done

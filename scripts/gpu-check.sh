@@ -200,13 +200,14 @@ step test_amp_gpu test 120 "$bundle/tests/test_amp" gpu
 step test_cuda_graph test 180 "$bundle/tests/test_cuda_graph"
 step test_bench_gpu test 120 "$bundle/tests/test_bench" gpu
 step test_predict_gpu test 120 "$bundle/tests/test_predict" gpu
+step test_image_folder_gpu test 120 "$bundle/tests/test_image_folder" gpu
 step test_conv_algo_gpu test 150 "$bundle/tests/test_conv_algo" gpu
 # ctrain's own kernels in cuDNN's place (CTRAIN_CUDA_KERNELS=all: max pooling with its
 # argmax, small-channel weight gradients, chunked batch norms): off by default until
 # this step has passed on a GPU and the profile shows them faster.
 step test_cuda_parity_own test 150 "$bundle/tests/test_cuda_parity" own
 for t in test_cuda_parity test_amp_gpu test_cuda_graph test_bench_gpu test_predict_gpu \
-  test_conv_algo_gpu test_cuda_parity_own; do
+  test_image_folder_gpu test_conv_algo_gpu test_cuda_parity_own; do
   [ "${result[$t]}" = pass ] || continue
   detail[$t]=$(log_of "$t" | grep -E '^\[  PASSED  \]' | tr -s ' ' | paste -sd ';' - | cut -c1-80)
 done

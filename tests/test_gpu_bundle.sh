@@ -36,7 +36,7 @@ cp -a "$scratch/bundle" "$recv/gpu-bundle"
 [ ! -e "$recv/build" ] || fail "the received copy has a build directory"
 
 steps="preflight loader_abi devices test_cuda_parity test_amp_gpu test_cuda_graph test_bench_gpu
-test_predict_gpu test_conv_algo_gpu test_cuda_parity_own cublas_ref matmul_fp32 matmul_tf32 matmul_fp16 matmul_bf16 cnn_off cnn_off_nograph
+test_predict_gpu test_image_folder_gpu test_conv_algo_gpu test_cuda_parity_own cublas_ref matmul_fp32 matmul_tf32 matmul_fp16 matmul_bf16 cnn_off cnn_off_nograph
 cnn_bf16 cnn_fp16 cnn_cuda_all mlp_off mlp_bf16 mlp_fp16 cnn_goal eval_on_cpu profile_cuda oom_advice
 summary_bf16 test_random_nets_cuda profile_8192 profile_8192_own vs_torch cpu_fit cpu_eval"
 no_gpu_steps="preflight loader_abi devices cpu_fit cpu_eval"

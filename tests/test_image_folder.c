@@ -28,6 +28,8 @@
  *  - random_resized_crop and color_jitter: boxes and factors within their ranges
  *    and keyed by (epoch, sample); an epoch's images the same on any thread count;
  *    the validation set the plain centre crops; a resumed fit bit for bit.
+ * Group gpu (a GPU only): the augmented folder in memory and read per batch on CUDA
+ * against the CPU; data.balance weights on CUDA.
  * Every file is written by the test into a temp dir.
  */
 #include <setjmp.h>
@@ -1398,7 +1400,80 @@ static void test_export_refuses(void **state) {
     if (system(cmd) != 0) fail_msg("no folders one-uno and _five for 'one/uno' and '.five'");
 }
 
-int main(void) {
+/* Largest |a - b| over n floats. */
+static double max_weight_diff(const float *a, const float *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+/* Group gpu: image folders on CUDA. A split JPEG folder with random_resized_crop and
+ * colour jitter, trained 4 steps (into the second epoch, whose images are made anew)
+ * on cuda with its images in memory (kept on the device, the epoch's images
+ * uploaded again) and read per batch (the host loader), and on the CPU: the three
+ * end within 1e-3 of each other (float rounding only; the same samples). A fit with
+ * data.balance: weights on cuda ends within 1e-3 of the CPU's, and not within 1e-3
+ * of the unweighted one. */
+static void test_gpu_folders(void **state) {
+    (void)state;
+    ct_test_mnist_subset(dir, 200, 60);
+    char data[4000];
+    subset_data(data, sizeof data);
+    write_cfg("gpu-src", data);
+    run_ok("data export %s/gpu-src.yaml --to %s/gpu-jpg --jpeg 95", dir, dir);
+    snprintf(data, sizeof data, "  format: folder\n  train_dir: %s/gpu-jpg/train\n"
+             "  test_dir: %s/gpu-jpg/test\n  resize: 36\n  val_split: 40\n"
+             "  augment: {random_resized_crop: {scale: [0.4, 1]},\n"
+             "            color_jitter: {brightness: 0.4, contrast: 0.4}}\n", dir, dir);
+    write_cfg("gpu-aug", data);
+    const char *runs[3] = {"--device cpu", "--device cuda", "--device cuda data.in_memory=false"};
+    float *w[3];
+    size_t n[3];
+    for (int r = 0; r < 3; r++) {
+        char out[32], args[128], *lines;
+        snprintf(out, sizeof out, "gpu-aug-%d", r);
+        snprintf(args, sizeof args, "%s train.max_steps=4", runs[r]);
+        w[r] = fit_weights("gpu-aug", out, args, &lines, &n[r]);
+        free(lines);
+    }
+    for (int r = 1; r < 3; r++) {
+        assert_int_equal(n[0], n[r]);
+        double d = max_weight_diff(w[0], w[r], n[0]);
+        print_message("%s: max |w - w_cpu| %.3g\n", runs[r], d);
+        if (!(d <= 1e-3)) fail_msg("%s: weights %.3g from the CPU's", runs[r], d);
+    }
+    for (int r = 0; r < 3; r++) free(w[r]);
+    /* class weights: the classes of 4 and 2 samples of test_class_weights_fit */
+    const int per[10] = {4, 4, 4, 4, 4, 2, 2, 2, 2, 2}, once[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    write_class_counts("gpu-uneven", per, once);
+    snprintf(data, sizeof data,
+             "  train_images: %s/gpu-uneven-images.gz\n  train_labels: %s/gpu-uneven-labels.gz\n"
+             "  test_images: %s/gpu-uneven-images.gz\n  test_labels: %s/gpu-uneven-labels.gz\n"
+             "  shuffle: false\n  balance: weights\n", dir, dir, dir, dir);
+    write_cfg("gpu-cw", data);
+    const char *cw[3] = {"--device cpu", "--device cuda", "--device cuda data.balance=none"};
+    for (int r = 0; r < 3; r++) {
+        char out[32], args[128], *lines;
+        snprintf(out, sizeof out, "gpu-cw-%d", r);
+        snprintf(args, sizeof args, "%s train.max_steps=1 train.batch_size=30", cw[r]);
+        w[r] = fit_weights("gpu-cw", out, args, &lines, &n[r]);
+        free(lines);
+    }
+    double same = max_weight_diff(w[0], w[1], n[0]), plain = max_weight_diff(w[1], w[2], n[0]);
+    print_message("class weights on cuda: %.3g from the CPU's, %.3g from unweighted\n", same,
+                  plain);
+    if (!(same <= 1e-3) || !(plain > 1e-3))
+        fail_msg("class weights on cuda: %.3g from the CPU's, %.3g from unweighted", same, plain);
+    for (int r = 0; r < 3; r++) free(w[r]);
+}
+
+int main(int argc, char **argv) {
+    if (ct_test_group_is(argc, argv, "gpu")) {
+        char why[256];
+        if (!ct_test_gpu_usable(why, sizeof why)) return ct_test_skip("no usable GPU: %s", why);
+        const struct CMUnitTest gpu[] = {cmocka_unit_test(test_gpu_folders)};
+        return cmocka_run_group_tests_name("gpu", gpu, setup, teardown) ? 1 : 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jpeg_kinds),
         cmocka_unit_test(test_jpeg_orientation),
