@@ -240,8 +240,6 @@ ct_image_aug ct_data_image_aug(const ct_config *cfg) {
     return a;
 }
 
-/* random_resized_crop: the training images kept at data.resize (e->store), split,
- * the validation part and train's first images their centre views. */
 /* The training images kept at data.resize: from their cache when it is fresh
  * (use_cache), else decoded; with `written` not NULL, then cached, with a line there. */
 static int load_kept(const ct_config *cfg, FILE *log, bool use_cache, FILE *written,
@@ -288,6 +286,8 @@ static int load_kept(const ct_config *cfg, FILE *log, bool use_cache, FILE *writ
     return 0;
 }
 
+/* random_resized_crop: the training images kept at data.resize (e->store), split,
+ * the validation part and train's first images their centre views. */
 static int load_kept_images(const ct_config *cfg, FILE *log, ct_epoch_images *e,
                             ct_dataset *train, ct_dataset *val, bool *has_val, ct_err *err) {
     const ct_data_cfg *d = &cfg->data;

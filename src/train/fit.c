@@ -306,6 +306,21 @@ static int join_ranks(const ct_fit_opts *o, fit_state *s, ct_err *err) {
     return 0;
 }
 
+/* The batches of set `set` (CT_STREAM_*: s->train, s->val or s->test) on dataset
+ * slot `slot` (batches.h); streamed sets go through the host loader, their pixels
+ * made by the set's source. */
+static int open_batches(const ct_config *cfg, fit_state *s, ct_batches *bt, int slot, int set,
+                        bool shuffle, const ct_pixel_prep *prep, const ct_shard *shard,
+                        ct_err *err) {
+    const ct_dataset *ds[CT_STREAMS] = {&s->train, &s->val, &s->test};
+    if (ct_batches_open(bt, s->model, s->streamed ? -1 : slot, ds[set], shuffle,
+                        cfg->train.seed, prep, shard, err) != 0)
+        return -1;
+    if (!s->streamed) return 0;
+    return ct_batches_set_source(bt, ct_image_source_sample, s->streams.source[set],
+                                 cfg->data.workers, err);
+}
+
 static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err) {
     snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s/model.bin", cfg->train.out);
     snprintf(s->csv_path, sizeof s->csv_path, "%s/metrics.csv", cfg->train.out);
@@ -343,28 +358,16 @@ static int setup(ct_config *cfg, const ct_fit_opts *o, fit_state *s, ct_err *err
     const ct_data_cfg *d = &cfg->data;
     ct_shard shard = {s->dist->rank, s->dist->size, cfg->train.batch_size};
     ct_pixel_prep train_prep = ct_data_prep(cfg, true), eval_prep = ct_data_prep(cfg, false);
-    /* streamed sets: the host loader (slot -1), its pixels from the set's source */
-    int train_slot = s->streamed ? -1 : 0, val_slot = s->streamed ? -1 : 1;
-    ct_image_source *const *src = s->streams.source;
-    if (ct_batches_open(&s->train_batches, s->model, train_slot, &s->train, d->shuffle,
-                        cfg->train.seed, &train_prep, &shard, err) != 0 ||
-        (s->streamed && ct_batches_set_source(&s->train_batches, ct_image_source_sample,
-                                              src[CT_STREAM_TRAIN], d->workers, err) != 0))
+    if (open_batches(cfg, s, &s->train_batches, 0, CT_STREAM_TRAIN, d->shuffle, &train_prep,
+                     &shard, err) != 0)
         return -1;
     if (d->balance == CT_BALANCE_SAMPLER && ct_batches_set_balanced(&s->train_batches, err) != 0)
         return -1;
-    if (ct_batches_open(&s->val_batches, s->model, val_slot, s->has_val ? &s->val : &s->test,
-                        false, cfg->train.seed, &eval_prep, &shard, err) != 0 ||
-        (s->streamed &&
-         ct_batches_set_source(&s->val_batches, ct_image_source_sample,
-                               src[s->has_val ? CT_STREAM_VAL : CT_STREAM_TEST], d->workers,
-                               err) != 0))
+    if (open_batches(cfg, s, &s->val_batches, 1, s->has_val ? CT_STREAM_VAL : CT_STREAM_TEST,
+                     false, &eval_prep, &shard, err) != 0)
         return -1;
-    if (s->has_val && (ct_batches_open(&s->test_batches, s->model, -1, &s->test, false,
-                                       cfg->train.seed, &eval_prep, &shard, err) != 0 ||
-                       (s->streamed &&
-                        ct_batches_set_source(&s->test_batches, ct_image_source_sample,
-                                              src[CT_STREAM_TEST], d->workers, err) != 0)))
+    if (s->has_val && open_batches(cfg, s, &s->test_batches, -1, CT_STREAM_TEST, false,
+                                   &eval_prep, &shard, err) != 0)
         return -1;
     /* A last training batch smaller than the number of ranks would leave a rank
      * without rows; it is skipped (one notice), like drop_last. */
