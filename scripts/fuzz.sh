@@ -3,9 +3,10 @@
 # run each for SECONDS (default 60): fuzz_config (YAML configs and shape
 # inference), fuzz_idx (IDX files, gzip and plain), fuzz_checkpoint
 # (safetensors), fuzz_image (PNG, JPEG, PGM and PPM files, converted to model
-# inputs) and fuzz_list (the list files of data.format list). Each starts from its seeds (tests/fuzz/corpus/<target>) and the
-# saved regressions, and prints one line: its name, how many inputs it ran, and
-# the result.
+# inputs), fuzz_list (the list files of data.format list) and fuzz_cache (the data
+# caches of image folders). Each starts from its seeds (tests/fuzz/corpus/<target>)
+# and the saved regressions, and prints one line: its name, how many inputs it ran,
+# and the result.
 #
 # A crash, a sanitizer report (AddressSanitizer, UBSan), a broken contract
 # (tests/fuzz/targets.h: an error that is not one clean line naming the input), an
@@ -34,7 +35,7 @@ ninja --quiet -C "$build" fuzzers
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 failed=0
-for t in config idx checkpoint image list; do
+for t in config idx checkpoint image list cache; do
   work="$build/corpus/$t" crashes="$build/crashes/$t" log="$build/fuzz-$t.log"
   mkdir -p "$work" "$crashes"
   rc=0

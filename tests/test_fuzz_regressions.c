@@ -113,6 +113,11 @@ static void test_list_inputs(void **state) {
     replay_target("list", ct_fuzz_list);
 }
 
+static void test_cache_inputs(void **state) {
+    (void)state;
+    replay_target("cache", ct_fuzz_cache);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_inputs),
@@ -120,6 +125,7 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_inputs),
         cmocka_unit_test(test_image_inputs),
         cmocka_unit_test(test_list_inputs),
+        cmocka_unit_test(test_cache_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

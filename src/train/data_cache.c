@@ -209,7 +209,9 @@ static size_t kept_size(const mapped *m) {
     if (m->size < at + 8 * m->count) return 0;
     for (size_t i = 0; i < m->count; i++) {
         uint32_t w = get32(m->b + at + 4 * i), h = get32(m->b + at + 4 * (m->count + i));
-        if (w < m->f[3] || h < m->f[2] || (uint64_t)w * h > CT_IMAGE_MAX_PIXELS) return 0;
+        if (w == 0 || h == 0 || w < m->f[3] || h < m->f[2] ||
+            (uint64_t)w * h > CT_IMAGE_MAX_PIXELS)
+            return 0;
         total += (size_t)m->f[1] * w * h;
         if (total > m->size) return 0;
     }

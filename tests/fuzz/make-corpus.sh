@@ -14,8 +14,8 @@ cd "$(dirname "$0")/../.."
 build="${1:-build}"
 [ -x "$build/ctrain" ] || { echo "make-corpus.sh: no $build/ctrain; build first" >&2; exit 2; }
 out=tests/fuzz
-mkdir -p "$out"/corpus/{config,idx,checkpoint,image,list} \
-         "$out"/regressions/{config,idx,checkpoint,image,list}
+mkdir -p "$out"/corpus/{config,idx,checkpoint,image,list,cache} \
+         "$out"/regressions/{config,idx,checkpoint,image,list,cache}
 
 # ---- config -----------------------------------------------------------------------
 cp configs/cnn.yaml "$out/corpus/config/valid-cnn.yaml"
@@ -200,6 +200,46 @@ put(f"{c}/nul.csv", b"a.png,1\nb\x00.png,1\n")
 put(f"{c}/header-only.csv", b"file,class\n")
 put(f"{r}/long-field.csv", b"a" * 5000 + b",1\n")
 put(f"{r}/long-quoted.csv", b'"' + b"a" * 5000 + b'",1\n')
+PY
+
+# ---- cache: the data caches of image folders (train/data_cache.h) --------------------
+# A mode byte first (tests/fuzz/targets.h): bit 0, read as the kept images of
+# random_resized_crop; bit 1, the harness writes the right CRC-32.
+python3 - "$out" <<'PY'
+import struct, sys, zlib
+out = sys.argv[1]
+def put(path, data):
+    open(path, "wb").write(data)
+def cache(c, h, w, resize, labels, kind, sizes=None, px=b"", fp=0x0123456789ABCDEF,
+          crc=None, classes=10, skipped=0, count=None):
+    body = bytes(labels) + bytes(-len(labels) % 8)
+    if sizes is not None:
+        body += b"".join(struct.pack("<I", x) for x, _ in sizes)
+        body += b"".join(struct.pack("<I", y) for _, y in sizes)
+    body += px
+    n = len(labels) if count is None else count
+    head = b"CTRCACHE" + struct.pack("<9I", 1, c, h, w, resize, n, classes, skipped, kind)
+    head += struct.pack("<QI", fp, zlib.crc32(body) if crc is None else crc)
+    return head + bytes(64 - len(head)) + body
+c, r = f"{out}/corpus/cache", f"{out}/regressions/cache"
+kept = [(5, 6), (6, 5), (4, 4)]
+kpx = bytes(i % 251 for i in range(sum(x * y for x, y in kept)))
+put(f"{c}/valid-samples.bin", b"\x00" + cache(1, 4, 4, 0, [1, 2], 0, px=bytes(range(32))))
+put(f"{c}/valid-kept.bin", b"\x01" + cache(1, 4, 4, 5, [0, 3, 9], 1, kept, kpx))
+put(f"{c}/valid-kept-rgb.bin", b"\x01" + cache(3, 2, 3, 2, [4], 1, [(3, 2)], bytes(18)))
+put(f"{c}/bad-crc.bin", b"\x00" + cache(1, 4, 4, 0, [1, 2], 0, px=bytes(32), crc=7))
+put(f"{c}/short.bin", b"\x00" + cache(1, 4, 4, 0, [1, 2], 0, px=bytes(31)))
+put(f"{c}/kind-swapped.bin", b"\x00" + cache(1, 4, 4, 5, [0, 3, 9], 1, kept, kpx))
+put(f"{c}/kept-too-small.bin", b"\x03" + cache(1, 4, 4, 5, [0], 1, [(3, 9)], bytes(27)))
+put(f"{c}/skipped-files.bin", b"\x00" + cache(1, 4, 4, 0, [1], 0, px=bytes(16), skipped=2))
+put(f"{c}/header-cut.bin", b"\x00" + cache(1, 4, 4, 0, [1], 0, px=bytes(16))[:40])
+# crafted claims: a count far beyond the file, sizes whose product overflows
+put(f"{r}/huge-count.bin", b"\x03" + cache(1, 4, 4, 5, [0, 1], 1, [(5, 5), (5, 5)],
+                                            bytes(50), count=0x7FFFFFFF))
+put(f"{r}/huge-sizes.bin", b"\x03" + cache(64, 4, 4, 5, [0, 1], 1,
+                                            [(0xFFFFFFFF, 0xFFFFFFFF), (65536, 65536)], bytes(8)))
+put(f"{r}/huge-samples.bin", b"\x02" + cache(0xFFFFFFFF, 0xFFFFFFFF, 0xFFFF, 0, [1], 0,
+                                              px=bytes(16)))
 PY
 
 # ---- checkpoint ---------------------------------------------------------------------

@@ -47,6 +47,13 @@ ct_fuzz_result ct_fuzz_image(const uint8_t *data, size_t size, char *why, size_t
 /* The input is a list file's text for ct_image_list_parse (data.format list). */
 ct_fuzz_result ct_fuzz_list(const uint8_t *data, size_t size, char *why, size_t n);
 
+/* The first byte is a mode, the rest a data cache file (train/data_cache.h) that
+ * ct_data_cache_read (mode bit 0 clear) or ct_data_cache_read_kept (set) reads for
+ * the config its header names, with the fingerprint it holds; mode bit 1 set, the
+ * harness first writes the right CRC-32 into the header, so that the payload's
+ * checks are reached. An accepted cache must agree with its header and its size. */
+ct_fuzz_result ct_fuzz_cache(const uint8_t *data, size_t size, char *why, size_t n);
+
 /* ---- shared by the targets (target_common.c) ------------------------------ */
 
 /* Checks a refusal against the contract above and copies its message to why;
