@@ -741,9 +741,10 @@ static float *fit_weights(const char *cfg, const char *out, const char *args, ch
  * and a validation split (a JPEG folder), and plain resized ones (a PNG folder),
  * end with the in-memory fit's weights and epoch metrics, bit for bit, on 1 and 3
  * workers and (the augmented one) after a resume mid-epoch; eval reads the test set
- * the same way and reports the same; with fresh caches the samples come from them
- * to the same weights; an unreadable training file stops the fit in one line naming
- * the set and the file, and nothing is saved. */
+ * the same way and reports the same; with fresh caches the samples (and the kept
+ * images of random_resized_crop) come from them to the same weights; an unreadable
+ * training file stops the fit in one line naming the set and the file, and nothing
+ * is saved. */
 static void test_streamed(void **state) {
     (void)state;
     ct_test_mnist_subset(dir, 200, 60);
@@ -832,6 +833,23 @@ static void test_streamed(void **state) {
     assert_memory_equal(w0, w1, n0 * sizeof *w0);
     assert_string_equal(l0, l1);
     free(w0), free(w1), free(l0), free(l1);
+    /* random_resized_crop: the training part cut from the kept images' cache, the
+     * validation part from the samples' cache */
+    run_ok("data cache %s/st-aug.yaml", dir);
+    r = run("fit %s/st-aug.yaml --out %s/st-aug-cached --epochs 2 --no-progress "
+            "data.in_memory=false", dir, dir);
+    if (r.status != 0 || !strstr(r.err, "-r36-kept.bin as the batches need them") ||
+        !strstr(r.err, "data.train_dir (validation part): 40 images, read from its cache ") ||
+        !strstr(r.err, "data.test_dir: 60 images, read from its cache "))
+        fail_msg("streamed fit with the kept cache: exit %d\n%s", r.status, r.err);
+    ct_test_run_free(&r);
+    snprintf(path, sizeof path, "%s/st-aug-0/model.bin", dir);
+    w0 = ct_test_checkpoint_floats(path, &n0, NULL);
+    snprintf(path, sizeof path, "%s/st-aug-cached/model.bin", dir);
+    w1 = ct_test_checkpoint_floats(path, &n1, NULL);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(w0, w1, n0 * sizeof *w0);
+    free(w0), free(w1);
     /* a damaged training file, found when its batch comes (the cache is now stale) */
     char bad[800];
     glob_t g;

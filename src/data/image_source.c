@@ -7,10 +7,30 @@
 #include "data/image_convert.h"
 #include "data/image_file.h"
 
+/* The epoch's box of the kept image px [C, rh, rw] resampled to H x W into out. */
+static int cut_rrc(const ct_image_source *s, uint32_t epoch, int k, const uint8_t *px, int rw,
+                   int rh, uint8_t *out) {
+    ct_rrc_box b = ct_rrc_draw(&s->aug, epoch, (uint32_t)k, rw, rh);
+    for (int c = 0; c < s->c; c++) {
+        const uint8_t *plane = px + (size_t)c * rw * rh;
+        if (ct_resample_u8(plane + (size_t)b.y * rw + b.x, (size_t)rw, b.w, b.h, s->h, s->w,
+                           out + (size_t)c * s->h * s->w) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* random_resized_crop: the file kept at data.resize (as image_set.c's store does),
- * the epoch's box of it resampled to H x W. */
+ * or the cache's kept image, the epoch's box of it resampled to H x W. */
 static int sample_rrc(const ct_image_source *s, uint32_t epoch, int k, const char *path,
                       uint8_t *out, ct_err *err) {
+    if (s->cached_kept) {
+        const ct_image_store *st = s->cached_kept;
+        int i = s->cached_index[k];
+        if (cut_rrc(s, epoch, k, st->px + st->offset[i], st->w[i], st->h[i], out) != 0)
+            return ct_errorf(err, "%s: out of memory", path);
+        return 0;
+    }
     ct_image img;
     if (ct_image_read_for(path, CT_IMAGE_MAX_PIXELS, s->resize, s->resize, &img, err) != 0)
         return -1;
@@ -26,15 +46,8 @@ static int sample_rrc(const ct_image_source *s, uint32_t epoch, int k, const cha
     else
         rc = ct_image_to_input(&img, path, s->c, rh, rw, false, kept, err);
     ct_image_free(&img);
-    if (rc == 0) {
-        ct_rrc_box b = ct_rrc_draw(&s->aug, epoch, (uint32_t)k, rw, rh);
-        for (int c = 0; rc == 0 && c < s->c; c++) {
-            const uint8_t *plane = kept + (size_t)c * rw * rh;
-            if (ct_resample_u8(plane + (size_t)b.y * rw + b.x, (size_t)rw, b.w, b.h, s->h, s->w,
-                               out + (size_t)c * s->h * s->w) != 0)
-                rc = ct_errorf(err, "%s: out of memory", path);
-        }
-    }
+    if (rc == 0 && cut_rrc(s, epoch, k, kept, rw, rh, out) != 0)
+        rc = ct_errorf(err, "%s: out of memory", path);
     free(kept);
     return rc;
 }

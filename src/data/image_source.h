@@ -5,11 +5,11 @@
  * and brought to model.input as ct_image_files_decode does (image_set.h), or for
  * a training set with random_resized_crop, kept at data.resize and cut and
  * resampled as ct_epoch_images does (image_augment.h), then colour-jittered, the
- * draws keyed by (train.seed, epoch, k) as there. Without random_resized_crop the
- * decoded sample may come from the set's cache instead (a mapping of the same
- * bytes, train/data_cache.h). A file that cannot be read fails its sample with the
- * file's path and reason (there is no skipping: the files are not read before
- * training).
+ * draws keyed by (train.seed, epoch, k) as there. The decoded sample, or with
+ * random_resized_crop the kept image, may come from the set's cache instead (a
+ * mapping of the same bytes, train/data_cache.h). A file that cannot be read fails
+ * its sample with the file's path and reason (there is no skipping: the files are
+ * not read before training).
  */
 #ifndef CT_IMAGE_SOURCE_H
 #define CT_IMAGE_SOURCE_H
@@ -29,9 +29,12 @@ typedef struct ct_image_source {
     ct_image_aug aug;     /* the training set's augmentation; all off for evaluation */
     const char *what;     /* names the set in messages ("data.train_dir"; static) */
     /* NULL, or the set's samples already decoded (a mapped cache, [N, C, H, W]):
-     * sample k is cached[cached_index[k]], then jittered; never with
+     * sample k is cached[cached_index[k]], then jittered; without
      * random_resized_crop */
     const uint8_t *cached;
+    /* NULL, or with random_resized_crop the set's images already kept at
+     * data.resize (a mapped cache): sample k is cut from image cached_index[k] */
+    const ct_image_store *cached_kept;
     int32_t *cached_index; /* owned, [files.count] */
 } ct_image_source;
 

@@ -266,6 +266,38 @@ void ct_data_cache_unmap(ct_cache_map *cm) {
     memset(cm, 0, sizeof *cm);
 }
 
+/* st's arrays from a mapped KIND_KEPT cache: the pixels copied (copy) or pointing
+ * into the mapping; -1 (err) when memory runs out, with st empty. */
+static int kept_arrays(const mapped *m, const char *path, bool copy, ct_image_store *st,
+                       ct_err *err) {
+    size_t count = m->count, c = m->f[1], at = HEADER_BYTES + padded(count) + 8 * count;
+    size_t k = count ? count : 1, total = m->size - at;
+    memset(st, 0, sizeof *st);
+    st->labels = malloc(k);
+    st->offset = malloc(k * sizeof *st->offset);
+    st->w = malloc(k * sizeof *st->w);
+    st->h = malloc(k * sizeof *st->h);
+    st->px = copy ? malloc(total ? total : 1) : (uint8_t *)(m->b + at);
+    if (!st->labels || !st->offset || !st->w || !st->h || !st->px) {
+        if (!copy) st->px = NULL;
+        ct_image_store_free(st);
+        return ct_errorf(err, "%s: out of memory for %zu cached images", path, count);
+    }
+    const unsigned char *sizes = m->b + HEADER_BYTES + padded(count);
+    memcpy(st->labels, m->b + HEADER_BYTES, count);
+    if (copy) memcpy(st->px, m->b + at, total);
+    for (size_t i = 0, off = 0; i < count; i++) {
+        st->w[i] = (int)get32(sizes + 4 * i);
+        st->h[i] = (int)get32(sizes + 4 * (count + i));
+        st->offset[i] = off;
+        off += c * (size_t)st->w[i] * (size_t)st->h[i];
+    }
+    st->count = (int)count;
+    st->channels = (int)c;
+    st->num_classes = (int)m->f[6];
+    return 0;
+}
+
 int ct_data_cache_read_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,
                             ct_image_store *st, char *why, size_t n, ct_err *err) {
     char path[CT_PATH_MAX + 64];
@@ -273,31 +305,31 @@ int ct_data_cache_read_kept(const ct_config *cfg, const char *set_path, unsigned
     memset(st, 0, sizeof *st);
     mapped m;
     if (map_cache(cfg, path, KIND_KEPT, fp, kept_size, &m, why, n) != 1) return 0;
-    size_t count = m.count, c = m.f[1], at = HEADER_BYTES + padded(count) + 8 * count;
-    size_t k = count ? count : 1, total = m.size - at;
-    st->labels = malloc(k);
-    st->offset = malloc(k * sizeof *st->offset);
-    st->w = malloc(k * sizeof *st->w);
-    st->h = malloc(k * sizeof *st->h);
-    st->px = malloc(total ? total : 1);
-    int rc = 1;
-    if (!st->labels || !st->offset || !st->w || !st->h || !st->px) {
-        ct_image_store_free(st);
-        rc = ct_errorf(err, "%s: out of memory for %zu cached images", path, count);
-    } else {
-        const unsigned char *sizes = m.b + HEADER_BYTES + padded(count);
-        memcpy(st->labels, m.b + HEADER_BYTES, count);
-        memcpy(st->px, m.b + at, total);
-        for (size_t i = 0, off = 0; i < count; i++) {
-            st->w[i] = (int)get32(sizes + 4 * i);
-            st->h[i] = (int)get32(sizes + 4 * (count + i));
-            st->offset[i] = off;
-            off += c * (size_t)st->w[i] * (size_t)st->h[i];
-        }
-        st->count = (int)count;
-        st->channels = (int)c;
-        st->num_classes = (int)m.f[6];
-    }
+    int rc = kept_arrays(&m, path, true, st, err) == 0 ? 1 : -1;
     munmap((void *)m.b, m.size);
     return rc;
+}
+
+int ct_data_cache_map_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,
+                           ct_kept_map *km, char *why, size_t n, ct_err *err) {
+    char path[CT_PATH_MAX + 64];
+    cache_path(cfg, set_path, KIND_KEPT, path, sizeof path);
+    memset(km, 0, sizeof *km);
+    mapped m;
+    if (map_cache(cfg, path, KIND_KEPT, fp, kept_size, &m, why, n) != 1) return 0;
+    if (kept_arrays(&m, path, false, &km->view, err) != 0) {
+        munmap((void *)m.b, m.size);
+        return -1;
+    }
+    madvise((void *)m.b, m.size, MADV_RANDOM);
+    km->map = (void *)m.b;
+    km->size = m.size;
+    return 1;
+}
+
+void ct_data_cache_unmap_kept(ct_kept_map *km) {
+    km->view.px = NULL; /* the mapping's, not the store's */
+    ct_image_store_free(&km->view);
+    if (km->map) munmap(km->map, km->size);
+    memset(km, 0, sizeof *km);
 }

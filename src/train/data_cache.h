@@ -75,4 +75,16 @@ int ct_data_cache_write_kept(const ct_config *cfg, const char *set_path, unsigne
 int ct_data_cache_read_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,
                             ct_image_store *st, char *why, size_t n, ct_err *err);
 
+/* The kept images' cache mapped (data.in_memory: false), as ct_cache_map: view's
+ * pixels are the mapping's, its other arrays owned. 1, 0 (why[n]) or -1 (err, out of
+ * memory); ct_data_cache_unmap_kept releases it. */
+typedef struct ct_kept_map {
+    void *map;
+    size_t size;
+    ct_image_store view;
+} ct_kept_map;
+int ct_data_cache_map_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,
+                           ct_kept_map *km, char *why, size_t n, ct_err *err);
+void ct_data_cache_unmap_kept(ct_kept_map *km);
+
 #endif

@@ -61,23 +61,30 @@ static int split_files(const ct_config *cfg, const ct_image_files *all, ct_image
 }
 
 /* The whole set's cache (train: the training files), mapped when it is fresh and
- * holds every file; a line on log either way when there is one. */
-static void map_cache(const ct_config *cfg, bool train, const ct_image_files *all,
-                      const ct_names *classes, FILE *log, ct_cache_map *cm) {
+ * holds every file, into *cm, and with kept (the training files, random_resized_crop)
+ * the kept images' cache into *kept; a line on log for a cache that is there but
+ * cannot be used. -1 only when memory runs out. */
+static int map_caches(const ct_config *cfg, bool train, const ct_image_files *all,
+                      const ct_names *classes, FILE *log, ct_cache_map *cm, ct_kept_map *kept,
+                      ct_err *err) {
     const char *set_path = train ? cfg->data.train_images : cfg->data.test_images;
+    const char *what = ct_data_key(&cfg->data, train);
     unsigned long long fp;
-    char why[CT_PATH_MAX + 160];
+    char why[CT_PATH_MAX + 160] = "";
     ct_err ignored = {{0}};
     memset(cm, 0, sizeof *cm);
-    if (ct_data_cache_fingerprint(cfg, set_path, all, classes, &fp, &ignored) != 0 ||
-        ct_data_cache_map(cfg, set_path, fp, cm, why, sizeof why) != 1) {
-        if (log && why[0])
-            fprintf(log, "ctrain: %s: %s; reading the image files\n",
-                    ct_data_key(&cfg->data, train), why);
-        return;
-    }
-    if (cm->count != all->count) /* it left bad files out (on_bad_file skip) */
+    if (ct_data_cache_fingerprint(cfg, set_path, all, classes, &fp, &ignored) != 0) return 0;
+    if (ct_data_cache_map(cfg, set_path, fp, cm, why, sizeof why) != 1 && log && why[0])
+        fprintf(log, "ctrain: %s: %s; reading the image files\n", what, why);
+    if (cm->map && cm->count != all->count) /* it left bad files out (on_bad_file skip) */
         ct_data_cache_unmap(cm);
+    if (!kept) return 0;
+    why[0] = 0;
+    int rc = ct_data_cache_map_kept(cfg, set_path, fp, kept, why, sizeof why, err);
+    if (rc == 0 && log && why[0])
+        fprintf(log, "ctrain: %s: %s; reading the image files\n", what, why);
+    if (rc == 1 && kept->view.count != all->count) ct_data_cache_unmap_kept(kept);
+    return rc < 0 ? -1 : 0;
 }
 
 static void say(const ct_config *cfg, const ct_data_streams *st, int k, FILE *log) {
@@ -87,8 +94,11 @@ static void say(const ct_config *cfg, const ct_data_streams *st, int k, FILE *lo
                                                                         : "";
     char cache[CT_PATH_MAX + 64];
     const char *set_path = k == CT_STREAM_TEST ? cfg->data.test_images : cfg->data.train_images;
-    ct_data_cache_path(cfg, set_path, cache, sizeof cache);
-    if (s->cached)
+    if (s->cached_kept)
+        ct_data_cache_path_kept(cfg, set_path, cache, sizeof cache);
+    else
+        ct_data_cache_path(cfg, set_path, cache, sizeof cache);
+    if (s->cached || s->cached_kept)
         fprintf(log, "ctrain: %s%s: %d images, read from its cache %s as the batches need them "
                 "(memory-mapped; data.in_memory: false)\n", s->what, part, s->files.count, cache);
     else
@@ -119,9 +129,12 @@ int ct_data_streams_open(const ct_config *cfg, FILE *log, ct_data_streams *st, c
                      positions(NULL, all[1].count, 0, &index[CT_STREAM_TEST], err) != 0
                  ? -1
                  : 0;
-    /* decoded samples from the caches, unless random_resized_crop needs the kept images */
-    if (rc == 0 && !d->rrc) map_cache(cfg, true, &all[0], &classes[0], log, &st->cache[0]);
-    if (rc == 0) map_cache(cfg, false, &all[1], &classes[1], log, &st->cache[1]);
+    /* decoded samples from the caches; with random_resized_crop the training part
+     * needs the kept images, and the validation part the decoded samples */
+    if (rc == 0)
+        rc = map_caches(cfg, true, &all[0], &classes[0], log, &st->cache[0],
+                        d->rrc ? &st->kept : NULL, err);
+    if (rc == 0) rc = map_caches(cfg, false, &all[1], &classes[1], log, &st->cache[1], NULL, err);
     ct_image_aug train_aug = ct_data_image_aug(cfg), none = {.seed = cfg->train.seed};
     for (int k = 0; k < CT_STREAMS; k++) {
         if (rc != 0 || (k == CT_STREAM_VAL && d->val_split == 0.0)) {
@@ -133,6 +146,8 @@ int ct_data_streams_open(const ct_config *cfg, FILE *log, ct_data_streams *st, c
                                    k == CT_STREAM_TRAIN ? &train_aug : &none, err);
         if (!st->source[k] || ct_image_source_dataset(st->source[k], &st->set[k], err) != 0)
             rc = -1;
+        else if (k == CT_STREAM_TRAIN && d->rrc)
+            st->source[k]->cached_kept = st->kept.map ? &st->kept.view : NULL;
         else
             st->source[k]->cached = st->cache[k == CT_STREAM_TEST].images;
     }
@@ -165,7 +180,7 @@ int ct_data_stream_test(const ct_config *cfg, FILE *log, ct_image_source **src, 
                      positions(NULL, all.count, 0, &index, err) != 0
                  ? -1
                  : 0;
-    if (rc == 0) map_cache(cfg, false, &all, &classes, log, cache);
+    if (rc == 0) rc = map_caches(cfg, false, &all, &classes, log, cache, NULL, err);
     ct_image_files_free(&all);
     ct_names_free(&classes);
     ct_image_aug none = {.seed = cfg->train.seed};
@@ -196,5 +211,6 @@ void ct_data_streams_close(ct_data_streams *st) {
         ct_dataset_free(&st->set[k]);
     }
     for (int s = 0; s < 2; s++) ct_data_cache_unmap(&st->cache[s]);
+    ct_data_cache_unmap_kept(&st->kept);
     memset(st, 0, sizeof *st);
 }

@@ -8,8 +8,8 @@
  * batches (train/batches.h), whose host loader makes each batch's pixels on
  * data.workers threads while the step before runs. Where a set's cache
  * (train/data_cache.h) is fresh, it is mapped and its decoded samples are copied
- * instead of decoding the files (not for a training set with random_resized_crop,
- * whose images are kept larger).
+ * instead of decoding the files; a training part with random_resized_crop cuts its
+ * samples from the mapped cache of the kept images.
  */
 #ifndef CT_DATA_STREAM_H
 #define CT_DATA_STREAM_H
@@ -27,9 +27,10 @@ enum { CT_STREAM_TRAIN, CT_STREAM_VAL, CT_STREAM_TEST, CT_STREAMS };
 typedef struct ct_data_streams {
     ct_image_source *source[CT_STREAMS]; /* owned; [CT_STREAM_VAL] NULL without a split */
     ct_dataset set[CT_STREAMS];          /* their labels, no pixels */
-    /* the training ([0]) and test ([1]) files' caches, where fresh, whole and of use
-     * (not with random_resized_crop): the sources copy their samples from them */
+    /* the training ([0]) and test ([1]) files' caches, where fresh and whole: the
+     * sources copy their samples from them */
     ct_cache_map cache[2];
+    ct_kept_map kept; /* with random_resized_crop, the training files' kept images */
 } ct_data_streams;
 
 /* cfg's sets (image files with data.in_memory false) as streams; log (NULL:
