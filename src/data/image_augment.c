@@ -48,6 +48,18 @@ ct_rrc_box ct_rrc_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample, i
     return (ct_rrc_box){(w - bw) / 2, (h - bh) / 2, bw, bh};
 }
 
+int ct_rrc_cut(const ct_image_aug *a, uint32_t epoch, uint32_t sample, const uint8_t *px, int C,
+               int w, int h, int H, int W, uint8_t *out) {
+    ct_rrc_box b = ct_rrc_draw(a, epoch, sample, w, h);
+    for (int c = 0; c < C; c++) {
+        const uint8_t *plane = px + (size_t)c * w * h;
+        if (ct_resample_u8(plane + (size_t)b.y * w + b.x, (size_t)w, b.w, b.h, H, W,
+                           out + (size_t)c * H * W) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 ct_jitter ct_jitter_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample) {
     double u[4], v[4];
     draw4(a, epoch, sample, 10, u); /* the blocks after the crop's ten */
@@ -135,13 +147,9 @@ static void render_one(void *ctx, int k) {
     if (e->aug.rrc) {
         const ct_image_store *st = &e->store;
         int i = e->index[k];
-        ct_rrc_box b = ct_rrc_draw(&e->aug, j->epoch, (uint32_t)k, st->w[i], st->h[i]);
-        for (int c = 0; c < e->c; c++) {
-            const uint8_t *plane = st->px + st->offset[i] + (size_t)c * st->w[i] * st->h[i];
-            if (ct_resample_u8(plane + (size_t)b.y * st->w[i] + b.x, (size_t)st->w[i], b.w, b.h,
-                               e->h, e->w, o + (size_t)c * e->h * e->w) != 0)
-                j->failed = 1;
-        }
+        if (ct_rrc_cut(&e->aug, j->epoch, (uint32_t)k, st->px + st->offset[i], e->c, st->w[i],
+                       st->h[i], e->h, e->w, o) != 0)
+            j->failed = 1;
     } else {
         memcpy(o, e->base.images + (size_t)k * sample, sample);
     }

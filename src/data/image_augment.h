@@ -56,6 +56,10 @@ typedef struct ct_jitter {
 bool ct_image_aug_on(const ct_image_aug *a);
 
 ct_rrc_box ct_rrc_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample, int w, int h);
+/* Sample `sample`'s box for `epoch` of the kept image px [C, h, w], resampled into
+ * out [C, H, W]; -1 when memory runs out. */
+int ct_rrc_cut(const ct_image_aug *a, uint32_t epoch, uint32_t sample, const uint8_t *px, int C,
+               int w, int h, int H, int W, uint8_t *out);
 ct_jitter ct_jitter_draw(const ct_image_aug *a, uint32_t epoch, uint32_t sample);
 /* px [C, H, W] jittered in place by j. */
 void ct_jitter_apply(uint8_t *px, int C, int H, int W, const ct_jitter *j);

@@ -10,14 +10,7 @@
 /* The epoch's box of the kept image px [C, rh, rw] resampled to H x W into out. */
 static int cut_rrc(const ct_image_source *s, uint32_t epoch, int k, const uint8_t *px, int rw,
                    int rh, uint8_t *out) {
-    ct_rrc_box b = ct_rrc_draw(&s->aug, epoch, (uint32_t)k, rw, rh);
-    for (int c = 0; c < s->c; c++) {
-        const uint8_t *plane = px + (size_t)c * rw * rh;
-        if (ct_resample_u8(plane + (size_t)b.y * rw + b.x, (size_t)rw, b.w, b.h, s->h, s->w,
-                           out + (size_t)c * s->h * s->w) != 0)
-            return -1;
-    }
-    return 0;
+    return ct_rrc_cut(&s->aug, epoch, (uint32_t)k, px, s->c, rw, rh, s->h, s->w, out);
 }
 
 /* random_resized_crop: the file kept at data.resize (as image_set.c's store does),
