@@ -7,12 +7,6 @@
 #include "data/image_convert.h"
 #include "data/image_file.h"
 
-/* The epoch's box of the kept image px [C, rh, rw] resampled to H x W into out. */
-static int cut_rrc(const ct_image_source *s, uint32_t epoch, int k, const uint8_t *px, int rw,
-                   int rh, uint8_t *out) {
-    return ct_rrc_cut(&s->aug, epoch, (uint32_t)k, px, s->c, rw, rh, s->h, s->w, out);
-}
-
 /* random_resized_crop: the file kept at data.resize (as image_set.c's store does),
  * or the cache's kept image, the epoch's box of it resampled to H x W. */
 static int sample_rrc(const ct_image_source *s, uint32_t epoch, int k, const char *path,
@@ -20,7 +14,8 @@ static int sample_rrc(const ct_image_source *s, uint32_t epoch, int k, const cha
     if (s->cached_kept) {
         const ct_image_store *st = s->cached_kept;
         int i = s->cached_index[k];
-        if (cut_rrc(s, epoch, k, st->px + st->offset[i], st->w[i], st->h[i], out) != 0)
+        if (ct_rrc_cut(&s->aug, epoch, (uint32_t)k, st->px + st->offset[i], s->c, st->w[i],
+                       st->h[i], s->h, s->w, out) != 0)
             return ct_errorf(err, "%s: out of memory", path);
         return 0;
     }
@@ -39,7 +34,8 @@ static int sample_rrc(const ct_image_source *s, uint32_t epoch, int k, const cha
     else
         rc = ct_image_to_input(&img, path, s->c, rh, rw, false, kept, err);
     ct_image_free(&img);
-    if (rc == 0 && cut_rrc(s, epoch, k, kept, rw, rh, out) != 0)
+    if (rc == 0 &&
+        ct_rrc_cut(&s->aug, epoch, (uint32_t)k, kept, s->c, rw, rh, s->h, s->w, out) != 0)
         rc = ct_errorf(err, "%s: out of memory", path);
     free(kept);
     return rc;

@@ -37,6 +37,7 @@ struct ct_loader {
     const ct_class_index *balanced; /* NULL, or the order is the balanced sampler's */
     uint64_t seed;
     ct_pixel_prep prep;
+    bool augment;     /* ct_prep_augments(&prep) */
     float lut[CT_MAX_CHANNELS][256]; /* [C][p]: normalized value of pixel byte p */
     size_t sample_px; /* channels * rows * cols */
     float *x[2];      /* [cap, C, rows, cols] */
@@ -81,12 +82,11 @@ static void shard_of(const ct_loader *l, int k, int *offset, int *n) {
 /* Row i of a batch (sample idx) from its pixels px into x. */
 static void prep_row(const ct_loader *l, const uint8_t *px, int idx, float *x) {
     const ct_dataset *ds = l->ds;
-    bool augment = ct_prep_augments(&l->prep);
     ct_aug_draw d = {0};
-    if (augment)
+    if (l->augment)
         d = ct_aug_draw_for(&l->prep, ds->rows, ds->cols, (uint32_t)l->epoch, (uint32_t)idx);
     ct_prep_sample(px, ds->channels, ds->rows, ds->cols, (const float(*)[256])l->lut,
-                   augment ? &d : NULL, l->prep.crop, x);
+                   l->augment ? &d : NULL, l->prep.crop, x);
 }
 
 /* A batch's rows from the source, on the source's threads. */
@@ -295,6 +295,7 @@ int ct_loader_open(const ct_dataset *ds, int batch_size, bool shuffle, uint64_t 
     l->seed = seed;
     l->sample_px = (size_t)ds->channels * (size_t)ds->rows * (size_t)ds->cols;
     l->prep = *prep;
+    l->augment = ct_prep_augments(prep);
     l->failed_batch = -1;
     ct_prep_lut(&l->prep, l->lut);
     if (alloc_buffers(l, err) || start_thread(l, err)) {

@@ -218,33 +218,6 @@ static size_t kept_size(const mapped *m) {
     return at + 8 * m->count + total;
 }
 
-int ct_data_cache_read(const ct_config *cfg, const char *set_path, unsigned long long fp,
-                       ct_dataset *ds, char *why, size_t n, ct_err *err) {
-    char path[CT_PATH_MAX + 64];
-    cache_path(cfg, set_path, KIND_SAMPLES, path, sizeof path);
-    memset(ds, 0, sizeof *ds);
-    mapped m;
-    if (map_cache(cfg, path, KIND_SAMPLES, fp, samples_size, &m, why, n) != 1) return 0;
-    size_t sample = (size_t)m.f[1] * m.f[2] * m.f[3], count = m.count;
-    int rc = 1;
-    ds->labels = malloc(count ? count : 1);
-    ds->images = malloc(sample * count > 0 ? sample * count : 1);
-    if (!ds->labels || !ds->images) {
-        ct_dataset_free(ds);
-        rc = ct_errorf(err, "%s: out of memory for %zu cached images", path, count);
-    } else {
-        memcpy(ds->labels, m.b + HEADER_BYTES, count);
-        memcpy(ds->images, m.b + HEADER_BYTES + padded(count), sample * count);
-        ds->count = (int)count;
-        ds->channels = (int)m.f[1];
-        ds->rows = (int)m.f[2];
-        ds->cols = (int)m.f[3];
-        ds->num_classes = (int)m.f[6];
-    }
-    munmap((void *)m.b, m.size);
-    return rc;
-}
-
 int ct_data_cache_map(const ct_config *cfg, const char *set_path, unsigned long long fp,
                       ct_cache_map *cm, char *why, size_t n) {
     char path[CT_PATH_MAX + 64];
@@ -266,26 +239,49 @@ void ct_data_cache_unmap(ct_cache_map *cm) {
     memset(cm, 0, sizeof *cm);
 }
 
-/* st's arrays from a mapped KIND_KEPT cache: the pixels copied (copy) or pointing
- * into the mapping; -1 (err) when memory runs out, with st empty. */
-static int kept_arrays(const mapped *m, const char *path, bool copy, ct_image_store *st,
-                       ct_err *err) {
-    size_t count = m->count, c = m->f[1], at = HEADER_BYTES + padded(count) + 8 * count;
-    size_t k = count ? count : 1, total = m->size - at;
+int ct_data_cache_read(const ct_config *cfg, const char *set_path, unsigned long long fp,
+                       ct_dataset *ds, char *why, size_t n, ct_err *err) {
+    memset(ds, 0, sizeof *ds);
+    ct_cache_map cm;
+    if (ct_data_cache_map(cfg, set_path, fp, &cm, why, n) != 1) return 0;
+    size_t count = (size_t)cm.count;
+    size_t bytes = (size_t)cfg->input_c * cfg->input_h * cfg->input_w * count;
+    int rc = 1;
+    madvise(cm.map, cm.size, MADV_SEQUENTIAL); /* copied whole */
+    ds->labels = malloc(count ? count : 1);
+    ds->images = malloc(bytes ? bytes : 1);
+    if (!ds->labels || !ds->images) {
+        ct_dataset_free(ds);
+        char path[CT_PATH_MAX + 64];
+        cache_path(cfg, set_path, KIND_SAMPLES, path, sizeof path);
+        rc = ct_errorf(err, "%s: out of memory for %zu cached images", path, count);
+    } else {
+        memcpy(ds->labels, cm.labels, count);
+        memcpy(ds->images, cm.images, bytes);
+        *ds = (ct_dataset){.images = ds->images, .labels = ds->labels, .count = cm.count,
+                           .channels = cfg->input_c, .rows = cfg->input_h,
+                           .cols = cfg->input_w, .num_classes = cfg->data.num_classes};
+    }
+    ct_data_cache_unmap(&cm);
+    return rc;
+}
+
+/* st's arrays from a mapped KIND_KEPT cache, its pixels pointing into the mapping;
+ * -1 (err) when memory runs out, with st empty. */
+static int kept_arrays(const mapped *m, const char *path, ct_image_store *st, ct_err *err) {
+    size_t count = m->count, c = m->f[1], k = count ? count : 1;
     memset(st, 0, sizeof *st);
     st->labels = malloc(k);
     st->offset = malloc(k * sizeof *st->offset);
     st->w = malloc(k * sizeof *st->w);
     st->h = malloc(k * sizeof *st->h);
-    st->px = copy ? malloc(total ? total : 1) : (uint8_t *)(m->b + at);
-    if (!st->labels || !st->offset || !st->w || !st->h || !st->px) {
-        if (!copy) st->px = NULL;
+    if (!st->labels || !st->offset || !st->w || !st->h) {
         ct_image_store_free(st);
         return ct_errorf(err, "%s: out of memory for %zu cached images", path, count);
     }
     const unsigned char *sizes = m->b + HEADER_BYTES + padded(count);
     memcpy(st->labels, m->b + HEADER_BYTES, count);
-    if (copy) memcpy(st->px, m->b + at, total);
+    st->px = (uint8_t *)(sizes + 8 * count);
     for (size_t i = 0, off = 0; i < count; i++) {
         st->w[i] = (int)get32(sizes + 4 * i);
         st->h[i] = (int)get32(sizes + 4 * (count + i));
@@ -300,14 +296,25 @@ static int kept_arrays(const mapped *m, const char *path, bool copy, ct_image_st
 
 int ct_data_cache_read_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,
                             ct_image_store *st, char *why, size_t n, ct_err *err) {
-    char path[CT_PATH_MAX + 64];
-    cache_path(cfg, set_path, KIND_KEPT, path, sizeof path);
     memset(st, 0, sizeof *st);
-    mapped m;
-    if (map_cache(cfg, path, KIND_KEPT, fp, kept_size, &m, why, n) != 1) return 0;
-    int rc = kept_arrays(&m, path, true, st, err) == 0 ? 1 : -1;
-    munmap((void *)m.b, m.size);
-    return rc;
+    ct_kept_map km;
+    int rc = ct_data_cache_map_kept(cfg, set_path, fp, &km, why, n, err);
+    if (rc != 1) return rc;
+    size_t bytes = (size_t)((const uint8_t *)km.map + km.size - km.view.px);
+    uint8_t *px = malloc(bytes ? bytes : 1);
+    if (!px) {
+        char path[CT_PATH_MAX + 64];
+        cache_path(cfg, set_path, KIND_KEPT, path, sizeof path);
+        ct_data_cache_unmap_kept(&km);
+        return ct_errorf(err, "%s: out of memory for the cached images", path);
+    }
+    madvise(km.map, km.size, MADV_SEQUENTIAL); /* copied whole */
+    memcpy(px, km.view.px, bytes);
+    *st = km.view; /* its arrays move to st, the pixels are the copy */
+    st->px = px;
+    memset(&km.view, 0, sizeof km.view);
+    ct_data_cache_unmap_kept(&km);
+    return 1;
 }
 
 int ct_data_cache_map_kept(const ct_config *cfg, const char *set_path, unsigned long long fp,
@@ -317,7 +324,7 @@ int ct_data_cache_map_kept(const ct_config *cfg, const char *set_path, unsigned 
     memset(km, 0, sizeof *km);
     mapped m;
     if (map_cache(cfg, path, KIND_KEPT, fp, kept_size, &m, why, n) != 1) return 0;
-    if (kept_arrays(&m, path, false, &km->view, err) != 0) {
+    if (kept_arrays(&m, path, &km->view, err) != 0) {
         munmap((void *)m.b, m.size);
         return -1;
     }

@@ -27,11 +27,14 @@ static ct_image_source *new_source(const ct_config *cfg, bool train, ct_image_fi
     return s;
 }
 
-/* The positions i of `want` in held[0..n) (NULL held: all of 0..n), into *index. */
-static int positions(const uint8_t *held, int n, int want, int32_t **index, ct_err *err) {
-    *index = malloc((size_t)(n ? n : 1) * sizeof **index);
-    if (!*index) return ct_errorf(err, "out of memory for a list of %d files", n);
-    for (int i = 0, k = 0; i < n; i++)
+/* The files of all with held[i] == want (held NULL: every one) into *part, and
+ * their places in all into *index. */
+static int take_part(const ct_image_files *all, const uint8_t *held, int want,
+                     ct_image_files *part, int32_t **index, ct_err *err) {
+    if (ct_image_files_part(all, held, want, part, err) != 0) return -1;
+    *index = malloc((size_t)(all->count ? all->count : 1) * sizeof **index);
+    if (!*index) return ct_errorf(err, "out of memory for a list of %d files", all->count);
+    for (int i = 0, k = 0; i < all->count; i++)
         if (!held || held[i] == want) (*index)[k++] = i;
     return 0;
 }
@@ -44,17 +47,11 @@ static int split_files(const ct_config *cfg, const ct_image_files *all, ct_image
     uint8_t *labels = malloc((size_t)(n ? n : 1)), *held = malloc((size_t)(n ? n : 1));
     if (!labels || !held) rc = ct_errorf(err, "out of memory splitting off the validation set");
     for (int i = 0; rc == 0 && i < n; i++) labels[i] = (uint8_t)all->label[i];
-    if (rc == 0)
-        rc = ct_val_count(cfg->data.val_split, n, &n_val, err) != 0 ||
-                     ct_split_held(labels, n, n_val, cfg->train.seed, cfg->data.stratify, held,
-                                   &n_val, err) != 0
-                 ? -1
-                 : 0;
-    for (int s = 0; rc == 0 && s < 2; s++)
-        rc = ct_image_files_part(all, held, s, &part[s], err) != 0 ||
-                     positions(held, n, s, &index[s], err) != 0
-                 ? -1
-                 : 0;
+    if (rc == 0 && (ct_val_count(cfg->data.val_split, n, &n_val, err) != 0 ||
+                    ct_split_held(labels, n, n_val, cfg->train.seed, cfg->data.stratify, held,
+                                  &n_val, err) != 0))
+        rc = -1;
+    for (int s = 0; rc == 0 && s < 2; s++) rc = take_part(all, held, s, &part[s], &index[s], err);
     free(labels);
     free(held);
     return rc;
@@ -120,15 +117,9 @@ int ct_data_streams_open(const ct_config *cfg, FILE *log, ct_data_streams *st, c
     if (rc == 0 && d->val_split > 0.0)
         rc = split_files(cfg, &all[0], files, index, err);
     else if (rc == 0)
-        rc = ct_image_files_part(&all[0], NULL, 0, &files[CT_STREAM_TRAIN], err) != 0 ||
-                     positions(NULL, all[0].count, 0, &index[CT_STREAM_TRAIN], err) != 0
-                 ? -1
-                 : 0;
+        rc = take_part(&all[0], NULL, 0, &files[CT_STREAM_TRAIN], &index[CT_STREAM_TRAIN], err);
     if (rc == 0)
-        rc = ct_image_files_part(&all[1], NULL, 0, &files[CT_STREAM_TEST], err) != 0 ||
-                     positions(NULL, all[1].count, 0, &index[CT_STREAM_TEST], err) != 0
-                 ? -1
-                 : 0;
+        rc = take_part(&all[1], NULL, 0, &files[CT_STREAM_TEST], &index[CT_STREAM_TEST], err);
     /* decoded samples from the caches; with random_resized_crop the training part
      * needs the kept images, and the validation part the decoded samples */
     if (rc == 0)
@@ -176,10 +167,7 @@ int ct_data_stream_test(const ct_config *cfg, FILE *log, ct_image_source **src, 
     if (ct_data_check_channels(cfg, err) != 0 ||
         ct_data_image_files(cfg, false, &all, &classes, err) != 0)
         return -1;
-    int rc = ct_image_files_part(&all, NULL, 0, &files, err) != 0 ||
-                     positions(NULL, all.count, 0, &index, err) != 0
-                 ? -1
-                 : 0;
+    int rc = take_part(&all, NULL, 0, &files, &index, err);
     if (rc == 0) rc = map_caches(cfg, false, &all, &classes, log, cache, NULL, err);
     ct_image_files_free(&all);
     ct_names_free(&classes);
